@@ -1,0 +1,108 @@
+//! The simulation side of a frame, as the demo and `bench` see it.
+//!
+//! A [`SimBackend`] advances the bodies and leaves the newest positions in one of the two GL
+//! position vertex buffers ([`PositionVbos`]); the renderer then draws that buffer. Backends:
+//! the CPU backend (compute on the CPU, upload with `glBufferSubData`) and the CUDA backends
+//! (`map`: registered GL buffers mapped every frame; `copy`: device buffer → pinned host →
+//! `glBufferSubData`).
+//!
+//! Teardown order: a backend holding CUDA graphics resources must be dropped *before* the GL
+//! buffers it registered are deleted and before the GL context goes. The owner of both (the demo's
+//! frame state) therefore declares the backend field before the renderer field.
+
+use serde::Serialize;
+
+use crate::cli::{InteropMode, ResourceFlags, StreamKind};
+use crate::sim::{Bodies, Diagnostics, PhysParams};
+
+/// The two GL position vertex buffers, each `[N][4]` f32 (x, y, z, mass), `16 * N` bytes,
+/// made by the renderer (`GL_ARRAY_BUFFER`, `GL_DYNAMIC_DRAW`).
+#[derive(Debug, Clone, Copy)]
+pub struct PositionVbos {
+    /// The GL buffer names.
+    pub buffers: [glow::NativeBuffer; 2],
+    /// Number of bodies N each buffer holds.
+    pub n: usize,
+}
+
+/// Timings of the simulate step of one frame, in milliseconds.
+///
+/// GPU times come from CUDA events recorded on the frame's stream around each step; `None` where
+/// the backend has no such step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SimTimings {
+    /// Host time of the whole simulate call (ms).
+    pub host_ms: f64,
+    /// CUDA-event time of `cuGraphicsMapResources` (ms).
+    pub map_ms: Option<f64>,
+    /// CUDA-event time of the kernel launches of this frame (ms), or CPU compute time for the CPU backend.
+    pub kernel_ms: Option<f64>,
+    /// CUDA-event time of `cuGraphicsUnmapResources` (ms).
+    pub unmap_ms: Option<f64>,
+    /// Time to bring positions to GL in the copy and CPU paths (device → host copy + `glBufferSubData`), ms.
+    pub upload_ms: Option<f64>,
+}
+
+/// Interop settings that can change while the demo runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InteropSettings {
+    /// Map or copy.
+    pub interop: InteropMode,
+    /// Flags of `cuGraphicsGLRegisterBuffer`.
+    pub register_flags: ResourceFlags,
+    /// Flags of `cuGraphicsResourceSetMapFlags`.
+    pub map_flags: ResourceFlags,
+    /// Stream kind.
+    pub stream: StreamKind,
+    /// Priority of a created stream.
+    pub stream_priority: i32,
+    /// Threads per block of the kernel.
+    pub block_size: u32,
+}
+
+/// One simulation backend bound to the two GL position buffers.
+pub trait SimBackend {
+    /// Short label for the overlay, e.g. `"CUDA map · NVIDIA H200"` or `"CPU f32 (16 threads)"`.
+    fn label(&self) -> String;
+    /// Number of bodies N.
+    fn n(&self) -> usize;
+    /// Advance `steps` leapfrog steps; afterwards `vbos.buffers[self.front()]` holds the newest
+    /// positions. Needs the GL context current on this thread.
+    ///
+    /// # Errors
+    /// A CUDA or GL failure, with the failing call named.
+    fn simulate(&mut self, gl: &glow::Context, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings>;
+    /// Index (0 or 1) of the buffer that holds the newest positions.
+    fn front(&self) -> usize;
+    /// Change dt, ε or G for the following steps.
+    fn set_params(&mut self, params: PhysParams);
+    /// The current state with synchronised velocities (see [`crate::sim`]).
+    ///
+    /// # Errors
+    /// A CUDA or GL failure.
+    fn bodies(&mut self, gl: &glow::Context, vbos: &PositionVbos) -> anyhow::Result<Bodies>;
+    /// Energy and momentum of the current state (on the GPU for CUDA backends).
+    ///
+    /// # Errors
+    /// A CUDA or GL failure.
+    fn diagnostics(&mut self, gl: &glow::Context, vbos: &PositionVbos) -> anyhow::Result<Diagnostics>;
+    /// Settings in force (None for the CPU backend).
+    fn settings(&self) -> Option<InteropSettings> {
+        None
+    }
+    /// Apply changed settings (re-register, new stream, ...).
+    ///
+    /// # Errors
+    /// A CUDA failure; the backend keeps its old settings then.
+    fn apply_settings(&mut self, _gl: &glow::Context, _vbos: &PositionVbos, _s: InteropSettings) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Key/value rows for the overlay's device panel (empty for the CPU backend).
+    fn device_panel(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Rows of the entry-point report (function, version, flags, status, remedy), empty for CPU.
+    fn entry_points(&self) -> Vec<[String; 5]> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,247 @@
+//! Command-line interface (clap). One place lists every option of the demo, `bench` and `info`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `nbody-interop`: CUDA–OpenGL interop N-body demo, benchmark and teaching tool.
+#[derive(Debug, Parser)]
+#[command(name = "nbody-interop", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do; without a subcommand the demo runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Options of the demo (used when no subcommand is given).
+    #[command(flatten)]
+    pub demo: DemoArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the CUDA driver version, each device's attributes and the entry-point report.
+    Info(InfoArgs),
+    /// Time whole interop frames (or the kernel alone) per mode and body count.
+    Bench(BenchArgs),
+}
+
+/// Options of `info`.
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Default-stream semantics the entry points are resolved with.
+    #[arg(long, value_enum, default_value_t = StreamSemantics::Legacy)]
+    pub semantics: StreamSemantics,
+}
+
+/// Physics and initial-condition options shared by the demo and `bench`.
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Seed of the initial-condition generator (reproducible runs).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Initial condition: plummer, galaxies, ball, figure-eight, or a path to a CSV file
+    /// with header `x,y,z,vx,vy,vz,mass`.
+    #[arg(long, default_value = "plummer")]
+    pub init: String,
+    /// Gravitational constant G (N-body units: 1).
+    #[arg(long = "gravitational-constant", default_value_t = 1.0)]
+    pub gravitational_constant: f32,
+    /// Time step dt of the leapfrog integrator (simulation time units).
+    #[arg(long, default_value_t = 0.001)]
+    pub dt: f32,
+    /// Plummer softening length ε (length units); 0 gives exact Newtonian gravity.
+    #[arg(long, default_value_t = 0.01)]
+    pub softening: f32,
+    /// Leapfrog steps per rendered frame.
+    #[arg(long = "steps-per-frame", default_value_t = 1)]
+    pub steps_per_frame: u32,
+    /// CUDA threads per block of the N-body kernel.
+    #[arg(long = "block-size", default_value_t = 256)]
+    pub block_size: u32,
+    /// Load this PTX file instead of the embedded kernel.
+    #[arg(long)]
+    pub kernel: Option<PathBuf>,
+}
+
+/// Options of the demo.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Physics options.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Number of bodies N (ignored for `figure-eight` and CSV input, which fix N).
+    #[arg(long, default_value_t = 16384)]
+    pub bodies: usize,
+    /// Which simulation backend to use.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// How CUDA's results reach the GL vertex buffers.
+    #[arg(long, value_enum, default_value_t = InteropMode::Map)]
+    pub interop: InteropMode,
+    /// Flags given to cuGraphicsGLRegisterBuffer.
+    #[arg(long = "register-flags", value_enum, default_value_t = ResourceFlags::None)]
+    pub register_flags: ResourceFlags,
+    /// Flags given to cuGraphicsResourceSetMapFlags before each map.
+    #[arg(long = "map-flags", value_enum, default_value_t = ResourceFlags::None)]
+    pub map_flags: ResourceFlags,
+    /// Stream the frame's CUDA work goes to.
+    #[arg(long, value_enum, default_value_t = StreamKind::Legacy)]
+    pub stream: StreamKind,
+    /// Priority of a created stream (lower numbers are higher priority; see cuCtxGetStreamPriorityRange).
+    #[arg(long = "stream-priority", default_value_t = 0, allow_hyphen_values = true)]
+    pub stream_priority: i32,
+    /// Scheduling flag of the CUDA context (how the host waits for the GPU).
+    #[arg(long = "ctx-sched", value_enum, default_value_t = CtxSched::Auto)]
+    pub ctx_sched: CtxSched,
+    /// Run without a window on an EGL device, rendering into an FBO.
+    #[arg(long)]
+    pub headless: bool,
+    /// Stop after this many frames.
+    #[arg(long)]
+    pub frames: Option<u64>,
+    /// Save the last frame, overlay included, to this PNG file.
+    #[arg(long)]
+    pub screenshot: Option<PathBuf>,
+    /// Write the final state (x,y,z,vx,vy,vz,mass) to this CSV file at full precision.
+    #[arg(long = "save-state")]
+    pub save_state: Option<PathBuf>,
+    /// Compute energy and momentum every this many frames (0: only on demand).
+    #[arg(long = "diagnostics-interval", default_value_t = 0)]
+    pub diagnostics_interval: u64,
+    /// Disable vsync (windowed runs).
+    #[arg(long = "no-vsync")]
+    pub no_vsync: bool,
+    /// Window or framebuffer width in physical pixels.
+    #[arg(long, default_value_t = 1280)]
+    pub width: u32,
+    /// Window or framebuffer height in physical pixels.
+    #[arg(long, default_value_t = 800)]
+    pub height: u32,
+    /// Hide the egui overlay.
+    #[arg(long = "no-overlay")]
+    pub no_overlay: bool,
+}
+
+/// Options of `bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Physics options.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Modes to time (default: all that this machine supports).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub modes: Vec<BenchMode>,
+    /// Body counts N to time, comma separated (default 16384,65536,262144,1048576).
+    #[arg(long, value_delimiter = ',')]
+    pub bodies: Vec<usize>,
+    /// Untimed frames before measuring, per (mode, N) and round.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: u32,
+    /// Measured frames per (mode, N), split over the rounds.
+    #[arg(long, default_value_t = 200)]
+    pub frames: u32,
+    /// Interleaved rounds: each round visits every mode once per N.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Directory for bench.json, bench.csv and bench.png.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    /// Scheduling flag of the CUDA context.
+    #[arg(long = "ctx-sched", value_enum, default_value_t = CtxSched::Auto)]
+    pub ctx_sched: CtxSched,
+    /// Stream the frame's CUDA work goes to.
+    #[arg(long, value_enum, default_value_t = StreamKind::Legacy)]
+    pub stream: StreamKind,
+    /// Flags given to cuGraphicsGLRegisterBuffer.
+    #[arg(long = "register-flags", value_enum, default_value_t = ResourceFlags::None)]
+    pub register_flags: ResourceFlags,
+    /// Flags given to cuGraphicsResourceSetMapFlags.
+    #[arg(long = "map-flags", value_enum, default_value_t = ResourceFlags::None)]
+    pub map_flags: ResourceFlags,
+    /// Time budget of the cpu mode per frame, in ms: larger N are skipped.
+    #[arg(long = "cpu-budget-ms", default_value_t = 2000.0)]
+    pub cpu_budget_ms: f64,
+}
+
+/// Simulation backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// CUDA when a CUDA device shares the GL context, else the CPU backend (with a notice).
+    Auto,
+    /// CUDA only: exit with an error when it cannot be used.
+    Cuda,
+    /// Multithreaded float32 CPU backend; never touches CUDA.
+    Cpu,
+}
+
+/// How results reach GL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InteropMode {
+    /// Registered GL buffers mapped every frame (cuGraphicsMapResources).
+    Map,
+    /// CUDA device buffer → pinned host memory → glBufferSubData.
+    Copy,
+}
+
+/// Register or map flags (CU_GRAPHICS_REGISTER_FLAGS_* / CU_GRAPHICS_MAP_RESOURCE_FLAGS_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResourceFlags {
+    /// No hint.
+    None,
+    /// CUDA only reads the buffer.
+    ReadOnly,
+    /// CUDA overwrites the whole buffer; its old contents may be discarded.
+    WriteDiscard,
+}
+
+/// Stream kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamKind {
+    /// The legacy default stream (entry points resolved with CU_GET_PROC_ADDRESS_LEGACY_STREAM).
+    Legacy,
+    /// The per-thread default stream (entry points resolved with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
+    PerThread,
+    /// A created stream with CU_STREAM_NON_BLOCKING and `--stream-priority`.
+    NonBlocking,
+}
+
+/// Default-stream semantics of the entry-point table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamSemantics {
+    /// CU_GET_PROC_ADDRESS_LEGACY_STREAM.
+    Legacy,
+    /// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+    PerThread,
+}
+
+/// Context scheduling flag (CU_CTX_SCHED_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CtxSched {
+    /// CU_CTX_SCHED_AUTO.
+    Auto,
+    /// CU_CTX_SCHED_SPIN.
+    Spin,
+    /// CU_CTX_SCHED_YIELD.
+    Yield,
+    /// CU_CTX_SCHED_BLOCKING_SYNC.
+    Blocking,
+}
+
+/// Bench modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchMode {
+    /// Registered buffers, one map and one unmap call per frame for both.
+    Map,
+    /// Each buffer mapped and unmapped in its own call.
+    MapSeparate,
+    /// Device buffer → pinned host → glBufferSubData.
+    Copy,
+    /// The kernel alone, no GL.
+    Compute,
+    /// CPU backend + upload.
+    Cpu,
+}

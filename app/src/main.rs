@@ -1,0 +1,2 @@
+//! `nbody-interop` binary: a thin `main` over [`nbody_app`].
+fn main() {}

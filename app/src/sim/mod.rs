@@ -1,0 +1,89 @@
+//! Simulation: body state, physical parameters, the leapfrog convention shared by every backend,
+//! initial conditions, state files and diagnostics.
+//!
+//! # Integrator (shared by the CUDA kernel and both CPU backends)
+//! Symplectic leapfrog in kick-drift-kick form. Consecutive KDK steps share their half kicks, so a
+//! run of steps is computed as one force evaluation per step:
+//!
+//! ```text
+//! a_n       = a(x_n)                        (one all-pairs force evaluation)
+//! v        += a_n * kick                    (kick = dt/2 on the first step after a sync, else dt)
+//! x_{n+1}   = x_n + v * dt                  (drift)
+//! ```
+//! After such a run the velocities lag the positions by half a step. [`Bodies`] handed out by a
+//! backend are always *synchronised*: the backend finishes with a half kick `v += a(x_n) * dt/2`
+//! (a force evaluation with drift 0) before it returns velocities. This is exactly KDK.
+//!
+//! Acceleration with Plummer softening ε (GPU Gems 3, ch. 31, eq. 3):
+//! `a_i = G Σ_j m_j (x_j − x_i) / (|x_j − x_i|² + ε²)^{3/2}`; with ε = 0 the term j = i is skipped
+//! (it is 0/0 otherwise).
+
+pub mod cpu;
+pub mod diagnostics;
+pub mod init;
+pub mod state_csv;
+
+use serde::Serialize;
+
+/// Body state of N bodies in the kernel's layout.
+///
+/// `pos[i] = [x, y, z, mass]`, `vel[i] = [vx, vy, vz, 0]` (f32, `[N][4]`, user units; G sets the
+/// unit system). Velocities are synchronised with the positions (see the module docs).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Bodies {
+    /// Positions and masses, `[N][4]`: x, y, z, mass.
+    pub pos: Vec<[f32; 4]>,
+    /// Velocities, `[N][4]`: vx, vy, vz, 0.
+    pub vel: Vec<[f32; 4]>,
+}
+
+impl Bodies {
+    /// Number of bodies N.
+    pub fn len(&self) -> usize {
+        self.pos.len()
+    }
+    /// True when there are no bodies.
+    pub fn is_empty(&self) -> bool {
+        self.pos.is_empty()
+    }
+}
+
+/// Physical parameters of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PhysParams {
+    /// Gravitational constant G (1 in N-body units).
+    pub g: f32,
+    /// Time step dt (time units).
+    pub dt: f32,
+    /// Softening length ε (length units); 0 means exact Newtonian gravity.
+    pub softening: f32,
+}
+
+impl Default for PhysParams {
+    fn default() -> Self {
+        Self { g: 1.0, dt: 0.001, softening: 0.01 }
+    }
+}
+
+/// Conserved quantities of a state, computed in float64.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Diagnostics {
+    /// Kinetic energy Σ ½ m v².
+    pub kinetic: f64,
+    /// Potential energy −G Σ_{i<j} m_i m_j / sqrt(r² + ε²).
+    pub potential: f64,
+    /// Total energy (kinetic + potential).
+    pub total: f64,
+    /// Linear momentum Σ m v.
+    pub momentum: [f64; 3],
+    /// Angular momentum Σ m x × v (about the origin).
+    pub angular_momentum: [f64; 3],
+}
+
+/// Work counted for one frame: `N² × steps` pairwise interactions.
+pub fn interactions(n: usize, steps: u32) -> f64 {
+    (n as f64) * (n as f64) * f64::from(steps)
+}
+
+/// Flops per interaction by the convention of GPU Gems 3 ch. 31 and NVIDIA's nbody sample.
+pub const FLOPS_PER_INTERACTION: f64 = 20.0;

@@ -1,0 +1,1 @@
+//! CUDA driver API loaded at run time (in progress).
