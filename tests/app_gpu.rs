@@ -1,2 +1,234 @@
-//! (in progress)
-fn main() {}
+//! GPU tests of the N-body kernel and the CUDA–GL interop paths. Run for real on a machine with an
+//! NVIDIA GPU (the EGL device gives the GL context); reported as ignored (skipped) elsewhere;
+//! `NBODY_REQUIRE_GPU=1` makes a missing GPU a failure.
+//!
+//! Tolerance: one fp32 kernel step against the float64 reference of the same step, compared as
+//! ‖out − ref‖ / ‖ref‖ over all bodies, must be ≤ 1e-5 (the bound). fp32 all-pairs sums
+//! over N = 4096 with `rsqrt.approx` (relative error ≤ 2^-22.9) land near 1e-7 on positions,
+//! which change little in one step, so 1e-5 leaves room without hiding indexing bugs (a wrong
+//! body gives O(1) errors).
+
+#[path = "common/gpu_gate.rs"]
+mod gpu_gate;
+
+use std::sync::Arc;
+
+use glow::HasContext;
+use gpu_gate::ensure;
+use interop::sys::stream_flags;
+use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics};
+use libtest_mimic::Failed;
+use nbody_app::backend::{InteropSettings, SimBackend};
+use nbody_app::cli::{CtxSched, InteropMode, ResourceFlags, StreamKind};
+use nbody_app::cuda_backend::{create_backend, CudaOptions};
+use nbody_app::gfx::context::HeadlessContext;
+use nbody_app::gfx::renderer::Renderer;
+use nbody_app::sim::cpu::step_reference_f64;
+use nbody_app::sim::diagnostics::potentials_f64;
+use nbody_app::sim::gpu::{Kernels, BODY_BYTES};
+use nbody_app::sim::init::InitialCondition;
+use nbody_app::sim::{Bodies, PhysParams};
+
+fn fresh_seed() -> u64 {
+    let s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);
+    eprintln!("seed {s}");
+    s
+}
+
+fn plummer(n: usize, seed: u64) -> Result<Bodies, Failed> {
+    Ok(InitialCondition::Plummer.generate(n, seed, 1.0).map_err(|e| e.to_string())?)
+}
+
+fn cuda() -> Result<Arc<Context>, Failed> {
+    let api = interop::init(StreamSemantics::Legacy)?;
+    Ok(Context::primary(&Device::get(&api, 0)?, SchedFlag::Auto)?)
+}
+
+/// ‖a − b‖ / ‖b‖ over the xyz of all bodies.
+fn rel_err(a: &[[f32; 4]], b: &[[f64; 4]]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (x, y) in a.iter().zip(b) {
+        for k in 0..3 {
+            num += (f64::from(x[k]) - y[k]).powi(2);
+            den += y[k] * y[k];
+        }
+    }
+    (num / den.max(1e-300)).sqrt()
+}
+
+fn rel_err3(a: &[[f32; 4]], b: &[[f64; 3]]) -> f64 {
+    let b4: Vec<[f64; 4]> = b.iter().map(|v| [v[0], v[1], v[2], 0.0]).collect();
+    rel_err(a, &b4)
+}
+
+/// One kernel call on the GPU (P, block) from `bodies`; returns (pos_out, vel, untouched tail ok).
+fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, p: u32, block: u32, kick: f32) -> Result<(Vec<[f32; 4]>, Vec<[f32; 4]>, bool), Failed> {
+    let n = bodies.len();
+    let tail = 64;
+    let poison = [f32::from_bits(0x7fc0_dead); 4];
+    let pin = DeviceBuffer::from_slice(ctx, &bodies.pos)?;
+    let mut out_host = vec![poison; n + tail];
+    let pout = DeviceBuffer::from_slice(ctx, &out_host)?;
+    let vel = DeviceBuffer::from_slice(ctx, &bodies.vel)?;
+    let stream = Stream::create(ctx, stream_flags::NON_BLOCKING, 0)?;
+    // SAFETY: three distinct buffers of ≥ 16 N bytes, alive until the synchronize below.
+    unsafe { k.launch_step(p, block, n, (pin.ptr(), pout.ptr(), vel.ptr()), params.dt, kick, params, &stream) }?;
+    stream.synchronize()?;
+    pout.copy_to_host(&mut out_host)?;
+    let tail_ok = out_host[n..].iter().all(|v| v.iter().zip(poison).all(|(a, b)| a.to_bits() == b.to_bits()));
+    out_host.truncate(n);
+    Ok((out_host, vel.to_vec()?, tail_ok))
+}
+
+fn one_step_matches_float64_reference() -> Result<(), Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let bodies = plummer(4096, fresh_seed())?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let (rp, rv) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
+    for p in [1, 2, 4] {
+        for block in [128, 256] {
+            let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, p, block, 0.5 * params.dt)?;
+            let (ep, ev) = (rel_err(&pos, &rp), rel_err3(&vel, &rv));
+            eprintln!("P={p} block={block}: position rel. error {ep:.2e}, velocity {ev:.2e}");
+            ensure(ep <= 1e-5 && ev <= 1e-5, format!("P={p} block={block}: errors {ep:e} / {ev:e} > 1e-5"))?;
+        }
+    }
+    Ok(())
+}
+
+fn n_not_a_multiple_of_the_block_size() -> Result<(), Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
+    for n in [1usize, 3, 33, 1000, 4097] {
+        let bodies = plummer(n, fresh_seed())?;
+        let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
+        for p in [1, 2, 4] {
+            let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, p, 256, params.dt)?;
+            ensure(tail_ok, format!("N={n} P={p}: wrote past N"))?;
+            let e = rel_err(&pos, &rp);
+            ensure(e <= 1e-5, format!("N={n} P={p}: rel. error {e:e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn exact_gravity_with_distinct_bodies_is_finite() -> Result<(), Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let bodies = plummer(2048, fresh_seed())?;
+    let params = PhysParams { g: 1.0, dt: 1e-4, softening: 0.0 };
+    let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
+    for p in [1, 2, 4] {
+        let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, p, 256, params.dt)?;
+        ensure(pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())), format!("P={p}: non-finite value with ε = 0"))?;
+        let e = rel_err(&pos, &rp);
+        ensure(e <= 1e-5, format!("P={p}: ε = 0 rel. error {e:e}"))?;
+    }
+    Ok(())
+}
+
+fn potential_kernel_matches_float64() -> Result<(), Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let bodies = plummer(3000, fresh_seed())?;
+    let pos = DeviceBuffer::from_slice(&ctx, &bodies.pos)?;
+    let phi = DeviceBuffer::<f32>::alloc(&ctx, bodies.len())?;
+    let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
+    for eps in [0.0f32, 0.05] {
+        // SAFETY: pos holds 16 N bytes and phi 4 N bytes until the synchronize below.
+        unsafe { k.launch_potential(256, bodies.len(), pos.ptr(), phi.ptr(), eps, &stream) }?;
+        stream.synchronize()?;
+        let got = phi.to_vec()?;
+        let want = potentials_f64(&bodies.pos, f64::from(eps));
+        let (mut num, mut den) = (0.0, 0.0);
+        for (g, w) in got.iter().zip(&want) {
+            num += (f64::from(*g) - w).powi(2);
+            den += w * w;
+        }
+        let e = (num / den).sqrt();
+        ensure(e <= 1e-5, format!("ε={eps}: potential rel. error {e:e}"))?;
+    }
+    Ok(())
+}
+
+/// One interop frame through the real GL buffers; positions read back from GL must equal the
+/// float64 reference of that step.
+fn interop_case(ctx: &HeadlessContext, settings: InteropSettings) -> Result<(), Failed> {
+    let gl = &ctx.gl;
+    let bodies = plummer(4096, fresh_seed())?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
+    let vbos = *renderer.vbos();
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None };
+    let result = (|| -> Result<(), Failed> {
+        let mut backend = create_backend(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
+        let t = backend.simulate(gl, &vbos, 1)?;
+        ensure(t.kernel_ms.is_some_and(|k| k > 0.0), format!("no kernel time: {t:?}"))?;
+        let mut bytes = vec![0u8; bodies.len() * BODY_BYTES];
+        // SAFETY: the buffer holds 16 N bytes; desktop GL (the NVIDIA EGL context) has glGetBufferSubData.
+        unsafe {
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[backend.front()]));
+            gl.get_buffer_sub_data(glow::ARRAY_BUFFER, 0, &mut bytes);
+            gl.bind_buffer(glow::ARRAY_BUFFER, None);
+        }
+        let pos: Vec<[f32; 4]> = bytes
+            .chunks_exact(16)
+            .map(|c| std::array::from_fn(|k| f32::from_le_bytes([c[4 * k], c[4 * k + 1], c[4 * k + 2], c[4 * k + 3]])))
+            .collect();
+        let (rp, _) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
+        let e = rel_err(&pos, &rp);
+        eprintln!("{settings:?}: GL readback rel. error {e:.2e}; timings {t:?}");
+        if settings.register_flags == ResourceFlags::ReadOnly && settings.interop == InteropMode::Map {
+            // CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY promises that CUDA will not write the buffer,
+            // but the kernel writes one of the two every frame: the driver need not hand those
+            // writes to GL (seen on driver 580: GL read the old positions, rel. error 4e-4). The
+            // case must still run without a driver error; what GL sees is reported above.
+            eprintln!("  (read-only registration: GL is not guaranteed to see CUDA's writes)");
+        } else {
+            ensure(e <= 1e-5, format!("{settings:?}: GL readback rel. error {e:e}"))?;
+        }
+        drop(backend); // unregister before the GL buffers are deleted
+        Ok(())
+    })();
+    renderer.destroy(gl);
+    result
+}
+
+fn interop_map_and_copy_write_what_gl_reads() -> Result<(), Failed> {
+    let ctx = HeadlessContext::new(0)?;
+    let base = InteropSettings {
+        interop: InteropMode::Map,
+        register_flags: ResourceFlags::None,
+        map_flags: ResourceFlags::None,
+        stream: StreamKind::Legacy,
+        stream_priority: 0,
+        block_size: 256,
+    };
+    let mut failures = Vec::new();
+    let mut cases = Vec::new();
+    for stream in [StreamKind::Legacy, StreamKind::PerThread, StreamKind::NonBlocking] {
+        for register_flags in [ResourceFlags::None, ResourceFlags::ReadOnly, ResourceFlags::WriteDiscard] {
+            cases.push(InteropSettings { stream, register_flags, ..base });
+        }
+        cases.push(InteropSettings { stream, map_flags: ResourceFlags::WriteDiscard, ..base });
+        cases.push(InteropSettings { stream, interop: InteropMode::Copy, ..base });
+    }
+    for c in cases {
+        if let Err(e) = interop_case(&ctx, c) {
+            failures.push(format!("{c:?}: {}", e.message().unwrap_or("failed")));
+        }
+    }
+    ensure(failures.is_empty(), failures.join("\n"))
+}
+
+fn main() {
+    gpu_gate::run(&[
+        ("one_step_matches_float64_reference", one_step_matches_float64_reference),
+        ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size),
+        ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite),
+        ("potential_kernel_matches_float64", potential_kernel_matches_float64),
+        ("interop_map_and_copy_write_what_gl_reads", interop_map_and_copy_write_what_gl_reads),
+    ])
+}

@@ -1,1 +1,59 @@
-//! (in progress)
+//! Loading the driver without a GPU: library discovery and bootstrap errors.
+//! These run everywhere (no driver needed); they never set environment variables in-process.
+
+use std::path::PathBuf;
+
+use interop::{Driver, Error};
+
+#[test]
+fn missing_file_lists_the_path_tried() {
+    let p = PathBuf::from("/nonexistent/dir/libcuda.so.1");
+    let err = Driver::open_candidates(&[p]).expect_err("a missing file cannot load");
+    match &err {
+        Error::LibraryNotFound { tried } => {
+            assert_eq!(tried.len(), 1);
+            assert_eq!(tried[0].name, "/nonexistent/dir/libcuda.so.1");
+        }
+        other => panic!("expected LibraryNotFound, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("/nonexistent/dir/libcuda.so.1") && msg.contains("NVIDIA driver"), "{msg}");
+}
+
+/// A shared library that is certainly present and certainly not the CUDA driver.
+fn not_the_driver() -> PathBuf {
+    for c in ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6"] {
+        if std::path::Path::new(c).exists() {
+            return PathBuf::from(c);
+        }
+    }
+    PathBuf::from("libm.so.6")
+}
+
+#[test]
+fn a_library_that_is_not_the_driver_gives_the_missing_bootstrap_error() {
+    let err = Driver::open_candidates(&[not_the_driver()]).expect_err("libm is not the driver");
+    match &err {
+        Error::MissingBootstrap { symbol, .. } => assert_eq!(*symbol, "cuDriverGetVersion"),
+        other => panic!("expected MissingBootstrap, got {other:?}"),
+    }
+    assert!(err.to_string().contains("NBODY_CUDA_LIBRARY"), "{err}");
+}
+
+#[test]
+fn first_loadable_candidate_wins_and_all_failures_are_listed() {
+    let err = Driver::open_candidates(&[PathBuf::from("/nonexistent/a.so"), PathBuf::from("/nonexistent/b.so")])
+        .expect_err("neither exists");
+    let Error::LibraryNotFound { tried } = err else { panic!("expected LibraryNotFound") };
+    assert_eq!(tried.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["/nonexistent/a.so", "/nonexistent/b.so"]);
+}
+
+#[test]
+fn remedies_name_the_cuda_version_or_the_table_bug() {
+    use interop::entry::{EntryReport, SymbolStatus};
+    let r = EntryReport::remedy_for(SymbolStatus::SymbolNotFound, 12050, 11080).expect("a remedy");
+    assert!(r.contains("CUDA 12.5") && r.contains("CUDA 11.8"), "{r}");
+    let r = EntryReport::remedy_for(SymbolStatus::VersionNotSufficient, 11010, 13000).expect("a remedy");
+    assert!(r.contains("older than the function"), "{r}");
+    assert!(EntryReport::remedy_for(SymbolStatus::Found, 2000, 13000).is_none());
+}

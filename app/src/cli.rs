@@ -164,6 +164,12 @@ pub struct BenchArgs {
     /// Time budget of the cpu mode per frame, in ms: larger N are skipped.
     #[arg(long = "cpu-budget-ms", default_value_t = 2000.0)]
     pub cpu_budget_ms: f64,
+    /// Offscreen framebuffer width in pixels.
+    #[arg(long, default_value_t = 1280)]
+    pub width: u32,
+    /// Offscreen framebuffer height in pixels.
+    #[arg(long, default_value_t = 800)]
+    pub height: u32,
 }
 
 /// Simulation backend.

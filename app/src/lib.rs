@@ -3,5 +3,12 @@
 //! The binary (`src/main.rs`) is a thin `main` over [`run`].
 
 pub mod backend;
+pub mod backend_cpu;
 pub mod cli;
+pub mod cuda_backend;
+pub mod demo;
+pub mod gfx;
+pub mod info;
+pub mod overlay;
+pub mod select;
 pub mod sim;

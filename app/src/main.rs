@@ -1,2 +1,28 @@
 //! `nbody-interop` binary: a thin `main` over [`nbody_app`].
-fn main() {}
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use nbody_app::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match &cli.command {
+        None => nbody_app::demo::run(&cli.demo),
+        Some(Command::Info(a)) => nbody_app::info::run(a),
+        Some(Command::Bench(_)) => Err(anyhow::anyhow!("`bench` is not yet implemented")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,58 @@
-//! CUDA driver API loaded at run time (in progress).
+//! The CUDA driver API, loaded at run time, with versioned entry points, RAII wrappers and
+//! CUDA–OpenGL interop.
+//!
+//! # Layers (after `ash` and `cudarc`)
+//! 1. [`sys`]: C types and constants of `cuda.h`/`cudaGL.h`; no logic.
+//! 2. [`entry`]: the one declarative table of driver functions. [`Driver`] opens the library and
+//!    looks up only the bootstrap symbols (`cuGetProcAddress_v2` / `cuGetProcAddress`,
+//!    `cuDriverGetVersion`); [`Api::load`] resolves every other function through
+//!    `cuGetProcAddress` with the ABI version of its `PFN_…_vNNNN` typedef and the chosen
+//!    default-stream semantics, keeping a report row per function. Each function is a method of
+//!    [`Api`] returning `Result`.
+//! 3. RAII types: [`Device`], [`Context`], [`Module`]/[`Function`], [`Stream`], [`Event`],
+//!    [`DeviceBuffer`], [`PinnedBuffer`], [`GraphicsResource`] and the [`Mapping`] guard.
+//!
+//! # Safety model
+//! The library outlives every function pointer: [`Api`] owns the [`Driver`], which holds the
+//! `libloading::Library` in an `Arc`; every [`Context`] holds the `Arc<Api>`; every RAII type holds
+//! its `Arc<Context>`. Function pointers are stored as `Option`s and never null. Layer-2 methods
+//! are `unsafe` (the driver's contract on raw pointers); layer-3 types are safe and document which
+//! driver rule each `unsafe` block keeps. A [`Mapping`] borrows its resources mutably and a
+//! [`MappedPtr`] borrows the mapping, so a device pointer of a GL buffer cannot outlive the unmap.
+//! CUDA calls act on the calling thread's current context; see [`Context`].
+
+pub mod context;
+pub mod device;
+pub mod entry;
+pub mod error;
+pub mod graphics;
+pub mod loader;
+pub mod memory;
+pub mod module;
+pub mod stream;
+pub mod sys;
+
+use std::sync::Arc;
+
+pub use context::{Context, ContextKind, SchedFlag};
+pub use device::{Device, DeviceInfo};
+pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_POINTS};
+pub use error::{Error, Result};
+pub use graphics::{gl_devices, map_resources, GraphicsResource, MappedPtr, Mapping};
+pub use loader::{BootstrapKind, Driver, StreamSemantics};
+pub use memory::{DeviceBuffer, DeviceCopy, PinnedBuffer};
+pub use module::{Function, FunctionAttributes, Module};
+pub use stream::{Event, Stream, StreamKind};
+
+/// Opens the driver, resolves the table with `semantics` and calls `cuInit(0)`.
+///
+/// # Errors
+/// Any load error of [`Driver::open`] or [`Api::load`], or `cuInit`'s error
+/// (`CUDA_ERROR_NO_DEVICE` on a machine with the driver but no GPU).
+#[doc(alias = "cuInit")]
+pub fn init(semantics: StreamSemantics) -> Result<Arc<Api>> {
+    let api = Api::load(Driver::open()?, semantics)?;
+    // SAFETY: cuInit takes a flags value that must be 0.
+    unsafe { api.cuInit(0) }?;
+    Ok(api)
+}

@@ -1,1 +1,441 @@
-//! (in progress)
+//! CPU backends: the same fused leapfrog as the CUDA kernel, in float64 (the test reference) and
+//! float32 (the application's CPU backend), both parallel over bodies `i` with rayon.
+//!
+//! Both follow the convention of [`crate::sim`]: one all-pairs force evaluation per step,
+//! `v += a(x_n) * kick` (kick = dt/2 on the first step after a synchronisation, else dt), then
+//! `x_{n+1} = x_n + v * dt`. [`CpuF32::bodies`] / [`CpuF64::bodies`] finish with the closing half
+//! kick `v += a(x_n) * dt/2`, so the velocities they return are synchronised with the positions
+//! (kick-drift-kick leapfrog; Verlet 1967, Hut, Makino & McMillan 1995 for the shared half kicks).
+//!
+//! Acceleration with Plummer softening ε (GPU Gems 3, ch. 31, eq. 3):
+//! `a_i = G Σ_j m_j (x_j − x_i) / (|x_j − x_i|² + ε²)^{3/2}`. A pair with `|x_j − x_i|² + ε² = 0`
+//! (the term `j = i` when ε = 0, or two coincident bodies) contributes nothing instead of 0/0;
+//! for distinct bodies so close that `1/r³` overflows, `m_j/r³` is capped at the largest finite
+//! float (as in the kernel), so the result is never NaN for finite input.
+//!
+//! # Summation order
+//! For every body `i` the sum over `j` runs in index order `j = 0, 1, …, N−1` with one accumulator
+//! per component, like a thread of the CUDA kernel. Eight bodies `i` are processed side by side
+//! (independent accumulators), which lets the compiler vectorise across `i` without reordering
+//! any sum.
+
+use std::ops::{Add, AddAssign, Div, Mul, Sub};
+
+use rayon::prelude::*;
+
+use super::{Bodies, PhysParams};
+
+/// Bodies `i` per rayon task (and per stack buffer of accelerations).
+const CHUNK: usize = 64;
+/// Bodies `i` computed side by side in the inner loop over `j`.
+const LANES: usize = 8;
+
+/// The float operations the force loop needs, for `f32` and `f64`.
+trait Real:
+    Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + AddAssign
+{
+    const ZERO: Self;
+    const MAX: Self;
+    fn sqrt(self) -> Self;
+    /// The smaller of two values; the non-NaN one when one is NaN (IEEE minNum).
+    fn min(self, other: Self) -> Self;
+}
+
+impl Real for f32 {
+    const ZERO: Self = 0.0;
+    const MAX: Self = f32::MAX;
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    fn min(self, other: Self) -> Self {
+        f32::min(self, other)
+    }
+}
+
+impl Real for f64 {
+    const ZERO: Self = 0.0;
+    const MAX: Self = f64::MAX;
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+    fn min(self, other: Self) -> Self {
+        f64::min(self, other)
+    }
+}
+
+/// Sources of the force sum in structure-of-arrays form (x, y, z, mass), `[N]` each.
+#[derive(Debug, Clone, Default)]
+struct Sources<T> {
+    x: Vec<T>,
+    y: Vec<T>,
+    z: Vec<T>,
+    m: Vec<T>,
+}
+
+impl<T: Real> Sources<T> {
+    /// Refill from `[x, y, z]` positions and masses (reusing the allocations).
+    fn load(&mut self, pos: impl Iterator<Item = [T; 4]>) {
+        self.x.clear();
+        self.y.clear();
+        self.z.clear();
+        self.m.clear();
+        for [x, y, z, m] in pos {
+            self.x.push(x);
+            self.y.push(y);
+            self.z.push(z);
+            self.m.push(m);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+}
+
+/// Accelerations of bodies `first .. first + out.len()` due to all sources, times `g`.
+///
+/// `out` is `[len][3]`; `eps2` is ε². Each sum runs over `j` in index order.
+fn accelerations_range<T: Real>(src: &Sources<T>, g: T, eps2: T, first: usize, out: &mut [[T; 3]]) {
+    let n = src.len();
+    for (b, block) in out.chunks_mut(LANES).enumerate() {
+        let i0 = first + b * LANES;
+        let last = i0 + block.len() - 1;
+        let mut xi = [T::ZERO; LANES];
+        let mut yi = [T::ZERO; LANES];
+        let mut zi = [T::ZERO; LANES];
+        for l in 0..LANES {
+            // Lanes past the end of a short block repeat the last body; their results are dropped.
+            let i = (i0 + l).min(last);
+            xi[l] = src.x[i];
+            yi[l] = src.y[i];
+            zi[l] = src.z[i];
+        }
+        let mut ax = [T::ZERO; LANES];
+        let mut ay = [T::ZERO; LANES];
+        let mut az = [T::ZERO; LANES];
+        let sources = src.x[..n].iter().zip(&src.y[..n]).zip(&src.z[..n]).zip(&src.m[..n]);
+        for (((&xj, &yj), &zj), &mj) in sources {
+            for l in 0..LANES {
+                let dx = xj - xi[l];
+                let dy = yj - yi[l];
+                let dz = zj - zi[l];
+                let r2 = dx * dx + dy * dy + dz * dz + eps2;
+                // r² + ε² = 0 only for j = i (or a coincident body) with ε = 0: skip it. For
+                // distinct bodies so close that r³ underflows, m/r³ is capped at MAX (like the
+                // kernel's fminf), so the term stays finite.
+                let s = if r2 > T::ZERO { (mj / (r2 * r2.sqrt())).min(T::MAX) } else { T::ZERO };
+                ax[l] += dx * s;
+                ay[l] += dy * s;
+                az[l] += dz * s;
+            }
+        }
+        for (l, a) in block.iter_mut().enumerate() {
+            *a = [g * ax[l], g * ay[l], g * az[l]];
+        }
+    }
+}
+
+/// Runs `f(chunk_index, chunk_of_a, chunk_of_b)` over matching `CHUNK`-sized chunks of two slices
+/// of length N: in parallel with rayon when there is more than one chunk, else inline.
+fn for_chunks<A: Send, B: Send>(a: &mut [A], b: &mut [B], f: impl Fn(usize, &mut [A], &mut [B]) + Sync) {
+    if a.len() <= CHUNK {
+        a.chunks_mut(CHUNK).zip(b.chunks_mut(CHUNK)).enumerate().for_each(|(c, (a, b))| f(c, a, b));
+    } else {
+        a.par_chunks_mut(CHUNK).zip(b.par_chunks_mut(CHUNK)).enumerate().for_each(|(c, (a, b))| f(c, a, b));
+    }
+}
+
+/// All-pairs accelerations in float64 (the one-step reference for the GPU tests).
+///
+/// `pos` is `[N][4]` (x, y, z, mass); returns `[N][3]`,
+/// `a_i = g Σ_j m_j (x_j − x_i) / (|x_j − x_i|² + eps²)^{3/2}`, pairs with `r² + eps² = 0` skipped
+/// and `m_j / r³` capped at `f64::MAX` (see the module docs).
+/// Parallel over `i` with rayon; each sum runs over `j` in index order.
+pub fn accelerations_f64(pos: &[[f64; 4]], g: f64, eps: f64) -> Vec<[f64; 3]> {
+    let mut src = Sources::default();
+    src.load(pos.iter().copied());
+    let mut acc = vec![[0.0; 3]; pos.len()];
+    if pos.len() <= CHUNK {
+        accelerations_range(&src, g, eps * eps, 0, &mut acc);
+    } else {
+        acc.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, out)| accelerations_range(&src, g, eps * eps, c * CHUNK, out));
+    }
+    acc
+}
+
+/// One kernel call's worth of the integrator in float64, from float32 inputs.
+///
+/// Computes `a = a(x)` with `params.g` and `params.softening` (`params.dt` is not used), then
+/// `v += a * kick` and `x_out = x + v * dt_drift`. Returns `(pos_out, vel)`: `pos_out` is `[N][4]`
+/// (x, y, z, mass, the mass copied through), `vel` is `[N][3]` (the kicked velocities).
+/// A GPU test compares one launch of the kernel with it; the closing half kick is
+/// `kick = dt/2, dt_drift = 0`.
+pub fn step_reference_f64(
+    bodies: &Bodies,
+    params: PhysParams,
+    kick: f64,
+    dt_drift: f64,
+) -> (Vec<[f64; 4]>, Vec<[f64; 3]>) {
+    let mut pos: Vec<[f64; 4]> = bodies.pos.iter().map(|p| p.map(f64::from)).collect();
+    let acc = accelerations_f64(&pos, f64::from(params.g), f64::from(params.softening));
+    let mut vel = Vec::with_capacity(pos.len());
+    for ((p, v), a) in pos.iter_mut().zip(&bodies.vel).zip(&acc) {
+        let mut v3 = [0.0; 3];
+        for k in 0..3 {
+            v3[k] = f64::from(v[k]) + a[k] * kick;
+            p[k] += v3[k] * dt_drift;
+        }
+        vel.push(v3);
+    }
+    (pos, vel)
+}
+
+/// Float32 CPU backend, multithreaded with rayon (tasks of 64 bodies `i`): the application's CPU
+/// simulation backend.
+///
+/// State in the kernel's layout: positions `[N][4]` (x, y, z, mass) and velocities `[N][4]`
+/// (vx, vy, vz, 0), f32. Between [`CpuF32::step`] calls the velocities lag the positions by half a
+/// step; [`CpuF32::bodies`] synchronises them.
+#[derive(Debug, Clone)]
+pub struct CpuF32 {
+    pos: Vec<[f32; 4]>,
+    vel: Vec<[f32; 4]>,
+    params: PhysParams,
+    /// True when `vel` is at the same time as `pos` (the next kick is dt/2).
+    synchronized: bool,
+    /// Snapshot of `pos` in SoA form, the sources of the current force evaluation.
+    src: Sources<f32>,
+}
+
+impl CpuF32 {
+    /// A backend holding a copy of `bodies` (taken as synchronised) and stepping with `params`.
+    ///
+    /// Velocities missing from `bodies.vel` (a shorter vector) are taken as 0.
+    pub fn new(bodies: &Bodies, params: PhysParams) -> Self {
+        let mut vel = bodies.vel.clone();
+        vel.resize(bodies.pos.len(), [0.0; 4]);
+        Self { pos: bodies.pos.clone(), vel, params, synchronized: true, src: Sources::default() }
+    }
+
+    /// Advance `steps` leapfrog steps (one force evaluation each); positions stay in `self`.
+    pub fn step(&mut self, steps: u32) {
+        for _ in 0..steps {
+            let dt = self.params.dt;
+            let kick = if self.synchronized { 0.5 * dt } else { dt };
+            self.kick_drift(kick, dt);
+            self.synchronized = false;
+        }
+    }
+
+    /// Apply the closing half kick `v += a(x) * dt/2` if the velocities lag the positions.
+    pub fn synchronize(&mut self) {
+        if !self.synchronized {
+            self.kick_drift(0.5 * self.params.dt, 0.0);
+            self.synchronized = true;
+        }
+    }
+
+    /// True when the velocities are synchronised with the positions.
+    pub fn is_synchronized(&self) -> bool {
+        self.synchronized
+    }
+
+    /// Current positions, `[N][4]` f32 (x, y, z, mass), ready for the vertex-buffer upload.
+    pub fn positions(&self) -> &[[f32; 4]] {
+        &self.pos
+    }
+
+    /// The state with synchronised velocities (applies the half kick if needed; the next
+    /// [`CpuF32::step`] then starts with a half kick).
+    pub fn bodies(&mut self) -> Bodies {
+        self.synchronize();
+        Bodies { pos: self.pos.clone(), vel: self.vel.clone() }
+    }
+
+    /// The physical parameters in use.
+    pub fn params(&self) -> PhysParams {
+        self.params
+    }
+
+    /// Use `params` for the following steps. When they differ from the current ones the state is
+    /// synchronised first (closing half kick with the old parameters), so the leapfrog restarts
+    /// cleanly with the new dt, G or ε.
+    pub fn set_params(&mut self, params: PhysParams) {
+        if params != self.params {
+            self.synchronize();
+            self.params = params;
+        }
+    }
+
+    /// Number of bodies N.
+    pub fn len(&self) -> usize {
+        self.pos.len()
+    }
+
+    /// True when there are no bodies.
+    pub fn is_empty(&self) -> bool {
+        self.pos.is_empty()
+    }
+
+    /// One force evaluation at the current positions, then `v += a * kick; x += v * drift`.
+    fn kick_drift(&mut self, kick: f32, drift: f32) {
+        self.src.load(self.pos.iter().copied());
+        let (src, g, eps) = (&self.src, self.params.g, self.params.softening);
+        for_chunks(&mut self.pos, &mut self.vel, |c, pos, vel| {
+            let mut acc = [[0.0f32; 3]; CHUNK];
+            let acc = &mut acc[..pos.len()];
+            accelerations_range(src, g, eps * eps, c * CHUNK, acc);
+            for ((p, v), a) in pos.iter_mut().zip(vel.iter_mut()).zip(acc.iter()) {
+                for k in 0..3 {
+                    v[k] += a[k] * kick;
+                    p[k] += v[k] * drift;
+                }
+            }
+        });
+    }
+}
+
+/// Float64 CPU backend: the reference of the tests (same integrator as [`CpuF32`] and the kernel),
+/// parallel over bodies `i` with rayon.
+///
+/// Holds positions `[N][3]`, velocities `[N][3]` and masses `[N]` in f64, converted from the f32
+/// [`Bodies`] it starts from.
+#[derive(Debug, Clone)]
+pub struct CpuF64 {
+    pos: Vec<[f64; 3]>,
+    vel: Vec<[f64; 3]>,
+    mass: Vec<f64>,
+    params: PhysParams,
+    synchronized: bool,
+    src: Sources<f64>,
+}
+
+impl CpuF64 {
+    /// A backend holding `bodies` converted to f64 (taken as synchronised), stepping with `params`
+    /// (converted to f64 for every step).
+    ///
+    /// Velocities missing from `bodies.vel` (a shorter vector) are taken as 0.
+    pub fn new(bodies: &Bodies, params: PhysParams) -> Self {
+        let pos = bodies.pos.iter().map(|p| [p[0], p[1], p[2]].map(f64::from)).collect();
+        let mass = bodies.pos.iter().map(|p| f64::from(p[3])).collect();
+        let mut vel: Vec<[f64; 3]> = bodies.vel.iter().map(|v| [v[0], v[1], v[2]].map(f64::from)).collect();
+        vel.resize(bodies.pos.len(), [0.0; 3]);
+        Self { pos, vel, mass, params, synchronized: true, src: Sources::default() }
+    }
+
+    /// A backend from float64 state: positions `[N][3]`, velocities `[N][3]`, masses `[N]`.
+    /// The shortest of the three sets N.
+    pub fn from_f64(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64], params: PhysParams) -> Self {
+        let n = pos.len().min(vel.len()).min(mass.len());
+        Self {
+            pos: pos[..n].to_vec(),
+            vel: vel[..n].to_vec(),
+            mass: mass[..n].to_vec(),
+            params,
+            synchronized: true,
+            src: Sources::default(),
+        }
+    }
+
+    /// Advance `steps` leapfrog steps (one force evaluation each).
+    pub fn step(&mut self, steps: u32) {
+        for _ in 0..steps {
+            let dt = f64::from(self.params.dt);
+            let kick = if self.synchronized { 0.5 * dt } else { dt };
+            self.kick_drift(kick, dt);
+            self.synchronized = false;
+        }
+    }
+
+    /// Apply the closing half kick `v += a(x) * dt/2` if the velocities lag the positions.
+    pub fn synchronize(&mut self) {
+        if !self.synchronized {
+            self.kick_drift(0.5 * f64::from(self.params.dt), 0.0);
+            self.synchronized = true;
+        }
+    }
+
+    /// True when the velocities are synchronised with the positions.
+    pub fn is_synchronized(&self) -> bool {
+        self.synchronized
+    }
+
+    /// Current positions rounded to f32, `[N][4]` (x, y, z, mass).
+    pub fn positions(&self) -> Vec<[f32; 4]> {
+        self.pos.iter().zip(&self.mass).map(|(p, &m)| [p[0] as f32, p[1] as f32, p[2] as f32, m as f32]).collect()
+    }
+
+    /// Current positions in f64, `[N][3]`.
+    pub fn pos_f64(&self) -> &[[f64; 3]] {
+        &self.pos
+    }
+
+    /// Current velocities in f64, `[N][3]`; half a step behind the positions unless
+    /// [`CpuF64::is_synchronized`].
+    pub fn vel_f64(&self) -> &[[f64; 3]] {
+        &self.vel
+    }
+
+    /// Masses in f64, `[N]`.
+    pub fn masses(&self) -> &[f64] {
+        &self.mass
+    }
+
+    /// The state with synchronised velocities, rounded to f32 (applies the half kick if needed).
+    pub fn bodies(&mut self) -> Bodies {
+        self.synchronize();
+        let pos = self.positions();
+        let vel = self.vel.iter().map(|v| [v[0] as f32, v[1] as f32, v[2] as f32, 0.0]).collect();
+        Bodies { pos, vel }
+    }
+
+    /// The physical parameters in use.
+    pub fn params(&self) -> PhysParams {
+        self.params
+    }
+
+    /// Use `params` for the following steps; synchronises first when they differ from the current
+    /// ones (see [`CpuF32::set_params`]).
+    pub fn set_params(&mut self, params: PhysParams) {
+        if params != self.params {
+            self.synchronize();
+            self.params = params;
+        }
+    }
+
+    /// Number of bodies N.
+    pub fn len(&self) -> usize {
+        self.pos.len()
+    }
+
+    /// True when there are no bodies.
+    pub fn is_empty(&self) -> bool {
+        self.pos.is_empty()
+    }
+
+    fn kick_drift(&mut self, kick: f64, drift: f64) {
+        self.src.load(self.pos.iter().zip(&self.mass).map(|(p, &m)| [p[0], p[1], p[2], m]));
+        let (src, g, eps) = (&self.src, f64::from(self.params.g), f64::from(self.params.softening));
+        for_chunks(&mut self.pos, &mut self.vel, |c, pos, vel| {
+            let mut acc = [[0.0f64; 3]; CHUNK];
+            let acc = &mut acc[..pos.len()];
+            accelerations_range(src, g, eps * eps, c * CHUNK, acc);
+            for ((p, v), a) in pos.iter_mut().zip(vel.iter_mut()).zip(acc.iter()) {
+                for k in 0..3 {
+                    v[k] += a[k] * kick;
+                    p[k] += v[k] * drift;
+                }
+            }
+        });
+    }
+}

@@ -1,1 +1,320 @@
-//! (in progress)
+//! Seeded, reproducible initial conditions.
+//!
+//! Every generator draws from `rand_pcg::Pcg64` seeded with the run's `u64` seed, in f64, and
+//! rounds to the f32 [`Bodies`] at the end, so a (name, N, seed, G) quadruple always gives the same
+//! bits. The generated systems are built for G = 1 (N-body units) and their velocities scaled by
+//! `sqrt(G)` for another G, which keeps every orbit's shape (only the time unit changes).
+
+use std::f64::consts::PI;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+
+use super::state_csv::{read_state, StateFileError};
+use super::Bodies;
+
+/// The names [`InitialCondition::parse`] accepts besides a `.csv` path.
+pub const NAMES: [&str; 4] = ["plummer", "galaxies", "ball", "figure-eight"];
+
+/// Period of the figure-eight choreography for the initial conditions of
+/// [`InitialCondition::FigureEight`] (G = 1, unit masses), from Simó (2002) and Chenciner &
+/// Montgomery (2000): T ≈ 6.32591398.
+pub const FIGURE_EIGHT_PERIOD: f64 = 6.325_913_985;
+
+/// An initial condition of the simulation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitialCondition {
+    /// Plummer (1911) sphere in N-body (Hénon) units: total mass 1, G = 1, total energy −1/4,
+    /// virial radius 1, in virial equilibrium; sampled as Aarseth, Hénon & Wielen (1974), with
+    /// the radii truncated at 99.9 % of the mass; centre of mass and momentum removed.
+    Plummer,
+    /// Two colliding disk galaxies of mass ½ each: a heavy central body (60 % of the galaxy's
+    /// mass) and a disk of light bodies (radii 0.1–1, surface density ∝ 1/r) on circular orbits,
+    /// the two disks tilted against each other and falling together on a parabolic orbit with
+    /// pericentre ≈ 0.5. N is split as evenly as possible between the two.
+    Galaxies,
+    /// Uniform ball of radius 1 and total mass 1, cold except for a slow solid-body rotation
+    /// about z with T_rot/|W| = 0.05.
+    UniformBall,
+    /// Figure-eight three-body choreography (Chenciner & Montgomery 2000) with Simó's initial
+    /// conditions: x₁ = −x₂ = (0.97000436, −0.24308753, 0), x₃ = 0,
+    /// v₃ = (−0.93240737, −0.86473146, 0), v₁ = v₂ = −v₃/2, unit masses; period
+    /// [`FIGURE_EIGHT_PERIOD`] for G = 1. Always 3 bodies.
+    FigureEight,
+    /// A state file read with [`read_state`]; fixes N itself.
+    Csv(PathBuf),
+}
+
+/// Why an initial condition could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// The name is neither a known initial condition nor a `.csv` path.
+    #[error(
+        "unknown initial condition `{0}`; valid: plummer, galaxies, ball, figure-eight, \
+         or a path ending in .csv (header x,y,z,vx,vy,vz,mass)"
+    )]
+    UnknownName(String),
+    /// A generated initial condition was asked for N = 0 bodies.
+    #[error("the `{0}` initial condition needs at least 1 body, got N = 0; ask for 1 or more bodies")]
+    NoBodies(String),
+    /// G is not a finite positive number, so velocities cannot be scaled by sqrt(G).
+    #[error("gravitational constant G = {0} must be finite and > 0 for generated initial conditions")]
+    BadG(f32),
+    /// The CSV state file could not be read.
+    #[error(transparent)]
+    State(#[from] StateFileError),
+}
+
+impl InitialCondition {
+    /// Parse a name (`plummer`, `galaxies`, `ball`, `figure-eight`) or a path ending in `.csv`
+    /// (any case). Surrounding whitespace is ignored.
+    ///
+    /// # Errors
+    /// [`InitError::UnknownName`], listing the valid names.
+    pub fn parse(s: &str) -> Result<Self, InitError> {
+        let t = s.trim();
+        match t {
+            "plummer" => Ok(Self::Plummer),
+            "galaxies" => Ok(Self::Galaxies),
+            "ball" => Ok(Self::UniformBall),
+            "figure-eight" => Ok(Self::FigureEight),
+            _ if t.len() > 4 && t.to_ascii_lowercase().ends_with(".csv") => Ok(Self::Csv(PathBuf::from(t))),
+            _ => Err(InitError::UnknownName(t.to_owned())),
+        }
+    }
+
+    /// The name as [`InitialCondition::parse`] accepts it (the path for CSV input).
+    pub fn name(&self) -> String {
+        match self {
+            Self::Plummer => NAMES[0].to_owned(),
+            Self::Galaxies => NAMES[1].to_owned(),
+            Self::UniformBall => NAMES[2].to_owned(),
+            Self::FigureEight => NAMES[3].to_owned(),
+            Self::Csv(path) => path.display().to_string(),
+        }
+    }
+
+    /// Generate the bodies: `n` bodies for Plummer, galaxies and ball (figure-eight always has 3,
+    /// CSV input as many as the file), from `seed`, with velocities for gravitational constant `g`.
+    ///
+    /// # Errors
+    /// [`InitError::NoBodies`] for `n = 0` with a generated condition that uses `n`;
+    /// [`InitError::BadG`] when `g` is not finite and > 0; [`InitError::State`] for CSV input.
+    pub fn generate(&self, n: usize, seed: u64, g: f32) -> Result<Bodies, InitError> {
+        let make: fn(usize, &mut Pcg64) -> System = match self {
+            Self::Csv(path) => return Ok(read_state(path)?),
+            Self::FigureEight => |_, _| figure_eight(),
+            Self::Plummer => plummer,
+            Self::Galaxies => galaxies,
+            Self::UniformBall => uniform_ball,
+        };
+        if n == 0 && *self != Self::FigureEight {
+            return Err(InitError::NoBodies(self.name()));
+        }
+        if !(g.is_finite() && g > 0.0) {
+            return Err(InitError::BadG(g));
+        }
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut sys = make(n, &mut rng);
+        sys.shift_to_centre_of_mass();
+        Ok(sys.into_bodies(f64::from(g).sqrt()))
+    }
+}
+
+impl FromStr for InitialCondition {
+    type Err = InitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl fmt::Display for InitialCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// A system in f64 under construction (G = 1).
+#[derive(Debug, Default)]
+struct System {
+    pos: Vec<[f64; 3]>,
+    vel: Vec<[f64; 3]>,
+    mass: Vec<f64>,
+}
+
+impl System {
+    fn push(&mut self, x: [f64; 3], v: [f64; 3], m: f64) {
+        self.pos.push(x);
+        self.vel.push(v);
+        self.mass.push(m);
+    }
+
+    /// Shift to the centre-of-mass frame (position and velocity).
+    fn shift_to_centre_of_mass(&mut self) {
+        let total: f64 = self.mass.iter().sum();
+        if total <= 0.0 {
+            return;
+        }
+        let mut cx = [0.0; 3];
+        let mut cv = [0.0; 3];
+        for ((x, v), &m) in self.pos.iter().zip(&self.vel).zip(&self.mass) {
+            for k in 0..3 {
+                cx[k] += m * x[k];
+                cv[k] += m * v[k];
+            }
+        }
+        for (x, v) in self.pos.iter_mut().zip(&mut self.vel) {
+            for k in 0..3 {
+                x[k] -= cx[k] / total;
+                v[k] -= cv[k] / total;
+            }
+        }
+    }
+
+    /// Round to f32 bodies, scaling velocities by `vscale`.
+    fn into_bodies(self, vscale: f64) -> Bodies {
+        let pos =
+            self.pos.iter().zip(&self.mass).map(|(x, &m)| [x[0] as f32, x[1] as f32, x[2] as f32, m as f32]).collect();
+        let vel = self
+            .vel
+            .iter()
+            .map(|v| [(v[0] * vscale) as f32, (v[1] * vscale) as f32, (v[2] * vscale) as f32, 0.0])
+            .collect();
+        Bodies { pos, vel }
+    }
+}
+
+/// A uniformly distributed direction (unit vector).
+fn isotropic(rng: &mut Pcg64) -> [f64; 3] {
+    let z: f64 = rng.random_range(-1.0..=1.0);
+    let phi: f64 = rng.random_range(0.0..2.0 * PI);
+    let s = (1.0 - z * z).max(0.0).sqrt();
+    [s * phi.cos(), s * phi.sin(), z]
+}
+
+fn scale(v: [f64; 3], s: f64) -> [f64; 3] {
+    v.map(|c| c * s)
+}
+
+/// Plummer sphere, Aarseth, Hénon & Wielen (1974), Astron. Astrophys. 37, 183.
+///
+/// Sampled with scale length b = 1 (G = M = 1), then scaled to Hénon units: lengths by 3π/16,
+/// velocities by sqrt(16/(3π)).
+fn plummer(n: usize, rng: &mut Pcg64) -> System {
+    let mut sys = System::default();
+    let m = 1.0 / n as f64;
+    let r_scale = 3.0 * PI / 16.0;
+    let v_scale = 1.0 / r_scale.sqrt();
+    for _ in 0..n {
+        // Cumulative mass M(r) = r³ / (1 + r²)^{3/2}; invert for X ∈ [0, 0.999).
+        let x1: f64 = rng.random_range(0.0..0.999);
+        let r = 1.0 / (x1.powf(-2.0 / 3.0) - 1.0).sqrt();
+        // Speed q·v_esc with q drawn from g(q) = q² (1 − q²)^{7/2} by von Neumann rejection
+        // (max of g is < 0.1).
+        let q = loop {
+            let q: f64 = rng.random();
+            let y: f64 = rng.random_range(0.0..0.1);
+            if y < q * q * (1.0 - q * q).powf(3.5) {
+                break q;
+            }
+        };
+        let v = q * 2f64.sqrt() * (1.0 + r * r).powf(-0.25);
+        let x = scale(isotropic(rng), r * r_scale);
+        let u = scale(isotropic(rng), v * v_scale);
+        sys.push(x, u, m);
+    }
+    sys
+}
+
+/// Rotate `v` about the x axis by `angle` (radians).
+fn rot_x(v: [f64; 3], angle: f64) -> [f64; 3] {
+    let (s, c) = angle.sin_cos();
+    [v[0], c * v[1] - s * v[2], s * v[1] + c * v[2]]
+}
+
+/// One disk galaxy of `n ≥ 1` bodies and total mass `mass`, centred at the origin, tilted by
+/// `tilt` about x, rotating with `sense` (±1) about its axis.
+fn disk_galaxy(
+    sys: &mut System,
+    n: usize,
+    mass: f64,
+    tilt: f64,
+    sense: f64,
+    offset: ([f64; 3], [f64; 3]),
+    rng: &mut Pcg64,
+) {
+    const CENTRAL_FRACTION: f64 = 0.6;
+    const R_IN: f64 = 0.1;
+    const R_OUT: f64 = 1.0;
+    const THICKNESS: f64 = 0.02;
+    let (x0, v0) = offset;
+    let n_disk = n - 1;
+    let m_central = if n_disk == 0 { mass } else { CENTRAL_FRACTION * mass };
+    let m_disk = mass - m_central;
+    sys.push(x0, v0, m_central);
+    for _ in 0..n_disk {
+        // Σ ∝ 1/r: radius uniform in [R_IN, R_OUT], enclosed disk mass linear in r.
+        let r: f64 = rng.random_range(R_IN..R_OUT);
+        let phi: f64 = rng.random_range(0.0..2.0 * PI);
+        let z: f64 = rng.random_range(-THICKNESS..THICKNESS);
+        let enclosed = m_central + m_disk * (r - R_IN) / (R_OUT - R_IN);
+        // Circular speed from the enclosed mass (spherical approximation of the disk's pull).
+        let vc = (enclosed / r).sqrt();
+        let (s, c) = phi.sin_cos();
+        let x = rot_x([r * c, r * s, z], tilt);
+        let v = rot_x([-sense * vc * s, sense * vc * c, 0.0], tilt);
+        sys.push(
+            [x0[0] + x[0], x0[1] + x[1], x0[2] + x[2]],
+            [v0[0] + v[0], v0[1] + v[1], v0[2] + v[2]],
+            m_disk / n_disk as f64,
+        );
+    }
+}
+
+/// Two disk galaxies of mass ½ each on a parabolic collision course (G = 1).
+fn galaxies(n: usize, rng: &mut Pcg64) -> System {
+    let mut sys = System::default();
+    let n_a = n - n / 2;
+    let n_b = n / 2;
+    // Centres at ∓(4, 1, 0): separation d = |(8, 2, 0)|, relative speed of a parabolic orbit
+    // v = sqrt(2 G M / d) along −x. Impact parameter b = 2 gives the pericentre
+    // q = (b v)² / (2 G M) = 4 / d ≈ 0.49 of the point-mass orbit.
+    let d = (8.0f64 * 8.0 + 2.0 * 2.0).sqrt();
+    let v_rel = (2.0 * 1.0 / d).sqrt();
+    if n_b == 0 {
+        disk_galaxy(&mut sys, n_a, 1.0, 0.0, 1.0, ([0.0; 3], [0.0; 3]), rng);
+        return sys;
+    }
+    disk_galaxy(&mut sys, n_a, 0.5, 0.0, 1.0, ([-4.0, -1.0, 0.0], [0.5 * v_rel, 0.0, 0.0]), rng);
+    disk_galaxy(&mut sys, n_b, 0.5, PI / 3.0, -1.0, ([4.0, 1.0, 0.0], [-0.5 * v_rel, 0.0, 0.0]), rng);
+    sys
+}
+
+/// Uniform ball of radius 1 and mass 1, solid-body rotation ω = sqrt(0.15 G M / R³) about z,
+/// which makes T_rot/|W| = (I ω²/2) / (3 G M²/(5 R)) = 0.05 for the continuum.
+fn uniform_ball(n: usize, rng: &mut Pcg64) -> System {
+    let mut sys = System::default();
+    let m = 1.0 / n as f64;
+    let omega = 0.15f64.sqrt();
+    for _ in 0..n {
+        let u: f64 = rng.random();
+        let x = scale(isotropic(rng), u.cbrt());
+        sys.push(x, [-omega * x[1], omega * x[0], 0.0], m);
+    }
+    sys
+}
+
+/// Simó's initial conditions of the figure-eight choreography (G = 1, unit masses).
+fn figure_eight() -> System {
+    let mut sys = System::default();
+    let x1 = [0.970_004_36, -0.243_087_53, 0.0];
+    let v3 = [-0.932_407_37, -0.864_731_46, 0.0];
+    let v1 = [-0.5 * v3[0], -0.5 * v3[1], 0.0];
+    sys.push(x1, v1, 1.0);
+    sys.push([-x1[0], -x1[1], 0.0], v1, 1.0);
+    sys.push([0.0; 3], v3, 1.0);
+    sys
+}

@@ -1,0 +1,82 @@
+//! [`CpuBackend`]: the float32 CPU simulation ([`CpuF32`], rayon) behind [`SimBackend`].
+//!
+//! A frame: `steps` leapfrog steps on the CPU (timed as `kernel_ms`), then one `glBufferSubData`
+//! of the `[N][4]` f32 positions into the buffer that is *not* the current front (timed as
+//! `upload_ms`), which then becomes the front. The other buffer keeps the positions of the
+//! previous frame, which the renderer uses to colour bodies by speed. Never touches CUDA.
+
+use std::time::Instant;
+
+use crate::backend::{PositionVbos, SimBackend, SimTimings};
+use crate::gfx::renderer::upload_positions;
+use crate::sim::cpu::CpuF32;
+use crate::sim::diagnostics::diagnostics;
+use crate::sim::{Bodies, Diagnostics, PhysParams};
+
+/// CPU simulation backend: compute with [`CpuF32`], upload with `glBufferSubData`.
+#[derive(Debug)]
+pub struct CpuBackend {
+    sim: CpuF32,
+    front: usize,
+    threads: usize,
+}
+
+impl CpuBackend {
+    /// A backend stepping a copy of `bodies` with `params`; both VBOs already hold
+    /// `bodies.pos` (the renderer made them from the same bodies), and buffer 0 is the front.
+    pub fn new(bodies: &Bodies, params: PhysParams) -> Self {
+        Self { sim: CpuF32::new(bodies, params), front: 0, threads: rayon::current_num_threads() }
+    }
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+impl SimBackend for CpuBackend {
+    fn label(&self) -> String {
+        format!("CPU f32 (rayon, {} threads)", self.threads)
+    }
+
+    fn n(&self) -> usize {
+        self.sim.len()
+    }
+
+    fn simulate(&mut self, gl: &glow::Context, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
+        let t0 = Instant::now();
+        if steps == 0 {
+            return Ok(SimTimings { host_ms: ms_since(t0), ..SimTimings::default() });
+        }
+        self.sim.step(steps);
+        let kernel_ms = ms_since(t0);
+        let t1 = Instant::now();
+        let back = 1 - self.front;
+        upload_positions(gl, vbos, back, self.sim.positions())?;
+        self.front = back;
+        let upload_ms = ms_since(t1);
+        Ok(SimTimings {
+            host_ms: ms_since(t0),
+            map_ms: None,
+            kernel_ms: Some(kernel_ms),
+            unmap_ms: None,
+            upload_ms: Some(upload_ms),
+        })
+    }
+
+    fn front(&self) -> usize {
+        self.front
+    }
+
+    fn set_params(&mut self, params: PhysParams) {
+        self.sim.set_params(params);
+    }
+
+    fn bodies(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
+        Ok(self.sim.bodies())
+    }
+
+    fn diagnostics(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
+        let params = self.sim.params();
+        Ok(diagnostics(&self.sim.bodies(), params))
+    }
+}

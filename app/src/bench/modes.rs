@@ -1,0 +1,299 @@
+//! The timed frame of each bench mode, and the GL and CUDA environments they run in.
+//!
+//! - GL modes (`map`, `map-separate`, `copy`, `cpu`): a [`SimBackend`] bound to the renderer's two
+//!   position VBOs; one frame = `simulate` → draw into the offscreen FBO (timer query waited on) →
+//!   `glFinish`, timed on the host from the start of `simulate` to the return of `glFinish`.
+//! - `compute`: [`ComputeRunner`], the step kernel alone on two device buffers that ping-pong as
+//!   positions; one frame = event, kernel launches, event, `cuEventSynchronize`. No GL at all.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use glow::HasContext as _;
+use interop::sys::event_flags;
+use interop::{Context, Device, DeviceBuffer, DeviceInfo, Event, Stream, StreamSemantics};
+
+use crate::backend::{PositionVbos, SimBackend, SimTimings};
+use crate::backend_cpu::CpuBackend;
+use crate::cli::{CtxSched, StreamKind};
+use crate::cuda_backend::{make_stream, sched_flag, CudaBackend};
+use crate::gfx::camera::OrbitCamera;
+use crate::gfx::context::HeadlessContext;
+use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
+use crate::gfx::GlInfo;
+use crate::sim::gpu::{check_fits, GpuStepper, Kernels};
+use crate::sim::{Bodies, PhysParams};
+
+/// Measurements of one frame, in ms.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrameSample {
+    /// Host time of the whole frame.
+    pub frame_ms: f64,
+    /// The simulate step's timings (map, kernel, unmap, upload).
+    pub sim: SimTimings,
+    /// GL timer-query time of the body draw.
+    pub draw_ms: Option<f64>,
+}
+
+/// The headless GL side of the bench: one context for the whole run, one renderer whose VBOs
+/// are remade for every (mode, N, round), and one offscreen target.
+///
+/// Teardown: whoever holds a backend bound to the VBOs drops it before this is dropped (or
+/// [`Gfx::load`] called again). Field order is drop order; `Drop` deletes the renderer's GL
+/// objects and the FBO, then the context goes.
+pub struct Gfx {
+    renderer: Option<Renderer>,
+    target: Option<OffscreenTarget>,
+    camera: OrbitCamera,
+    ctx: HeadlessContext,
+}
+
+impl Gfx {
+    /// Make the headless context (the demo's EGL path, preferring CUDA device 0's EGL device) and
+    /// a `width` × `height` offscreen target.
+    ///
+    /// # Errors
+    /// No EGL context, or the FBO cannot be made.
+    pub fn open(width: u32, height: u32) -> anyhow::Result<Gfx> {
+        let ctx = HeadlessContext::new(crate::demo::HEADLESS_CUDA_DEVICE).context("headless GL context")?;
+        let target = OffscreenTarget::new(&ctx.gl, width, height).context("offscreen framebuffer")?;
+        Ok(Gfx { renderer: None, target: Some(target), camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), ctx })
+    }
+
+    /// Vendor, renderer, version and EGL device of the context.
+    pub fn info(&self) -> &GlInfo {
+        &self.ctx.info
+    }
+
+    /// The GL function table.
+    pub fn gl(&self) -> &glow::Context {
+        &self.ctx.gl
+    }
+
+    /// Framebuffer size in pixels.
+    pub fn size(&self) -> Option<(u32, u32)> {
+        self.target.map(|t| (t.width, t.height))
+    }
+
+    /// Fill both position VBOs with `bodies` (remaking them) and frame the camera on them.
+    /// Any backend bound to the old VBOs must have been dropped.
+    ///
+    /// # Errors
+    /// Shader or buffer creation fails.
+    pub fn load(&mut self, bodies: &Bodies) -> anyhow::Result<PositionVbos> {
+        let gl = &self.ctx.gl;
+        match &mut self.renderer {
+            Some(r) => r.recreate_vbos(gl, bodies).context("remaking the position VBOs")?,
+            None => self.renderer = Some(Renderer::new(gl, &self.ctx.info, bodies).context("renderer")?),
+        }
+        let r = self.renderer.as_ref().context("renderer missing")?;
+        self.camera = framing_camera(r);
+        Ok(*r.vbos())
+    }
+
+    /// One full frame: `backend.simulate`, draw into the FBO (waiting for the timer query),
+    /// `glFinish`.
+    ///
+    /// # Errors
+    /// The backend's error.
+    pub fn frame(&mut self, backend: &mut dyn SimBackend, steps: u32, time_span: f32) -> anyhow::Result<FrameSample> {
+        let gl = &self.ctx.gl;
+        let renderer = self.renderer.as_mut().context("no VBOs loaded")?;
+        let target = RenderTarget::Offscreen(self.target.context("no offscreen target")?);
+        let vbos = *renderer.vbos();
+        let t0 = Instant::now();
+        let sim = backend.simulate(gl, &vbos, steps)?;
+        let params = DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0 };
+        renderer.draw(gl, &target, &params, true);
+        // SAFETY: glFinish takes no arguments and is valid whenever a context is current; this
+        // context was made current on this thread by HeadlessContext::new and stays so.
+        unsafe { gl.finish() };
+        let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let draw_ms = if self.ctx.info.timer_query { renderer.draw_ms() } else { None };
+        Ok(FrameSample { frame_ms, sim, draw_ms })
+    }
+
+    /// The pending GL error, if any (`glGetError`).
+    pub fn error(&self) -> Option<u32> {
+        // SAFETY: glGetError takes no arguments and is valid with a current context.
+        let e = unsafe { self.ctx.gl.get_error() };
+        (e != glow::NO_ERROR).then_some(e)
+    }
+}
+
+impl Drop for Gfx {
+    fn drop(&mut self) {
+        let gl = &self.ctx.gl;
+        if let Some(mut r) = self.renderer.take() {
+            r.destroy(gl);
+        }
+        if let Some(t) = self.target.take() {
+            t.destroy(gl);
+        }
+    }
+}
+
+/// The default-stream semantics a stream kind needs.
+fn semantics(stream: StreamKind) -> StreamSemantics {
+    if stream == StreamKind::PerThread {
+        StreamSemantics::PerThread
+    } else {
+        StreamSemantics::Legacy
+    }
+}
+
+/// The CUDA context of the `compute` mode: `interop::init` → device 0 → its primary context with
+/// the scheduling flag. Held for the whole run.
+pub struct ComputeCtx {
+    /// The primary context of device 0 (current on this thread).
+    pub ctx: Arc<Context>,
+    /// Device 0's attributes.
+    pub info: DeviceInfo,
+}
+
+impl ComputeCtx {
+    /// Open the driver and retain device 0's primary context with `sched`.
+    ///
+    /// # Errors
+    /// No driver, no device, or the context cannot be made.
+    pub fn open(stream: StreamKind, sched: CtxSched) -> anyhow::Result<ComputeCtx> {
+        let api = interop::init(semantics(stream)).context("no usable CUDA driver")?;
+        let device = Device::get(&api, 0).context("CUDA device 0")?;
+        let ctx = Context::primary(&device, sched_flag(sched)).context("cuDevicePrimaryCtxRetain")?;
+        let info = device.info().context("reading device 0's attributes")?;
+        Ok(ComputeCtx { ctx, info })
+    }
+
+    /// The driver's CUDA version, e.g. `12.8`.
+    pub fn driver_version(&self) -> String {
+        interop::entry::cuda_version_string(self.ctx.api().driver_version())
+    }
+}
+
+/// The `compute` mode's frame: the step kernel alone, positions ping-ponging between two device
+/// buffers, CUDA events around the launches.
+///
+/// Field order is drop order: position buffers → events → kernels and velocities → stream → context.
+pub struct ComputeRunner {
+    pos: [DeviceBuffer<[f32; 4]>; 2],
+    events: [Event; 2],
+    gpu: GpuStepper,
+    stream: Stream,
+    ctx: Arc<Context>,
+}
+
+impl ComputeRunner {
+    /// Upload `bodies` (positions into buffer 0, velocities) and load the kernels.
+    ///
+    /// # Errors
+    /// N too large for the device, an invalid block size, a PTX load, allocation or stream failure.
+    pub fn new(
+        cc: &ComputeCtx,
+        stream: StreamKind,
+        kernel: Option<&Path>,
+        block: u32,
+        bodies: &Bodies,
+        params: PhysParams,
+    ) -> anyhow::Result<ComputeRunner> {
+        let ctx = Arc::clone(&cc.ctx);
+        ctx.make_current().context("cuCtxSetCurrent")?;
+        check_fits(bodies.len(), 3, cc.info.total_memory_bytes)?;
+        let stream = make_stream(&ctx, stream, 0)?;
+        let kernels = Kernels::load(&ctx, kernel)?;
+        let pos = [
+            DeviceBuffer::from_slice(&ctx, &bodies.pos).context("uploading positions")?,
+            DeviceBuffer::alloc(&ctx, bodies.len()).context("cuMemAlloc (second position buffer)")?,
+        ];
+        let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
+        let events = [Event::new(&ctx, event_flags::DEFAULT)?, Event::new(&ctx, event_flags::DEFAULT)?];
+        let gpu = GpuStepper::new(kernels, vel, block, params)?;
+        Ok(ComputeRunner { pos, events, gpu, stream, ctx })
+    }
+
+    /// Bodies per thread of the step kernel.
+    pub fn bodies_per_thread(&self) -> u32 {
+        self.gpu.p
+    }
+
+    /// One frame: `steps` launches between two events, then wait for the second.
+    ///
+    /// # Errors
+    /// A launch, record or synchronize fails.
+    pub fn frame(&mut self, steps: u32) -> anyhow::Result<FrameSample> {
+        let [e0, e1] = &self.events;
+        let ptrs = [self.pos[0].ptr(), self.pos[1].ptr()];
+        let t0 = Instant::now();
+        e0.record(&self.stream).context("cuEventRecord")?;
+        // SAFETY: the two position buffers are distinct allocations of this runner holding N
+        // bodies each (16 N bytes), and they outlive the launches: the frame waits for `e1`,
+        // recorded after them on the same stream, before returning.
+        unsafe { self.gpu.launch_steps(ptrs, steps, &self.stream) }?;
+        e1.record(&self.stream).context("cuEventRecord")?;
+        e1.synchronize().context("cuEventSynchronize")?;
+        let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
+        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None })
+    }
+}
+
+/// What runs the frames of one (mode, N, round) visit.
+pub enum Runner {
+    /// The CPU backend (GL upload and draw).
+    Cpu(CpuBackend),
+    /// A CUDA interop backend: map, map-separate or copy.
+    Cuda(Box<CudaBackend>),
+    /// The kernel alone.
+    Compute(Box<ComputeRunner>),
+}
+
+impl Runner {
+    /// Make this visit's CUDA context current (backends of different devices may alternate).
+    ///
+    /// # Errors
+    /// `cuCtxSetCurrent` fails.
+    pub fn make_current(&self) -> anyhow::Result<()> {
+        match self {
+            Runner::Cpu(_) => Ok(()),
+            Runner::Cuda(b) => b.context().make_current().context("cuCtxSetCurrent"),
+            Runner::Compute(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
+        }
+    }
+
+    /// Bodies per thread of the kernel, for CUDA modes.
+    pub fn bodies_per_thread(&self) -> Option<u32> {
+        match self {
+            Runner::Cpu(_) => None,
+            Runner::Cuda(b) => Some(b.bodies_per_thread()),
+            Runner::Compute(c) => Some(c.bodies_per_thread()),
+        }
+    }
+
+    /// One frame.
+    ///
+    /// # Errors
+    /// The backend's error; a GL mode without a GL context.
+    pub fn frame(&mut self, gfx: Option<&mut Gfx>, steps: u32, time_span: f32) -> anyhow::Result<FrameSample> {
+        match self {
+            Runner::Compute(c) => c.frame(steps),
+            Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b, steps, time_span),
+            Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(b.as_mut(), steps, time_span),
+        }
+    }
+}
+
+/// Refuse initial conditions that do not give exactly `n` bodies.
+///
+/// # Errors
+/// The counts differ (figure-eight and CSV files fix N).
+pub fn check_count(init: &str, bodies: &Bodies, n: usize) -> anyhow::Result<()> {
+    if bodies.len() != n {
+        bail!(
+            "--init {init} gives {} bodies, not the requested {n}; bench needs an initial condition that takes N \
+             (plummer, galaxies, ball)",
+            bodies.len()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,272 @@
+//! [`Gl`]: the few GL calls the app makes, as safe methods. This is where the app's GL `unsafe`
+//! lives.
+//!
+//! glow marks every GL call `unsafe` because GL has rules the compiler cannot see. The rules that
+//! matter for memory safety, and how this wrapper keeps them:
+//!
+//! 1. **A current context.** GL calls need the context current on the calling thread. [`Gl`] is
+//!    made by [`Gl::new`], an `unsafe fn` whose caller promises exactly that for the wrapper's
+//!    lifetime, or inside the app by `Gl::current` in functions whose documented precondition
+//!    is a current context (all of `gfx`, the demo's `Scene`, and `SimBackend`). Every context
+//!    owner in [`super::context`] and the demo makes its context current once, on the one
+//!    thread that draws, and keeps it so until teardown.
+//! 2. **Client memory.** Calls that read or write client memory get it from Rust slices whose
+//!    length glow passes on (`glBufferData`, `glBufferSubData`, uniforms), or check the size
+//!    here (`glReadPixels`: pack state reset, slice length checked). Queries that write through
+//!    a pointer are offered only for parameters with a known result size.
+//! 3. **Strings.** `glGetString` is only asked for names that always return a string.
+//! 4. **Draws** read vertex buffers on the GPU: [`Gl::draw_arrays`] stays `unsafe`, its caller
+//!    shows that the enabled attribute arrays cover the vertices drawn.
+//!
+//! Everything else (object names of another context, wrong enums, bad sizes) is a GL *error*,
+//! not undefined behaviour.
+
+use glow::HasContext as _;
+
+/// A GL context known to be current on this thread (see the module docs).
+#[derive(Clone, Copy)]
+pub struct Gl<'a> {
+    gl: &'a glow::Context,
+}
+
+impl std::fmt::Debug for Gl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Gl")
+    }
+}
+
+/// Safe forwarding methods for calls that only take enums, numbers, object names or slices
+/// whose length glow passes to GL.
+macro_rules! forward {
+    ($( $(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?; )*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
+                // SAFETY: rule 1 of the module docs (the context is current: `Gl::new`'s contract);
+                // the arguments are enums, numbers, object names or slices whose length glow
+                // passes on, so a wrong value is a GL error, never a stray memory access.
+                unsafe { self.gl.$name($($arg),*) }
+            }
+        )*
+    };
+}
+
+impl<'a> Gl<'a> {
+    /// Wrap `gl`.
+    ///
+    /// # Safety
+    /// `gl`'s context must be current on this thread for as long as the wrapper is used.
+    pub unsafe fn new(gl: &'a glow::Context) -> Self {
+        Self { gl }
+    }
+
+    /// Wrap `gl` under the app's GL convention: every function of `gfx`, the demo and
+    /// [`crate::backend::SimBackend`] that takes a `glow::Context` documents that the context
+    /// must be current on the calling thread (the same precondition as `SimBackend::simulate`),
+    /// so those functions call this instead of repeating `unsafe` at each call site.
+    pub(crate) fn current(gl: &'a glow::Context) -> Self {
+        // SAFETY: rule 1 is the documented precondition of every caller (see above); the
+        // context owners (`HeadlessContext`, the windowed state) make their context current on
+        // the drawing thread and keep it so until teardown.
+        unsafe { Self::new(gl) }
+    }
+
+    /// The wrapped glow context.
+    pub fn raw(&self) -> &'a glow::Context {
+        self.gl
+    }
+
+    forward! {
+        /// glViewport.
+        fn viewport(x: i32, y: i32, width: i32, height: i32);
+        /// glEnable.
+        fn enable(cap: u32);
+        /// glDisable.
+        fn disable(cap: u32);
+        /// glClearColor.
+        fn clear_color(r: f32, g: f32, b: f32, a: f32);
+        /// glClear.
+        fn clear(mask: u32);
+        /// glBlendEquation.
+        fn blend_equation(mode: u32);
+        /// glBlendFunc.
+        fn blend_func(src: u32, dst: u32);
+        /// glFinish.
+        fn finish();
+        /// glGetError.
+        fn get_error() -> u32;
+        /// glReadBuffer.
+        fn read_buffer(src: u32);
+        /// glGenBuffers (one).
+        fn create_buffer() -> Result<glow::NativeBuffer, String>;
+        /// glBindBuffer.
+        fn bind_buffer(target: u32, buffer: Option<glow::NativeBuffer>);
+        /// glBufferData from a slice (size = its length).
+        fn buffer_data_u8_slice(target: u32, data: &[u8], usage: u32);
+        /// glBufferSubData from a slice (size = its length; GL checks offset + size).
+        fn buffer_sub_data_u8_slice(target: u32, offset: i32, data: &[u8]);
+        /// glDeleteBuffers (one).
+        fn delete_buffer(buffer: glow::NativeBuffer);
+        /// glGenVertexArrays (one).
+        fn create_vertex_array() -> Result<glow::NativeVertexArray, String>;
+        /// glBindVertexArray.
+        fn bind_vertex_array(vao: Option<glow::NativeVertexArray>);
+        /// glDeleteVertexArrays (one).
+        fn delete_vertex_array(vao: glow::NativeVertexArray);
+        /// glEnableVertexAttribArray.
+        fn enable_vertex_attrib_array(index: u32);
+        /// glVertexAttribPointer with a byte offset into the bound GL_ARRAY_BUFFER.
+        fn vertex_attrib_pointer_f32(index: u32, size: i32, data_type: u32, normalized: bool, stride: i32, offset: i32);
+        /// glCreateShader.
+        fn create_shader(kind: u32) -> Result<glow::NativeShader, String>;
+        /// glShaderSource (one string, with its length).
+        fn shader_source(shader: glow::NativeShader, source: &str);
+        /// glCompileShader.
+        fn compile_shader(shader: glow::NativeShader);
+        /// GL_COMPILE_STATUS of a shader.
+        fn get_shader_compile_status(shader: glow::NativeShader) -> bool;
+        /// The info log of a shader.
+        fn get_shader_info_log(shader: glow::NativeShader) -> String;
+        /// glDeleteShader.
+        fn delete_shader(shader: glow::NativeShader);
+        /// glCreateProgram.
+        fn create_program() -> Result<glow::NativeProgram, String>;
+        /// glAttachShader.
+        fn attach_shader(program: glow::NativeProgram, shader: glow::NativeShader);
+        /// glDetachShader.
+        fn detach_shader(program: glow::NativeProgram, shader: glow::NativeShader);
+        /// glLinkProgram.
+        fn link_program(program: glow::NativeProgram);
+        /// GL_LINK_STATUS of a program.
+        fn get_program_link_status(program: glow::NativeProgram) -> bool;
+        /// The info log of a program.
+        fn get_program_info_log(program: glow::NativeProgram) -> String;
+        /// glDeleteProgram.
+        fn delete_program(program: glow::NativeProgram);
+        /// glUseProgram.
+        fn use_program(program: Option<glow::NativeProgram>);
+        /// glGetUniformLocation.
+        fn get_uniform_location(program: glow::NativeProgram, name: &str) -> Option<glow::NativeUniformLocation>;
+        /// glUniform1f.
+        fn uniform_1_f32(location: Option<&glow::NativeUniformLocation>, x: f32);
+        /// glUniformMatrix4fv (count = slice length / 16).
+        fn uniform_matrix_4_f32_slice(location: Option<&glow::NativeUniformLocation>, transpose: bool, v: &[f32]);
+        /// glGenFramebuffers (one).
+        fn create_framebuffer() -> Result<glow::NativeFramebuffer, String>;
+        /// glBindFramebuffer.
+        fn bind_framebuffer(target: u32, fbo: Option<glow::NativeFramebuffer>);
+        /// glCheckFramebufferStatus.
+        fn check_framebuffer_status(target: u32) -> u32;
+        /// glDeleteFramebuffers (one).
+        fn delete_framebuffer(fbo: glow::NativeFramebuffer);
+        /// glGenRenderbuffers (one).
+        fn create_renderbuffer() -> Result<glow::NativeRenderbuffer, String>;
+        /// glBindRenderbuffer.
+        fn bind_renderbuffer(target: u32, rb: Option<glow::NativeRenderbuffer>);
+        /// glRenderbufferStorage.
+        fn renderbuffer_storage(target: u32, internal_format: u32, width: i32, height: i32);
+        /// glFramebufferRenderbuffer.
+        fn framebuffer_renderbuffer(target: u32, attachment: u32, rb_target: u32, rb: Option<glow::NativeRenderbuffer>);
+        /// glDeleteRenderbuffers (one).
+        fn delete_renderbuffer(rb: glow::NativeRenderbuffer);
+        /// glGenQueries (one).
+        fn create_query() -> Result<glow::NativeQuery, String>;
+        /// glBeginQuery.
+        fn begin_query(target: u32, query: glow::NativeQuery);
+        /// glEndQuery.
+        fn end_query(target: u32);
+        /// glDeleteQueries (one).
+        fn delete_query(query: glow::NativeQuery);
+    }
+
+    /// glGetQueryObjectuiv. Needs the query-object entry points (`GlInfo::timer_query`);
+    /// glow panics when they did not resolve.
+    pub fn get_query_parameter_u32(&self, query: glow::NativeQuery, pname: u32) -> u32 {
+        // SAFETY: rule 1 (current context); the result is one GLuint written into glow's local.
+        unsafe { self.gl.get_query_parameter_u32(query, pname) }
+    }
+
+    /// glGetQueryObjectui64v. Needs the query-object entry points, like
+    /// [`Gl::get_query_parameter_u32`].
+    pub fn get_query_parameter_u64(&self, query: glow::NativeQuery, pname: u32) -> u64 {
+        // SAFETY: rule 1 (current context); the result is one GLuint64 written into glow's local.
+        unsafe { self.gl.get_query_parameter_u64(query, pname) }
+    }
+
+    /// GL_MAX_RENDERBUFFER_SIZE.
+    pub fn max_renderbuffer_size(&self) -> i32 {
+        // SAFETY: rule 1; GL_MAX_RENDERBUFFER_SIZE is a single integer (GL 3.3, GLES 3.0), the
+        // one GLint glow's local holds.
+        unsafe { self.gl.get_parameter_i32(glow::MAX_RENDERBUFFER_SIZE) }
+    }
+
+    /// `GL_GPU_DISJOINT_EXT` (EXT_disjoint_timer_query): timer results since the last read are
+    /// invalid. Only ask with that extension.
+    pub fn gpu_disjoint(&self) -> bool {
+        const GPU_DISJOINT_EXT: u32 = 0x8FBB;
+        // SAFETY: rule 1; GL_GPU_DISJOINT_EXT is a single boolean-as-integer.
+        unsafe { self.gl.get_parameter_i32(GPU_DISJOINT_EXT) != 0 }
+    }
+
+    /// GL_ALIASED_POINT_SIZE_RANGE: smallest and largest point size (pixels).
+    pub fn aliased_point_size_range(&self) -> [f32; 2] {
+        let mut range = [1.0f32, 64.0];
+        // SAFETY: rule 1; GL_ALIASED_POINT_SIZE_RANGE writes exactly two floats, the slice's length.
+        unsafe { self.gl.get_parameter_f32_slice(glow::ALIASED_POINT_SIZE_RANGE, &mut range) };
+        range
+    }
+
+    /// GL_VENDOR, GL_RENDERER and GL_VERSION.
+    pub fn strings(&self) -> (String, String, String) {
+        // SAFETY: rule 1 and rule 3: these three names always give a static string.
+        unsafe {
+            (
+                self.gl.get_parameter_string(glow::VENDOR),
+                self.gl.get_parameter_string(glow::RENDERER),
+                self.gl.get_parameter_string(glow::VERSION),
+            )
+        }
+    }
+
+    /// glReadPixels of `width` × `height` RGBA8 pixels at (0, 0) of the read framebuffer into
+    /// `out` (rows bottom first, tightly packed).
+    ///
+    /// # Errors
+    /// `out` is shorter than `width · height · 4` bytes.
+    pub fn read_pixels_rgba(&self, width: u32, height: u32, out: &mut [u8]) -> anyhow::Result<()> {
+        let need = width as usize * height as usize * 4;
+        if out.len() < need || i32::try_from(width).is_err() || i32::try_from(height).is_err() {
+            anyhow::bail!("glReadPixels of {width}×{height} RGBA8 needs {need} bytes, got {}", out.len());
+        }
+        self.bind_buffer(glow::PIXEL_PACK_BUFFER, None);
+        for (pname, value) in [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)] {
+            // SAFETY: rule 1; pixel-store state only.
+            unsafe { self.gl.pixel_store_i32(pname, value) };
+        }
+        // SAFETY: rule 1 and rule 2: no pixel-pack buffer is bound and the pack state above makes
+        // GL write exactly width·height·4 bytes from the start of `out`, which is at least that
+        // long (checked above).
+        unsafe {
+            self.gl.read_pixels(
+                0,
+                0,
+                width as i32,
+                height as i32,
+                glow::RGBA,
+                glow::UNSIGNED_BYTE,
+                glow::PixelPackData::Slice(Some(out)),
+            );
+        }
+        Ok(())
+    }
+
+    /// glDrawArrays.
+    ///
+    /// # Safety
+    /// Every enabled vertex attribute array must be backed by a buffer that holds at least
+    /// `first + count` vertices of its stride (GL reads them without bounds checks).
+    pub unsafe fn draw_arrays(&self, mode: u32, first: i32, count: i32) {
+        // SAFETY: rule 1; the caller keeps this function's contract on the attribute arrays.
+        unsafe { self.gl.draw_arrays(mode, first, count) }
+    }
+}

@@ -1,0 +1,70 @@
+//! Graphics: GL contexts (headless EGL device and windowed glutin-winit), the body renderer, the
+//! orbit camera and screenshots.
+//!
+//! Everything here runs on the thread whose GL context is current. The frame shape the demo
+//! drives is: `simulate` (no GL drawing) → UI pass (no GL) → [`renderer::Renderer::draw`] into a
+//! [`renderer::RenderTarget`] → egui paint → present / finish.
+
+pub mod camera;
+pub mod context;
+pub mod gl;
+pub mod renderer;
+pub mod screenshot;
+
+use gl::Gl;
+
+/// Facts about the current GL context, for messages, the overlay and backend selection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlInfo {
+    /// `GL_VENDOR`, e.g. `"NVIDIA Corporation"` or `"Mesa"`.
+    pub vendor: String,
+    /// `GL_RENDERER`, e.g. `"NVIDIA H200/PCIe/SSE2"` or `"llvmpipe (LLVM 19.1.7, 256 bits)"`.
+    pub renderer: String,
+    /// `GL_VERSION` string.
+    pub version: String,
+    /// True for an OpenGL ES context (the GLES 3.0 fallback), false for desktop GL core.
+    pub is_gles: bool,
+    /// The EGL device the headless context runs on (name, vendor, and the CUDA ordinal when the
+    /// device reports `EGL_CUDA_DEVICE_NV`); `None` for windowed contexts.
+    pub egl_device: Option<String>,
+    /// CUDA device ordinal of the EGL device (`EGL_CUDA_DEVICE_NV`, from `EGL_NV_device_cuda`);
+    /// `None` when windowed or when the device is not a CUDA device.
+    pub egl_cuda_device: Option<i32>,
+    /// True when GL timer queries (`GL_TIME_ELAPSED`) can be used: desktop GL ≥ 3.3 or
+    /// `ARB_timer_query`, or GLES with `EXT_disjoint_timer_query`, and the query-object entry
+    /// points resolved.
+    pub timer_query: bool,
+}
+
+impl GlInfo {
+    /// Read the strings of the context, which must be current on this thread.
+    ///
+    /// `query_fns_loaded` says whether the loader resolved the query-object entry points glow uses
+    /// (see [`context::query_fns_loaded`]).
+    pub fn query(gl: &glow::Context, egl_device: Option<String>, egl_cuda_device: Option<i32>, query_fns_loaded: bool) -> Self {
+        use glow::HasContext as _;
+        let (vendor, renderer, version) = Gl::current(gl).strings();
+        let v = gl.version();
+        let is_gles = v.is_embedded;
+        let ext = gl.supported_extensions();
+        let timer_ext = if is_gles {
+            ext.contains("GL_EXT_disjoint_timer_query")
+        } else {
+            (v.major, v.minor) >= (3, 3) || ext.contains("GL_ARB_timer_query")
+        };
+        Self {
+            vendor,
+            renderer,
+            version,
+            is_gles,
+            egl_device,
+            egl_cuda_device,
+            timer_query: timer_ext && query_fns_loaded,
+        }
+    }
+
+    /// One line: `GL_VENDOR=…, GL_RENDERER=…, GL_VERSION=…`.
+    pub fn summary(&self) -> String {
+        format!("GL_VENDOR={}, GL_RENDERER={}, GL_VERSION={}", self.vendor, self.renderer, self.version)
+    }
+}

@@ -1,0 +1,553 @@
+//! The body renderer: the two position VBOs, a point-sprite program, a GL timer query around the
+//! draw, and the offscreen target of headless runs.
+//!
+//! Colour encodes speed: the position buffer holds no velocities, so the vertex shader reads both
+//! VBOs (the front one at attribute 0, the other one, which holds the positions before the last
+//! simulate call, at attribute 1) and divides the displacement by the time the last simulate call
+//! spanned (`dt · steps`). A reference speed, the RMS speed of the initial condition, maps it to
+//! the palette. When paused or on the first frame both buffers hold the same positions and every
+//! body is drawn in the "slow" colour.
+
+use std::collections::VecDeque;
+
+use anyhow::anyhow;
+use glam::Vec3;
+
+use super::camera::OrbitCamera;
+use super::gl::Gl;
+use super::GlInfo;
+use crate::backend::PositionVbos;
+use crate::sim::Bodies;
+
+const VERT_SRC: &str = include_str!("../../../shaders/bodies.vert");
+const FRAG_SRC: &str = include_str!("../../../shaders/bodies.frag");
+
+/// Where a frame is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderTarget {
+    /// The default framebuffer (windowed runs), `width` × `height` physical pixels.
+    Default {
+        /// Width in physical pixels.
+        width: u32,
+        /// Height in physical pixels.
+        height: u32,
+    },
+    /// An offscreen framebuffer (headless runs).
+    Offscreen(OffscreenTarget),
+}
+
+impl RenderTarget {
+    /// Size in physical pixels.
+    pub fn size(&self) -> [u32; 2] {
+        match self {
+            Self::Default { width, height } => [*width, *height],
+            Self::Offscreen(t) => [t.width, t.height],
+        }
+    }
+
+    /// Bind it as the draw and read framebuffer.
+    pub fn bind(&self, gl: &glow::Context) {
+        let gl = Gl::current(gl);
+        let fbo = match self {
+            Self::Default { .. } => None,
+            Self::Offscreen(t) => Some(t.fbo),
+        };
+        gl.bind_framebuffer(glow::FRAMEBUFFER, fbo);
+    }
+}
+
+/// An FBO with an RGBA8 colour and a 24-bit depth renderbuffer, for headless rendering.
+///
+/// Delete it with [`OffscreenTarget::destroy`] before the context goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffscreenTarget {
+    /// The framebuffer object.
+    pub fbo: glow::NativeFramebuffer,
+    color: glow::NativeRenderbuffer,
+    depth: glow::NativeRenderbuffer,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+}
+
+impl OffscreenTarget {
+    /// Make a `width` × `height` FBO.
+    ///
+    /// # Errors
+    /// A zero or too large size, or an incomplete framebuffer.
+    pub fn new(gl: &glow::Context, width: u32, height: u32) -> anyhow::Result<Self> {
+        let g = Gl::current(gl);
+        let gl = &g;
+        let max = gl.max_renderbuffer_size().max(0) as u32;
+        if width == 0 || height == 0 || width > max || height > max {
+            anyhow::bail!("framebuffer size {width}×{height} is outside 1..={max} pixels");
+        }
+        let (w, h) = (width as i32, height as i32);
+        let fbo = gl.create_framebuffer().map_err(|e| anyhow!("glGenFramebuffers: {e}"))?;
+        let target = match (gl.create_renderbuffer(), gl.create_renderbuffer()) {
+            (Ok(color), Ok(depth)) => Self { fbo, color, depth, width, height },
+            (a, b) => {
+                gl.delete_framebuffer(fbo);
+                for rb in [a, b].into_iter().flatten() {
+                    gl.delete_renderbuffer(rb);
+                }
+                anyhow::bail!("glGenRenderbuffers failed");
+            }
+        };
+        gl.bind_renderbuffer(glow::RENDERBUFFER, Some(target.color));
+        gl.renderbuffer_storage(glow::RENDERBUFFER, glow::RGBA8, w, h);
+        gl.bind_renderbuffer(glow::RENDERBUFFER, Some(target.depth));
+        gl.renderbuffer_storage(glow::RENDERBUFFER, glow::DEPTH_COMPONENT24, w, h);
+        gl.bind_renderbuffer(glow::RENDERBUFFER, None);
+        gl.bind_framebuffer(glow::FRAMEBUFFER, Some(fbo));
+        gl.framebuffer_renderbuffer(glow::FRAMEBUFFER, glow::COLOR_ATTACHMENT0, glow::RENDERBUFFER, Some(target.color));
+        gl.framebuffer_renderbuffer(glow::FRAMEBUFFER, glow::DEPTH_ATTACHMENT, glow::RENDERBUFFER, Some(target.depth));
+        let status = gl.check_framebuffer_status(glow::FRAMEBUFFER);
+        if status != glow::FRAMEBUFFER_COMPLETE {
+            target.destroy(gl.raw());
+            anyhow::bail!("offscreen framebuffer {width}×{height} incomplete: status 0x{status:04X}");
+        }
+        Ok(target)
+    }
+
+    /// Delete the FBO and its renderbuffers.
+    pub fn destroy(self, gl: &glow::Context) {
+        let gl = Gl::current(gl);
+        gl.delete_framebuffer(self.fbo);
+        gl.delete_renderbuffer(self.color);
+        gl.delete_renderbuffer(self.depth);
+    }
+}
+
+/// What the renderer needs from the frame loop to draw one frame.
+#[derive(Debug, Clone, Copy)]
+pub struct DrawParams<'a> {
+    /// The camera.
+    pub camera: &'a OrbitCamera,
+    /// Index of the VBO holding the newest positions (`backend.front()`).
+    pub front: usize,
+    /// Simulation time between the two VBOs' contents (`dt · steps` of the last simulate call);
+    /// 0 when nothing moved (paused).
+    pub time_span: f32,
+    /// Physical pixels per logical point (window scale factor; 1 headless).
+    pub pixels_per_point: f32,
+    /// Left edge (physical pixels) of the part of the target not covered by the overlay; the
+    /// camera target is centred in `scene_left..width`.
+    pub scene_left: f32,
+}
+
+/// GL timer queries (`GL_TIME_ELAPSED`) in a small ring, read without stalling.
+#[derive(Debug)]
+struct GpuTimer {
+    free: Vec<glow::NativeQuery>,
+    in_flight: VecDeque<glow::NativeQuery>,
+    active: Option<glow::NativeQuery>,
+    is_gles: bool,
+    last_ms: Option<f64>,
+}
+
+impl GpuTimer {
+    fn new(gl: &Gl<'_>, info: &GlInfo) -> Self {
+        let mut free = Vec::new();
+        if info.timer_query {
+            for _ in 0..4 {
+                match gl.create_query() {
+                    Ok(q) => free.push(q),
+                    Err(e) => tracing::debug!(error = %e, "glGenQueries failed; no GL draw times"),
+                }
+            }
+        }
+        Self { free, in_flight: VecDeque::new(), active: None, is_gles: info.is_gles, last_ms: None }
+    }
+
+    fn begin(&mut self, gl: &Gl<'_>) {
+        // Only built with queries when GlInfo::timer_query says GL_TIME_ELAPSED works.
+        if let Some(q) = self.free.pop() {
+            gl.begin_query(glow::TIME_ELAPSED, q);
+            self.active = Some(q);
+        }
+    }
+
+    fn end(&mut self, gl: &Gl<'_>) {
+        if let Some(q) = self.active.take() {
+            gl.end_query(glow::TIME_ELAPSED);
+            self.in_flight.push_back(q);
+        }
+    }
+
+    /// Read finished queries, oldest first; with `wait`, block on all of them (headless).
+    fn poll(&mut self, gl: &Gl<'_>, wait: bool) {
+        if self.is_gles && !self.in_flight.is_empty() && gl.gpu_disjoint() {
+            // Results of the queries in flight are meaningless; recycle them unread.
+            self.free.extend(self.in_flight.drain(..));
+            return;
+        }
+        while let Some(&q) = self.in_flight.front() {
+            let available = wait || gl.get_query_parameter_u32(q, glow::QUERY_RESULT_AVAILABLE) != 0;
+            if !available {
+                break;
+            }
+            // Waits for the result when `wait`; else it is available.
+            let ns = gl.get_query_parameter_u64(q, glow::QUERY_RESULT);
+            let ms = ns as f64 * 1e-6;
+            // Some drivers (llvmpipe) report a bogus first interval; a draw never takes 10 s.
+            if ms < 1e4 {
+                self.last_ms = Some(ms);
+            }
+            self.in_flight.pop_front();
+            self.free.push(q);
+        }
+    }
+
+    fn destroy(&mut self, gl: &Gl<'_>) {
+        for q in self.free.drain(..).chain(self.in_flight.drain(..)).chain(self.active.take()) {
+            gl.delete_query(q);
+        }
+    }
+}
+
+/// Draws the bodies from the two position VBOs as point sprites.
+///
+/// Teardown: the owner drops the simulation backend (which may hold CUDA registrations of the
+/// VBOs) *before* calling [`Renderer::destroy`], which deletes the VBOs, the VAO, the program and
+/// the timer queries; then the egui painter is destroyed; then the GL context goes.
+#[derive(Debug)]
+pub struct Renderer {
+    program: glow::NativeProgram,
+    vao: glow::NativeVertexArray,
+    vbos: PositionVbos,
+    u_view_proj: Option<glow::NativeUniformLocation>,
+    u_px_per_unit: Option<glow::NativeUniformLocation>,
+    u_world_size: Option<glow::NativeUniformLocation>,
+    u_min_px: Option<glow::NativeUniformLocation>,
+    u_max_px: Option<glow::NativeUniformLocation>,
+    u_speed_scale: Option<glow::NativeUniformLocation>,
+    u_intensity: Option<glow::NativeUniformLocation>,
+    timer: GpuTimer,
+    is_gles: bool,
+    /// Reference speed (RMS speed of the initial condition) for the palette.
+    speed_ref: f32,
+    /// Sprite radius in world units.
+    world_size: f32,
+    /// Centre and radius of the initial cloud (for framing the camera).
+    bounds: (Vec3, f32),
+    max_point_px: f32,
+    destroyed: bool,
+}
+
+/// Compile one shader stage with the `#version` line for this context.
+fn compile(gl: &Gl<'_>, is_gles: bool, kind: u32, src: &str, name: &str) -> anyhow::Result<glow::NativeShader> {
+    let header = if is_gles { "#version 300 es\nprecision highp float;\n" } else { "#version 330 core\n" };
+    let full = format!("{header}#line 1\n{src}");
+    let sh = gl.create_shader(kind).map_err(|e| anyhow!("glCreateShader: {e}"))?;
+    gl.shader_source(sh, &full);
+    gl.compile_shader(sh);
+    if !gl.get_shader_compile_status(sh) {
+        let log = gl.get_shader_info_log(sh);
+        gl.delete_shader(sh);
+        anyhow::bail!("compiling shaders/{name}: {log}");
+    }
+    Ok(sh)
+}
+
+/// Compile and link the body program.
+fn build_program(gl: &Gl<'_>, is_gles: bool) -> anyhow::Result<glow::NativeProgram> {
+    let vs = compile(gl, is_gles, glow::VERTEX_SHADER, VERT_SRC, "bodies.vert")?;
+    let fs = match compile(gl, is_gles, glow::FRAGMENT_SHADER, FRAG_SRC, "bodies.frag") {
+        Ok(fs) => fs,
+        Err(e) => {
+            gl.delete_shader(vs);
+            return Err(e);
+        }
+    };
+    let p = match gl.create_program() {
+        Ok(p) => p,
+        Err(e) => {
+            gl.delete_shader(vs);
+            gl.delete_shader(fs);
+            anyhow::bail!("glCreateProgram: {e}");
+        }
+    };
+    gl.attach_shader(p, vs);
+    gl.attach_shader(p, fs);
+    gl.link_program(p);
+    gl.detach_shader(p, vs);
+    gl.detach_shader(p, fs);
+    gl.delete_shader(vs);
+    gl.delete_shader(fs);
+    if !gl.get_program_link_status(p) {
+        let log = gl.get_program_info_log(p);
+        gl.delete_program(p);
+        anyhow::bail!("linking shaders/bodies.vert + bodies.frag: {log}");
+    }
+    Ok(p)
+}
+
+impl Renderer {
+    /// Compile the program and create the two position VBOs from `bodies`.
+    ///
+    /// # Errors
+    /// A shader that does not compile or link (with the GL log), or a failed GL allocation.
+    pub fn new(gl: &glow::Context, info: &GlInfo, bodies: &Bodies) -> anyhow::Result<Self> {
+        let g = Gl::current(gl);
+        let gl = &g;
+        let is_gles = info.is_gles;
+        let program = build_program(gl, is_gles)?;
+        let loc = |name: &str| gl.get_uniform_location(program, name);
+        let uniforms = [
+            loc("u_view_proj"),
+            loc("u_px_per_unit"),
+            loc("u_world_size"),
+            loc("u_min_px"),
+            loc("u_max_px"),
+            loc("u_speed_scale"),
+            loc("u_intensity"),
+        ];
+        let vao = match gl.create_vertex_array() {
+            Ok(v) => v,
+            Err(e) => {
+                gl.delete_program(program);
+                anyhow::bail!("glGenVertexArrays: {e}");
+            }
+        };
+        let max_point_px = gl.aliased_point_size_range()[1].max(1.0);
+        let [u_view_proj, u_px_per_unit, u_world_size, u_min_px, u_max_px, u_speed_scale, u_intensity] = uniforms;
+        let vbos = match create_vbos(gl, bodies) {
+            Ok(v) => v,
+            Err(e) => {
+                gl.delete_program(program);
+                gl.delete_vertex_array(vao);
+                return Err(e);
+            }
+        };
+        let mut r = Self {
+            program,
+            vao,
+            vbos,
+            u_view_proj,
+            u_px_per_unit,
+            u_world_size,
+            u_min_px,
+            u_max_px,
+            u_speed_scale,
+            u_intensity,
+            timer: GpuTimer::new(gl, info),
+            is_gles,
+            speed_ref: 1.0,
+            world_size: 0.01,
+            bounds: (Vec3::ZERO, 1.0),
+            max_point_px,
+            destroyed: false,
+        };
+        r.measure(bodies);
+        Ok(r)
+    }
+
+    /// Scale facts of a body set: reference speed, sprite size, and bounds.
+    fn measure(&mut self, bodies: &Bodies) {
+        let n = bodies.len().max(1);
+        let (mut c, mut m) = (glam::DVec3::ZERO, 0.0f64);
+        for p in &bodies.pos {
+            let w = f64::from(p[3].max(0.0));
+            c += w * glam::DVec3::new(f64::from(p[0]), f64::from(p[1]), f64::from(p[2]));
+            m += w;
+        }
+        let center = if m > 0.0 { (c / m).as_vec3() } else { Vec3::ZERO };
+        let mut r: Vec<f32> = bodies.pos.iter().map(|p| (Vec3::new(p[0], p[1], p[2]) - center).length()).filter(|r| r.is_finite()).collect();
+        r.sort_by(f32::total_cmp);
+        let radius = r.get(r.len() * 9 / 10).copied().unwrap_or(1.0).max(1e-3);
+        let v2: f64 = bodies.vel.iter().map(|v| f64::from(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])).sum::<f64>() / n as f64;
+        let v_rms = v2.sqrt() as f32;
+        self.speed_ref = if v_rms.is_finite() && v_rms > 0.0 { v_rms } else { 1.0 };
+        // Sprites about 1/150 of the cloud radius, smaller for many bodies.
+        self.world_size = radius * 0.02 / (n as f32 / 1000.0).max(1.0).powf(0.25);
+        self.bounds = (center, radius);
+    }
+
+    /// Centre and radius (90th percentile) of the body set the VBOs were made from.
+    pub fn bounds(&self) -> (Vec3, f32) {
+        self.bounds
+    }
+
+    /// The two position VBOs.
+    pub fn vbos(&self) -> &PositionVbos {
+        &self.vbos
+    }
+
+    /// Replace the VBOs with new ones made from `bodies` (a reset).
+    ///
+    /// The caller must have dropped the backend bound to the old VBOs first (it may hold CUDA
+    /// registrations of them).
+    ///
+    /// # Errors
+    /// A failed GL allocation; the old VBOs are deleted either way.
+    pub fn recreate_vbos(&mut self, gl: &glow::Context, bodies: &Bodies) -> anyhow::Result<()> {
+        let g = Gl::current(gl);
+        let gl = &g;
+        delete_vbos(gl, &self.vbos);
+        self.vbos = PositionVbos { buffers: self.vbos.buffers, n: 0 };
+        self.vbos = create_vbos(gl, bodies)?;
+        self.measure(bodies);
+        Ok(())
+    }
+
+    /// GL time of the newest finished body draw (ms), `None` without timer queries.
+    pub fn draw_ms(&self) -> Option<f64> {
+        self.timer.last_ms
+    }
+
+    /// Clear `target` and draw the bodies of `vbos.buffers[p.front]` into it, timed by a GL
+    /// timer query. `wait_timer`: read the query at once (headless) instead of a later frame.
+    pub fn draw(&mut self, gl: &glow::Context, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool) {
+        let g = Gl::current(gl);
+        let gl = &g;
+        let [w, h] = target.size();
+        if w == 0 || h == 0 || self.destroyed {
+            return;
+        }
+        target.bind(gl.raw());
+        let front = p.front.min(1);
+        let back = 1 - front;
+        let aspect = w as f32 / h as f32;
+        // Shift the image in clip space so the camera target sits in the middle of the part of
+        // the target the overlay leaves free (x' = x + ox·w moves NDC x by ox).
+        let left = p.scene_left.clamp(0.0, w as f32 * 0.75);
+        let ox = left / w as f32;
+        let view_proj = glam::Mat4::from_translation(Vec3::new(ox, 0.0, 0.0)) * p.camera.view_proj(aspect);
+        let speed_scale = if p.time_span > 0.0 { 1.0 / (p.time_span * 2.0 * self.speed_ref) } else { 0.0 };
+        let n = self.vbos.n.max(1) as f32;
+        let intensity = (4000.0 / n).clamp(0.15, 1.0);
+        self.timer.begin(gl);
+        gl.viewport(0, 0, w as i32, h as i32);
+        gl.disable(glow::SCISSOR_TEST);
+        gl.clear_color(0.0, 0.0, 0.015, 1.0);
+        gl.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
+        if self.vbos.n > 0 {
+            gl.disable(glow::DEPTH_TEST);
+            gl.disable(glow::CULL_FACE);
+            gl.enable(glow::BLEND);
+            gl.blend_equation(glow::FUNC_ADD);
+            gl.blend_func(glow::ONE, glow::ONE);
+            if !self.is_gles {
+                gl.enable(glow::PROGRAM_POINT_SIZE);
+            }
+            gl.use_program(Some(self.program));
+            gl.uniform_matrix_4_f32_slice(self.u_view_proj.as_ref(), false, &view_proj.to_cols_array());
+            gl.uniform_1_f32(self.u_px_per_unit.as_ref(), p.camera.px_per_unit(h as f32));
+            gl.uniform_1_f32(self.u_world_size.as_ref(), self.world_size);
+            gl.uniform_1_f32(self.u_min_px.as_ref(), 1.5 * p.pixels_per_point);
+            gl.uniform_1_f32(self.u_max_px.as_ref(), self.max_point_px.min(64.0 * p.pixels_per_point));
+            gl.uniform_1_f32(self.u_speed_scale.as_ref(), speed_scale);
+            gl.uniform_1_f32(self.u_intensity.as_ref(), intensity);
+            gl.bind_vertex_array(Some(self.vao));
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(self.vbos.buffers[front]));
+            gl.enable_vertex_attrib_array(0);
+            gl.vertex_attrib_pointer_f32(0, 4, glow::FLOAT, false, 16, 0);
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(self.vbos.buffers[back]));
+            gl.enable_vertex_attrib_array(1);
+            gl.vertex_attrib_pointer_f32(1, 4, glow::FLOAT, false, 16, 0);
+            gl.bind_buffer(glow::ARRAY_BUFFER, None);
+            // SAFETY: the VAO enables exactly attributes 0 and 1, each a float4 (16-byte stride,
+            // offset 0) in one of the two VBOs, both made 16·n bytes (`create_vbos`), and we draw
+            // vertices 0..n.
+            unsafe { gl.draw_arrays(glow::POINTS, 0, self.vbos.n as i32) };
+            gl.bind_vertex_array(None);
+            gl.use_program(None);
+            gl.disable(glow::BLEND);
+        }
+        self.timer.end(gl);
+        self.timer.poll(gl, wait_timer);
+    }
+
+    /// Delete the VBOs, the VAO, the program and the timer queries. Call after the backend has
+    /// been dropped and before the egui painter is destroyed and the context goes.
+    pub fn destroy(&mut self, gl: &glow::Context) {
+        let g = Gl::current(gl);
+        let gl = &g;
+        if self.destroyed {
+            return;
+        }
+        self.destroyed = true;
+        self.timer.destroy(gl);
+        delete_vbos(gl, &self.vbos);
+        self.vbos.n = 0;
+        gl.delete_vertex_array(self.vao);
+        gl.delete_program(self.program);
+    }
+}
+
+impl Drop for Renderer {
+    fn drop(&mut self) {
+        if !self.destroyed {
+            tracing::warn!("Renderer dropped without destroy(): its GL objects leak until the context goes");
+        }
+    }
+}
+
+/// Make the two position VBOs, both filled with `bodies.pos` (`[N][4]` f32, 16·N bytes each).
+fn create_vbos(gl: &Gl<'_>, bodies: &Bodies) -> anyhow::Result<PositionVbos> {
+    let bytes: &[u8] = as_bytes(&bodies.pos);
+    let mut made = Vec::with_capacity(2);
+    for i in 0..2 {
+        match gl.create_buffer() {
+            Ok(b) => {
+                gl.bind_buffer(glow::ARRAY_BUFFER, Some(b));
+                gl.buffer_data_u8_slice(glow::ARRAY_BUFFER, bytes, glow::DYNAMIC_DRAW);
+                gl.bind_buffer(glow::ARRAY_BUFFER, None);
+                made.push(b);
+            }
+            Err(e) => {
+                for b in made {
+                    gl.delete_buffer(b);
+                }
+                return Err(anyhow!("glGenBuffers (position VBO {i}): {e}"));
+            }
+        }
+    }
+    if gl.get_error() == glow::OUT_OF_MEMORY {
+        for b in made {
+            gl.delete_buffer(b);
+        }
+        anyhow::bail!("glBufferData: out of memory for 2 × {} bytes", bytes.len());
+    }
+    Ok(PositionVbos { buffers: [made[0], made[1]], n: bodies.len() })
+}
+
+fn delete_vbos(gl: &Gl<'_>, vbos: &PositionVbos) {
+    // n = 0 marks buffers already deleted (callers set it), so each goes once.
+    if vbos.n == 0 {
+        return;
+    }
+    for b in vbos.buffers {
+        gl.delete_buffer(b);
+    }
+}
+
+/// View `[[f32; 4]]` as bytes (for buffer uploads).
+pub fn as_bytes(v: &[[f32; 4]]) -> &[u8] {
+    // SAFETY: [f32; 4] has no padding and every bit pattern is a valid u8; the slice covers
+    // exactly size_of_val(v) bytes of the same allocation and borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// Upload positions into one VBO (`glBufferSubData` from offset 0).
+///
+/// # Errors
+/// `pos` is longer than the buffer.
+pub fn upload_positions(gl: &glow::Context, vbos: &PositionVbos, index: usize, pos: &[[f32; 4]]) -> anyhow::Result<()> {
+    if pos.len() > vbos.n || index > 1 {
+        anyhow::bail!("upload of {} bodies into VBO {index} of {} bodies", pos.len(), vbos.n);
+    }
+    let gl = Gl::current(gl);
+    gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[index]));
+    gl.buffer_sub_data_u8_slice(glow::ARRAY_BUFFER, 0, as_bytes(pos));
+    gl.bind_buffer(glow::ARRAY_BUFFER, None);
+    Ok(())
+}
+
+/// Frame the camera on the renderer's body set.
+pub fn framing_camera(r: &Renderer) -> OrbitCamera {
+    let (c, radius) = r.bounds();
+    OrbitCamera::framing(c, radius)
+}

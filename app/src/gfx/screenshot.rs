@@ -1,0 +1,63 @@
+//! Screenshots: read the bound framebuffer back and write it as PNG.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use super::gl::Gl;
+
+/// Read `width` × `height` RGBA8 pixels of the framebuffer bound for reading, top row first
+/// (GL's rows start at the bottom; they are flipped here). Alpha is forced to 255.
+///
+/// # Errors
+/// The size does not fit GL's integers.
+pub fn read_rgba(gl: &glow::Context, width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
+    let gl = Gl::current(gl);
+    let row = width as usize * 4;
+    let mut pixels = vec![0u8; row * height as usize];
+    gl.read_pixels_rgba(width, height, &mut pixels)?;
+    flip_rows(&mut pixels, row);
+    for px in pixels.chunks_exact_mut(4) {
+        px[3] = 255;
+    }
+    Ok(pixels)
+}
+
+/// Reverse the order of the rows of a tightly packed image, in place.
+pub fn flip_rows(pixels: &mut [u8], row_bytes: usize) {
+    if row_bytes == 0 {
+        return;
+    }
+    let rows = pixels.len() / row_bytes;
+    for y in 0..rows / 2 {
+        let (top, bottom) = pixels.split_at_mut((rows - 1 - y) * row_bytes);
+        top[y * row_bytes..(y + 1) * row_bytes].swap_with_slice(&mut bottom[..row_bytes]);
+    }
+}
+
+/// Write RGBA8 pixels (top row first) to a PNG file.
+///
+/// # Errors
+/// The file cannot be created or written; the message names the path.
+pub fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> anyhow::Result<()> {
+    let file = File::create(path).with_context(|| format!("cannot write screenshot {}", path.display()))?;
+    let mut enc = png::Encoder::new(BufWriter::new(file), width, height);
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut w = enc.write_header().with_context(|| format!("cannot write screenshot {}", path.display()))?;
+    w.write_image_data(rgba).with_context(|| format!("cannot write screenshot {}", path.display()))?;
+    w.finish().with_context(|| format!("cannot write screenshot {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flip_reverses_rows() {
+        let mut p = vec![1, 1, 2, 2, 3, 3];
+        super::flip_rows(&mut p, 2);
+        assert_eq!(p, vec![3, 3, 2, 2, 1, 1]);
+    }
+}

@@ -1,0 +1,127 @@
+//! `nbody-interop info`: the driver version, each device with its attributes, and the
+//! entry-point report (text or `--json`).
+
+use anyhow::Context as _;
+use interop::entry::cuda_version_string;
+use interop::{Api, Device, DeviceInfo, Driver, EntryReport, StreamSemantics};
+use serde::Serialize;
+
+use crate::cli::{InfoArgs, StreamSemantics as CliSemantics};
+
+/// Everything `info` prints.
+#[derive(Debug, Serialize)]
+pub struct InfoReport {
+    /// Library opened.
+    pub library: String,
+    /// `cuDriverGetVersion` (e.g. 13000).
+    pub driver_version: i32,
+    /// The same as `major.minor`.
+    pub cuda_version: String,
+    /// How entry points were looked up.
+    pub bootstrap: interop::BootstrapKind,
+    /// Default-stream semantics of the table.
+    pub semantics: StreamSemantics,
+    /// Devices and their attributes.
+    pub devices: Vec<DeviceInfo>,
+    /// One row per declared function.
+    pub entry_points: Vec<EntryReport>,
+    /// `cuInit` or device-query error, if any (the report is still printed).
+    pub error: Option<String>,
+}
+
+/// Collects the report.
+///
+/// # Errors
+/// The driver cannot be loaded or a required entry point is missing.
+pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
+    let driver = Driver::open().context("loading the CUDA driver")?;
+    let api = Api::load(driver, semantics).context("resolving driver entry points")?;
+    let mut devices = Vec::new();
+    // SAFETY: cuInit takes a flags value that must be 0.
+    let error = match unsafe { api.cuInit(0) }.map_err(anyhow::Error::from).and_then(|()| {
+        for i in 0..Device::count(&api)? {
+            devices.push(Device::get(&api, i)?.info()?);
+        }
+        Ok(())
+    }) {
+        Ok(()) => None,
+        Err(e) => Some(format!("{e:#}")),
+    };
+    Ok(InfoReport {
+        library: api.driver().path().to_string(),
+        driver_version: api.driver_version(),
+        cuda_version: cuda_version_string(api.driver_version()),
+        bootstrap: api.driver().bootstrap(),
+        semantics,
+        devices,
+        entry_points: api.report().to_vec(),
+        error,
+    })
+}
+
+/// Runs `info`.
+///
+/// # Errors
+/// As [`collect`]; also when `cuInit` or a device query failed (after printing the report).
+pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
+    let semantics = match args.semantics {
+        CliSemantics::Legacy => StreamSemantics::Legacy,
+        CliSemantics::PerThread => StreamSemantics::PerThread,
+    };
+    let r = collect(semantics)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print_text(&r);
+    }
+    match &r.error {
+        Some(e) => anyhow::bail!("{e}"),
+        None => Ok(()),
+    }
+}
+
+fn print_text(r: &InfoReport) {
+    println!("CUDA driver: {} (cuDriverGetVersion {} = CUDA {})", r.library, r.driver_version, r.cuda_version);
+    println!("entry points via {:?}, {}", r.bootstrap, r.semantics);
+    println!();
+    for d in &r.devices {
+        println!("device {}: {}", d.ordinal, d.name);
+        let rows: [(&str, String); 17] = [
+            ("uuid", d.uuid.clone().unwrap_or_else(|| "-".into())),
+            ("pci bus id", d.pci_bus_id.clone()),
+            ("compute capability", format!("{}.{}", d.compute_capability.0, d.compute_capability.1)),
+            ("total memory", format!("{} MiB", d.total_memory_bytes >> 20)),
+            ("multiprocessors", d.multiprocessors.to_string()),
+            ("clock", format!("{} MHz", d.clock_khz / 1000)),
+            ("memory clock / bus", format!("{} MHz / {} bit", d.memory_clock_khz / 1000, d.memory_bus_width_bits)),
+            ("L2 cache", format!("{} KiB", d.l2_cache_bytes >> 10)),
+            ("max threads / block", d.max_threads_per_block.to_string()),
+            ("max threads / SM", d.max_threads_per_multiprocessor.to_string()),
+            ("shared memory / block", format!("{} KiB (opt-in {} KiB)", d.shared_memory_per_block_bytes >> 10, d.shared_memory_per_block_optin_bytes >> 10)),
+            ("shared memory / SM", format!("{} KiB", d.shared_memory_per_multiprocessor_bytes >> 10)),
+            ("registers / block", d.registers_per_block.to_string()),
+            ("warp size", d.warp_size.to_string()),
+            ("unified addressing", d.unified_addressing.to_string()),
+            ("stream priorities", d.stream_priorities_supported.to_string()),
+            ("VMM / POSIX fd export", format!("{} / {}", d.virtual_memory_management, d.posix_fd_export)),
+        ];
+        for (k, v) in rows {
+            println!("  {k:<24} {v}");
+        }
+        println!();
+    }
+    println!("{:<44} {:>7} {:>6} {:>8}  {:<24} remedy", "function", "version", "flags", "result", "status");
+    for e in &r.entry_points {
+        println!(
+            "{:<44} {:>7} {:>6} {:>8}  {:<24} {}",
+            format!("{}{}", e.name, if e.required { "" } else { " (optional)" }),
+            e.version,
+            format!("{:#x}", e.flags),
+            e.result,
+            e.status.to_string(),
+            e.remedy.as_deref().unwrap_or("")
+        );
+    }
+    let missing = r.entry_points.iter().filter(|e| e.address == 0).count();
+    println!("\n{} of {} entry points resolved", r.entry_points.len() - missing, r.entry_points.len());
+}

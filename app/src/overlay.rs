@@ -1,0 +1,461 @@
+//! The egui overlay: timings with rolling plots, throughput, live interop settings, simulation
+//! controls, the device panel, the entry-point report and energy/momentum diagnostics.
+//!
+//! The overlay only builds UI ([`Overlay::ui`], called inside the egui pass, no GL). What the user
+//! asked for comes back as [`Action`]s, which the frame loop applies at the start of the next
+//! frame, before `simulate`; painting is the frame loop's job too.
+
+use std::collections::VecDeque;
+
+use egui::{Color32, RichText};
+use egui_plot::{Legend, Line, Plot, PlotPoints};
+
+use crate::backend::{InteropSettings, SimTimings};
+use crate::cli::{InteropMode, ResourceFlags, StreamKind};
+use crate::gfx::GlInfo;
+use crate::sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
+
+/// Frames kept in the rolling plots.
+pub const HISTORY: usize = 300;
+
+/// Initial conditions offered by the reset combo (names as `--init` takes them).
+pub const RESET_INITS: [&str; 4] = ["plummer", "galaxies", "ball", "figure-eight"];
+
+/// Measurements of one frame, recorded after it is drawn.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrameStats {
+    /// Frame number (0-based).
+    pub frame: u64,
+    /// Host time from the start of the previous frame to the start of this one (ms).
+    pub host_frame_ms: f64,
+    /// Timings of the simulate call.
+    pub sim: SimTimings,
+    /// GL timer-query time of the body draw (ms), of this or an earlier frame.
+    pub draw_ms: Option<f64>,
+    /// Bodies N.
+    pub n: usize,
+    /// Leapfrog steps done this frame.
+    pub steps: u32,
+}
+
+/// What the user asked for in the overlay; applied by the frame loop before the next simulate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Set new physical parameters (`backend.set_params`).
+    SetParams(PhysParams),
+    /// Do one frame's worth of steps while paused.
+    SingleStep,
+    /// Drop the backend, recreate the VBOs from a new initial condition, make a new backend.
+    Reset {
+        /// Initial condition name (as `--init`).
+        init: String,
+        /// Number of bodies.
+        n: usize,
+    },
+    /// Apply changed interop settings (`backend.apply_settings`).
+    ApplySettings(InteropSettings),
+    /// Compute energy and momentum now.
+    ComputeDiagnostics,
+}
+
+/// What the overlay shows about the backend and the context (gathered outside the UI pass).
+#[derive(Debug, Clone, Copy)]
+pub struct BackendView<'a> {
+    /// Backend label.
+    pub label: &'a str,
+    /// Fallback or error notice, shown prominently.
+    pub notice: Option<&'a str>,
+    /// Interop settings in force (None for the CPU backend).
+    pub settings: Option<InteropSettings>,
+    /// Device panel rows.
+    pub device_panel: &'a [(String, String)],
+    /// Entry-point report rows: function, version, flags, status, remedy.
+    pub entry_points: &'a [[String; 5]],
+    /// The GL context.
+    pub gl_info: &'a GlInfo,
+}
+
+/// Loop state the overlay edits directly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Controls {
+    /// Physical parameters in force.
+    pub params: PhysParams,
+    /// Leapfrog steps per frame.
+    pub steps_per_frame: u32,
+    /// Paused: no steps unless single-stepped.
+    pub paused: bool,
+    /// Initial condition the next reset uses.
+    pub reset_init: String,
+    /// N the next reset uses.
+    pub reset_n: usize,
+}
+
+#[derive(Debug, Default)]
+struct Series {
+    name: &'static str,
+    points: VecDeque<[f64; 2]>,
+}
+
+impl Series {
+    fn push(&mut self, frame: u64, v: Option<f64>) {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            self.points.push_back([frame as f64, v]);
+        }
+        while self.points.front().is_some_and(|p| p[0] + (HISTORY as f64) <= frame as f64) {
+            self.points.pop_front();
+        }
+    }
+    fn last(&self) -> Option<f64> {
+        self.points.back().map(|p| p[1])
+    }
+}
+
+/// The overlay's state: rolling histories, controls and the last diagnostics.
+#[derive(Debug)]
+pub struct Overlay {
+    /// Loop state the UI edits (read by the frame loop).
+    pub controls: Controls,
+    series: [Series; 6],
+    last: FrameStats,
+    diagnostics: Option<(u64, Diagnostics)>,
+    first_diagnostics: Option<Diagnostics>,
+    message: Option<String>,
+    panel_width: f32,
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".to_owned(), |v| format!("{v:.3} ms"))
+}
+
+impl Overlay {
+    /// An overlay starting from these controls.
+    pub fn new(controls: Controls) -> Self {
+        let names = ["frame (host)", "map", "kernel", "unmap", "upload", "GL draw"];
+        Self {
+            controls,
+            series: names.map(|name| Series { name, points: VecDeque::new() }),
+            last: FrameStats::default(),
+            diagnostics: None,
+            first_diagnostics: None,
+            message: None,
+            panel_width: 0.0,
+        }
+    }
+
+    /// Record a finished frame.
+    pub fn record(&mut self, s: &FrameStats) {
+        // Frame 0 has no previous frame, hence no host frame time.
+        let host = (s.frame > 0).then_some(s.host_frame_ms);
+        let values = [host, s.sim.map_ms, s.sim.kernel_ms, s.sim.unmap_ms, s.sim.upload_ms, s.draw_ms];
+        for (series, v) in self.series.iter_mut().zip(values) {
+            series.push(s.frame, v);
+        }
+        self.last = *s;
+    }
+
+    /// Show new diagnostics, computed at `frame`.
+    pub fn set_diagnostics(&mut self, frame: u64, d: Diagnostics) {
+        if self.first_diagnostics.is_none() {
+            self.first_diagnostics = Some(d);
+        }
+        self.diagnostics = Some((frame, d));
+    }
+
+    /// Forget diagnostics and histories (after a reset).
+    pub fn clear(&mut self) {
+        self.diagnostics = None;
+        self.first_diagnostics = None;
+        for s in &mut self.series {
+            s.points.clear();
+        }
+    }
+
+    /// A message (e.g. a failed reset or settings change) shown until the next one.
+    pub fn set_message(&mut self, m: Option<String>) {
+        self.message = m;
+    }
+
+    /// Interactions per second and GFLOP/s of the last frame: from the kernel time, or from the
+    /// host frame time when the backend reports none.
+    pub fn throughput(&self) -> Option<(f64, f64)> {
+        let s = &self.last;
+        if s.steps == 0 {
+            return None;
+        }
+        let t_ms = s.sim.kernel_ms.unwrap_or(s.host_frame_ms);
+        if t_ms <= 0.0 {
+            return None;
+        }
+        let per_s = interactions(s.n, s.steps) / (t_ms * 1e-3);
+        Some((per_s, per_s * FLOPS_PER_INTERACTION * 1e-9))
+    }
+
+    /// Build the overlay (a left side panel) in `ui`; returns what the user asked for.
+    pub fn ui(&mut self, ui: &mut egui::Ui, view: &BackendView<'_>) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let panel = egui::Panel::left("overlay").resizable(true).default_size(360.0).show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                ui.heading("nbody-interop");
+                ui.label(RichText::new(view.label).strong());
+                if let Some(n) = view.notice {
+                    ui.label(RichText::new(n).color(Color32::YELLOW).strong());
+                }
+                if let Some(m) = &self.message {
+                    ui.label(RichText::new(m).color(Color32::from_rgb(255, 140, 60)));
+                }
+                ui.label(RichText::new(view.gl_info.summary()).small());
+                if let Some(d) = &view.gl_info.egl_device {
+                    ui.label(RichText::new(format!("EGL device: {d}")).small());
+                }
+                ui.separator();
+                self.timings_ui(ui);
+                ui.separator();
+                self.sim_ui(ui, &mut actions);
+                ui.separator();
+                settings_ui(ui, view.settings, &mut actions);
+                self.diagnostics_ui(ui, &mut actions);
+                egui::CollapsingHeader::new("Device").default_open(false).show(ui, |ui| {
+                    if view.device_panel.is_empty() {
+                        ui.label("(no CUDA device in use)");
+                    }
+                    egui::Grid::new("device").striped(true).show(ui, |ui| {
+                        for (k, v) in view.device_panel {
+                            ui.label(k);
+                            ui.label(v);
+                            ui.end_row();
+                        }
+                    });
+                });
+                egui::CollapsingHeader::new("Entry points").default_open(false).show(ui, |ui| {
+                    if view.entry_points.is_empty() {
+                        ui.label("(no CUDA entry points loaded)");
+                    }
+                    egui::Grid::new("entry_points").striped(true).show(ui, |ui| {
+                        for h in ["function", "version", "flags", "status", "remedy"] {
+                            ui.label(RichText::new(h).strong());
+                        }
+                        ui.end_row();
+                        for row in view.entry_points {
+                            for cell in row {
+                                ui.label(cell);
+                            }
+                            ui.end_row();
+                        }
+                    });
+                });
+            });
+        });
+        self.panel_width = panel.response.rect.right().max(0.0);
+        actions
+    }
+
+    /// Width of the overlay panel (points) in the last UI pass; the scene is centred in the area
+    /// to its right.
+    pub fn panel_width(&self) -> f32 {
+        self.panel_width
+    }
+
+    fn timings_ui(&mut self, ui: &mut egui::Ui) {
+        let s = self.last;
+        egui::Grid::new("timings").num_columns(2).show(ui, |ui| {
+            ui.label("frame (host)");
+            ui.label(format!("{:.2} ms ({:.0} fps)", s.host_frame_ms, 1e3 / s.host_frame_ms.max(1e-6)));
+            ui.end_row();
+            for (name, v) in [("map", s.sim.map_ms), ("kernel", s.sim.kernel_ms), ("unmap", s.sim.unmap_ms), ("upload", s.sim.upload_ms), ("GL draw", s.draw_ms)] {
+                ui.label(name);
+                ui.label(ms(v));
+                ui.end_row();
+            }
+            ui.label("interactions/s");
+            match self.throughput() {
+                Some((per_s, gflops)) => {
+                    ui.label(format!("{per_s:.3e}  ({gflops:.1} GFLOP/s)"));
+                }
+                None => {
+                    ui.label("—");
+                }
+            }
+            ui.end_row();
+        });
+        let colors = [
+            Color32::from_rgb(200, 200, 200),
+            Color32::from_rgb(90, 170, 255),
+            Color32::from_rgb(255, 160, 60),
+            Color32::from_rgb(120, 220, 120),
+            Color32::from_rgb(220, 100, 220),
+            Color32::from_rgb(255, 230, 90),
+        ];
+        Plot::new("timing_plot")
+            .height(120.0)
+            .legend(Legend::default())
+            .include_y(0.0)
+            .allow_drag(false)
+            .allow_zoom(false)
+            .allow_scroll(false)
+            .show(ui, |plot| {
+                for (series, color) in self.series.iter().zip(colors) {
+                    if series.last().is_some() {
+                        let pts: PlotPoints<'_> = series.points.iter().copied().collect();
+                        plot.line(Line::new(series.name, pts).color(color));
+                    }
+                }
+            });
+    }
+
+    fn sim_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<Action>) {
+        let c = &mut self.controls;
+        let mut p = c.params;
+        ui.label(format!("N = {}", self.last.n));
+        egui::Grid::new("sim").num_columns(2).show(ui, |ui| {
+            ui.label("dt");
+            ui.add(egui::DragValue::new(&mut p.dt).speed(1e-5).range(1e-7..=1.0).max_decimals(6));
+            ui.end_row();
+            ui.label("softening ε");
+            ui.add(egui::DragValue::new(&mut p.softening).speed(1e-4).range(0.0..=10.0).max_decimals(5));
+            ui.end_row();
+            ui.label("G");
+            ui.add(egui::DragValue::new(&mut p.g).speed(1e-3).range(1e-6..=1e6).max_decimals(4));
+            ui.end_row();
+            ui.label("steps / frame");
+            ui.add(egui::DragValue::new(&mut c.steps_per_frame).range(1..=1000));
+            ui.end_row();
+        });
+        if p != c.params {
+            c.params = p;
+            actions.push(Action::SetParams(p));
+        }
+        ui.horizontal(|ui| {
+            ui.checkbox(&mut c.paused, "pause");
+            if ui.add_enabled(c.paused, egui::Button::new("single step")).clicked() {
+                actions.push(Action::SingleStep);
+            }
+        });
+        ui.horizontal(|ui| {
+            egui::ComboBox::from_id_salt("reset_init").selected_text(c.reset_init.clone()).show_ui(ui, |ui| {
+                for name in RESET_INITS {
+                    ui.selectable_value(&mut c.reset_init, name.to_owned(), name);
+                }
+            });
+            ui.label("N");
+            ui.add(egui::DragValue::new(&mut c.reset_n).range(1..=16_777_216).speed(64));
+            if ui.button("reset").clicked() {
+                actions.push(Action::Reset { init: c.reset_init.clone(), n: c.reset_n });
+            }
+        });
+    }
+
+    fn diagnostics_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<Action>) {
+        egui::CollapsingHeader::new("Energy and momentum").default_open(true).show(ui, |ui| {
+            if ui.button("compute now").clicked() {
+                actions.push(Action::ComputeDiagnostics);
+            }
+            match self.diagnostics {
+                None => {
+                    ui.label("not computed yet (--diagnostics-interval K, or compute now)");
+                }
+                Some((frame, d)) => {
+                    let drift = self.first_diagnostics.map(|d0| (d.total - d0.total) / d0.total.abs().max(f64::MIN_POSITIVE));
+                    egui::Grid::new("diag").num_columns(2).show(ui, |ui| {
+                        ui.label("at frame");
+                        ui.label(frame.to_string());
+                        ui.end_row();
+                        ui.label("E = K + U");
+                        ui.label(format!("{:.6e}", d.total));
+                        ui.end_row();
+                        ui.label("K / U");
+                        ui.label(format!("{:.6e} / {:.6e}", d.kinetic, d.potential));
+                        ui.end_row();
+                        ui.label("ΔE / |E₀|");
+                        ui.label(drift.map_or_else(|| "—".into(), |x| format!("{x:.3e}")));
+                        ui.end_row();
+                        ui.label("|P|");
+                        ui.label(format!("{:.3e}", norm(d.momentum)));
+                        ui.end_row();
+                        ui.label("|L|");
+                        ui.label(format!("{:.6e}", norm(d.angular_momentum)));
+                        ui.end_row();
+                    });
+                }
+            }
+        });
+    }
+}
+
+fn norm(v: [f64; 3]) -> f64 {
+    (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
+}
+
+fn combo<T: PartialEq + Copy>(ui: &mut egui::Ui, label: &str, value: &mut T, options: &[(T, &str)]) {
+    let current = options.iter().find(|(v, _)| v == value).map_or("?", |(_, n)| n);
+    egui::ComboBox::new(label, label).selected_text(current).show_ui(ui, |ui| {
+        for (v, name) in options {
+            ui.selectable_value(value, *v, *name);
+        }
+    });
+}
+
+fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, actions: &mut Vec<Action>) {
+    egui::CollapsingHeader::new("Interop settings").default_open(true).show(ui, |ui| {
+        let Some(old) = settings else {
+            ui.label("(CPU backend: no interop settings)");
+            return;
+        };
+        let mut s = old;
+        let flags = [(ResourceFlags::None, "none"), (ResourceFlags::ReadOnly, "read-only"), (ResourceFlags::WriteDiscard, "write-discard")];
+        combo(ui, "interop mode", &mut s.interop, &[(InteropMode::Map, "map"), (InteropMode::Copy, "copy")]);
+        combo(ui, "register flags", &mut s.register_flags, &flags);
+        combo(ui, "map flags", &mut s.map_flags, &flags);
+        combo(
+            ui,
+            "stream",
+            &mut s.stream,
+            &[(StreamKind::Legacy, "legacy"), (StreamKind::PerThread, "per-thread"), (StreamKind::NonBlocking, "non-blocking")],
+        );
+        ui.horizontal(|ui| {
+            ui.label("priority");
+            ui.add(egui::DragValue::new(&mut s.stream_priority).range(-10..=10));
+        });
+        combo(ui, "block size", &mut s.block_size, &[(64, "64"), (128, "128"), (256, "256"), (512, "512"), (1024, "1024")]);
+        if s != old {
+            actions.push(Action::ApplySettings(s));
+        }
+    });
+}
+
+/// System fonts tried, in order, when egui was built without its `default_fonts` feature:
+/// (proportional, monospace).
+const SYSTEM_FONTS: [(&str, &str); 4] = [
+    ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"),
+    ("/usr/share/fonts/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSansMono.ttf"),
+    ("/usr/share/fonts/TTF/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSansMono.ttf"),
+    (
+        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf",
+    ),
+];
+
+/// Make sure egui has fonts: its bundled ones when egui's `default_fonts` feature is on, else a
+/// system TTF font (DejaVu or Liberation). Without either the overlay draws no text (logged).
+pub fn install_fonts(ctx: &egui::Context) {
+    if !egui::FontDefinitions::default().font_data.is_empty() {
+        return;
+    }
+    for (prop, mono) in SYSTEM_FONTS {
+        let Ok(p) = std::fs::read(prop) else { continue };
+        let m = std::fs::read(mono).ok();
+        let mut defs = egui::FontDefinitions::empty();
+        defs.font_data.insert("system-prop".into(), std::sync::Arc::new(egui::FontData::from_owned(p)));
+        let mut mono_list = Vec::new();
+        if let Some(m) = m {
+            defs.font_data.insert("system-mono".into(), std::sync::Arc::new(egui::FontData::from_owned(m)));
+            mono_list.push("system-mono".to_owned());
+        }
+        mono_list.push("system-prop".to_owned());
+        defs.families.insert(egui::FontFamily::Proportional, vec!["system-prop".to_owned()]);
+        defs.families.insert(egui::FontFamily::Monospace, mono_list);
+        ctx.set_fonts(defs);
+        tracing::debug!(font = prop, "overlay uses a system font (egui built without default_fonts)");
+        return;
+    }
+    tracing::warn!("no font for the overlay: egui lacks its default_fonts feature and no DejaVu/Liberation TTF was found");
+}

@@ -1,0 +1,575 @@
+//! Layer 2: the entry-point table, resolved through `cuGetProcAddress`, with thin `Result` wrappers.
+//!
+//! [`entry_points!`] below is the single source of truth: for each driver function it declares the
+//! C name, the ABI version of the `PFN_<name>_v<version>` typedef in `cudaTypedefs.h` /
+//! `cudaGLTypedefs.h` whose signature the Rust declaration copies, the export a pre-11.3 driver
+//! has under that version, whether the function has a per-thread-default-stream variant
+//! (`_ptsz` / `_ptds`), whether the application needs it, and the parameters. The macro expands it
+//! into the `PFN` types ([`pfn`]), the list [`ENTRY_POINTS`] (checked against the headers by a
+//! test), the resolved table [`Api`] and one wrapper method per function.
+//!
+//! Why explicit versions: `cuGetProcAddress(name, version, …)` returns the newest variant of
+//! `name` whose ABI version is ≤ `version`. Asking with the *driver's* version instead of the
+//! version of the signature the caller was written for silently returns a function with another
+//! signature once the driver adds one (`cuCtxCreate` has variants 3020, 11040 and 12050, with 3, 5
+//! and 4 parameters). Source: CUDA Driver API, "Driver Entry Point Access", `cuGetProcAddress`.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::error::Error;
+use crate::loader::{Driver, StreamSemantics};
+use crate::sys::*;
+
+/// Whether a function has a per-thread-default-stream variant, and which suffix it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum PtVariant {
+    /// No variant: the same export under both semantics.
+    None,
+    /// `_ptsz`: a stream-ordered function whose null stream becomes the per-thread stream.
+    Ptsz,
+    /// `_ptds`: a synchronous function ordered with the per-thread default stream.
+    Ptds,
+}
+
+impl PtVariant {
+    /// The export-name suffix (`"_ptsz"`, `"_ptds"` or `""`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            PtVariant::None => "",
+            PtVariant::Ptsz => "_ptsz",
+            PtVariant::Ptds => "_ptds",
+        }
+    }
+}
+
+/// One declared driver function (a row of [`ENTRY_POINTS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EntryDecl {
+    /// C name, as passed to `cuGetProcAddress` (`"cuCtxCreate"`).
+    pub name: &'static str,
+    /// ABI version asked for: the `NNNN` of `PFN_<name>_vNNNN` (CUDA major·1000 + minor·10).
+    pub version: c_int,
+    /// The library export of that version with legacy semantics (`"cuCtxCreate_v2"`), used on
+    /// drivers older than 11.3 and to check resolution.
+    pub export: &'static str,
+    /// Per-thread-default-stream variant.
+    pub pt: PtVariant,
+    /// Whether loading fails without it.
+    pub required: bool,
+    /// Parameter names, in order (their count is checked against the header's typedef).
+    pub params: &'static [&'static str],
+}
+
+/// ABI version of every `_ptsz`/`_ptds` typedef (`PFN_<name>_v7000_ptsz`): the per-thread
+/// variants appeared in CUDA 7.0, so asking for one with an older version is answered
+/// `CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT` (seen on driver 580 for `cuLaunchKernel` at 4000).
+pub const PER_THREAD_VERSION: c_int = 7000;
+
+impl EntryDecl {
+    /// The ABI version asked for under `semantics`: the declared one, or for a function with a
+    /// per-thread variant under per-thread semantics the version of its `_ptsz`/`_ptds` typedef.
+    pub fn version_for(&self, semantics: StreamSemantics) -> c_int {
+        match (semantics, self.pt) {
+            (StreamSemantics::PerThread, PtVariant::Ptsz | PtVariant::Ptds) => self.version.max(PER_THREAD_VERSION),
+            _ => self.version,
+        }
+    }
+
+    /// The export name this entry resolves to under `semantics` (`cuLaunchKernel_ptsz`, …).
+    pub fn export_for(&self, semantics: StreamSemantics) -> String {
+        match semantics {
+            StreamSemantics::PerThread => format!("{}{}", self.export, self.pt.suffix()),
+            StreamSemantics::Legacy => self.export.to_string(),
+        }
+    }
+}
+
+/// One traced driver call (see [`Api::set_tracer`]).
+#[derive(Debug, Clone)]
+pub struct TraceRecord {
+    /// C name of the function.
+    pub name: &'static str,
+    /// ABI version it was resolved with.
+    pub version: c_int,
+    /// Arguments in short form (`name=value`).
+    pub args: String,
+    /// What the driver returned.
+    pub result: CuResult,
+    /// Host time spent in the call, in microseconds.
+    pub host_us: f64,
+}
+
+/// A receiver of traced calls.
+pub type Tracer = Box<dyn Fn(&TraceRecord) + Send + Sync>;
+
+macro_rules! entry_points {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident @ $version:literal, $export:literal, $pt:ident, $req:ident => ($($arg:ident : $ty:ty),* $(,)?);
+    )*) => {
+        /// `PFN_<name>` function-pointer types, one per entry, with the signature of the declared version.
+        #[allow(non_camel_case_types)]
+        pub mod pfn {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[doc = concat!("`PFN_", stringify!($name), "_v", stringify!($version), "`.")]
+                pub type $name = unsafe extern "system" fn($($arg: $ty),*) -> CuResult;
+            )*
+        }
+
+        /// Every declared driver function, in declaration order.
+        pub const ENTRY_POINTS: &[EntryDecl] = &[$(
+            EntryDecl {
+                name: stringify!($name),
+                version: $version,
+                export: $export,
+                pt: PtVariant::$pt,
+                required: entry_points!(@req $req),
+                params: &[$(stringify!($arg)),*],
+            },
+        )*];
+
+        /// The resolved function pointers; `None` where the driver has no such function.
+        #[allow(non_snake_case)]
+        #[derive(Clone, Copy)]
+        struct Fns { $($name: Option<pfn::$name>,)* }
+
+        impl Fns {
+            /// Builds the table from resolved addresses, in [`ENTRY_POINTS`] order.
+            fn from_addresses(addr: &[usize]) -> Fns {
+                let mut it = addr.iter().copied();
+                Fns {$(
+                    $name: {
+                        let a = it.next().unwrap_or(0);
+                        if a == 0 {
+                            None
+                        } else {
+                            // SAFETY: `a` is a non-null address the driver returned for this name
+                            // at the version whose signature `pfn::$name` declares (checked against
+                            // the headers by tests/interop_headers.rs); a code address and a
+                            // function pointer have the same size and representation.
+                            Some(unsafe { std::mem::transmute::<usize, pfn::$name>(a) })
+                        }
+                    },
+                )*}
+            }
+        }
+
+        #[allow(non_snake_case, clippy::too_many_arguments, missing_docs)]
+        impl Api {
+            $(
+                $(#[$doc])*
+                #[doc = ""]
+                #[doc = concat!("Calls `", stringify!($name), "` (ABI version ", stringify!($version), ").")]
+                #[doc = ""]
+                #[doc = "# Errors"]
+                #[doc = "[`Error::Driver`] with the driver's code, name and text, or [`Error::Unavailable`] when the driver lacks the function."]
+                #[doc = ""]
+                #[doc = "# Safety"]
+                #[doc = "The arguments must satisfy the driver API's contract for this function (valid handles, pointers to writable memory of the documented size, a current context where needed)."]
+                #[inline]
+                pub unsafe fn $name(&self, $($arg: $ty),*) -> Result<(), Error> {
+                    let Some(f) = self.fns.$name else {
+                        return Err(self.unavailable(stringify!($name)));
+                    };
+                    if self.tracing.load(Ordering::Relaxed) {
+                        let args = {
+                            #[allow(unused_mut)]
+                            let mut s = String::new();
+                            $( s.push_str(&format!(concat!(stringify!($arg), "={:?} "), $arg)); )*
+                            s
+                        };
+                        let t0 = Instant::now();
+                        // SAFETY: the caller keeps this function's contract (see `# Safety`); `f`
+                        // has the signature of the version it was resolved with.
+                        let r = unsafe { f($($arg),*) };
+                        self.trace(stringify!($name), $version, args, r, t0);
+                        return self.check(r, stringify!($name));
+                    }
+                    // SAFETY: as above.
+                    let r = unsafe { f($($arg),*) };
+                    self.check(r, stringify!($name))
+                }
+            )*
+        }
+    };
+    (@req required) => { true };
+    (@req optional) => { false };
+}
+
+entry_points! {
+    /// Initialise the driver.
+    cuInit @ 2000, "cuInit", None, required => (flags: c_uint);
+    /// Driver version (CUDA major·1000 + minor·10).
+    cuDriverGetVersion @ 2020, "cuDriverGetVersion", None, required => (driver_version: *mut c_int);
+    /// Name of a status code.
+    cuGetErrorName @ 6000, "cuGetErrorName", None, required => (error: CuResult, p_str: *mut *const c_char);
+    /// Text of a status code.
+    cuGetErrorString @ 6000, "cuGetErrorString", None, required => (error: CuResult, p_str: *mut *const c_char);
+    /// Number of devices.
+    cuDeviceGetCount @ 2000, "cuDeviceGetCount", None, required => (count: *mut c_int);
+    /// Device handle of an ordinal.
+    cuDeviceGet @ 2000, "cuDeviceGet", None, required => (device: *mut CUdevice, ordinal: c_int);
+    /// Device name (NUL-terminated into `name`).
+    cuDeviceGetName @ 2000, "cuDeviceGetName", None, required => (name: *mut c_char, len: c_int, dev: CUdevice);
+    /// Device UUID.
+    cuDeviceGetUuid @ 11040, "cuDeviceGetUuid_v2", None, optional => (uuid: *mut CUuuid, dev: CUdevice);
+    /// A device attribute.
+    cuDeviceGetAttribute @ 2000, "cuDeviceGetAttribute", None, required => (pi: *mut c_int, attrib: c_int, dev: CUdevice);
+    /// Total device memory in bytes.
+    cuDeviceTotalMem @ 3020, "cuDeviceTotalMem_v2", None, required => (bytes: *mut usize, dev: CUdevice);
+    /// PCI bus id string (`domain:bus:device.function`).
+    cuDeviceGetPCIBusId @ 4010, "cuDeviceGetPCIBusId", None, required => (pci_bus_id: *mut c_char, len: c_int, dev: CUdevice);
+    /// Retain the device's primary context.
+    cuDevicePrimaryCtxRetain @ 7000, "cuDevicePrimaryCtxRetain", None, required => (pctx: *mut CUcontext, dev: CUdevice);
+    /// Release the device's primary context.
+    cuDevicePrimaryCtxRelease @ 11000, "cuDevicePrimaryCtxRelease_v2", None, required => (dev: CUdevice);
+    /// Set the flags (scheduling) of the primary context.
+    cuDevicePrimaryCtxSetFlags @ 11000, "cuDevicePrimaryCtxSetFlags_v2", None, required => (dev: CUdevice, flags: c_uint);
+    /// Flags and activity of the primary context.
+    cuDevicePrimaryCtxGetState @ 7000, "cuDevicePrimaryCtxGetState", None, required => (dev: CUdevice, flags: *mut c_uint, active: *mut c_int);
+    /// Create a context (the 3-parameter `cuCtxCreate_v2` signature, version 3020) and make it current.
+    cuCtxCreate @ 3020, "cuCtxCreate_v2", None, required => (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
+    /// Destroy a context.
+    cuCtxDestroy @ 4000, "cuCtxDestroy_v2", None, required => (ctx: CUcontext);
+    /// Bind a context to the calling thread (replaces the top of its stack).
+    cuCtxSetCurrent @ 4000, "cuCtxSetCurrent", None, required => (ctx: CUcontext);
+    /// The calling thread's current context.
+    cuCtxGetCurrent @ 4000, "cuCtxGetCurrent", None, required => (pctx: *mut CUcontext);
+    /// Push a context on the calling thread's stack.
+    cuCtxPushCurrent @ 4000, "cuCtxPushCurrent_v2", None, required => (ctx: CUcontext);
+    /// Pop the calling thread's current context.
+    cuCtxPopCurrent @ 4000, "cuCtxPopCurrent_v2", None, required => (pctx: *mut CUcontext);
+    /// Device of the current context.
+    cuCtxGetDevice @ 2000, "cuCtxGetDevice", None, required => (device: *mut CUdevice);
+    /// Flags of the current context.
+    cuCtxGetFlags @ 7000, "cuCtxGetFlags", None, required => (flags: *mut c_uint);
+    /// Wait for all work of the current context.
+    cuCtxSynchronize @ 2000, "cuCtxSynchronize", None, required => ();
+    /// Stream priority range of the current context (least, greatest).
+    cuCtxGetStreamPriorityRange @ 5050, "cuCtxGetStreamPriorityRange", None, required => (least_priority: *mut c_int, greatest_priority: *mut c_int);
+    /// Free and total device memory in bytes.
+    cuMemGetInfo @ 3020, "cuMemGetInfo_v2", None, required => (free: *mut usize, total: *mut usize);
+    /// Load a module image (PTX, cubin, fatbin) with JIT options.
+    cuModuleLoadDataEx @ 2010, "cuModuleLoadDataEx", None, required => (module: *mut CUmodule, image: *const c_void, num_options: c_uint, options: *mut c_uint, option_values: *mut *mut c_void);
+    /// Unload a module.
+    cuModuleUnload @ 2000, "cuModuleUnload", None, required => (hmod: CUmodule);
+    /// A kernel of a module by name.
+    cuModuleGetFunction @ 2000, "cuModuleGetFunction", None, required => (hfunc: *mut CUfunction, hmod: CUmodule, name: *const c_char);
+    /// A function attribute.
+    cuFuncGetAttribute @ 2020, "cuFuncGetAttribute", None, required => (pi: *mut c_int, attrib: c_int, hfunc: CUfunction);
+    /// Occupancy: resident blocks per multiprocessor for a block size and dynamic shared memory.
+    cuOccupancyMaxActiveBlocksPerMultiprocessor @ 6050, "cuOccupancyMaxActiveBlocksPerMultiprocessor", None, required => (num_blocks: *mut c_int, func: CUfunction, block_size: c_int, dynamic_smem_size: usize);
+    /// Launch a kernel.
+    cuLaunchKernel @ 4000, "cuLaunchKernel", Ptsz, required => (f: CUfunction, grid_dim_x: c_uint, grid_dim_y: c_uint, grid_dim_z: c_uint, block_dim_x: c_uint, block_dim_y: c_uint, block_dim_z: c_uint, shared_mem_bytes: c_uint, h_stream: CUstream, kernel_params: *mut *mut c_void, extra: *mut *mut c_void);
+    /// Create a stream.
+    cuStreamCreate @ 2000, "cuStreamCreate", None, required => (ph_stream: *mut CUstream, flags: c_uint);
+    /// Create a stream with a priority.
+    cuStreamCreateWithPriority @ 5050, "cuStreamCreateWithPriority", None, required => (ph_stream: *mut CUstream, flags: c_uint, priority: c_int);
+    /// Destroy a stream.
+    cuStreamDestroy @ 4000, "cuStreamDestroy_v2", None, required => (h_stream: CUstream);
+    /// Wait for a stream.
+    cuStreamSynchronize @ 2000, "cuStreamSynchronize", Ptsz, required => (h_stream: CUstream);
+    /// Whether a stream's work is done (`CUDA_ERROR_NOT_READY` if not).
+    cuStreamQuery @ 2000, "cuStreamQuery", Ptsz, required => (h_stream: CUstream);
+    /// Flags of a stream.
+    cuStreamGetFlags @ 5050, "cuStreamGetFlags", Ptsz, required => (h_stream: CUstream, flags: *mut c_uint);
+    /// Priority of a stream.
+    cuStreamGetPriority @ 5050, "cuStreamGetPriority", Ptsz, required => (h_stream: CUstream, priority: *mut c_int);
+    /// Make a stream wait for an event.
+    cuStreamWaitEvent @ 3020, "cuStreamWaitEvent", Ptsz, required => (h_stream: CUstream, h_event: CUevent, flags: c_uint);
+    /// Create an event.
+    cuEventCreate @ 2000, "cuEventCreate", None, required => (ph_event: *mut CUevent, flags: c_uint);
+    /// Destroy an event.
+    cuEventDestroy @ 4000, "cuEventDestroy_v2", None, required => (h_event: CUevent);
+    /// Record an event on a stream.
+    cuEventRecord @ 2000, "cuEventRecord", Ptsz, required => (h_event: CUevent, h_stream: CUstream);
+    /// Wait for an event.
+    cuEventSynchronize @ 2000, "cuEventSynchronize", None, required => (h_event: CUevent);
+    /// Whether an event completed (`CUDA_ERROR_NOT_READY` if not).
+    cuEventQuery @ 2000, "cuEventQuery", None, required => (h_event: CUevent);
+    /// Milliseconds between two recorded events.
+    cuEventElapsedTime @ 2000, "cuEventElapsedTime", None, required => (p_milliseconds: *mut f32, h_start: CUevent, h_end: CUevent);
+    /// Allocate device memory.
+    cuMemAlloc @ 3020, "cuMemAlloc_v2", None, required => (dptr: *mut CUdeviceptr, bytesize: usize);
+    /// Free device memory.
+    cuMemFree @ 3020, "cuMemFree_v2", None, required => (dptr: CUdeviceptr);
+    /// Copy host → device (synchronous).
+    cuMemcpyHtoD @ 3020, "cuMemcpyHtoD_v2", Ptds, required => (dst_device: CUdeviceptr, src_host: *const c_void, byte_count: usize);
+    /// Copy device → host (synchronous).
+    cuMemcpyDtoH @ 3020, "cuMemcpyDtoH_v2", Ptds, required => (dst_host: *mut c_void, src_device: CUdeviceptr, byte_count: usize);
+    /// Copy host → device on a stream.
+    cuMemcpyHtoDAsync @ 3020, "cuMemcpyHtoDAsync_v2", Ptsz, required => (dst_device: CUdeviceptr, src_host: *const c_void, byte_count: usize, h_stream: CUstream);
+    /// Copy device → host on a stream.
+    cuMemcpyDtoHAsync @ 3020, "cuMemcpyDtoHAsync_v2", Ptsz, required => (dst_host: *mut c_void, src_device: CUdeviceptr, byte_count: usize, h_stream: CUstream);
+    /// Copy device → device on a stream.
+    cuMemcpyDtoDAsync @ 3020, "cuMemcpyDtoDAsync_v2", Ptsz, required => (dst_device: CUdeviceptr, src_device: CUdeviceptr, byte_count: usize, h_stream: CUstream);
+    /// Set bytes on a stream.
+    cuMemsetD8Async @ 3020, "cuMemsetD8Async", Ptsz, required => (dst_device: CUdeviceptr, uc: u8, n: usize, h_stream: CUstream);
+    /// Set 32-bit words on a stream.
+    cuMemsetD32Async @ 3020, "cuMemsetD32Async", Ptsz, required => (dst_device: CUdeviceptr, ui: c_uint, n: usize, h_stream: CUstream);
+    /// Allocate page-locked (pinned) host memory.
+    cuMemHostAlloc @ 2020, "cuMemHostAlloc", None, required => (pp: *mut *mut c_void, bytesize: usize, flags: c_uint);
+    /// Free page-locked host memory.
+    cuMemFreeHost @ 2000, "cuMemFreeHost", None, required => (p: *mut c_void);
+    /// Register a GL buffer object with CUDA.
+    cuGraphicsGLRegisterBuffer @ 3000, "cuGraphicsGLRegisterBuffer", None, optional => (p_cuda_resource: *mut CUgraphicsResource, buffer: GLuint, flags: c_uint);
+    /// Unregister a graphics resource.
+    cuGraphicsUnregisterResource @ 3000, "cuGraphicsUnregisterResource", None, optional => (resource: CUgraphicsResource);
+    /// Set the map flags of a registered resource for its next map.
+    cuGraphicsResourceSetMapFlags @ 6050, "cuGraphicsResourceSetMapFlags_v2", None, optional => (resource: CUgraphicsResource, flags: c_uint);
+    /// Map registered resources for CUDA on a stream.
+    cuGraphicsMapResources @ 3000, "cuGraphicsMapResources", Ptsz, optional => (count: c_uint, resources: *mut CUgraphicsResource, h_stream: CUstream);
+    /// Unmap resources on a stream, handing them back to GL.
+    cuGraphicsUnmapResources @ 3000, "cuGraphicsUnmapResources", Ptsz, optional => (count: c_uint, resources: *mut CUgraphicsResource, h_stream: CUstream);
+    /// Device pointer and size of a mapped buffer resource.
+    cuGraphicsResourceGetMappedPointer @ 3020, "cuGraphicsResourceGetMappedPointer_v2", None, optional => (p_dev_ptr: *mut CUdeviceptr, p_size: *mut usize, resource: CUgraphicsResource);
+    /// CUDA devices of the current GL context.
+    cuGLGetDevices @ 6050, "cuGLGetDevices_v2", None, optional => (p_cuda_device_count: *mut c_uint, p_cuda_devices: *mut CUdevice, cuda_device_count: c_uint, device_list: c_uint);
+}
+
+/// Decoded `symbolStatus` of `cuGetProcAddress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SymbolStatus {
+    /// Resolved.
+    Found,
+    /// The driver has no such symbol (it is older than the function).
+    SymbolNotFound,
+    /// The symbol exists only in versions newer than the one asked for.
+    VersionNotSufficient,
+    /// A pre-12.0 `cuGetProcAddress` (no `symbolStatus`) or a direct export lookup failed.
+    NotFoundUnknownReason,
+    /// A status code this build does not know.
+    Other(i32),
+}
+
+impl fmt::Display for SymbolStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SymbolStatus::Found => f.write_str("found"),
+            SymbolStatus::SymbolNotFound => f.write_str("symbol not found"),
+            SymbolStatus::VersionNotSufficient => f.write_str("version not sufficient"),
+            SymbolStatus::NotFoundUnknownReason => f.write_str("not found (this driver does not say why)"),
+            SymbolStatus::Other(c) => write!(f, "status {c}"),
+        }
+    }
+}
+
+impl SymbolStatus {
+    /// Decodes a `CUdriverProcAddressQueryResult`.
+    pub fn from_raw(s: CUdriverProcAddressQueryResult) -> Self {
+        match s {
+            CUdriverProcAddressQueryResult::SUCCESS => SymbolStatus::Found,
+            CUdriverProcAddressQueryResult::SYMBOL_NOT_FOUND => SymbolStatus::SymbolNotFound,
+            CUdriverProcAddressQueryResult::VERSION_NOT_SUFFICIENT => SymbolStatus::VersionNotSufficient,
+            other => SymbolStatus::Other(other.0),
+        }
+    }
+}
+
+/// `"12.4"` for 12040.
+pub fn cuda_version_string(v: c_int) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// One row of the entry-point report: how one function was resolved.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EntryReport {
+    /// C name.
+    pub name: &'static str,
+    /// ABI version asked for.
+    pub version: c_int,
+    /// `cuGetProcAddress` flags used (`CU_GET_PROC_ADDRESS_*`).
+    pub flags: u64,
+    /// What `cuGetProcAddress` returned.
+    pub result: i32,
+    /// Decoded symbol status.
+    pub status: SymbolStatus,
+    /// Whether the application needs it.
+    pub required: bool,
+    /// Address resolved (0 when not found).
+    pub address: usize,
+    /// What to do when it was not found.
+    pub remedy: Option<String>,
+}
+
+impl EntryReport {
+    /// The remedy for a status, given the driver version found.
+    pub fn remedy_for(status: SymbolStatus, version: c_int, driver_version: c_int) -> Option<String> {
+        match status {
+            SymbolStatus::Found => None,
+            SymbolStatus::SymbolNotFound | SymbolStatus::NotFoundUnknownReason => Some(format!(
+                "update the NVIDIA driver to one that supports CUDA {} or newer (this driver supports CUDA {})",
+                cuda_version_string(version),
+                cuda_version_string(driver_version)
+            )),
+            SymbolStatus::VersionNotSufficient => Some(format!(
+                "this build asks for version {version}, older than the function itself: fix the entry-point table"
+            )),
+            SymbolStatus::Other(_) => Some("unexpected status from cuGetProcAddress".into()),
+        }
+    }
+}
+
+/// The loaded driver's entry points, resolved with one default-stream semantics.
+///
+/// Owns the library (through [`Driver`]) so that no function pointer outlives it (habit 5).
+/// Every wrapper method returns `Err` rather than calling a missing function.
+pub struct Api {
+    fns: Fns,
+    driver: Driver,
+    semantics: StreamSemantics,
+    report: Vec<EntryReport>,
+    tracing: AtomicBool,
+    tracer: Mutex<Option<Tracer>>,
+}
+
+impl fmt::Debug for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Api")
+            .field("library", &self.driver.path())
+            .field("driver_version", &self.driver.version())
+            .field("semantics", &self.semantics)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Api {
+    /// Resolves every entry of [`ENTRY_POINTS`] with `semantics`.
+    ///
+    /// # Errors
+    /// [`Error::MissingEntryPoint`] for the first *required* function that is not found, naming
+    /// function, version, status and the driver version.
+    pub fn load(driver: Driver, semantics: StreamSemantics) -> Result<Arc<Api>, Error> {
+        let flags = semantics.flags();
+        let mut report = Vec::with_capacity(ENTRY_POINTS.len());
+        let mut addresses = Vec::with_capacity(ENTRY_POINTS.len());
+        for decl in ENTRY_POINTS {
+            let version = decl.version_for(semantics);
+            let q = driver.get_proc_address(decl.name, version, flags, &decl.export_for(semantics));
+            let remedy = EntryReport::remedy_for(q.status, version, driver.version());
+            if decl.required && q.address == 0 {
+                return Err(Error::MissingEntryPoint {
+                    name: decl.name,
+                    version,
+                    status: q.status,
+                    driver_version: driver.version(),
+                    remedy: remedy.unwrap_or_default(),
+                });
+            }
+            addresses.push(q.address);
+            report.push(EntryReport {
+                name: decl.name,
+                version,
+                flags,
+                result: q.result.0,
+                status: q.status,
+                required: decl.required,
+                address: q.address,
+                remedy,
+            });
+        }
+        Ok(Arc::new(Api {
+            fns: Fns::from_addresses(&addresses),
+            driver,
+            semantics,
+            report,
+            tracing: AtomicBool::new(false),
+            tracer: Mutex::new(None),
+        }))
+    }
+
+    /// The entry-point report, one row per declared function.
+    pub fn report(&self) -> &[EntryReport] {
+        &self.report
+    }
+
+    /// Whether the function `name` was resolved (the query for optional entries).
+    pub fn has(&self, name: &str) -> bool {
+        self.report.iter().any(|r| r.name == name && r.address != 0)
+    }
+
+    /// The loaded driver library.
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// Driver version (`cuDriverGetVersion`, e.g. 13000).
+    pub fn driver_version(&self) -> c_int {
+        self.driver.version()
+    }
+
+    /// The default-stream semantics the table was resolved with.
+    pub fn semantics(&self) -> StreamSemantics {
+        self.semantics
+    }
+
+    /// Installs (or removes, with `None`) a receiver of every call made through this table.
+    /// Off by default; when off, a call costs one relaxed atomic load more than an untraced one.
+    pub fn set_tracer(&self, tracer: Option<Tracer>) {
+        let on = tracer.is_some();
+        if let Ok(mut t) = self.tracer.lock() {
+            *t = tracer;
+        }
+        self.tracing.store(on, Ordering::Relaxed);
+    }
+
+    fn trace(&self, name: &'static str, version: c_int, args: String, result: CuResult, t0: Instant) {
+        let host_us = t0.elapsed().as_secs_f64() * 1e6;
+        if let Ok(t) = self.tracer.lock() {
+            if let Some(t) = t.as_ref() {
+                t(&TraceRecord { name, version, args, result, host_us });
+            }
+        }
+    }
+
+    fn unavailable(&self, name: &'static str) -> Error {
+        let row = self.report.iter().find(|r| r.name == name);
+        Error::Unavailable {
+            name,
+            version: row.map_or(0, |r| r.version),
+            status: row.map_or(SymbolStatus::NotFoundUnknownReason, |r| r.status),
+            driver_version: self.driver.version(),
+        }
+    }
+
+    /// Turns a status code into `Ok` or an [`Error::Driver`] carrying name and text.
+    pub fn check(&self, r: CuResult, call: &'static str) -> Result<(), Error> {
+        if r.is_success() {
+            Ok(())
+        } else {
+            Err(Error::Driver { call, code: r, name: self.error_name(r), text: self.error_string(r) })
+        }
+    }
+
+    /// `cuGetErrorName` of a code, or its `cuda.h` name, or `"CUDA_ERROR_<n>"`.
+    pub fn error_name(&self, r: CuResult) -> String {
+        self.lookup_text(self.fns.cuGetErrorName, r)
+            .or_else(|| r.known_name().map(str::to_string))
+            .unwrap_or_else(|| format!("CUDA_ERROR_{}", r.0))
+    }
+
+    /// `cuGetErrorString` of a code, or `"unknown error"`.
+    pub fn error_string(&self, r: CuResult) -> String {
+        self.lookup_text(self.fns.cuGetErrorString, r).unwrap_or_else(|| "unknown error".to_string())
+    }
+
+    fn lookup_text(&self, f: Option<pfn::cuGetErrorName>, r: CuResult) -> Option<String> {
+        let f = f?;
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: cuGetErrorName/cuGetErrorString write a pointer to a static NUL-terminated
+        // string into `p` (or return CUDA_ERROR_INVALID_VALUE for unknown codes).
+        let rc = unsafe { f(r, &mut p) };
+        if !rc.is_success() || p.is_null() {
+            return None;
+        }
+        // SAFETY: the driver documents `*pStr` as a NUL-terminated string with static lifetime.
+        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+}

@@ -1,0 +1,252 @@
+//! CUDA–OpenGL interop: registered GL buffers and the per-frame mapping guard.
+//!
+//! The resource-mapping workflow (CUDA Driver API, "OpenGL Interoperability" and "Graphics
+//! Interoperability"):
+//!
+//! ```text
+//! register (once)  cuGraphicsGLRegisterBuffer      GraphicsResource::register_gl_buffer
+//! map (per frame)  cuGraphicsMapResources           map_resources -> Mapping
+//! get pointer      cuGraphicsResourceGetMappedPointer  Mapping::pointer -> MappedPtr
+//! launch           cuLaunchKernel                   (uses MappedPtr::device_ptr)
+//! unmap            cuGraphicsUnmapResources         Mapping::unmap / drop(Mapping)
+//! draw             (GL)                             the renderer
+//! unregister       cuGraphicsUnregisterResource     drop(GraphicsResource)
+//! ```
+//!
+//! While mapped, only CUDA may touch the buffer; GL may use it again after the unmap, which is
+//! ordered on the stream given to it. The guard types make the order a borrow: a [`Mapping`]
+//! borrows the resources mutably (they cannot be mapped twice, re-flagged or unregistered while
+//! mapped) and a [`MappedPtr`] borrows the mapping (it cannot outlive the unmap).
+
+use std::ffi::c_uint;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::sys::{gl_device_list, CUdevice, CUdeviceptr, CUgraphicsResource, GLuint};
+use crate::Api;
+
+/// The CUDA devices that can share the current GL context (`cuGLGetDevices`,
+/// `CU_GL_DEVICE_LIST_ALL`). Empty when none can (Mesa, another vendor's GPU, WSL2).
+///
+/// # Errors
+/// [`Error::Unavailable`] when the driver has no GL interop; the driver's error otherwise.
+/// `CUDA_ERROR_NO_DEVICE` and `CUDA_ERROR_INVALID_GRAPHICS_CONTEXT` are reported as an empty list.
+#[doc(alias = "cuGLGetDevices")]
+pub fn gl_devices(api: &Api) -> Result<Vec<CUdevice>> {
+    let mut devices = [0 as CUdevice; 16];
+    let mut count: c_uint = 0;
+    // SAFETY: the array holds 16 devices and we say so; writes `count`.
+    let r = unsafe { api.cuGLGetDevices(&mut count, devices.as_mut_ptr(), devices.len() as c_uint, gl_device_list::ALL) };
+    match r {
+        Ok(()) => Ok(devices[..(count as usize).min(devices.len())].to_vec()),
+        Err(e)
+            if matches!(
+                e.code(),
+                Some(crate::sys::CuResult::CUDA_ERROR_NO_DEVICE)
+                    | Some(crate::sys::CuResult::CUDA_ERROR_INVALID_GRAPHICS_CONTEXT)
+            ) =>
+        {
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A GL buffer object registered with CUDA; unregistered on drop.
+///
+/// Drop it *before* deleting the GL buffer and before the GL context goes.
+#[derive(Debug)]
+pub struct GraphicsResource {
+    ctx: Arc<Context>,
+    raw: CUgraphicsResource,
+    gl_buffer: GLuint,
+    register_flags: c_uint,
+    map_flags: c_uint,
+}
+
+// SAFETY: the handle is plain data; the driver API allows use from any thread with the context current.
+unsafe impl Send for GraphicsResource {}
+
+impl GraphicsResource {
+    /// Registers the GL buffer object `buffer` of the current GL context
+    /// (`cuGraphicsGLRegisterBuffer`) with `CU_GRAPHICS_REGISTER_FLAGS_*` flags.
+    ///
+    /// # Errors
+    /// The driver's error: `CUDA_ERROR_INVALID_VALUE` or `CUDA_ERROR_INVALID_GRAPHICS_CONTEXT`
+    /// for name 0, a deleted buffer or no current GL context that CUDA can share; [`Error::Unavailable`]
+    /// without GL interop.
+    #[doc(alias = "cuGraphicsGLRegisterBuffer")]
+    pub fn register_gl_buffer(ctx: &Arc<Context>, buffer: GLuint, flags: c_uint) -> Result<GraphicsResource> {
+        let mut raw: CUgraphicsResource = std::ptr::null_mut();
+        // SAFETY: writes one handle; the driver validates the buffer name against the current GL context.
+        unsafe { ctx.api().cuGraphicsGLRegisterBuffer(&mut raw, buffer, flags) }?;
+        Ok(GraphicsResource { ctx: ctx.clone(), raw, gl_buffer: buffer, register_flags: flags, map_flags: 0 })
+    }
+
+    /// Sets `CU_GRAPHICS_MAP_RESOURCE_FLAGS_*` for the following maps (`cuGraphicsResourceSetMapFlags`).
+    ///
+    /// # Errors
+    /// The driver's error (`CUDA_ERROR_ALREADY_MAPPED` cannot happen: a mapped resource is borrowed).
+    #[doc(alias = "cuGraphicsResourceSetMapFlags")]
+    pub fn set_map_flags(&mut self, flags: c_uint) -> Result<()> {
+        // SAFETY: the resource is registered and, being borrowed mutably, not mapped.
+        unsafe { self.ctx.api().cuGraphicsResourceSetMapFlags(self.raw, flags) }?;
+        self.map_flags = flags;
+        Ok(())
+    }
+
+    /// The raw handle.
+    pub fn raw(&self) -> CUgraphicsResource {
+        self.raw
+    }
+    /// The GL buffer name.
+    pub fn gl_buffer(&self) -> GLuint {
+        self.gl_buffer
+    }
+    /// The register flags.
+    pub fn register_flags(&self) -> c_uint {
+        self.register_flags
+    }
+    /// The map flags last set.
+    pub fn map_flags(&self) -> c_uint {
+        self.map_flags
+    }
+}
+
+impl Drop for GraphicsResource {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register_gl_buffer`; not mapped (a Mapping borrows it); unregistered once.
+        drop(unsafe { self.ctx.api().cuGraphicsUnregisterResource(self.raw) });
+    }
+}
+
+/// Maps `resources` for CUDA with one `cuGraphicsMapResources` call ordered on `stream`.
+/// The returned guard unmaps them (one `cuGraphicsUnmapResources` on the same stream) on
+/// [`Mapping::unmap`] or drop. Until then GL must not use the buffers.
+///
+/// # Errors
+/// The driver's error (`CUDA_ERROR_ALREADY_MAPPED`, `CUDA_ERROR_INVALID_GRAPHICS_CONTEXT`, …);
+/// [`Error::InvalidArgument`] for an empty slice.
+#[doc(alias = "cuGraphicsMapResources")]
+pub fn map_resources<'a>(resources: &'a mut [GraphicsResource], stream: &'a Stream) -> Result<Mapping<'a>> {
+    let Some(first) = resources.first() else {
+        return Err(Error::InvalidArgument("no resources to map".into()));
+    };
+    let api = first.ctx.api().clone();
+    let mut raw: Vec<CUgraphicsResource> = resources.iter().map(|r| r.raw).collect();
+    // SAFETY: `raw` holds `len` registered handles; the stream is live for 'a.
+    unsafe { api.cuGraphicsMapResources(raw.len() as c_uint, raw.as_mut_ptr(), stream.raw()) }?;
+    Ok(Mapping { api, raw, stream, unmapped: false, _resources: PhantomData })
+}
+
+/// Resources mapped for CUDA. Unmaps on drop; its device pointers borrow it.
+#[derive(Debug)]
+pub struct Mapping<'a> {
+    api: Arc<Api>,
+    raw: Vec<CUgraphicsResource>,
+    stream: &'a Stream,
+    unmapped: bool,
+    _resources: PhantomData<&'a mut [GraphicsResource]>,
+}
+
+impl Mapping<'_> {
+    /// Number of mapped resources.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+    /// Always false.
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// Device pointer and size of mapped resource `index` (`cuGraphicsResourceGetMappedPointer`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an index out of range; the driver's error.
+    #[doc(alias = "cuGraphicsResourceGetMappedPointer")]
+    pub fn pointer(&self, index: usize) -> Result<MappedPtr<'_>> {
+        let res = *self
+            .raw
+            .get(index)
+            .ok_or_else(|| Error::InvalidArgument(format!("resource index {index} of {}", self.raw.len())))?;
+        let mut ptr: CUdeviceptr = 0;
+        let mut size = 0usize;
+        // SAFETY: the resource is mapped (self exists and was not unmapped); writes two values.
+        unsafe { self.api.cuGraphicsResourceGetMappedPointer(&mut ptr, &mut size, res) }?;
+        Ok(MappedPtr { ptr, size, index, api: &self.api })
+    }
+
+    /// Unmaps now (one `cuGraphicsUnmapResources` on the mapping's stream), returning its error.
+    ///
+    /// # Errors
+    /// The driver's error.
+    #[doc(alias = "cuGraphicsUnmapResources")]
+    pub fn unmap(mut self) -> Result<()> {
+        self.unmapped = true;
+        self.unmap_raw()
+    }
+
+    fn unmap_raw(&mut self) -> Result<()> {
+        // SAFETY: the handles are mapped on this stream; unmapped once (guarded by `unmapped`).
+        unsafe { self.api.cuGraphicsUnmapResources(self.raw.len() as c_uint, self.raw.as_mut_ptr(), self.stream.raw()) }
+    }
+}
+
+impl Drop for Mapping<'_> {
+    fn drop(&mut self) {
+        if !self.unmapped {
+            self.unmapped = true;
+            // An error here cannot be returned; callers who care call `unmap`.
+            drop(self.unmap_raw());
+        }
+    }
+}
+
+/// The device address of one mapped buffer; valid only while its [`Mapping`] lives.
+#[derive(Debug, Clone, Copy)]
+pub struct MappedPtr<'m> {
+    ptr: CUdeviceptr,
+    size: usize,
+    index: usize,
+    api: &'m Api,
+}
+
+impl MappedPtr<'_> {
+    /// Device address.
+    pub fn device_ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+    /// Mapped size, bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    /// Copies the start of the mapped buffer into `dst` (`cuMemcpyDtoH`, synchronous).
+    ///
+    /// # Errors
+    /// [`Error::MappedSize`] when `dst` is larger than the mapping; the driver's error.
+    #[doc(alias = "cuMemcpyDtoH")]
+    pub fn copy_to_host<T: crate::DeviceCopy>(&self, dst: &mut [T]) -> Result<()> {
+        let bytes = std::mem::size_of_val(dst);
+        if bytes > self.size {
+            return Err(Error::MappedSize { index: self.index, expected: bytes, actual: self.size });
+        }
+        // SAFETY: the buffer is mapped for as long as `self` borrows the mapping and holds at least
+        // `bytes` bytes (checked); `dst` is writable for `bytes` bytes of a type valid for any bits.
+        unsafe { self.api.cuMemcpyDtoH(dst.as_mut_ptr().cast(), self.ptr, bytes) }
+    }
+
+    /// Checks that at least `bytes` are mapped.
+    ///
+    /// # Errors
+    /// [`Error::MappedSize`] when the buffer is smaller.
+    pub fn require(self, bytes: usize) -> Result<Self> {
+        if self.size < bytes {
+            Err(Error::MappedSize { index: self.index, expected: bytes, actual: self.size })
+        } else {
+            Ok(self)
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Device buffers, pinned host buffers and copies.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::sys::CUdeviceptr;
+
+/// Plain data that may be copied byte-for-byte between host and device.
+///
+/// # Safety
+/// Implementors must have no padding, no pointers and accept every bit pattern.
+pub unsafe trait DeviceCopy: Copy + 'static {}
+
+macro_rules! device_copy {
+    ($($t:ty),*) => {$(
+        // SAFETY: a primitive number type: no padding, every bit pattern valid.
+        unsafe impl DeviceCopy for $t {}
+    )*};
+}
+device_copy!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+// SAFETY: an array of plain data is plain data.
+unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
+
+/// Device memory of `len` values of `T` (`cuMemAlloc`), freed on drop (`cuMemFree`).
+#[derive(Debug)]
+pub struct DeviceBuffer<T: DeviceCopy> {
+    ctx: Arc<Context>,
+    ptr: CUdeviceptr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the buffer is an address in device memory; the handle may move between threads.
+unsafe impl<T: DeviceCopy> Send for DeviceBuffer<T> {}
+
+impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// Allocates `len` values (uninitialised device memory). `len` may not be 0.
+    ///
+    /// # Errors
+    /// `CUDA_ERROR_OUT_OF_MEMORY`; [`Error::InvalidArgument`] for 0 or an overflowing size.
+    #[doc(alias = "cuMemAlloc")]
+    pub fn alloc(ctx: &Arc<Context>, len: usize) -> Result<Self> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .filter(|&b| b > 0)
+            .ok_or_else(|| Error::InvalidArgument(format!("device buffer of {len} elements")))?;
+        let mut ptr: CUdeviceptr = 0;
+        // SAFETY: writes one device pointer.
+        unsafe { ctx.api().cuMemAlloc(&mut ptr, bytes) }?;
+        Ok(DeviceBuffer { ctx: ctx.clone(), ptr, len, _t: PhantomData })
+    }
+
+    /// Allocates and fills from a host slice (synchronous copy).
+    ///
+    /// # Errors
+    /// As [`DeviceBuffer::alloc`] and [`DeviceBuffer::copy_from_host`].
+    pub fn from_slice(ctx: &Arc<Context>, data: &[T]) -> Result<Self> {
+        let mut b = Self::alloc(ctx, data.len())?;
+        b.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    /// Device address.
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Always false (empty buffers cannot be made).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    fn check_len(&self, n: usize) -> Result<()> {
+        if n == self.len {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!("host slice has {n} elements, device buffer {}", self.len)))
+        }
+    }
+
+    /// Synchronous host → device copy of the whole buffer (`cuMemcpyHtoD`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when lengths differ; the driver's error.
+    #[doc(alias = "cuMemcpyHtoD")]
+    pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
+        self.check_len(src.len())?;
+        // SAFETY: `src` holds `bytes()` readable bytes; the device range is ours.
+        unsafe { self.ctx.api().cuMemcpyHtoD(self.ptr, src.as_ptr().cast::<c_void>(), self.bytes()) }
+    }
+
+    /// Synchronous device → host copy of the whole buffer (`cuMemcpyDtoH`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when lengths differ; the driver's error.
+    #[doc(alias = "cuMemcpyDtoH")]
+    pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
+        self.check_len(dst.len())?;
+        // SAFETY: `dst` holds `bytes()` writable bytes of a type valid for every bit pattern.
+        unsafe { self.ctx.api().cuMemcpyDtoH(dst.as_mut_ptr().cast::<c_void>(), self.ptr, self.bytes()) }
+    }
+
+    /// Reads the whole buffer into a new vector.
+    ///
+    /// # Errors
+    /// The driver's error.
+    pub fn to_vec(&self) -> Result<Vec<T>>
+    where
+        T: Default,
+    {
+        let mut v = vec![T::default(); self.len];
+        self.copy_to_host(&mut v)?;
+        Ok(v)
+    }
+
+    /// Device → pinned host copy on `stream` (`cuMemcpyDtoHAsync`); complete after the stream is synchronised.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when lengths differ; the driver's error.
+    #[doc(alias = "cuMemcpyDtoHAsync")]
+    pub fn copy_to_pinned_async(&self, dst: &mut PinnedBuffer<T>, stream: &Stream) -> Result<()> {
+        self.check_len(dst.len())?;
+        // SAFETY: the pinned buffer holds `bytes()` bytes and lives in `dst`, which the caller
+        // must not read before synchronising `stream` (documented above).
+        unsafe { self.ctx.api().cuMemcpyDtoHAsync(dst.ptr.cast::<c_void>(), self.ptr, self.bytes(), stream.raw()) }
+    }
+
+    /// Device → device copy of the whole buffer on `stream` (`cuMemcpyDtoDAsync`) into `dst`
+    /// (a device address with room for `bytes()` bytes, such as a mapped GL buffer).
+    ///
+    /// # Errors
+    /// The driver's error.
+    ///
+    /// # Safety
+    /// `dst` must be valid device memory of at least `bytes()` bytes until the copy completes.
+    #[doc(alias = "cuMemcpyDtoDAsync")]
+    pub unsafe fn copy_to_device_async(&self, dst: CUdeviceptr, stream: &Stream) -> Result<()> {
+        // SAFETY: the caller guarantees `dst`; our range is live.
+        unsafe { self.ctx.api().cuMemcpyDtoDAsync(dst, self.ptr, self.bytes(), stream.raw()) }
+    }
+
+    /// Sets every byte to `value` on `stream` (`cuMemsetD8Async`).
+    ///
+    /// # Errors
+    /// The driver's error.
+    #[doc(alias = "cuMemsetD8Async")]
+    pub fn memset_async(&mut self, value: u8, stream: &Stream) -> Result<()> {
+        // SAFETY: our range is live.
+        unsafe { self.ctx.api().cuMemsetD8Async(self.ptr, value, self.bytes(), stream.raw()) }
+    }
+}
+
+impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `alloc`; freed once. Pending work that uses it must have been
+        // synchronised by the owner (the backends synchronise before dropping).
+        drop(unsafe { self.ctx.api().cuMemFree(self.ptr) });
+    }
+}
+
+/// Page-locked host memory of `len` values (`cuMemHostAlloc`), zero-filled, freed on drop.
+#[derive(Debug)]
+pub struct PinnedBuffer<T: DeviceCopy> {
+    ctx: Arc<Context>,
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: the buffer is owned host memory.
+unsafe impl<T: DeviceCopy> Send for PinnedBuffer<T> {}
+
+impl<T: DeviceCopy> PinnedBuffer<T> {
+    /// Allocates `len` values with `CU_MEMHOSTALLOC_*` flags, zero-filled.
+    ///
+    /// # Errors
+    /// `CUDA_ERROR_OUT_OF_MEMORY`; [`Error::InvalidArgument`] for 0 or an overflowing size.
+    #[doc(alias = "cuMemHostAlloc")]
+    pub fn alloc(ctx: &Arc<Context>, len: usize, flags: u32) -> Result<Self> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .filter(|&b| b > 0)
+            .ok_or_else(|| Error::InvalidArgument(format!("pinned buffer of {len} elements")))?;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: writes one pointer.
+        unsafe { ctx.api().cuMemHostAlloc(&mut p, bytes, flags) }?;
+        // SAFETY: `p` points to `bytes` writable bytes just allocated.
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, bytes) };
+        Ok(PinnedBuffer { ctx: ctx.clone(), ptr: p.cast(), len })
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Always false.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The values (read them only after the copies that write them completed).
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `ptr` holds `len` initialised values (zero-filled at allocation, T valid for
+        // every bit pattern) for as long as self lives.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The values, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as `as_slice`, and &mut self gives unique access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `alloc`; freed once.
+        drop(unsafe { self.ctx.api().cuMemFreeHost(self.ptr.cast()) });
+    }
+}

@@ -1,0 +1,229 @@
+// All-pairs N-body gravity, fp32, for the CUDA-GL interop demo.
+//
+// Compiled by kernels/gen_ptx.py with NVRTC 11.8 to kernels/nbody.ptx (compute_75, PTX ISA 7.8)
+// with --use_fast_math: rsqrtf is a single `rsqrt.approx.ftz.f32` (MUFU.RSQ), denormals flush to
+// zero. Do not compile it without fast math / -ftz=true: rsqrt.approx without .ftz costs extra
+// instructions per interaction. kernels/README.md has the ABI, the block sizes and the P rule.
+//
+// Layout: pos[i] = (x, y, z, mass), vel[i] = (vx, vy, vz, 0), both float4, N bodies.
+//
+// Force (Plummer softening, GPU Gems 3 ch. 31 eq. 3):
+//   a_i = G sum_j m_j (x_j - x_i) / (r_ij^2 + eps^2)^(3/2)
+// eps2 > 0: every term is finite; the j == i term is 0 because x_j - x_i == 0.
+// eps2 == 0: exact Newtonian gravity; a term with r^2 == 0 (j == i, or two bodies at the same
+// point) contributes 0. The choice is one block-uniform branch outside the tile loop, selecting one
+// of two instantiations, so the softened inner loop carries no guard instruction.
+//
+// Work split: a block of B threads (B = blockDim.x, a runtime launch parameter) integrates B * P
+// bodies; thread t handles bodies blockIdx.x * B * P + k * B + t, k < P. All bodies j stream through
+// shared memory in tiles of B (dynamic shared memory, B * 16 bytes); each float4 read from shared
+// memory (LDS.128) feeds P interactions.
+
+// The tile of bodies j in shared memory: blockDim.x float4 (dynamic shared memory).
+extern __shared__ float4 nbody_tile[];
+
+// Internal helpers live in a named namespace: NVRTC names the symbols of an anonymous one after a
+// hash, which would leak into the PTX.
+namespace nbody {
+
+// Tile slots past N hold mass 0 at this far-away point. With eps2 == 0 a massless slot placed
+// near a real body (e.g. at the origin) could give 0 * inf = NaN; from 1e18 the term
+// 1/r^3 < 1e-54 flushes to 0, so the slot adds exactly 0 for any body with |x| << 1e18.
+#define NBODY_PAD_COORD 1.0e18f
+
+// Largest finite float: the clamp of the unsoftened path (see interact<false>).
+#define NBODY_FLT_MAX 3.402823466e38f
+
+// Inner-loop unroll factor: interactions per loop trip, per body. U * P == 32 keeps the loop body
+// at ~430 SASS instructions for every P (the trip overhead is 4 instructions per 32 interactions)
+// and lets every block size that is a multiple of 32 tile exactly.
+__host__ __device__ constexpr int unroll_for(const int p) {
+    return 32 / p;
+}
+
+__device__ __forceinline__ float4 pad_body() {
+    return make_float4(NBODY_PAD_COORD, NBODY_PAD_COORD, NBODY_PAD_COORD, 0.0f);
+}
+
+// One interaction of body i (at xi) with body b, added to acc.
+// Softened: 3 FADD, 3 FFMA (r^2 starts at eps2), MUFU.RSQ, 3 FMUL, 3 FFMA = 13 instructions.
+// Unsoftened: the same 13 (r^2 starts with an FMUL) plus one FMNMX. For r^2 == 0 rsqrt gives +inf
+// and m * inv^3 is +inf (or NaN for m == 0); min(NaN or inf, FLT_MAX) = FLT_MAX (PTX min returns
+// the non-NaN operand), and the displacement, exactly 0 here, times FLT_MAX adds exactly 0.
+// (Two distinct bodies closer than ~1e-13, where 1/r^3 overflows, get the bounded term
+// |dx| * FLT_MAX instead of inf; never NaN.)
+template <bool Soft>
+__device__ __forceinline__ void interact(const float4 b, const float3 xi, float3& acc, const float eps2) {
+    const float dx = b.x - xi.x;
+    const float dy = b.y - xi.y;
+    const float dz = b.z - xi.z;
+    float r2 = Soft ? fmaf(dx, dx, eps2) : dx * dx;
+    r2 = fmaf(dy, dy, r2);
+    r2 = fmaf(dz, dz, r2);
+    const float inv = rsqrtf(r2);
+    float s = b.w * (inv * inv * inv);
+    if (!Soft) {
+        s = fminf(s, NBODY_FLT_MAX);
+    }
+    acc.x = fmaf(dx, s, acc.x);
+    acc.y = fmaf(dy, s, acc.y);
+    acc.z = fmaf(dz, s, acc.z);
+}
+
+// The tile loop: sum over all N bodies of the interactions with the P bodies at xi[].
+// Every thread of the block must call it (it synchronises the block). B = blockDim.x must be a
+// multiple of unroll_for(P) (any multiple of 32 is).
+template <int P, bool Soft>
+__device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, const int n, const float eps2,
+                                           const float3 (&xi)[P], float3 (&acc)[P]) {
+    constexpr int U = unroll_for(P);
+    const int B = blockDim.x;
+    const int t = threadIdx.x;
+
+    // Register prefetch: the global load of the next tile is issued before the current tile is
+    // computed, so its latency hides behind the inner loop.
+    float4 next = t < n ? pos_in[t] : pad_body();
+#pragma unroll 1
+    for (int base = 0; base < n; base += B) {
+        nbody_tile[t] = next;
+        __syncthreads();
+        const int j = base + B + t;
+        next = j < n ? pos_in[j] : pad_body();
+
+        // Slots used in this tile: B, or in the last tile the valid count rounded up to U (the
+        // padding slots up to there are massless). Block-uniform.
+        const int used = min(B, (n - base + (U - 1)) & ~(U - 1));
+#pragma unroll 1
+        for (int s = 0; s < used; s += U) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const float4 b = nbody_tile[s + u];
+#pragma unroll
+                for (int k = 0; k < P; ++k) {
+                    interact<Soft>(b, xi[k], acc[k], eps2);
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// One leapfrog step for P bodies per thread (see README.md for the semantics).
+template <int P>
+__device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
+                                     float4* __restrict__ vel, const int n, const float dt_drift,
+                                     const float kick, const float eps2, const float g) {
+    const int first = blockIdx.x * blockDim.x * P + threadIdx.x;
+
+    float3 xi[P];
+    float3 acc[P];
+    float mass[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        const int i = first + k * blockDim.x;
+        const float4 b = i < n ? pos_in[i] : pad_body();
+        xi[k] = make_float3(b.x, b.y, b.z);
+        mass[k] = b.w;
+        acc[k] = make_float3(0.0f, 0.0f, 0.0f);
+    }
+
+    // Block-uniform (a kernel parameter): no divergence. With ftz a denormal eps2 counts as 0.
+    if (eps2 > 0.0f) {
+        accumulate<P, true>(pos_in, n, eps2, xi, acc);
+    } else {
+        accumulate<P, false>(pos_in, n, eps2, xi, acc);
+    }
+
+    const float gk = g * kick;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        const int i = first + k * blockDim.x;
+        if (i < n) {
+            float4 v = vel[i];
+            v.x = fmaf(acc[k].x, gk, v.x);
+            v.y = fmaf(acc[k].y, gk, v.y);
+            v.z = fmaf(acc[k].z, gk, v.z);
+            v.w = 0.0f;
+            vel[i] = v;
+            pos_out[i] = make_float4(fmaf(v.x, dt_drift, xi[k].x), fmaf(v.y, dt_drift, xi[k].y),
+                                     fmaf(v.z, dt_drift, xi[k].z), mass[k]);
+        }
+    }
+}
+
+// Potential tile loop: sum_j m_j / sqrt(r^2 + eps^2) over j != i (Soft: by index) or over
+// r^2 != 0 (unsoftened). Per-tile fp32 partial sums are added with Kahan compensation.
+// Diagnostics only: not tuned.
+template <bool Soft>
+__device__ __forceinline__ float potential_sum(const float4* __restrict__ pos, const int n, const float eps2,
+                                               const int i, const float3 xi) {
+    constexpr int U = 8;
+    const int B = blockDim.x;
+    const int t = threadIdx.x;
+    float sum = 0.0f;
+    float comp = 0.0f;
+#pragma unroll 1
+    for (int base = 0; base < n; base += B) {
+        const int j = base + t;
+        nbody_tile[t] = j < n ? pos[j] : pad_body();
+        __syncthreads();
+        const int used = min(B, (n - base + (U - 1)) & ~(U - 1));
+        const int self = i - base;  // tile slot of body i (may be out of [0, used))
+        float part = 0.0f;
+#pragma unroll 1
+        for (int s = 0; s < used; s += U) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const float4 b = nbody_tile[s + u];
+                const float dx = b.x - xi.x;
+                const float dy = b.y - xi.y;
+                const float dz = b.z - xi.z;
+                float r2 = Soft ? fmaf(dx, dx, eps2) : dx * dx;
+                r2 = fmaf(dy, dy, r2);
+                r2 = fmaf(dz, dz, r2);
+                const float term = b.w * rsqrtf(r2);
+                const bool skip = Soft ? (s + u == self) : !(r2 > 0.0f);
+                part += skip ? 0.0f : term;
+            }
+        }
+        // Kahan: sum += part. Fast math in NVRTC does not reassociate, so this is kept.
+        const float y = part - comp;
+        const float tsum = sum + y;
+        comp = (tsum - sum) - y;
+        sum = tsum;
+        __syncthreads();
+    }
+    return sum;
+}
+
+}  // namespace nbody
+
+// Every entry point allows up to 1024 threads per block: ptxas keeps them at <= 64 registers.
+#define NBODY_STEP_KERNEL(NAME, P)                                                                    \
+    extern "C" __global__ void __launch_bounds__(1024)                                               \
+        NAME(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, \
+             int n, float dt_drift, float kick, float eps2, float g) {                               \
+        nbody::step<P>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g);                                   \
+    }
+
+NBODY_STEP_KERNEL(nbody_step_p1, 1)
+NBODY_STEP_KERNEL(nbody_step_p2, 2)
+NBODY_STEP_KERNEL(nbody_step_p4, 4)
+
+// phi[i] = -sum_{j != i} m_j / sqrt(r_ij^2 + eps2); with eps2 == 0 the sum skips r^2 == 0.
+// No G and no m_i: the host multiplies (in f64). One body per thread, grid = ceil(N / B).
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_potential(const float4* __restrict__ pos, float* __restrict__ phi, int n, float eps2) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const float4 b = i < n ? pos[i] : nbody::pad_body();
+    const float3 xi = make_float3(b.x, b.y, b.z);
+    float sum;
+    if (eps2 > 0.0f) {
+        sum = nbody::potential_sum<true>(pos, n, eps2, i, xi);
+    } else {
+        sum = nbody::potential_sum<false>(pos, n, eps2, i, xi);
+    }
+    if (i < n) {
+        phi[i] = -sum;
+    }
+}

@@ -1,0 +1,1 @@
+//! Tests of `nbody-interop bench` (placeholder while the bench is written).

@@ -1,0 +1,57 @@
+//! Shared by the GPU test binaries (libtest-mimic harness): decide once whether a CUDA GPU is
+//! usable. Without one every GPU test is reported as *ignored* (libtest's "skipped"), with the
+//! reason printed; `NBODY_REQUIRE_GPU=1` turns a missing GPU into a failure of every test.
+
+use libtest_mimic::{Arguments, Failed, Trial};
+
+/// Why GPU tests cannot run here, or None when a GPU is usable.
+pub fn gpu_missing_reason() -> Option<String> {
+    match interop::init(interop::StreamSemantics::Legacy) {
+        Err(e) => Some(e.to_string()),
+        Ok(api) => match interop::Device::count(&api) {
+            Ok(0) => Some("the CUDA driver reports no device".into()),
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        },
+    }
+}
+
+/// A GPU test body.
+pub type Body = fn() -> Result<(), Failed>;
+
+/// Runs `tests` under libtest-mimic, gated on the GPU.
+pub fn run(tests: &[(&'static str, Body)]) -> ! {
+    let args = Arguments::from_args();
+    let require = std::env::var("NBODY_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    let missing = gpu_missing_reason();
+    if let Some(why) = &missing {
+        if require {
+            eprintln!("NBODY_REQUIRE_GPU=1 but no usable GPU: {why}");
+        } else {
+            eprintln!("skipped: no usable CUDA GPU ({why}); set NBODY_REQUIRE_GPU=1 to make this a failure");
+        }
+    }
+    let trials = tests
+        .iter()
+        .map(|&(name, body)| {
+            let missing = missing.clone();
+            let ignored = missing.is_some() && !require;
+            Trial::test(name, move || match &missing {
+                Some(why) => Err(format!("no usable GPU: {why}").into()),
+                None => body(),
+            })
+            .with_ignored_flag(ignored)
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit()
+}
+
+/// `Err(Failed)` with a message unless `cond`.
+#[allow(dead_code)]
+pub fn ensure(cond: bool, msg: impl Into<String>) -> Result<(), Failed> {
+    if cond {
+        Ok(())
+    } else {
+        Err(msg.into().into())
+    }
+}

@@ -1,0 +1,12 @@
+// A Mapping borrows its resources mutably: they cannot be unregistered (dropped) while mapped.
+use interop::{map_resources, GraphicsResource, Stream};
+
+fn frame(mut resources: Vec<GraphicsResource>, stream: &Stream) -> interop::Result<()> {
+    let mapping = map_resources(&mut resources, stream)?;
+    drop(resources);
+    mapping.unmap()
+}
+
+fn main() {
+    let _ = frame;
+}
