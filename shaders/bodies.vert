@@ -42,5 +42,5 @@ void main() {
     float speed = length(a_pos_mass.xyz - a_prev.xyz) * u_speed_scale;
     v_color = palette(clamp(speed, 0.0, 1.0));
     // A sprite drawn larger than its true size spreads the same light over more pixels.
-    v_intensity = u_intensity * clamp((size * size) / (clamped * clamped), 0.25, 1.0);
+    v_intensity = u_intensity * clamp((size * size) / (clamped * clamped), 0.4, 1.0);
 }

@@ -61,8 +61,11 @@ fn rel_err3(a: &[[f32; 4]], b: &[[f64; 3]]) -> f64 {
     rel_err(a, &b4)
 }
 
-/// One kernel call on the GPU (P, block) from `bodies`; returns (pos_out, vel, untouched tail ok).
-fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, p: u32, block: u32, kick: f32) -> Result<(Vec<[f32; 4]>, Vec<[f32; 4]>, bool), Failed> {
+/// Positions out, velocities, and whether the poisoned slots past N were left untouched.
+type StepOut = (Vec<[f32; 4]>, Vec<[f32; 4]>, bool);
+
+/// One kernel call on the GPU (P, block) from `bodies`.
+fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, p: u32, block: u32, kick: f32) -> Result<StepOut, Failed> {
     let n = bodies.len();
     let tail = 64;
     let poison = [f32::from_bits(0x7fc0_dead); 4];

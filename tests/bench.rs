@@ -1,1 +1,228 @@
-//! Tests of `nbody-interop bench` (placeholder while the bench is written).
+//! `nbody-interop bench`, run as a program: outputs and their columns, an interrupted run (through
+//! the `NBODY_BENCH_STOP_AFTER_ROWS` test hook, which acts like Ctrl-C), CUDA modes on a machine
+//! without a GPU, and bad arguments.
+//!
+//! The cpu mode runs headless on whatever EGL gives (Mesa llvmpipe on CI). Sizes are small so the
+//! file stays well under 20 s in a debug build on 2 cores.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+
+/// A fresh, empty directory under the target dir (kept after the test for inspection).
+fn out_dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-tests").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn bench(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.arg("bench").args(args).arg("--out").arg(out).env("RUST_LOG", "warn");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("running nbody-interop")
+}
+
+fn text(o: &Output) -> String {
+    format!("status {:?}\n--- stdout\n{}\n--- stderr\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Columns every row has, in both files.
+const COLUMNS: &[&str] = &[
+    "mode",
+    "n",
+    "steps_per_frame",
+    "block_size",
+    "bodies_per_thread",
+    "frames",
+    "rounds",
+    "warmup",
+    "frame_ms_median",
+    "frame_ms_p95",
+    "frame_ms_p99",
+    "frame_ms_max",
+    "map_ms_median",
+    "map_ms_p95",
+    "map_ms_p99",
+    "map_ms_max",
+    "kernel_ms_median",
+    "kernel_ms_p95",
+    "kernel_ms_p99",
+    "kernel_ms_max",
+    "unmap_ms_median",
+    "unmap_ms_p95",
+    "unmap_ms_p99",
+    "unmap_ms_max",
+    "upload_ms_median",
+    "upload_ms_p95",
+    "upload_ms_p99",
+    "upload_ms_max",
+    "draw_ms_median",
+    "draw_ms_p95",
+    "draw_ms_p99",
+    "draw_ms_max",
+    "interactions_per_s",
+    "gflops",
+    "overhead_us",
+    "overhead_pct",
+    "spread_pct",
+    "gpu_name",
+    "driver_version",
+    "gl_vendor",
+    "gl_renderer",
+    "egl_device",
+    "stream",
+    "register_flags",
+    "map_flags",
+    "ctx_sched",
+    "build_profile",
+    "date",
+    "host",
+];
+
+fn json_rows(dir: &Path) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let text = std::fs::read_to_string(dir.join("bench.json")).expect("bench.json");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("bench.json is JSON");
+    let rows = doc["rows"].as_array().expect("rows array").clone();
+    (doc, rows)
+}
+
+fn csv_rows(dir: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut r = csv::Reader::from_path(dir.join("bench.csv")).expect("bench.csv");
+    let header: Vec<String> = r.headers().expect("header").iter().map(str::to_string).collect();
+    let rows = r.records().map(|rec| rec.expect("record").iter().map(str::to_string).collect()).collect();
+    (header, rows)
+}
+
+fn positive(row: &serde_json::Value, key: &str) -> f64 {
+    let v = row[key].as_f64().unwrap_or_else(|| panic!("{key} is not a number in {row}"));
+    assert!(v.is_finite() && v > 0.0, "{key} = {v} should be finite and > 0");
+    v
+}
+
+#[test]
+fn cpu_mode_writes_json_csv_and_png() {
+    let dir = out_dir("cpu");
+    // A generous CPU budget: a loaded CI machine must not make the probe skip N = 4096.
+    let args = ["--modes", "cpu", "--bodies", "1024,4096", "--frames", "20", "--warmup", "2", "--rounds", "2", "--cpu-budget-ms", "60000"];
+    let o = bench(&args, &dir, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("GFLOP/s") && stdout.contains("bench.json"), "{}", text(&o));
+
+    let (doc, rows) = json_rows(&dir);
+    assert_eq!(doc["status"], "complete");
+    assert_eq!(doc["complete"], true);
+    assert_eq!(rows.len(), 2, "one row per (mode, N)");
+    for (row, n) in rows.iter().zip([1024u64, 4096]) {
+        for c in COLUMNS {
+            assert!(row.get(*c).is_some(), "bench.json row lacks {c}");
+        }
+        assert_eq!(row["mode"], "cpu");
+        assert_eq!(row["n"].as_u64(), Some(n));
+        assert_eq!(row["frames"].as_u64(), Some(20));
+        assert_eq!(row["rounds"].as_u64(), Some(2));
+        assert_eq!(row["steps_per_frame"].as_u64(), Some(1));
+        for key in [
+            "frame_ms_median",
+            "frame_ms_p95",
+            "frame_ms_p99",
+            "frame_ms_max",
+            "kernel_ms_median",
+            "upload_ms_median",
+            "interactions_per_s",
+            "gflops",
+            "interactions_per_s_frame",
+            "gflops_frame",
+        ] {
+            positive(row, key);
+        }
+        let (med, p95, p99, max) =
+            (positive(row, "frame_ms_median"), positive(row, "frame_ms_p95"), positive(row, "frame_ms_p99"), positive(row, "frame_ms_max"));
+        assert!(med <= p95 && p95 <= p99 && p99 <= max, "percentiles out of order: {med} {p95} {p99} {max}");
+        // GFLOP/s is 20 flops per interaction, from N² interactions per frame over the median kernel time.
+        let ips = n as f64 * n as f64 / (row["kernel_ms_median"].as_f64().unwrap() * 1e-3);
+        assert!((row["interactions_per_s"].as_f64().unwrap() / ips - 1.0).abs() < 1e-9);
+        assert!((row["gflops"].as_f64().unwrap() / (ips * 20e-9) - 1.0).abs() < 1e-9);
+        let spread = row["spread_pct"].as_f64().unwrap();
+        assert!(spread.is_finite() && spread >= 0.0);
+        // No CUDA in the cpu mode, and compute was not measured: these stay empty.
+        for key in ["map_ms_median", "unmap_ms_median", "overhead_us", "overhead_pct", "gpu_name", "stream", "ctx_sched"] {
+            assert!(row[key].is_null(), "{key} should be null for cpu: {}", row[key]);
+        }
+        assert!(!row["gl_renderer"].as_str().unwrap_or("").is_empty());
+        assert!(matches!(row["build_profile"].as_str(), Some("debug" | "release")));
+        assert!(row["date"].as_str().unwrap_or("").contains('T'), "RFC 3339 date");
+    }
+
+    let (header, records) = csv_rows(&dir);
+    for c in COLUMNS {
+        assert!(header.iter().any(|h| h == c), "bench.csv lacks column {c}");
+    }
+    assert_eq!(records.len(), 2);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for rec in &records {
+        assert_eq!(rec[col("mode")], "cpu");
+        for name in ["frame_ms_median", "frame_ms_p99", "interactions_per_s", "gflops"] {
+            let v: f64 = rec[col(name)].parse().unwrap_or_else(|_| panic!("{name} = {:?}", rec[col(name)]));
+            assert!(v.is_finite() && v > 0.0, "{name} = {v}");
+        }
+        assert_eq!(rec[col("overhead_us")], "", "empty without compute");
+    }
+
+    let png = std::fs::read(dir.join("bench.png")).expect("bench.png");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "bench.png is a PNG");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().contains("tmp")).collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn interrupted_run_keeps_finished_rows() {
+    let dir = out_dir("interrupted");
+    let o = bench(
+        &["--modes", "cpu", "--bodies", "128,256,512", "--frames", "4", "--warmup", "1", "--rounds", "2"],
+        &dir,
+        &[("NBODY_BENCH_STOP_AFTER_ROWS", "1")],
+    );
+    assert!(!o.status.success(), "an interrupted run fails: {}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", text(&o));
+    let (doc, rows) = json_rows(&dir);
+    assert_eq!(doc["status"], "interrupted");
+    assert_eq!(doc["complete"], false);
+    assert_eq!(rows.len(), 1, "exactly the finished row");
+    assert_eq!(rows[0]["n"].as_u64(), Some(128));
+    assert_eq!(rows[0]["frames"].as_u64(), Some(4));
+    positive(&rows[0], "frame_ms_median");
+    let (_, records) = csv_rows(&dir);
+    assert_eq!(records.len(), 1);
+    assert!(dir.join("bench.png").is_file());
+}
+
+#[test]
+fn compute_without_gpu_fails_cleanly() {
+    if interop::init(interop::StreamSemantics::Legacy).is_ok() {
+        eprintln!("skipped: a CUDA driver is present, so compute may run here");
+        return;
+    }
+    let dir = out_dir("compute");
+    let o = bench(&["--modes", "compute", "--bodies", "1024", "--frames", "2", "--warmup", "0", "--rounds", "1"], &dir, &[]);
+    assert!(!o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("compute: skipped:"), "{}", text(&o));
+    assert!(err.contains("requested mode(s) could not run here") && err.contains("CUDA"), "{}", text(&o));
+    assert!(!dir.join("bench.json").exists() && !dir.join("bench.csv").exists(), "no rows, so no files");
+}
+
+#[test]
+fn bad_body_count_is_a_clear_error() {
+    let dir = out_dir("bad-bodies");
+    let o = bench(&["--bodies", "0"], &dir, &[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--bodies") && err.contains("N = 0"), "{}", text(&o));
+    assert!(!dir.join("bench.json").exists());
+}

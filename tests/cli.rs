@@ -151,6 +151,77 @@ fn windowed_under_xvfb_draws_and_exits() {
     check_screenshot(&shot, 800, 500);
 }
 
+/// Python (ctypes + libX11) that sends WM_DELETE_WINDOW to the window given in argv[1], as a
+/// window manager's close button does.
+const WM_CLOSE_PY: &str = r#"
+import ctypes, ctypes.util, sys
+x = ctypes.CDLL(ctypes.util.find_library("X11"))
+x.XOpenDisplay.restype = ctypes.c_void_p
+x.XOpenDisplay.argtypes = [ctypes.c_char_p]
+x.XInternAtom.restype = ctypes.c_ulong
+x.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+class Msg(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
+                ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("message_type", ctypes.c_ulong),
+                ("format", ctypes.c_int), ("l", ctypes.c_long * 5)]
+class Ev(ctypes.Union):
+    _fields_ = [("xclient", Msg), ("pad", ctypes.c_long * 24)]
+x.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.POINTER(Ev)]
+x.XFlush.argtypes = [ctypes.c_void_p]
+d = x.XOpenDisplay(None)
+w = int(sys.argv[1], 0)
+e = Ev()
+e.xclient.type = 33
+e.xclient.window = w
+e.xclient.message_type = x.XInternAtom(d, b"WM_PROTOCOLS", 0)
+e.xclient.format = 32
+e.xclient.l[0] = x.XInternAtom(d, b"WM_DELETE_WINDOW", 0)
+x.XSendEvent(d, w, 0, 0, ctypes.byref(e))
+x.XFlush(d)
+"#;
+
+#[test]
+fn closing_the_window_mid_run_exits_cleanly_within_a_second() {
+    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
+    let missing: Vec<_> = ["xvfb-run", "xwininfo", "python3"].into_iter().filter(|t| !have(t)).collect();
+    if !missing.is_empty() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb x11-utils python3)");
+        println!("skipped: {missing:?} not installed");
+        return;
+    }
+    let dir = scratch("close");
+    let py = dir.join("wm_close.py");
+    std::fs::write(&py, WM_CLOSE_PY).expect("write helper");
+    // No --frames: the demo runs until the window is closed. The script waits for the window,
+    // closes it, and prints how long the process took to exit.
+    let script = format!(
+        r#"'{bin}' --backend cpu --bodies 512 --width 640 --height 400 & pid=$!
+for i in $(seq 100); do
+  wid=$(xwininfo -root -tree | awk '/"nbody-interop"/ {{print $1; exit}}')
+  [ -n "$wid" ] && break; sleep 0.1
+done
+[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
+sleep 1
+python3 '{py}' "$wid"
+t0=$(date +%s%N); wait $pid; rc=$?; t1=$(date +%s%N)
+echo "exit=$rc close_ms=$(( (t1 - t0) / 1000000 ))""#,
+        bin = BIN,
+        py = py.display()
+    );
+    let o = Command::new("xvfb-run")
+        .args(["-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("spawn xvfb-run");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "script failed:\nstdout:\n{out}\nstderr:\n{err}");
+    assert_no_panic(&o);
+    assert!(out.contains("exit=0"), "the demo did not exit 0 after close:\n{out}\n{err}");
+    let ms: u64 = out.split("close_ms=").nth(1).and_then(|t| t.trim().parse().ok()).unwrap_or_else(|| panic!("no close time in:\n{out}"));
+    assert!(ms < 1000, "took {ms} ms to exit after the window was closed");
+    assert!(out.contains("backend: CPU f32"), "no summary line:\n{out}");
+}
+
 #[test]
 fn cuda_backend_on_mesa_fails_naming_the_gl_context() {
     let o = run(&["--headless", "--backend", "cuda", "--frames", "2", "--bodies", "1024"]);

@@ -54,13 +54,7 @@ impl SimBackend for CpuBackend {
         upload_positions(gl, vbos, back, self.sim.positions())?;
         self.front = back;
         let upload_ms = ms_since(t1);
-        Ok(SimTimings {
-            host_ms: ms_since(t0),
-            map_ms: None,
-            kernel_ms: Some(kernel_ms),
-            unmap_ms: None,
-            upload_ms: Some(upload_ms),
-        })
+        Ok(SimTimings { host_ms: ms_since(t0), map_ms: None, kernel_ms: Some(kernel_ms), unmap_ms: None, upload_ms: Some(upload_ms) })
     }
 
     fn front(&self) -> usize {

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
-use glow::HasContext;
 use interop::sys::{event_flags, map_flags, register_flags, stream_flags};
 use interop::{
     map_resources, Context, Device, DeviceBuffer, DeviceInfo, Event, GraphicsResource, Mapping, PinnedBuffer, SchedFlag,
@@ -20,6 +19,7 @@ use interop::{
 
 use crate::backend::{InteropSettings, PositionVbos, SimBackend, SimTimings};
 use crate::cli::{CtxSched, DemoArgs, InteropMode, ResourceFlags, StreamKind};
+use crate::gfx::renderer::upload_positions;
 use crate::gfx::GlInfo;
 use crate::sim::gpu::{check_fits, validate_block_size, GpuStepper, Kernels, BODY_BYTES};
 use crate::sim::{diagnostics, Bodies, Diagnostics, PhysParams};
@@ -386,13 +386,8 @@ impl CudaBackend {
                     e2.record(&self.stream)?;
                     e2.synchronize().context("cuEventSynchronize")?;
                     let up = Instant::now();
-                    // SAFETY: the buffer is a live GL buffer of 16 N bytes made by the renderer;
-                    // the pinned data is complete (its copy's event was waited on).
-                    unsafe {
-                        gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[0]));
-                        gl.buffer_sub_data_u8_slice(glow::ARRAY_BUFFER, 0, as_bytes(pinned.as_slice()));
-                        gl.bind_buffer(glow::ARRAY_BUFFER, None);
-                    }
+                    // The pinned data is complete: its copy's event was waited on.
+                    upload_positions(gl, vbos, 0, pinned.as_slice())?;
                     let upload_host = up.elapsed().as_secs_f64() * 1e3;
                     t.kernel_ms = ms(e0, e1)?;
                     t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
@@ -405,12 +400,6 @@ impl CudaBackend {
         t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
         Ok(t)
     }
-}
-
-/// The bytes of a `[N][4]` f32 slice.
-pub fn as_bytes(v: &[[f32; 4]]) -> &[u8] {
-    // SAFETY: [f32; 4] has no padding and every byte of it is initialised; u8 has alignment 1.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 fn flags_name(f: ResourceFlags) -> &'static str {
@@ -492,12 +481,7 @@ impl SimBackend for CudaBackend {
             // A new table (semantics), stream or storage: rebuild from the current state, which
             // goes back into GL buffer 0 as a new backend expects.
             let bodies = self.bodies(gl, vbos)?;
-            // SAFETY: buffer 0 is a live GL buffer of 16 N bytes.
-            unsafe {
-                gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[0]));
-                gl.buffer_sub_data_u8_slice(glow::ARRAY_BUFFER, 0, as_bytes(&bodies.pos));
-                gl.bind_buffer(glow::ARRAY_BUFFER, None);
-            }
+            upload_positions(gl, vbos, 0, &bodies.pos)?;
             self.storage = None; // unregister before registering again
             let mut opts = self.opts.clone();
             opts.settings = s;

@@ -20,8 +20,8 @@ use crate::backend::SimBackend;
 use crate::cli::DemoArgs;
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::context::HeadlessContext;
-use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use crate::gfx::gl::Gl;
+use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use crate::gfx::{screenshot, GlInfo};
 use crate::overlay::{Action, BackendView, Controls, FrameStats, Overlay};
 use crate::select::make_backend;
@@ -521,6 +521,8 @@ struct WindowState {
     drag: Option<MouseButton>,
     presented: u64,
     screenshot_taken: bool,
+    /// The window was destroyed under us: no more GL calls on its surface.
+    window_gone: bool,
 }
 
 /// winit application: `state` is `None` until `resumed` makes the window.
@@ -561,7 +563,7 @@ impl App {
     fn teardown(&mut self) {
         let Some(mut st) = self.state.take() else { return };
         if let (Some(path), false) = (self.args.screenshot.clone(), st.screenshot_taken) {
-            if self.error.is_none() && st.size.width > 0 && st.size.height > 0 {
+            if self.error.is_none() && !st.window_gone && st.size.width > 0 && st.size.height > 0 {
                 // Render one more frame (no steps) and read it back before any swap.
                 st.scene.overlay.controls.paused = true;
                 let target = RenderTarget::Default { width: st.size.width, height: st.size.height };
@@ -631,7 +633,8 @@ impl App {
         let sattrs = window.build_surface_attributes(Default::default()).context("window surface attributes")?;
         // SAFETY: the surface attributes hold the handle of `window`, which outlives the surface
         // (dropped after it, by field order).
-        let surface = unsafe { display.create_window_surface(&config, &sattrs) }.map_err(|e| anyhow!("creating the window surface: {e}"))?;
+        let surface =
+            unsafe { display.create_window_surface(&config, &sattrs) }.map_err(|e| anyhow!("creating the window surface: {e}"))?;
         let context = not_current.make_current(&surface).map_err(|e| anyhow!("making the GL context current: {e}"))?;
         let interval = if self.args.no_vsync { SwapInterval::DontWait } else { SwapInterval::Wait(std::num::NonZeroU32::MIN) };
         if let Err(e) = surface.set_swap_interval(&context, interval) {
@@ -665,6 +668,7 @@ impl App {
             drag: None,
             presented: 0,
             screenshot_taken: false,
+            window_gone: false,
         })
     }
 
@@ -753,7 +757,14 @@ impl ApplicationHandler for App {
 
     fn window_event(&mut self, event_loop: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
         match event {
-            WindowEvent::CloseRequested | WindowEvent::Destroyed => {
+            WindowEvent::CloseRequested => {
+                event_loop.exit();
+                return;
+            }
+            WindowEvent::Destroyed => {
+                if let Some(st) = self.state.as_mut() {
+                    st.window_gone = true;
+                }
                 event_loop.exit();
                 return;
             }
@@ -797,5 +808,153 @@ impl ApplicationHandler for App {
 
     fn exiting(&mut self, _event_loop: &ActiveEventLoop) {
         self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    fn args(extra: &[&str]) -> DemoArgs {
+        let mut v = vec!["nbody-interop", "--headless", "--backend", "cpu", "--bodies", "200"];
+        v.extend_from_slice(extra);
+        if !extra.contains(&"--width") {
+            v.extend_from_slice(&["--width", "96", "--height", "64"]);
+        }
+        Cli::try_parse_from(v).expect("arguments parse").demo
+    }
+
+    /// Headless scene on Mesa's software EGL device (or whatever device this machine has).
+    fn scene(a: &DemoArgs) -> (Scene, RenderTarget, HeadlessContext) {
+        let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).expect("headless GL");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let bodies = initial_bodies(&a.sim.init, a.bodies, a.sim.seed, params.g).expect("bodies");
+        let mut s = Scene::new(Arc::clone(&ctx.gl), ctx.info.clone(), a, &bodies, params).expect("scene");
+        let fbo = OffscreenTarget::new(&ctx.gl, a.width, a.height).expect("fbo");
+        s.offscreen = Some(fbo);
+        (s, RenderTarget::Offscreen(fbo), ctx)
+    }
+
+    fn frame(s: &mut Scene, t: RenderTarget) {
+        let [w, h] = t.size();
+        s.frame(headless_input(w, h, s.time()), t, 1.0, true).expect("frame");
+    }
+
+    #[test]
+    fn reset_recreates_vbos_and_backend_with_the_new_n() {
+        let a = args(&[]);
+        let (mut s, t, ctx) = scene(&a);
+        frame(&mut s, t);
+        s.pending.push(Action::Reset { init: "ball".into(), n: 300 });
+        frame(&mut s, t);
+        assert_eq!(s.renderer.vbos().n, 300);
+        assert_eq!(s.backend.as_ref().map(|b| b.n()), Some(300));
+        assert_eq!(s.overlay.controls.reset_n, 200, "the reset combo keeps its own value");
+        // A bad reset is shown in the overlay and keeps the old state.
+        s.pending.push(Action::Reset { init: "nosuch".into(), n: 10 });
+        frame(&mut s, t);
+        assert_eq!(s.renderer.vbos().n, 300);
+        drop(s);
+        drop(ctx);
+    }
+
+    /// A backend with CUDA-like settings and tables, to exercise the overlay's CUDA panels.
+    struct Fake(Option<crate::backend::InteropSettings>);
+
+    impl SimBackend for Fake {
+        fn label(&self) -> String {
+            "CUDA map · fake device".into()
+        }
+        fn n(&self) -> usize {
+            200
+        }
+        fn simulate(&mut self, _: &glow::Context, _: &crate::backend::PositionVbos, _: u32) -> anyhow::Result<crate::backend::SimTimings> {
+            Ok(crate::backend::SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None })
+        }
+        fn front(&self) -> usize {
+            0
+        }
+        fn set_params(&mut self, _: PhysParams) {}
+        fn bodies(&mut self, _: &glow::Context, _: &crate::backend::PositionVbos) -> anyhow::Result<Bodies> {
+            anyhow::bail!("fake")
+        }
+        fn diagnostics(&mut self, _: &glow::Context, _: &crate::backend::PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
+            Ok(crate::sim::Diagnostics::default())
+        }
+        fn settings(&self) -> Option<crate::backend::InteropSettings> {
+            self.0
+        }
+        fn apply_settings(
+            &mut self,
+            _: &glow::Context,
+            _: &crate::backend::PositionVbos,
+            s: crate::backend::InteropSettings,
+        ) -> anyhow::Result<()> {
+            self.0 = Some(s);
+            Ok(())
+        }
+        fn device_panel(&self) -> Vec<(String, String)> {
+            vec![("device".into(), "Fake GPU".into()), ("SMs".into(), "132".into())]
+        }
+        fn entry_points(&self) -> Vec<[String; 5]> {
+            vec![["cuGraphicsMapResources".into(), "3000".into(), "legacy".into(), "found".into(), "".into()]]
+        }
+    }
+
+    #[test]
+    fn overlay_with_cuda_panels_and_settings_change() {
+        use crate::backend::InteropSettings;
+        use crate::cli::{InteropMode, ResourceFlags, StreamKind};
+        let a = args(&["--width", "900", "--height", "700"]);
+        let (mut s, t, ctx) = scene(&a);
+        let settings = InteropSettings {
+            interop: InteropMode::Map,
+            register_flags: ResourceFlags::None,
+            map_flags: ResourceFlags::WriteDiscard,
+            stream: StreamKind::NonBlocking,
+            stream_priority: -1,
+            block_size: 256,
+        };
+        s.backend = Some(Box::new(Fake(Some(settings))));
+        s.notice = Some("CUDA unavailable, running the CPU backend: example notice".into());
+        for _ in 0..3 {
+            frame(&mut s, t);
+        }
+        if let Some(path) = std::env::var_os("NBODY_OVERLAY_PNG") {
+            s.screenshot(&t, std::path::Path::new(&path)).expect("screenshot");
+        }
+        let changed = InteropSettings { interop: InteropMode::Copy, ..settings };
+        s.pending.push(Action::ApplySettings(changed));
+        frame(&mut s, t);
+        assert_eq!(s.backend.as_ref().and_then(|b| b.settings()), Some(changed));
+        drop(s);
+        drop(ctx);
+    }
+
+    #[test]
+    fn pause_single_step_and_params() {
+        let a = args(&["--steps-per-frame", "2"]);
+        let (mut s, t, ctx) = scene(&a);
+        s.overlay.controls.paused = true;
+        let gl = Arc::clone(&s.gl);
+        let vbos = *s.renderer.vbos();
+        let before = s.backend.as_mut().expect("backend").bodies(&gl, &vbos).expect("bodies");
+        frame(&mut s, t);
+        let paused = s.backend.as_mut().expect("backend").bodies(&gl, &vbos).expect("bodies");
+        assert_eq!(before.pos, paused.pos, "paused frames do not step");
+        s.pending.push(Action::SingleStep);
+        // What the overlay does when dt is edited: new controls, and an action for the backend.
+        let p = PhysParams { g: 1.0, dt: 2e-3, softening: 0.02 };
+        s.overlay.controls.params = p;
+        s.pending.push(Action::SetParams(p));
+        frame(&mut s, t);
+        let stepped = s.backend.as_mut().expect("backend").bodies(&gl, &vbos).expect("bodies");
+        assert_ne!(before.pos, stepped.pos, "single step advances");
+        assert_eq!(s.time_span, 2.0 * 2e-3, "time span = dt · steps of the last stepping frame");
+        drop(s);
+        drop(ctx);
     }
 }

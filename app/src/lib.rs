@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod backend_cpu;
+pub mod bench;
 pub mod cli;
 pub mod cuda_backend;
 pub mod demo;

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         None => nbody_app::demo::run(&cli.demo),
         Some(Command::Info(a)) => nbody_app::info::run(a),
-        Some(Command::Bench(_)) => Err(anyhow::anyhow!("`bench` is not yet implemented")),
+        Some(Command::Bench(a)) => nbody_app::bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

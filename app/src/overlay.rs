@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 
 use egui::{Color32, RichText};
-use egui_plot::{Legend, Line, Plot, PlotPoints};
+use egui_plot::{Line, Plot, PlotPoints};
 
 use crate::backend::{InteropSettings, SimTimings};
 use crate::cli::{InteropMode, ResourceFlags, StreamKind};
@@ -194,11 +194,14 @@ impl Overlay {
     pub fn ui(&mut self, ui: &mut egui::Ui, view: &BackendView<'_>) -> Vec<Action> {
         let mut actions = Vec::new();
         let panel = egui::Panel::left("overlay").resizable(true).default_size(360.0).show(ui, |ui| {
-            egui::ScrollArea::vertical().show(ui, |ui| {
+            egui::ScrollArea::both().show(ui, |ui| {
                 ui.heading("nbody-interop");
                 ui.label(RichText::new(view.label).strong());
                 if let Some(n) = view.notice {
-                    ui.label(RichText::new(n).color(Color32::YELLOW).strong());
+                    // Long notices (driver error chains) are cut to a few lines; hover for all.
+                    let short: String = n.chars().take(220).collect();
+                    let short = if short.len() < n.len() { format!("{short}…") } else { short };
+                    ui.label(RichText::new(short).color(Color32::YELLOW).strong()).on_hover_text(n);
                 }
                 if let Some(m) = &self.message {
                     ui.label(RichText::new(m).color(Color32::from_rgb(255, 140, 60)));
@@ -261,7 +264,13 @@ impl Overlay {
             ui.label("frame (host)");
             ui.label(format!("{:.2} ms ({:.0} fps)", s.host_frame_ms, 1e3 / s.host_frame_ms.max(1e-6)));
             ui.end_row();
-            for (name, v) in [("map", s.sim.map_ms), ("kernel", s.sim.kernel_ms), ("unmap", s.sim.unmap_ms), ("upload", s.sim.upload_ms), ("GL draw", s.draw_ms)] {
+            for (name, v) in [
+                ("map", s.sim.map_ms),
+                ("kernel", s.sim.kernel_ms),
+                ("unmap", s.sim.unmap_ms),
+                ("upload", s.sim.upload_ms),
+                ("GL draw", s.draw_ms),
+            ] {
                 ui.label(name);
                 ui.label(ms(v));
                 ui.end_row();
@@ -277,6 +286,8 @@ impl Overlay {
             }
             ui.end_row();
         });
+        // One small plot per series (each with its own y scale: frame times and CUDA event
+        // times differ by orders of magnitude), over the last HISTORY frames.
         let colors = [
             Color32::from_rgb(200, 200, 200),
             Color32::from_rgb(90, 170, 255),
@@ -285,21 +296,32 @@ impl Overlay {
             Color32::from_rgb(220, 100, 220),
             Color32::from_rgb(255, 230, 90),
         ];
-        Plot::new("timing_plot")
-            .height(120.0)
-            .legend(Legend::default())
-            .include_y(0.0)
-            .allow_drag(false)
-            .allow_zoom(false)
-            .allow_scroll(false)
-            .show(ui, |plot| {
-                for (series, color) in self.series.iter().zip(colors) {
-                    if series.last().is_some() {
-                        let pts: PlotPoints<'_> = series.points.iter().copied().collect();
-                        plot.line(Line::new(series.name, pts).color(color));
-                    }
+        ui.label(RichText::new(format!("last {HISTORY} frames (ms)")).small());
+        egui::Grid::new("timing_plots").num_columns(2).spacing([6.0, 2.0]).show(ui, |ui| {
+            for (series, color) in self.series.iter().zip(colors) {
+                if series.last().is_none() {
+                    continue;
                 }
-            });
+                let max = series.points.iter().map(|p| p[1]).fold(0.0, f64::max);
+                ui.label(RichText::new(format!("{}\nmax {max:.3}", series.name)).color(color).small());
+                let pts: PlotPoints<'_> = series.points.iter().copied().collect();
+                Plot::new(("timing_plot", series.name))
+                    .height(30.0)
+                    .width(ui.available_width().max(120.0))
+                    .include_y(0.0)
+                    .show_x(false)
+                    .show_y(false)
+                    .show_axes(false)
+                    .show_grid(false)
+                    .allow_drag(false)
+                    .allow_zoom(false)
+                    .allow_scroll(false)
+                    .allow_boxed_zoom(false)
+                    .allow_double_click_reset(false)
+                    .show(ui, |plot| plot.line(Line::new(series.name, pts).color(color)));
+                ui.end_row();
+            }
+        });
     }
 
     fn sim_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<Action>) {
@@ -428,10 +450,7 @@ const SYSTEM_FONTS: [(&str, &str); 4] = [
     ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"),
     ("/usr/share/fonts/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSansMono.ttf"),
     ("/usr/share/fonts/TTF/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSansMono.ttf"),
-    (
-        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-        "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf",
-    ),
+    ("/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf", "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf"),
 ];
 
 /// Make sure egui has fonts: its bundled ones when egui's `default_fonts` feature is on, else a

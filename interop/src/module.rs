@@ -74,10 +74,10 @@ impl Module {
         // Option values are passed as pointer-sized words: buffers by address, sizes and flags by value.
         let mut values: [*mut c_void; 5] = [
             info.as_mut_ptr().cast(),
-            LOG_BYTES as *mut c_void,
+            std::ptr::without_provenance_mut::<c_void>(LOG_BYTES),
             error.as_mut_ptr().cast(),
-            LOG_BYTES as *mut c_void,
-            1usize as *mut c_void,
+            std::ptr::without_provenance_mut::<c_void>(LOG_BYTES),
+            std::ptr::without_provenance_mut::<c_void>(1), // CU_JIT_LOG_VERBOSE = 1, passed by value
         ];
         let mut raw: CUmodule = std::ptr::null_mut();
         // SAFETY: `image` is NUL-terminated PTX; the option arrays have 5 entries each; the log

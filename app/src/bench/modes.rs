@@ -105,7 +105,8 @@ impl Gfx {
         let vbos = *renderer.vbos();
         let t0 = Instant::now();
         let sim = backend.simulate(gl, &vbos, steps)?;
-        let params = DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0 };
+        let params =
+            DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0 };
         renderer.draw(gl, &target, &params, true);
         // SAFETY: glFinish takes no arguments and is valid whenever a context is current; this
         // context was made current on this thread by HeadlessContext::new and stays so.

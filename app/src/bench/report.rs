@@ -27,7 +27,7 @@
 //!   in % of the overall median (0 with one round);
 //! - `gpu_name`, `driver_version` (CUDA modes), `gl_vendor`, `gl_renderer`, `gl_version`,
 //!   `egl_device` (GL modes), `stream`, `register_flags`, `map_flags`, `ctx_sched` (the CUDA
-//!   options the mode ran with), `build_profile` (`debug`/`release`), `date` (start of the run,
+//!   options the mode ran with; the flags only for the map modes), `build_profile` (`debug`/`release`), `date` (start of the run,
 //!   UTC, RFC 3339), `host` (host name).
 //!
 //! `bench.json` is `{"tool", "version", "status", "complete", "skipped": [{mode, n, reason}],
@@ -201,7 +201,7 @@ pub struct Document<'a> {
     pub version: &'static str,
     /// `complete`, `running`, `interrupted` or `error: <message>`.
     pub status: String,
-    /// True when every planned (mode, N) was measured.
+    /// True when the run went to its end (skipped modes and sizes are listed in `skipped`).
     pub complete: bool,
     /// What was not measured.
     pub skipped: &'a [Skipped],
@@ -455,6 +455,10 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
         y1 = y1.max(y);
     }
     let (x0, x1, y0, y1) = (x0 / 1.5, x1 * 1.5, y0 / 2.0, y1 * 2.0);
+    // Label the x axis at the measured body counts.
+    let mut ns: Vec<f64> = rows.iter().map(|r| r.n as f64).collect();
+    ns.sort_by(f64::total_cmp);
+    ns.dedup();
 
     // plotters picks the encoder from the extension, so the temporary file ends in `.png` too.
     let tmp = path.with_extension("tmp.png");
@@ -466,7 +470,7 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
             .margin(16)
             .x_label_area_size(48)
             .y_label_area_size(72)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+            .build_cartesian_2d((x0..x1).log_scale().with_key_points(ns), (y0..y1).log_scale())
             .map_err(|e| anyhow!("plot: {e}"))?;
         chart
             .configure_mesh()

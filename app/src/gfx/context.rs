@@ -8,8 +8,12 @@
 //! and, next to them, Mesa's software device. CUDA can only share buffers with a GL context that
 //! lives on the CUDA device itself, so [`HeadlessContext::new`] explicitly uses the EGL *device*
 //! platform (`EGL_EXT_platform_device`) and tries first the device whose `EGL_CUDA_DEVICE_NV`
-//! equals the wanted CUDA ordinal, then every other device in enumeration order. When no device
-//! gives a context, Mesa's surfaceless platform is the last resort.
+//! equals the wanted CUDA ordinal, then every other device in enumeration order (on a machine
+//! without a GPU that is Mesa's software device, `EGL_MESA_device_software`).
+//!
+//! Mesa's surfaceless *platform* (`EGL_PLATFORM=surfaceless`) is not a fallback here: glutin 0.32
+//! only opens device, X11, Wayland, GBM and Android displays, and Mesa versions that have the
+//! surfaceless platform (≥ 21) also expose the software EGL device used above.
 
 use std::ffi::{c_void, CStr};
 use std::num::NonZeroU32;
@@ -58,9 +62,7 @@ fn context_attempts() -> Vec<(Api, glutin::context::ContextAttributes, &'static 
         ),
         (
             Api::GLES3,
-            ContextAttributesBuilder::new()
-                .with_context_api(ContextApi::Gles(Some(Version::new(3, 0))))
-                .build(None),
+            ContextAttributesBuilder::new().with_context_api(ContextApi::Gles(Some(Version::new(3, 0)))).build(None),
             "OpenGL ES 3.0",
         ),
     ];
@@ -98,8 +100,8 @@ impl HeadlessContext {
     /// Make a headless context, preferring the EGL device of CUDA device `cuda_ordinal`.
     ///
     /// # Errors
-    /// No EGL device and no surfaceless platform gave a GL 3.3 core or GLES 3.0 context; the
-    /// message lists what each attempt answered.
+    /// No EGL device gave a GL 3.3 core or GLES 3.0 context; the message lists what each
+    /// attempt answered.
     pub fn new(cuda_ordinal: i32) -> anyhow::Result<Self> {
         let mut failures = Vec::new();
         match Self::candidates() {
@@ -121,16 +123,11 @@ impl HeadlessContext {
             }
             Err(e) => failures.push(format!("EGL device enumeration: {e:#}")),
         }
-        match Self::surfaceless() {
-            Ok(ctx) => {
-                tracing::info!("headless GL on the Mesa surfaceless platform");
-                Ok(ctx)
-            }
-            Err(e) => {
-                failures.push(format!("surfaceless platform: {e:#}"));
-                bail!("no headless GL context could be made:\n  {}", failures.join("\n  "))
-            }
-        }
+        bail!(
+            "no headless GL context could be made (headless GL needs EGL_EXT_platform_device: the NVIDIA \
+             driver's EGL, or Mesa ≥ 21 with its software device):\n  {}",
+            failures.join("\n  ")
+        )
     }
 
     fn candidates() -> anyhow::Result<Vec<Candidate>> {
@@ -168,20 +165,6 @@ impl HeadlessContext {
             bail!("no EGL device gave an EGL display");
         }
         Ok(out)
-    }
-
-    /// Last resort: Mesa's surfaceless platform through `eglGetDisplay(EGL_DEFAULT_DISPLAY)`
-    /// with `EGL_PLATFORM=surfaceless`.
-    fn surfaceless() -> anyhow::Result<Self> {
-        if std::env::var_os("EGL_PLATFORM").is_none() {
-            bail!("EGL_PLATFORM is not set (set EGL_PLATFORM=surfaceless to use Mesa's surfaceless platform)");
-        }
-        let handle = raw_window_handle::RawDisplayHandle::Xlib(raw_window_handle::XlibDisplayHandle::new(None, 0));
-        // SAFETY: `Display::new` needs a valid native display or null (EGL_DEFAULT_DISPLAY); an
-        // Xlib handle with a null display asks for EGL_DEFAULT_DISPLAY, which Mesa resolves to the
-        // platform named by EGL_PLATFORM.
-        let display = unsafe { egl::display::Display::new(handle) }.context("eglGetDisplay(EGL_DEFAULT_DISPLAY)")?;
-        Self::on_display(display, Some("Mesa surfaceless platform".into()), None)
     }
 
     fn on_display(display: egl::display::Display, label: Option<String>, cuda: Option<i32>) -> anyhow::Result<Self> {

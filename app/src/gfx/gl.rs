@@ -218,14 +218,12 @@ impl<'a> Gl<'a> {
 
     /// GL_VENDOR, GL_RENDERER and GL_VERSION.
     pub fn strings(&self) -> (String, String, String) {
-        // SAFETY: rule 1 and rule 3: these three names always give a static string.
-        unsafe {
-            (
-                self.gl.get_parameter_string(glow::VENDOR),
-                self.gl.get_parameter_string(glow::RENDERER),
-                self.gl.get_parameter_string(glow::VERSION),
-            )
-        }
+        let get = |name: u32| {
+            // SAFETY: rule 1 and rule 3: `name` is one of GL_VENDOR, GL_RENDERER, GL_VERSION
+            // (the calls below), which always give a static string.
+            unsafe { self.gl.get_parameter_string(name) }
+        };
+        (get(glow::VENDOR), get(glow::RENDERER), get(glow::VERSION))
     }
 
     /// glReadPixels of `width` × `height` RGBA8 pixels at (0, 0) of the read framebuffer into
@@ -239,7 +237,9 @@ impl<'a> Gl<'a> {
             anyhow::bail!("glReadPixels of {width}×{height} RGBA8 needs {need} bytes, got {}", out.len());
         }
         self.bind_buffer(glow::PIXEL_PACK_BUFFER, None);
-        for (pname, value) in [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)] {
+        for (pname, value) in
+            [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)]
+        {
             // SAFETY: rule 1; pixel-store state only.
             unsafe { self.gl.pixel_store_i32(pname, value) };
         }
@@ -247,15 +247,7 @@ impl<'a> Gl<'a> {
         // GL write exactly width·height·4 bytes from the start of `out`, which is at least that
         // long (checked above).
         unsafe {
-            self.gl.read_pixels(
-                0,
-                0,
-                width as i32,
-                height as i32,
-                glow::RGBA,
-                glow::UNSIGNED_BYTE,
-                glow::PixelPackData::Slice(Some(out)),
-            );
+            self.gl.read_pixels(0, 0, width as i32, height as i32, glow::RGBA, glow::UNSIGNED_BYTE, glow::PixelPackData::Slice(Some(out)));
         }
         Ok(())
     }

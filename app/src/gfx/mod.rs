@@ -52,15 +52,7 @@ impl GlInfo {
         } else {
             (v.major, v.minor) >= (3, 3) || ext.contains("GL_ARB_timer_query")
         };
-        Self {
-            vendor,
-            renderer,
-            version,
-            is_gles,
-            egl_device,
-            egl_cuda_device,
-            timer_query: timer_ext && query_fns_loaded,
-        }
+        Self { vendor, renderer, version, is_gles, egl_device, egl_cuda_device, timer_query: timer_ext && query_fns_loaded }
     }
 
     /// One line: `GL_VENDOR=…, GL_RENDERER=…, GL_VERSION=…`.

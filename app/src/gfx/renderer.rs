@@ -354,14 +354,17 @@ impl Renderer {
             m += w;
         }
         let center = if m > 0.0 { (c / m).as_vec3() } else { Vec3::ZERO };
-        let mut r: Vec<f32> = bodies.pos.iter().map(|p| (Vec3::new(p[0], p[1], p[2]) - center).length()).filter(|r| r.is_finite()).collect();
+        let mut r: Vec<f32> =
+            bodies.pos.iter().map(|p| (Vec3::new(p[0], p[1], p[2]) - center).length()).filter(|r| r.is_finite()).collect();
         r.sort_by(f32::total_cmp);
         let radius = r.get(r.len() * 9 / 10).copied().unwrap_or(1.0).max(1e-3);
         let v2: f64 = bodies.vel.iter().map(|v| f64::from(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])).sum::<f64>() / n as f64;
         let v_rms = v2.sqrt() as f32;
         self.speed_ref = if v_rms.is_finite() && v_rms > 0.0 { v_rms } else { 1.0 };
-        // Sprites about 1/150 of the cloud radius, smaller for many bodies.
-        self.world_size = radius * 0.02 / (n as f32 / 1000.0).max(1.0).powf(0.25);
+        // Sprite radius: 0.6 × the median nearest-neighbour distance of up to 256 sample bodies,
+        // so dense and sparse systems (a Plummer core, two disks far apart) both look resolved.
+        let nn = median_nn_distance(&bodies.pos, 256);
+        self.world_size = if nn.is_finite() && nn > 0.0 { (0.6 * nn).min(radius * 0.05) } else { radius * 0.01 };
         self.bounds = (center, radius);
     }
 
@@ -483,6 +486,35 @@ impl Drop for Renderer {
             tracing::warn!("Renderer dropped without destroy(): its GL objects leak until the context goes");
         }
     }
+}
+
+/// Median distance from up to `samples` evenly spaced bodies to their nearest neighbour
+/// (O(samples · N)); infinite for fewer than 2 bodies.
+fn median_nn_distance(pos: &[[f32; 4]], samples: usize) -> f32 {
+    let n = pos.len();
+    if n < 2 {
+        return f32::INFINITY;
+    }
+    let step = (n / samples.max(1)).max(1);
+    let mut d: Vec<f32> = (0..n)
+        .step_by(step)
+        .map(|i| {
+            let p = Vec3::new(pos[i][0], pos[i][1], pos[i][2]);
+            pos.iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, q)| p.distance_squared(Vec3::new(q[0], q[1], q[2])))
+                .filter(|d2| *d2 > 0.0)
+                .fold(f32::INFINITY, f32::min)
+                .sqrt()
+        })
+        .filter(|d| d.is_finite())
+        .collect();
+    if d.is_empty() {
+        return f32::INFINITY;
+    }
+    d.sort_by(f32::total_cmp);
+    d[d.len() / 2]
 }
 
 /// Make the two position VBOs, both filled with `bodies.pos` (`[N][4]` f32, 16·N bytes each).

@@ -1,0 +1,633 @@
+//! `nbody-interop bench`: whole interop frames (or the kernel alone) timed per mode and body count.
+//!
+//! # What runs
+//! Headless, on the demo's EGL path ([`HeadlessContext`](crate::gfx::context::HeadlessContext) +
+//! renderer + offscreen FBO), one GL context for the whole run. Modes (`--modes`, default: all):
+//! `map` (CUDA backend, both VBOs mapped in one call per frame), `map-separate` (one map/unmap
+//! call per VBO), `copy` (device buffer → pinned host → `glBufferSubData`), `compute` (the step
+//! kernel alone on device buffers, no GL) and `cpu` (CPU backend + upload + draw). A mode this
+//! machine cannot run (CUDA ones without a driver or GPU, GL ones without EGL) is reported once as
+//! `skipped: <reason>`; that is an error only for modes named in `--modes`, and then only after
+//! the other modes were measured. The cpu mode skips every N whose frame time, estimated from a
+//! probe frame at the smallest N (simulate time scaled by N², the rest by N), exceeds
+//! `--cpu-budget-ms`; it says which, and that is not an error.
+//!
+//! # Order
+//! For each N (ascending), for each of `--rounds` rounds, for each mode: remake the VBOs from the
+//! same seeded initial condition, build the backend, run `--warmup` untimed frames, then this
+//! round's share of `--frames` timed frames; drop the backend (before the VBOs it registered are
+//! remade). Interleaving the rounds spreads slow drifts (clocks, thermals) over all modes, and the
+//! spread of the per-round medians shows how repeatable a number is.
+//!
+//! # Output
+//! A table on stdout, and `bench.json`, `bench.csv` and `bench.png` in `--out` (columns: see
+//! [`report`]). The two tables are rewritten after every finished (mode, N), so Ctrl-C (which
+//! stops after the current frame) or an error keeps every finished row; the run then exits
+//! non-zero (status 1) with the reason.
+//!
+//! # Test hook
+//! `NBODY_BENCH_STOP_AFTER_ROWS=K` acts exactly like a Ctrl-C arriving right after the K-th row
+//! is finished: the run stops, keeps K rows and fails with the "interrupted" error.
+
+pub mod modes;
+pub mod report;
+pub mod stats;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+use anyhow::{bail, Context as _};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use self::modes::{check_count, ComputeCtx, FrameSample, Gfx, Runner};
+use self::report::{mode_name, Document, Measured, RowMeta, RunMeta, Skipped};
+use self::stats::{median, Summary};
+use crate::backend::{InteropSettings, PositionVbos};
+use crate::backend_cpu::CpuBackend;
+use crate::cli::{BenchArgs, BenchMode, InteropMode};
+use crate::cuda_backend::{create_backend, open_for_gl, CudaOptions};
+use crate::demo::initial_bodies;
+use crate::sim::{Bodies, PhysParams};
+
+/// Body counts timed when `--bodies` is not given.
+pub const DEFAULT_BODIES: [usize; 4] = [16384, 65536, 262144, 1048576];
+
+/// Every mode, in the order they run within a round.
+pub const ALL_MODES: [BenchMode; 5] =
+    [BenchMode::Compute, BenchMode::Map, BenchMode::MapSeparate, BenchMode::Copy, BenchMode::Cpu];
+
+/// Environment variable of the test hook (see the module docs).
+pub const STOP_AFTER_ROWS_ENV: &str = "NBODY_BENCH_STOP_AFTER_ROWS";
+
+/// The error a run stopped by Ctrl-C (or the test hook) ends with, after writing its rows.
+#[derive(Debug, thiserror::Error)]
+#[error("bench interrupted after {rows} finished row(s); they are in {}", .out.display())]
+pub struct Interrupted {
+    /// Rows written.
+    pub rows: usize,
+    /// The output directory.
+    pub out: PathBuf,
+}
+
+/// Set by the Ctrl-C handler (and the test hook); the frame loop stops after the current frame.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+fn install_ctrlc() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if let Err(e) = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst)) {
+            tracing::warn!("no Ctrl-C handler ({e}); an interrupted bench loses its unfinished output");
+        }
+    });
+}
+
+fn stopped() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// The validated plan of a run.
+#[derive(Debug, Clone)]
+struct Plan {
+    modes: Vec<BenchMode>,
+    explicit: bool,
+    bodies: Vec<usize>,
+    params: PhysParams,
+    stop_after_rows: Option<usize>,
+}
+
+fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
+    let mut bodies = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
+    for &n in &bodies {
+        if n == 0 || i32::try_from(n).is_err() {
+            bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", i32::MAX);
+        }
+    }
+    bodies.sort_unstable();
+    bodies.dedup();
+    if args.frames == 0 {
+        bail!("--frames must be at least 1");
+    }
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    if args.frames < args.rounds {
+        bail!("--frames ({}) must be at least --rounds ({}): each round measures frames/rounds frames", args.frames, args.rounds);
+    }
+    if !(args.cpu_budget_ms.is_finite() && args.cpu_budget_ms > 0.0) {
+        bail!("--cpu-budget-ms must be a finite number > 0 (got {})", args.cpu_budget_ms);
+    }
+    if args.sim.steps_per_frame == 0 {
+        bail!("--steps-per-frame must be at least 1");
+    }
+    if !(args.sim.dt.is_finite() && args.sim.dt > 0.0) {
+        bail!("--dt must be a finite number > 0 (got {})", args.sim.dt);
+    }
+    if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
+        bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
+    }
+    if args.width == 0 || args.height == 0 {
+        bail!("--width and --height must be at least 1 (got {}×{})", args.width, args.height);
+    }
+    let explicit = !args.modes.is_empty();
+    let modes: Vec<BenchMode> = ALL_MODES.into_iter().filter(|m| !explicit || args.modes.contains(m)).collect();
+    let stop_after_rows = match std::env::var(STOP_AFTER_ROWS_ENV) {
+        Ok(v) => Some(v.trim().parse::<usize>().with_context(|| format!("{STOP_AFTER_ROWS_ENV}={v:?} is not a row count"))?),
+        Err(_) => None,
+    };
+    let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
+    Ok(Plan { modes, explicit, bodies, params, stop_after_rows })
+}
+
+/// Create `--out` and remove the outputs of an earlier run, so that files found there afterwards
+/// are this run's.
+fn prepare_out(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output directory {}", dir.display()))?;
+    for p in report::paths(dir) {
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing the old {}", p.display())),
+        }
+    }
+    Ok(())
+}
+
+fn hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default()
+}
+
+fn flag_name<T: clap::ValueEnum>(v: T) -> String {
+    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
+}
+
+/// Frames measured in round `r` (0-based): `frames / rounds`, the remainder going to the first rounds.
+fn frames_in_round(frames: u32, rounds: u32, r: u32) -> u32 {
+    frames / rounds + u32::from(r < frames % rounds)
+}
+
+/// Per-frame samples of one (mode, N), all rounds.
+#[derive(Debug, Default)]
+struct Acc {
+    frame: Vec<f64>,
+    map: Vec<f64>,
+    kernel: Vec<f64>,
+    unmap: Vec<f64>,
+    upload: Vec<f64>,
+    draw: Vec<f64>,
+    round_medians: Vec<f64>,
+    bodies_per_thread: Option<u32>,
+}
+
+impl Acc {
+    fn push(&mut self, s: &FrameSample) {
+        self.frame.push(s.frame_ms);
+        self.map.extend(s.sim.map_ms);
+        self.kernel.extend(s.sim.kernel_ms);
+        self.unmap.extend(s.sim.unmap_ms);
+        self.upload.extend(s.sim.upload_ms);
+        self.draw.extend(s.draw_ms);
+    }
+}
+
+/// Everything a run has found out so far; what the output files are written from.
+struct Results {
+    measured: Vec<Measured>,
+    skipped: Vec<Skipped>,
+    run: RunMeta,
+    out: PathBuf,
+}
+
+impl Results {
+    fn rows(&self) -> Vec<report::Row> {
+        report::rows(&self.measured, &self.run)
+    }
+
+    fn write_tables(&self, status: &str, complete: bool) -> anyhow::Result<()> {
+        let rows = self.rows();
+        let doc = Document {
+            tool: "nbody-interop bench",
+            version: env!("CARGO_PKG_VERSION"),
+            status: status.to_string(),
+            complete,
+            skipped: &self.skipped,
+            rows: &rows,
+        };
+        report::write_tables(&self.out, &doc)
+    }
+}
+
+/// The environment a run measures in: GL (optional), CUDA contexts (optional), and why not.
+///
+/// Field order is drop order: the CUDA contexts go before the GL context; no backend is alive
+/// when this drops (backends live only inside [`measure`]).
+struct Env {
+    compute: Option<ComputeCtx>,
+    /// The context sharing the GL context (held so the primary context stays alive between
+    /// backends), and the device's attributes.
+    shared: Option<(std::sync::Arc<interop::Context>, interop::DeviceInfo)>,
+    gfx: Option<Gfx>,
+    /// Why a mode cannot run here.
+    unavailable: HashMap<BenchMode, String>,
+}
+
+impl Env {
+    fn open(args: &BenchArgs, modes: &[BenchMode]) -> Env {
+        let mut unavailable = HashMap::new();
+        let gl_modes: Vec<BenchMode> = modes.iter().copied().filter(|m| *m != BenchMode::Compute).collect();
+        let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| *m != BenchMode::Cpu).collect();
+        let mut gfx = None;
+        if !gl_modes.is_empty() {
+            match Gfx::open(args.width, args.height) {
+                Ok(g) => gfx = Some(g),
+                Err(e) => {
+                    for m in &gl_modes {
+                        unavailable.insert(*m, format!("no headless GL context: {e:#}"));
+                    }
+                }
+            }
+        }
+        let mut shared = None;
+        if let (Some(g), false) = (&gfx, cuda_gl_modes.is_empty()) {
+            match open_for_gl(g.info(), args.stream, 0, args.ctx_sched) {
+                Ok((ctx, _stream, info)) => shared = Some((ctx, info)),
+                Err(e) => {
+                    for m in &cuda_gl_modes {
+                        unavailable.insert(*m, format!("{e:#}"));
+                    }
+                }
+            }
+        }
+        let mut compute = None;
+        if modes.contains(&BenchMode::Compute) {
+            match ComputeCtx::open(args.stream, args.ctx_sched) {
+                Ok(c) => compute = Some(c),
+                Err(e) => {
+                    unavailable.insert(BenchMode::Compute, format!("{e:#}"));
+                }
+            }
+        }
+        Env { compute, shared, gfx, unavailable }
+    }
+}
+
+/// Run `bench` with `args` (see the module docs).
+///
+/// # Errors
+/// Bad arguments (e.g. `--bodies 0`); a mode named in `--modes` that cannot run here (after the
+/// others were measured); nothing at all can run; Ctrl-C ([`Interrupted`]); a failure while
+/// measuring. Every finished row is in the output files in each case.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let plan = validate(args)?;
+    prepare_out(&args.out)?;
+    STOP.store(false, Ordering::SeqCst);
+    install_ctrlc();
+
+    let env = Env::open(args, &plan.modes);
+    let mut res = Results {
+        measured: Vec::new(),
+        skipped: Vec::new(),
+        run: RunMeta {
+            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
+            date: chrono::Utc::now().to_rfc3339(),
+            host: hostname(),
+        },
+        out: args.out.clone(),
+    };
+
+    // Report each unavailable mode once, grouping modes that share a reason.
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for m in &plan.modes {
+        if let Some(why) = env.unavailable.get(m) {
+            res.skipped.push(Skipped { mode: mode_name(*m), n: None, reason: why.clone() });
+            match groups.iter_mut().find(|g| &g.0 == why) {
+                Some(g) => g.1.push(mode_name(*m)),
+                None => groups.push((why.clone(), vec![mode_name(*m)])),
+            }
+        }
+    }
+    for (why, ms) in &groups {
+        eprintln!("{}: skipped: {why}", ms.join(", "));
+    }
+    let active: Vec<BenchMode> = plan.modes.iter().copied().filter(|m| !env.unavailable.contains_key(m)).collect();
+    let requested_missing: Vec<String> = if plan.explicit {
+        plan.modes
+            .iter()
+            .filter_map(|m| env.unavailable.get(m).map(|why| format!("{}: {why}", mode_name(*m))))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if active.is_empty() && !plan.explicit {
+        bail!("no bench mode can run on this machine:\n  {}", groups.iter().map(|g| format!("{}: {}", g.1.join(", "), g.0)).collect::<Vec<_>>().join("\n  "));
+    }
+
+    let mut env = env;
+    let outcome = if active.is_empty() { Ok(()) } else { measure(args, &plan, &active, &mut env, &mut res) };
+    drop(env);
+
+    // Report and write what exists, whatever the outcome.
+    let interrupted = matches!(&outcome, Err(e) if e.is::<Interrupted>());
+    let status = match &outcome {
+        Ok(()) => "complete".to_string(),
+        Err(_) if interrupted => "interrupted".to_string(),
+        Err(e) => format!("error: {e:#}"),
+    };
+    let complete = outcome.is_ok();
+    let rows = res.rows();
+    let [json, csv, png] = report::paths(&args.out);
+    let mut write_err = None;
+    if !rows.is_empty() {
+        println!("{}", report::table(&rows));
+        if let Err(e) = res.write_tables(&status, complete) {
+            write_err = Some(e);
+        }
+        match report::plot(&png, &rows) {
+            Ok(()) => println!("wrote {}, {}, {}", json.display(), csv.display(), png.display()),
+            Err(e) => {
+                println!("wrote {}, {}", json.display(), csv.display());
+                write_err.get_or_insert(e.context(format!("drawing {}", png.display())));
+            }
+        }
+    } else {
+        eprintln!("no rows were measured; nothing written to {}", args.out.display());
+    }
+
+    outcome?;
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    if !requested_missing.is_empty() {
+        bail!("requested mode(s) could not run here:\n  {}", requested_missing.join("\n  "));
+    }
+    Ok(())
+}
+
+/// The cpu probe: after one untimed frame, one timed frame at the smallest N decides which N the
+/// cpu mode skips. Its simulate time is scaled by N² and the rest of the frame (upload, draw,
+/// finish) by N. Returns the body counts to skip with their estimated frame time (ms).
+fn cpu_probe(args: &BenchArgs, plan: &Plan, gfx: &mut Gfx, bodies: &Bodies) -> anyhow::Result<Vec<(usize, f64)>> {
+    let n0 = bodies.len() as f64;
+    gfx.load(bodies)?;
+    let mut backend = CpuBackend::new(bodies, plan.params);
+    let steps = args.sim.steps_per_frame;
+    let span = plan.params.dt * steps as f32;
+    gfx.frame(&mut backend, steps, span)?;
+    let probe = gfx.frame(&mut backend, steps, span)?;
+    drop(backend);
+    let sim_ms = probe.sim.kernel_ms.unwrap_or(probe.frame_ms).min(probe.frame_ms);
+    let rest_ms = probe.frame_ms - sim_ms;
+    Ok(plan
+        .bodies
+        .iter()
+        .map(|&n| {
+            let r = n as f64 / n0;
+            (n, sim_ms * r * r + rest_ms * r)
+        })
+        .filter(|&(_, est)| est > args.cpu_budget_ms)
+        .collect())
+}
+
+/// Build the runner of `mode` for `bodies`; GL modes get `vbos`, freshly loaded with `bodies`.
+fn build(
+    args: &BenchArgs,
+    plan: &Plan,
+    mode: BenchMode,
+    env: &Env,
+    vbos: Option<PositionVbos>,
+    bodies: &Bodies,
+) -> anyhow::Result<Runner> {
+    Ok(match mode {
+        BenchMode::Cpu => Runner::Cpu(CpuBackend::new(bodies, plan.params)),
+        BenchMode::Compute => {
+            let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
+            Runner::Compute(Box::new(modes::ComputeRunner::new(
+                cc,
+                args.stream,
+                args.sim.kernel.as_deref(),
+                args.sim.block_size,
+                bodies,
+                plan.params,
+            )?))
+        }
+        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy => {
+            let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
+            let vbos = vbos.context("CUDA interop mode without VBOs")?;
+            let opts = CudaOptions {
+                settings: InteropSettings {
+                    interop: if mode == BenchMode::Copy { InteropMode::Copy } else { InteropMode::Map },
+                    register_flags: args.register_flags,
+                    map_flags: args.map_flags,
+                    stream: args.stream,
+                    stream_priority: 0,
+                    block_size: args.sim.block_size,
+                },
+                separate_maps: mode == BenchMode::MapSeparate,
+                ctx_sched: args.ctx_sched,
+                kernel: args.sim.kernel.clone(),
+            };
+            Runner::Cuda(Box::new(create_backend(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?))
+        }
+    })
+}
+
+/// The facts of a (mode, N) row.
+fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta {
+    let mut m = RowMeta::default();
+    if mode != BenchMode::Compute {
+        if let Some(g) = &env.gfx {
+            let i = g.info();
+            m.gl_vendor = Some(i.vendor.clone());
+            m.gl_renderer = Some(i.renderer.clone());
+            m.gl_version = Some(i.version.clone());
+            m.egl_device = i.egl_device.clone();
+        }
+    }
+    let cuda = match mode {
+        BenchMode::Cpu => None,
+        BenchMode::Compute => env.compute.as_ref().map(|c| (c.info.name.clone(), c.driver_version())),
+        _ => env
+            .shared
+            .as_ref()
+            .map(|(ctx, info)| (info.name.clone(), interop::entry::cuda_version_string(ctx.api().driver_version()))),
+    };
+    if let Some((name, driver)) = cuda {
+        m.gpu_name = Some(name);
+        m.driver_version = Some(driver);
+        m.stream = Some(flag_name(args.stream));
+        m.ctx_sched = Some(flag_name(args.ctx_sched));
+        if matches!(mode, BenchMode::Map | BenchMode::MapSeparate) {
+            m.register_flags = Some(flag_name(args.register_flags));
+            m.map_flags = Some(flag_name(args.map_flags));
+        }
+    }
+    m
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    use std::io::IsTerminal as _;
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let pb = ProgressBar::with_draw_target(Some(total), target);
+    if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} frames · {msg}") {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// The measuring loop: for each N, each round, each mode. Rows go into `res` (and the files) as
+/// they finish.
+fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, res: &mut Results) -> anyhow::Result<()> {
+    let steps = args.sim.steps_per_frame;
+    let time_span = plan.params.dt * steps as f32;
+    let initial = |n: usize| -> anyhow::Result<Bodies> {
+        let b = initial_bodies(&args.sim.init, n, args.sim.seed, plan.params.g)?;
+        check_count(&args.sim.init, &b, n)?;
+        Ok(b)
+    };
+
+    // Which (cpu, N) the budget rules out.
+    let mut cpu_skip: Vec<usize> = Vec::new();
+    if active.contains(&BenchMode::Cpu) {
+        let gfx = env.gfx.as_mut().context("cpu mode without a GL context")?;
+        let n0 = plan.bodies[0];
+        let skip = cpu_probe(args, plan, gfx, &initial(n0)?).context("cpu probe frame")?;
+        for (n, est) in skip {
+            let reason = format!("estimated {est:.0} ms per frame exceeds --cpu-budget-ms {}", args.cpu_budget_ms);
+            eprintln!("cpu N={n}: skipped: {reason}");
+            res.skipped.push(Skipped { mode: mode_name(BenchMode::Cpu), n: Some(n), reason });
+            cpu_skip.push(n);
+        }
+    }
+    let modes_at = |n: usize| -> Vec<BenchMode> {
+        active.iter().copied().filter(|m| !(*m == BenchMode::Cpu && cpu_skip.contains(&n))).collect()
+    };
+    let total: u64 = plan
+        .bodies
+        .iter()
+        .map(|&n| modes_at(n).len() as u64 * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames)))
+        .sum();
+    let pb = progress_bar(total);
+    let say = |pb: &ProgressBar, s: String| pb.suspend(|| eprintln!("{s}"));
+
+    let mut runner: Option<Runner> = None;
+    for &n in &plan.bodies {
+        let modes_n = modes_at(n);
+        if modes_n.is_empty() {
+            continue;
+        }
+        let bodies = initial(n)?;
+        let mut accs: HashMap<BenchMode, Acc> = HashMap::new();
+        for round in 0..args.rounds {
+            for &mode in &modes_n {
+                if stopped() {
+                    pb.finish_and_clear();
+                    return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
+                }
+                let name = mode_name(mode);
+                let ctx = || format!("mode {name}, N = {n}, round {}/{}", round + 1, args.rounds);
+                pb.set_message(format!("{name} N={n} round {}/{}", round + 1, args.rounds));
+                // The old backend goes before the VBOs it may have registered are remade.
+                runner = None;
+                let vbos = match mode {
+                    BenchMode::Compute => None,
+                    _ => Some(env.gfx.as_mut().context("GL mode without a GL context")?.load(&bodies).with_context(ctx)?),
+                };
+                let r = runner.insert(build(args, plan, mode, env, vbos, &bodies).with_context(ctx)?);
+                r.make_current().with_context(ctx)?;
+                let acc = accs.entry(mode).or_default();
+                acc.bodies_per_thread = r.bodies_per_thread();
+                for _ in 0..args.warmup {
+                    r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
+                    pb.inc(1);
+                    if stopped() {
+                        break;
+                    }
+                }
+                let count = frames_in_round(args.frames, args.rounds, round);
+                let mut round_frames = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    if stopped() {
+                        break;
+                    }
+                    let s = r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
+                    acc.push(&s);
+                    round_frames.push(s.frame_ms);
+                    pb.inc(1);
+                }
+                if stopped() {
+                    // The visit was cut short: its frames belong to no finished row.
+                    continue;
+                }
+                if let Some(g) = env.gfx.as_ref().filter(|_| mode != BenchMode::Compute) {
+                    if let Some(e) = g.error() {
+                        say(&pb, format!("warning: GL error 0x{e:04X} after {}", ctx()));
+                    }
+                }
+                acc.round_medians.push(median(&round_frames).unwrap_or(f64::NAN));
+                if round + 1 == args.rounds {
+                    let acc = accs.remove(&mode).unwrap_or_default();
+                    let frame = Summary::of(&acc.frame).with_context(|| format!("no frames measured ({})", ctx()))?;
+                    let gl_mode = mode != BenchMode::Compute;
+                    res.measured.push(Measured {
+                        mode,
+                        n,
+                        steps_per_frame: steps,
+                        block_size: (mode != BenchMode::Cpu).then_some(args.sim.block_size),
+                        bodies_per_thread: acc.bodies_per_thread,
+                        frames: acc.frame.len(),
+                        rounds: args.rounds,
+                        warmup: args.warmup,
+                        size: if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None },
+                        frame,
+                        map: Summary::of(&acc.map),
+                        kernel: Summary::of(&acc.kernel),
+                        unmap: Summary::of(&acc.unmap),
+                        upload: Summary::of(&acc.upload),
+                        draw: Summary::of(&acc.draw),
+                        round_medians: acc.round_medians,
+                        meta: row_meta(args, mode, env),
+                    });
+                    res.write_tables("running", false).context("writing the results")?;
+                    let last = res.measured.last().map(|m| (m.frame.median, m.frame.p99));
+                    if let Some((med, p99)) = last {
+                        say(&pb, format!("{name} N={n}: frame median {med:.3} ms, p99 {p99:.3} ms"));
+                    }
+                    if plan.stop_after_rows.is_some_and(|k| res.measured.len() >= k) {
+                        // Test hook: behave exactly as if Ctrl-C arrived now.
+                        STOP.store(true, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+    }
+    drop(runner);
+    pb.finish_and_clear();
+    if stopped() {
+        return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::ResourceFlags;
+
+    #[test]
+    fn rounds_split_frames() {
+        let per: Vec<u32> = (0..3).map(|r| frames_in_round(10, 3, r)).collect();
+        assert_eq!(per, vec![4, 3, 3]);
+        assert_eq!((0..2).map(|r| frames_in_round(20, 2, r)).sum::<u32>(), 20);
+    }
+
+    #[test]
+    fn flag_names() {
+        assert_eq!(flag_name(ResourceFlags::WriteDiscard), "write-discard");
+        assert_eq!(mode_name(BenchMode::MapSeparate), "map-separate");
+    }
+}
