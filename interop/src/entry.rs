@@ -313,6 +313,24 @@ entry_points! {
     cuMemsetD8Async @ 3020, "cuMemsetD8Async", Ptsz, required => (dst_device: CUdeviceptr, uc: u8, n: usize, h_stream: CUstream);
     /// Set 32-bit words on a stream.
     cuMemsetD32Async @ 3020, "cuMemsetD32Async", Ptsz, required => (dst_device: CUdeviceptr, ui: c_uint, n: usize, h_stream: CUstream);
+    /// Granularity of `cuMemCreate` sizes and `cuMemAddressReserve` alignments, bytes.
+    cuMemGetAllocationGranularity @ 10020, "cuMemGetAllocationGranularity", None, optional => (granularity: *mut usize, prop: *const CUmemAllocationProp, option: c_int);
+    /// Create a physical allocation (virtual memory management).
+    cuMemCreate @ 10020, "cuMemCreate", None, optional => (handle: *mut CUmemGenericAllocationHandle, size: usize, prop: *const CUmemAllocationProp, flags: u64);
+    /// Release a physical allocation.
+    cuMemRelease @ 10020, "cuMemRelease", None, optional => (handle: CUmemGenericAllocationHandle);
+    /// Reserve a virtual address range.
+    cuMemAddressReserve @ 10020, "cuMemAddressReserve", None, optional => (ptr: *mut CUdeviceptr, size: usize, alignment: usize, addr: CUdeviceptr, flags: u64);
+    /// Free a virtual address range.
+    cuMemAddressFree @ 10020, "cuMemAddressFree", None, optional => (ptr: CUdeviceptr, size: usize);
+    /// Map a physical allocation into a reserved range.
+    cuMemMap @ 10020, "cuMemMap", None, optional => (ptr: CUdeviceptr, size: usize, offset: usize, handle: CUmemGenericAllocationHandle, flags: u64);
+    /// Unmap a range.
+    cuMemUnmap @ 10020, "cuMemUnmap", None, optional => (ptr: CUdeviceptr, size: usize);
+    /// Set which devices may access a mapped range.
+    cuMemSetAccess @ 10020, "cuMemSetAccess", None, optional => (ptr: CUdeviceptr, size: usize, desc: *const CUmemAccessDesc, count: usize);
+    /// Export an allocation as an OS handle (a POSIX file descriptor here).
+    cuMemExportToShareableHandle @ 10020, "cuMemExportToShareableHandle", None, optional => (shareable_handle: *mut c_void, handle: CUmemGenericAllocationHandle, handle_type: c_int, flags: u64);
     /// Allocate page-locked (pinned) host memory.
     cuMemHostAlloc @ 2020, "cuMemHostAlloc", None, required => (pp: *mut *mut c_void, bytesize: usize, flags: c_uint);
     /// Free page-locked host memory.

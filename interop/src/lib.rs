@@ -31,6 +31,7 @@ pub mod memory;
 pub mod module;
 pub mod stream;
 pub mod sys;
+pub mod vmm;
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub use loader::{BootstrapKind, Driver, StreamSemantics};
 pub use memory::{DeviceBuffer, DeviceCopy, PinnedBuffer};
 pub use module::{Function, FunctionAttributes, Module};
 pub use stream::{Event, Stream, StreamKind};
+pub use vmm::ExportableBuffer;
 
 /// Opens the driver, resolves the table with `semantics` and calls `cuInit(0)`.
 ///

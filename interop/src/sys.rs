@@ -284,3 +284,68 @@ pub mod gl_device_list {
 
 /// A `void*` kernel parameter pointer, as `cuLaunchKernel` takes them.
 pub type KernelParam = *mut c_void;
+
+/// `CUmemGenericAllocationHandle`: a physical allocation made by `cuMemCreate`.
+pub type CUmemGenericAllocationHandle = u64;
+
+/// `CUmemLocation`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUmemLocation {
+    /// `CUmemLocationType` (`CU_MEM_LOCATION_TYPE_DEVICE` = 1).
+    pub type_: c_int,
+    /// Device ordinal for a device location.
+    pub id: c_int,
+}
+
+/// The `allocFlags` member of `CUmemAllocationProp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUmemAllocFlags {
+    /// `compressionType`.
+    pub compression_type: u8,
+    /// `gpuDirectRDMACapable`.
+    pub gpu_direct_rdma_capable: u8,
+    /// `usage`.
+    pub usage: u16,
+    /// `reserved`.
+    pub reserved: [u8; 4],
+}
+
+/// `CUmemAllocationProp` (`CUmemAllocationProp_v1`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUmemAllocationProp {
+    /// `CUmemAllocationType` (`CU_MEM_ALLOCATION_TYPE_PINNED` = 1).
+    pub type_: c_int,
+    /// `CUmemAllocationHandleType` bits (`CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` = 1).
+    pub requested_handle_types: c_int,
+    /// Where the memory lives.
+    pub location: CUmemLocation,
+    /// Windows security attributes; null elsewhere.
+    pub win32_handle_meta_data: *mut c_void,
+    /// Allocation flags.
+    pub alloc_flags: CUmemAllocFlags,
+}
+
+/// `CUmemAccessDesc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUmemAccessDesc {
+    /// Which device gets access.
+    pub location: CUmemLocation,
+    /// `CUmemAccess_flags` (`CU_MEM_ACCESS_FLAGS_PROT_READWRITE` = 3).
+    pub flags: c_int,
+}
+
+/// Virtual-memory-management constants (`cuda.h`).
+pub mod vmm {
+    #![allow(missing_docs)]
+    use std::ffi::c_int;
+    pub const ALLOCATION_TYPE_PINNED: c_int = 0x1;
+    pub const HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 0x1;
+    pub const LOCATION_TYPE_DEVICE: c_int = 0x1;
+    pub const ACCESS_FLAGS_PROT_READWRITE: c_int = 0x3;
+    pub const ALLOC_GRANULARITY_MINIMUM: c_int = 0x0;
+    pub const ALLOC_GRANULARITY_RECOMMENDED: c_int = 0x1;
+}

@@ -20,6 +20,9 @@ pub const EMBEDDED_PTX: &str = include_str!("../../../kernels/nbody.ptx");
 /// Bodies per thread the step kernels come in.
 pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
 
+/// Environment variable that forces the bodies per thread of the step kernel (1, 2 or 4).
+pub const FORCE_P_ENV: &str = "NBODY_BODIES_PER_THREAD";
+
 /// Bytes of one body in a position or velocity buffer (`float4`).
 pub const BODY_BYTES: usize = 16;
 
@@ -95,10 +98,18 @@ impl Kernels {
 
     /// Bodies per thread for `n` bodies at `block` threads: the largest P whose grid still fills
     /// every SM with as many blocks as can be resident (kernels/README.md, "P-selection rule").
+    /// The environment variable [`FORCE_P_ENV`] (1, 2 or 4) overrides the rule, for tuning.
     ///
     /// # Errors
-    /// The occupancy query fails.
+    /// The occupancy query fails; the override is not 1, 2 or 4.
     pub fn choose_p(&self, n: usize, block: u32) -> anyhow::Result<u32> {
+        if let Some(v) = std::env::var_os(FORCE_P_ENV) {
+            let v = v.to_string_lossy();
+            return match v.trim().parse::<u32>() {
+                Ok(p) if BODIES_PER_THREAD.contains(&p) => Ok(p),
+                _ => bail!("{FORCE_P_ENV}={v} is not valid: use 1, 2 or 4 (or unset it for the automatic choice)"),
+            };
+        }
         for &(p, ref f) in self.step.iter().rev() {
             if p == 1 {
                 break;
