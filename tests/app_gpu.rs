@@ -22,7 +22,8 @@ use nbody_app::backend::{InteropSettings, SimBackend};
 use nbody_app::cli::{CtxSched, InteropMode, ResourceFlags, StreamKind};
 use nbody_app::cuda_backend::{create_backend, CudaOptions};
 use nbody_app::gfx::context::HeadlessContext;
-use nbody_app::gfx::renderer::Renderer;
+use nbody_app::external::ExternalBackend;
+use nbody_app::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use nbody_app::sim::cpu::step_reference_f64;
 use nbody_app::sim::diagnostics::potentials_f64;
 use nbody_app::sim::gpu::{Kernels, BODY_BYTES};
@@ -226,6 +227,191 @@ fn interop_map_and_copy_write_what_gl_reads() -> Result<(), Failed> {
     ensure(failures.is_empty(), failures.join("\n"))
 }
 
+// ---------------------------------------------------------------------------------------------
+// External memory (`--interop external`, nbody_app::external)
+
+fn external_backend(ctx: &HeadlessContext, bodies: &Bodies, params: PhysParams, stream: StreamKind) -> Result<ExternalBackend, Failed> {
+    if let Err(why) = &ctx.info.memory_object {
+        return Err(format!("this GL cannot import CUDA memory: {why}").into());
+    }
+    let settings = InteropSettings {
+        interop: InteropMode::External,
+        register_flags: ResourceFlags::None,
+        map_flags: ResourceFlags::None,
+        stream,
+        stream_priority: 0,
+        block_size: 256,
+    };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None };
+    Ok(ExternalBackend::new(&opts, &ctx.gl, &ctx.info, bodies, params)?)
+}
+
+/// Bodies whose float4 is compared every frame: the first, a few inside, the last.
+const PROBED: [usize; 6] = [0, 1, 63, 1000, 2049, 4095];
+
+/// Frames of `backend` with a draw from the imported buffers each; after each simulate (whose
+/// CUDA-event wait ends the kernel's writes) the probed float4s of the front buffer are copied
+/// by GL (glCopyBufferSubData) into a GL-owned buffer and read back from there — glGetBufferSubData
+/// straight from an imported buffer was seen returning stale data — and must equal, bit for bit,
+/// what cuMemcpyDtoH reads from the same CUDA allocation.
+fn external_frames(ctx: &HeadlessContext, backend: &mut ExternalBackend, renderer: &mut Renderer, frames: usize, dt: f32) -> Result<(), Failed> {
+    let gl = &ctx.gl;
+    let vbos = *renderer.vbos();
+    let target = OffscreenTarget::new(gl, 128, 128)?;
+    let camera = framing_camera(renderer);
+    let bytes = PROBED.len() * BODY_BYTES;
+    // SAFETY: the context is current on this thread (HeadlessContext::new); a new buffer of
+    // `bytes` bytes with no client data.
+    let probe = unsafe {
+        let b = gl.create_buffer()?;
+        gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(b));
+        gl.buffer_data_size(glow::COPY_WRITE_BUFFER, bytes as i32, glow::STREAM_READ);
+        gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
+        b
+    };
+    let result = (|| -> Result<(), Failed> {
+        let mut last: Vec<[f32; 4]> = Vec::new();
+        let mut moved = 0usize;
+        for frame in 0..frames {
+            backend.simulate(gl, &vbos, 1)?;
+            let front = backend.front();
+            let src = backend.draw_buffers().ok_or("the external backend has no draw buffers")?.buffers[front];
+            let mut got = vec![0u8; bytes];
+            // SAFETY: current context; both buffers exist, every copied range lies inside them
+            // (16 N bytes and `bytes` bytes), and the read fills exactly `got`.
+            unsafe {
+                gl.bind_buffer(glow::COPY_READ_BUFFER, Some(src));
+                gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(probe));
+                for (k, &i) in PROBED.iter().enumerate() {
+                    let (from, to) = ((i * BODY_BYTES) as i32, (k * BODY_BYTES) as i32);
+                    gl.copy_buffer_sub_data(glow::COPY_READ_BUFFER, glow::COPY_WRITE_BUFFER, from, to, BODY_BYTES as i32);
+                }
+                gl.get_buffer_sub_data(glow::COPY_WRITE_BUFFER, 0, &mut got);
+                gl.bind_buffer(glow::COPY_READ_BUFFER, None);
+                gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
+            }
+            let mut want = vec![[0f32; 4]; PROBED.len()];
+            for (k, &i) in PROBED.iter().enumerate() {
+                backend.cuda_buffer(front).read_at(i * BODY_BYTES, &mut want[k..k + 1])?;
+            }
+            let want_bytes: Vec<u8> = want.iter().flatten().flat_map(|f| f.to_le_bytes()).collect();
+            if got != want_bytes {
+                let got_f: Vec<f32> = got.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                return Err(format!("frame {frame}: GL sees {got_f:?}, CUDA wrote {want:?} (bodies {PROBED:?}, buffer {front})").into());
+            }
+            if !last.is_empty() && last != want {
+                moved += 1;
+            }
+            last = want;
+            let p = DrawParams { camera: &camera, front, time_span: dt, pixels_per_point: 1.0, scene_left: 0.0 };
+            renderer.draw_from(gl, &RenderTarget::Offscreen(target), &p, false, backend.draw_buffers());
+        }
+        // Positions change every step: equal values are a real check, not two stale copies.
+        ensure(moved + 1 >= frames, format!("the probed bodies moved in only {moved} of {frames} frames"))?;
+        // SAFETY: current context; glGetError takes no arguments.
+        let e = unsafe { gl.get_error() };
+        ensure(e == glow::NO_ERROR, format!("GL error 0x{e:04X}"))
+    })();
+    // SAFETY: current context; the probe is ours and no longer used.
+    unsafe { gl.delete_buffer(probe) };
+    target.destroy(gl);
+    result
+}
+
+fn external_gl_draws_what_the_kernel_wrote_every_frame() -> Result<(), Failed> {
+    let ctx = HeadlessContext::new(0)?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let bodies = plummer(4096, fresh_seed())?;
+    let mut renderer = Renderer::new(&ctx.gl, &ctx.info, &bodies)?;
+    let mut failures = Vec::new();
+    for (stream, frames) in [(StreamKind::Legacy, 1000), (StreamKind::NonBlocking, 100), (StreamKind::PerThread, 100)] {
+        let r = external_backend(&ctx, &bodies, params, stream).and_then(|mut backend| {
+            let r = external_frames(&ctx, &mut backend, &mut renderer, frames, params.dt);
+            backend.release_gl(&ctx.gl);
+            r
+        });
+        eprintln!("{stream:?}, {frames} frames: {}", if r.is_ok() { "GL = CUDA every frame" } else { "FAILED" });
+        if let Err(e) = r {
+            failures.push(format!("{stream:?}: {}", e.message().unwrap_or("failed")));
+        }
+    }
+    renderer.destroy(&ctx.gl);
+    ensure(failures.is_empty(), failures.join("\n"))
+}
+
+/// One step through the external backend, read back with `bodies` (CUDA side), against the
+/// float64 reference of that step (tolerance: see the file docs); then diagnostics run.
+fn external_step_matches_float64_reference() -> Result<(), Failed> {
+    let ctx = HeadlessContext::new(0)?;
+    let gl = &ctx.gl;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let bodies = plummer(4096, fresh_seed())?;
+    let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
+    let vbos = *renderer.vbos();
+    let result = (|| -> Result<(), Failed> {
+        let mut backend = external_backend(&ctx, &bodies, params, StreamKind::Legacy)?;
+        let r = (|| -> Result<(), Failed> {
+            let t = backend.simulate(gl, &vbos, 1)?;
+            ensure(t.kernel_ms.is_some_and(|k| k > 0.0) && t.map_ms.is_some() && t.unmap_ms.is_some(), format!("timings {t:?}"))?;
+            let got = backend.bodies(gl, &vbos)?;
+            let (rp, _) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
+            let e = rel_err(&got.pos, &rp);
+            eprintln!("external: rel. error {e:.2e}; timings {t:?}");
+            ensure(e <= 1e-5, format!("external: rel. error {e:e}"))?;
+            let d = backend.diagnostics(gl, &vbos)?;
+            ensure(d.total.is_finite(), format!("diagnostics {d:?}"))
+        })();
+        backend.release_gl(gl);
+        r
+    })();
+    renderer.destroy(gl);
+    result
+}
+
+fn open_fds() -> Result<usize, Failed> {
+    Ok(std::fs::read_dir("/proc/self/fd")?.count())
+}
+
+/// 100 × (create, one frame, release_gl, drop) of the external backend: no device memory (free
+/// bytes within one allocation granularity, 2 MiB) and no file descriptor may be left behind.
+fn external_create_destroy_leaks_nothing() -> Result<(), Failed> {
+    let ctx = HeadlessContext::new(0)?;
+    let gl = &ctx.gl;
+    // Holds the primary context for the whole test, so it is not remade every cycle.
+    let cu = cuda()?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let bodies = plummer(4096, 11)?;
+    let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
+    let vbos = *renderer.vbos();
+    let cycle = || -> Result<(), Failed> {
+        let mut b = external_backend(&ctx, &bodies, params, StreamKind::Legacy)?;
+        let r = b.simulate(gl, &vbos, 1);
+        b.release_gl(gl);
+        drop(b);
+        r?;
+        Ok(())
+    };
+    let measure = || -> Result<(usize, usize), Failed> {
+        // SAFETY: current context; glFinish takes no arguments.
+        unsafe { gl.finish() };
+        cu.make_current()?;
+        Ok((cu.memory_info()?.0, open_fds()?))
+    };
+    let result = (|| -> Result<(), Failed> {
+        cycle()?; // first use: lazily made driver state is not a leak
+        let (free0, fds0) = measure()?;
+        for _ in 0..100 {
+            cycle()?;
+        }
+        let (free1, fds1) = measure()?;
+        eprintln!("free device memory {free0} → {free1} bytes; open fds {fds0} → {fds1}");
+        ensure(fds1 <= fds0, format!("{} file descriptors leaked over 100 cycles", fds1 - fds0))?;
+        ensure(free0.abs_diff(free1) <= 2 << 20, format!("free device memory moved by {} bytes over 100 cycles", free0.abs_diff(free1)))
+    })();
+    renderer.destroy(gl);
+    result
+}
+
 fn main() {
     gpu_gate::run(&[
         ("one_step_matches_float64_reference", one_step_matches_float64_reference),
@@ -233,5 +419,8 @@ fn main() {
         ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite),
         ("potential_kernel_matches_float64", potential_kernel_matches_float64),
         ("interop_map_and_copy_write_what_gl_reads", interop_map_and_copy_write_what_gl_reads),
+        ("external_step_matches_float64_reference", external_step_matches_float64_reference),
+        ("external_gl_draws_what_the_kernel_wrote_every_frame", external_gl_draws_what_the_kernel_wrote_every_frame),
+        ("external_create_destroy_leaks_nothing", external_create_destroy_leaks_nothing),
     ])
 }

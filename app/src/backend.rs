@@ -4,19 +4,23 @@
 //! position vertex buffers ([`PositionVbos`]); the renderer then draws that buffer. Backends:
 //! the CPU backend (compute on the CPU, upload with `glBufferSubData`) and the CUDA backends
 //! (`map`: registered GL buffers mapped every frame; `copy`: device buffer → pinned host →
-//! `glBufferSubData`).
+//! `glBufferSubData`), and the external-memory backend ([`crate::external`]), which draws from
+//! its own imported buffers ([`SimBackend::draw_buffers`]).
 //!
 //! Teardown order: a backend holding CUDA graphics resources must be dropped *before* the GL
 //! buffers it registered are deleted and before the GL context goes. The owner of both (the demo's
-//! frame state) therefore declares the backend field before the renderer field.
+//! frame state) therefore declares the backend field before the renderer field. A backend that
+//! owns GL objects (the external one) deletes them in [`SimBackend::release_gl`], which the owner
+//! calls with the GL context current before dropping it.
 
 use serde::Serialize;
 
 use crate::cli::{InteropMode, ResourceFlags, StreamKind};
 use crate::sim::{Bodies, Diagnostics, PhysParams};
 
-/// The two GL position vertex buffers, each `[N][4]` f32 (x, y, z, mass), `16 * N` bytes,
-/// made by the renderer (`GL_ARRAY_BUFFER`, `GL_DYNAMIC_DRAW`).
+/// The two GL position vertex buffers, each `[N][4]` f32 (x, y, z, mass), at least `16 * N`
+/// bytes: made by the renderer (`GL_ARRAY_BUFFER`, `GL_DYNAMIC_DRAW`), or imported from CUDA
+/// by the external backend ([`SimBackend::draw_buffers`]).
 #[derive(Debug, Clone, Copy)]
 pub struct PositionVbos {
     /// The GL buffer names.
@@ -28,16 +32,18 @@ pub struct PositionVbos {
 /// Timings of the simulate step of one frame, in milliseconds.
 ///
 /// GPU times come from CUDA events recorded on the frame's stream around each step; `None` where
-/// the backend has no such step.
+/// the backend has no such step. The external backend has no map or unmap; it reports its two
+/// host waits in their places: `map_ms` = the GL-fence wait before the launches (GL's last draw
+/// done), `unmap_ms` = the CUDA-event wait after them (kernel done), both host time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct SimTimings {
     /// Host time of the whole simulate call (ms).
     pub host_ms: f64,
-    /// CUDA-event time of `cuGraphicsMapResources` (ms).
+    /// CUDA-event time of `cuGraphicsMapResources` (ms); external: host wait on the GL fence (ms).
     pub map_ms: Option<f64>,
     /// CUDA-event time of the kernel launches of this frame (ms), or CPU compute time for the CPU backend.
     pub kernel_ms: Option<f64>,
-    /// CUDA-event time of `cuGraphicsUnmapResources` (ms).
+    /// CUDA-event time of `cuGraphicsUnmapResources` (ms); external: host wait on the CUDA event (ms).
     pub unmap_ms: Option<f64>,
     /// Time to bring positions to GL in the copy and CPU paths (device → host copy + `glBufferSubData`), ms.
     pub upload_ms: Option<f64>,
@@ -74,6 +80,15 @@ pub trait SimBackend {
     fn simulate(&mut self, gl: &glow::Context, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings>;
     /// Index (0 or 1) of the buffer that holds the newest positions.
     fn front(&self) -> usize;
+    /// The buffers the renderer must draw instead of its own VBOs (the external backend's
+    /// imported buffers); `None`: draw `vbos`.
+    fn draw_buffers(&self) -> Option<PositionVbos> {
+        None
+    }
+    /// Delete the GL objects the backend owns; the owner calls it with the GL context current
+    /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
+    /// Afterwards the backend can only be dropped. Default: nothing to delete.
+    fn release_gl(&mut self, _gl: &glow::Context) {}
     /// Change dt, ε or G for the following steps.
     fn set_params(&mut self, params: PhysParams);
     /// The current state with synchronised velocities (see [`crate::sim`]).
@@ -104,5 +119,37 @@ pub trait SimBackend {
     /// Rows of the entry-point report (function, version, flags, status, remedy), empty for CPU.
     fn entry_points(&self) -> Vec<[String; 5]> {
         Vec::new()
+    }
+    /// The CUDA context (None for the CPU backend); the mistake lab runs its cases on it.
+    fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>> {
+        None
+    }
+    /// The driver's entry-point table, where the API trace installs its tracer (None for CPU).
+    fn api(&self) -> Option<std::sync::Arc<interop::Api>> {
+        self.cuda_context().map(|c| c.api().clone())
+    }
+    /// Why step mode cannot run with this backend (`None`: it can; see [`crate::workflow`]).
+    fn step_mode_unavailable(&self) -> Option<String> {
+        Some("this run uses the CPU backend".into())
+    }
+    /// Turns step mode on (the next frames pause between their steps) or off (a frame in
+    /// progress is finished: its buffers are unmapped).
+    ///
+    /// # Errors
+    /// The backend has no step mode ([`SimBackend::step_mode_unavailable`]); a CUDA failure.
+    fn set_step_mode(&mut self, _on: bool) -> anyhow::Result<()> {
+        anyhow::bail!("step mode needs CUDA: {}", self.step_mode_unavailable().unwrap_or_default())
+    }
+    /// Takes the next step of the step-mode frame (`steps` leapfrog steps at the launch step)
+    /// and returns which step it took.
+    ///
+    /// # Errors
+    /// Not in step mode; the step's driver call failed.
+    fn next_step(&mut self, _gl: &glow::Context, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<crate::workflow::FrameStep> {
+        anyhow::bail!("not in step mode")
+    }
+    /// The step-mode state (None when not in step mode).
+    fn step_view(&self) -> Option<crate::workflow::StepView> {
+        None
     }
 }

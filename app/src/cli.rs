@@ -23,6 +23,18 @@ pub enum Command {
     Info(InfoArgs),
     /// Time whole interop frames (or the kernel alone) per mode and body count.
     Bench(BenchArgs),
+    /// Mistake lab: make one classic interop or entry-point mistake and show the driver's answer.
+    Lab(LabArgs),
+}
+
+/// Options of `lab`.
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// Case to run, or `all`; without it the cases are listed.
+    pub name: Option<String>,
+    /// Print one JSON object per case.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `info`.
@@ -58,8 +70,9 @@ pub struct SimArgs {
     /// Leapfrog steps per rendered frame.
     #[arg(long = "steps-per-frame", default_value_t = 1)]
     pub steps_per_frame: u32,
-    /// CUDA threads per block of the N-body kernel.
-    #[arg(long = "block-size", default_value_t = 256)]
+    /// CUDA threads per block of the N-body kernel (a multiple of 32 up to 1024), or 0 to choose
+    /// the block size and bodies per thread from N and the SM count.
+    #[arg(long = "block-size", default_value_t = 0)]
     pub block_size: u32,
     /// Load this PTX file instead of the embedded kernel.
     #[arg(long)]
@@ -123,6 +136,13 @@ pub struct DemoArgs {
     /// Hide the egui overlay.
     #[arg(long = "no-overlay")]
     pub no_overlay: bool,
+    /// Write every driver call (one JSON object per line, with its frame index) to this file.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Start in step mode (CUDA map backend): the frame pauses between map, get pointers, launch,
+    /// unmap and draw. Headless runs take one step per frame.
+    #[arg(long = "step-mode")]
+    pub step_mode: bool,
 }
 
 /// Options of `bench`.
@@ -190,6 +210,9 @@ pub enum InteropMode {
     Map,
     /// CUDA device buffer → pinned host memory → glBufferSubData.
     Copy,
+    /// CUDA allocates the buffers (cuMemCreate), GL imports them (GL_EXT_memory_object_fd):
+    /// no map/unmap per frame, a CUDA event and a GL fence order the two APIs.
+    External,
 }
 
 /// Register or map flags (CU_GRAPHICS_REGISTER_FLAGS_* / CU_GRAPHICS_MAP_RESOURCE_FLAGS_*).
@@ -248,6 +271,10 @@ pub enum BenchMode {
     Copy,
     /// The kernel alone, no GL.
     Compute,
+    /// The GL draw of positions that do not move, no simulation: the GL floor of a frame.
+    Draw,
     /// CPU backend + upload.
     Cpu,
+    /// CUDA-allocated buffers imported into GL (GL_EXT_memory_object_fd), event + fence sync.
+    External,
 }

@@ -23,6 +23,7 @@ use crate::gfx::renderer::upload_positions;
 use crate::gfx::GlInfo;
 use crate::sim::gpu::{check_fits, validate_block_size, GpuStepper, Kernels, BODY_BYTES};
 use crate::sim::{diagnostics, Bodies, Diagnostics, PhysParams};
+use crate::workflow::{BufferView, FrameStep, StepState, StepView};
 
 /// Everything a CUDA backend is made from.
 #[derive(Debug, Clone)]
@@ -97,6 +98,8 @@ pub fn open_for_gl(
         )
     };
     let api = interop::init(semantics).map_err(|e| no_share(e.to_string()))?;
+    // The demo's API trace, when on, sees this table's calls from here on (registration included).
+    crate::trace::attach_active(&api);
     let devices = interop::gl_devices(&api).map_err(|e| no_share(e.to_string()))?;
     if devices.is_empty() {
         return Err(no_share("cuGLGetDevices lists no CUDA device for it".into()));
@@ -138,9 +141,11 @@ enum Storage {
 
 /// A CUDA backend bound to the two GL position buffers.
 ///
-/// Field order is drop order: the storage (graphics resources are unregistered here, before the
-/// renderer deletes the GL buffers) → device buffers → events → kernels and velocities → stream → context.
+/// Field order is drop order: a step-mode frame (unmaps what it mapped) → the storage (graphics
+/// resources are unregistered here, before the renderer deletes the GL buffers) → device buffers
+/// → events → kernels and velocities → stream → context.
 pub struct CudaBackend {
+    stepwise: Option<StepwiseFrame>,
     storage: Option<Storage>,
     phi: Option<DeviceBuffer<f32>>,
     events: [Event; 4],
@@ -199,6 +204,7 @@ pub fn create_backend(
     let [e0, e1, e2, e3] = events;
     let gpu = GpuStepper::new(kernels, vel, s.block_size, params)?;
     Ok(CudaBackend {
+        stepwise: None,
         storage: Some(storage),
         phi: None,
         events: [e0?, e1?, e2?, e3?],
@@ -239,6 +245,7 @@ fn make_storage(
             let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
             Storage::Copy { pos, pinned, cur: 0 }
         }
+        InteropMode::External => bail!("--interop external is not a mode of this backend: crate::external makes it"),
     })
 }
 
@@ -252,9 +259,9 @@ impl CudaBackend {
         &self.info
     }
 
-    /// Bodies per thread of the step kernel in use.
-    pub fn bodies_per_thread(&self) -> u32 {
-        self.gpu.p
+    /// Block size and bodies per thread of the step kernel in use.
+    pub fn launch_config(&self) -> (u32, u32) {
+        (self.gpu.block, self.gpu.p)
     }
 
     /// The context.
@@ -287,6 +294,7 @@ impl CudaBackend {
 
     /// Positions, velocities (synchronised) and, if asked, φ from the GPU.
     fn read_state(&mut self, with_phi: bool) -> anyhow::Result<(Bodies, Option<Vec<f32>>)> {
+        self.leave_mapped_step()?;
         let n = self.n;
         if with_phi && self.phi.is_none() {
             self.phi = Some(DeviceBuffer::alloc(&self.ctx, n)?);
@@ -338,6 +346,7 @@ impl CudaBackend {
     /// Kernel-only frames for `bench --modes compute` are made by [`crate::bench`]; this runs
     /// one frame of the backend's own path. See [`SimBackend::simulate`].
     fn frame(&mut self, gl: &glow::Context, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
+        self.leave_mapped_step()?;
         let t0 = Instant::now();
         let bytes = self.n * BODY_BYTES;
         let mut storage = self.storage.take().context("backend storage missing")?;
@@ -416,6 +425,7 @@ impl SimBackend for CudaBackend {
             (InteropMode::Map, false) => "map",
             (InteropMode::Map, true) => "map-separate",
             (InteropMode::Copy, _) => "copy",
+            (InteropMode::External, _) => "external",
         };
         format!("CUDA {mode} · {}", self.info.name)
     }
@@ -436,6 +446,9 @@ impl SimBackend for CudaBackend {
     }
 
     fn set_params(&mut self, params: PhysParams) {
+        if let Err(e) = self.leave_mapped_step() {
+            tracing::warn!("ending the step-mode frame: {e:#}");
+        }
         if params.dt != self.gpu.params.dt && !self.gpu.leap.synchronized {
             // The half-step velocities belong to the old dt: finish the step with it first.
             let stream = &self.stream;
@@ -476,7 +489,13 @@ impl SimBackend for CudaBackend {
         if s == old {
             return Ok(());
         }
+        // Nothing may stay mapped while the storage is re-made (step mode ends with a rebuild).
+        self.leave_mapped_step()?;
         validate_block_size(s.block_size)?;
+        if s.interop == InteropMode::External {
+            // Another backend type: the caller swaps backends (crate::select::apply_settings).
+            bail!("switching to --interop external needs a new backend (crate::select::apply_settings)");
+        }
         if s.interop != old.interop || s.stream != old.stream || s.stream_priority != old.stream_priority {
             // A new table (semantics), stream or storage: rebuild from the current state, which
             // goes back into GL buffer 0 as a new backend expects.
@@ -521,7 +540,7 @@ impl SimBackend for CudaBackend {
             ("context".into(), format!("{:?}, sched {:?}", self.ctx.kind(), self.opts.ctx_sched)),
             ("stream".into(), format!("{:?} (priority {})", s.stream, self.stream.priority().unwrap_or(0))),
             ("register / map flags".into(), format!("{} / {}", flags_name(s.register_flags), flags_name(s.map_flags))),
-            ("kernel".into(), format!("{} · P = {} · block {}", self.gpu.kernels.source(), self.gpu.p, s.block_size)),
+            ("kernel".into(), format!("{} · P = {} · block {}{}", self.gpu.kernels.source(), self.gpu.p, self.gpu.block, if s.block_size == 0 { " (auto)" } else { "" })),
             ("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)),
         ];
         if let Some(Ok(a)) = self.gpu.kernels.step_function(self.gpu.p).map(|f| f.attributes()) {
@@ -532,6 +551,26 @@ impl SimBackend for CudaBackend {
 
     fn entry_points(&self) -> Vec<[String; 5]> {
         entry_rows(self.ctx.api())
+    }
+
+    fn cuda_context(&self) -> Option<Arc<Context>> {
+        Some(self.ctx.clone())
+    }
+
+    fn step_mode_unavailable(&self) -> Option<String> {
+        self.step_support().err()
+    }
+
+    fn set_step_mode(&mut self, on: bool) -> anyhow::Result<()> {
+        self.set_stepwise(on)
+    }
+
+    fn next_step(&mut self, _gl: &glow::Context, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<FrameStep> {
+        self.step_once(steps)
+    }
+
+    fn step_view(&self) -> Option<StepView> {
+        self.stepwise_view()
     }
 }
 
@@ -549,4 +588,230 @@ pub fn entry_rows(api: &interop::Api) -> Vec<[String; 5]> {
             ]
         })
         .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step mode: one frame of `map`, one step at a time (see crate::workflow for the states).
+
+/// Resources mapped with the raw calls, for step mode. The safe [`Mapping`] borrows the
+/// resources and the stream, so it cannot wait in the backend between two frames of the demo;
+/// this keeps the raw handles instead and unmaps them on [`RawMapping::unmap`] or drop.
+struct RawMapping {
+    api: Arc<interop::Api>,
+    raw: Vec<interop::sys::CUgraphicsResource>,
+    stream: interop::sys::CUstream,
+    mapped: bool,
+}
+
+impl RawMapping {
+    /// Maps `resources` with one `cuGraphicsMapResources` on `stream`.
+    ///
+    /// # Safety
+    /// The resources must stay registered, and the stream live, until the value is unmapped or
+    /// dropped; they must not be mapped meanwhile by anything else.
+    unsafe fn map(resources: &[GraphicsResource], stream: &Stream) -> interop::Result<RawMapping> {
+        let api = stream.context().api().clone();
+        let mut raw: Vec<_> = resources.iter().map(GraphicsResource::raw).collect();
+        // SAFETY: `raw` holds `len` registered handles and the stream is live (the caller's contract).
+        unsafe { api.cuGraphicsMapResources(raw.len() as u32, raw.as_mut_ptr(), stream.raw()) }?;
+        Ok(RawMapping { api, raw, stream: stream.raw(), mapped: true })
+    }
+
+    /// Device pointer and size of mapped resource `i` (`cuGraphicsResourceGetMappedPointer`).
+    fn pointer(&self, i: usize) -> anyhow::Result<(interop::sys::CUdeviceptr, usize)> {
+        let res = *self.raw.get(i).with_context(|| format!("no mapped resource {i}"))?;
+        let (mut ptr, mut size) = (0, 0usize);
+        // SAFETY: the resource is mapped (self exists and was not unmapped); writes two values.
+        unsafe { self.api.cuGraphicsResourceGetMappedPointer(&mut ptr, &mut size, res) }?;
+        Ok((ptr, size))
+    }
+
+    /// Unmaps now (`cuGraphicsUnmapResources` on the mapping's stream).
+    fn unmap(mut self) -> interop::Result<()> {
+        self.unmap_raw()
+    }
+
+    fn unmap_raw(&mut self) -> interop::Result<()> {
+        if !self.mapped {
+            return Ok(());
+        }
+        self.mapped = false;
+        // SAFETY: the handles were mapped on this stream by `map` and are unmapped once (`mapped`);
+        // resources and stream are still alive (the contract of `map`).
+        unsafe { self.api.cuGraphicsUnmapResources(self.raw.len() as u32, self.raw.as_mut_ptr(), self.stream) }
+    }
+}
+
+impl Drop for RawMapping {
+    fn drop(&mut self) {
+        // An error here cannot be returned; `unmap` reports it.
+        drop(self.unmap_raw());
+    }
+}
+
+/// A frame of `--interop map` taken one step at a time: an explicit state machine
+/// ([`StepState`]) that owns the mapping between the steps.
+///
+/// Invariant: `mapping` is `Some` exactly in the mapped states (`Mapped`, `Pointers`,
+/// `Launched`), and `ptrs` exactly in `Pointers` and `Launched`.
+pub struct StepwiseFrame {
+    state: StepState,
+    mapping: Option<RawMapping>,
+    ptrs: Option<[interop::sys::CUdeviceptr; 2]>,
+    /// The buffer GL draws (the newest positions already drawn).
+    shown: usize,
+    /// The buffer the kernel reads this frame (the front at the map).
+    read: usize,
+    /// What the last step did.
+    last: Option<String>,
+}
+
+impl std::fmt::Debug for StepwiseFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepwiseFrame").field("state", &self.state).field("shown", &self.shown).finish_non_exhaustive()
+    }
+}
+
+impl StepwiseFrame {
+    /// A frame that starts unmapped, GL drawing buffer `front`.
+    fn new(front: usize) -> StepwiseFrame {
+        StepwiseFrame { state: StepState::Unmapped, mapping: None, ptrs: None, shown: front, read: front, last: None }
+    }
+
+    /// The state.
+    pub fn state(&self) -> StepState {
+        self.state
+    }
+}
+
+impl CudaBackend {
+    /// Ok when step mode can run: registered buffers mapped in one call.
+    fn step_support(&self) -> Result<(), String> {
+        match (&self.storage, self.opts.separate_maps) {
+            (Some(Storage::Map { .. }), false) => Ok(()),
+            (Some(Storage::Map { .. }), true) => Err("map-separate maps each buffer in its own call".into()),
+            (Some(Storage::Copy { .. }), _) => Err("--interop copy maps nothing (positions reach GL by a copy)".into()),
+            (None, _) => Err("the backend has no storage".into()),
+        }
+    }
+
+    fn set_stepwise(&mut self, on: bool) -> anyhow::Result<()> {
+        if on {
+            self.step_support().map_err(|e| anyhow::anyhow!("step mode needs CUDA map mode: {e}"))?;
+            if self.stepwise.is_none() {
+                self.stepwise = Some(StepwiseFrame::new(self.gpu.front));
+            }
+            Ok(())
+        } else {
+            let r = self.leave_mapped_step();
+            self.stepwise = None;
+            r
+        }
+    }
+
+    /// Unmaps a step-mode frame that is mapped (before anything else maps, reads back or
+    /// re-registers the buffers). A frame whose kernel ran goes on to `AwaitDraw`, others back
+    /// to `Unmapped`.
+    fn leave_mapped_step(&mut self) -> anyhow::Result<()> {
+        let Some(sw) = self.stepwise.as_mut() else { return Ok(()) };
+        sw.ptrs = None;
+        let r = sw.mapping.take().map_or(Ok(()), RawMapping::unmap);
+        if sw.state.mapped() {
+            sw.state = if sw.state == StepState::Launched { StepState::AwaitDraw } else { StepState::Unmapped };
+            sw.last = Some("unmapped early (the buffers were needed elsewhere)".into());
+        }
+        r.context("cuGraphicsUnmapResources (leaving the step-mode frame)")
+    }
+
+    /// Takes the next step of the step-mode frame.
+    fn step_once(&mut self, steps: u32) -> anyhow::Result<FrameStep> {
+        let bytes = self.n * BODY_BYTES;
+        let sw = self.stepwise.as_mut().context("not in step mode")?;
+        let Some(Storage::Map { resources }) = self.storage.as_mut() else { bail!("step mode needs --interop map") };
+        let step = sw.state.next_step();
+        let t0 = Instant::now();
+        let r: anyhow::Result<String> = (|| match step {
+            FrameStep::Map => {
+                Self::set_role_map_flags(resources, self.gpu.front, self.opts.settings.map_flags, steps)?;
+                // SAFETY: the resources and the stream are fields of this backend declared after
+                // `stepwise`, so they outlive the mapping it holds; every path that maps, reads back
+                // or re-registers them first ends the mapped state (`leave_mapped_step`).
+                sw.mapping = Some(unsafe { RawMapping::map(resources, &self.stream) }.context("cuGraphicsMapResources")?);
+                sw.read = self.gpu.front;
+                Ok("both buffers mapped on the frame's stream; CUDA owns them, GL must not touch them".to_string())
+            }
+            FrameStep::GetPointers => {
+                let m = sw.mapping.as_ref().context("not mapped")?;
+                let (a, sa) = m.pointer(0).context("cuGraphicsResourceGetMappedPointer (buffer 0)")?;
+                let (b, sb) = m.pointer(1).context("cuGraphicsResourceGetMappedPointer (buffer 1)")?;
+                if sa < bytes || sb < bytes {
+                    bail!("mapped sizes {sa} and {sb} bytes, {bytes} needed");
+                }
+                sw.ptrs = Some([a, b]);
+                Ok(format!("device pointers {a:#x} ({sa} B) and {b:#x} ({sb} B)"))
+            }
+            FrameStep::Launch => {
+                let ptrs = sw.ptrs.context("no device pointers")?;
+                // SAFETY: both buffers stay mapped (`sw.mapping`) until the unmap step, which is
+                // ordered after the kernels on the same stream.
+                unsafe { self.gpu.launch_steps(ptrs, steps, &self.stream) }?;
+                Ok(format!("{steps} step(s) launched: buffer {} → buffer {}", self.gpu.front ^ (steps as usize & 1), self.gpu.front))
+            }
+            FrameStep::Unmap => {
+                sw.ptrs = None;
+                sw.mapping.take().context("not mapped")?.unmap().context("cuGraphicsUnmapResources")?;
+                Ok("unmapped on the stream: GL may use both buffers (its commands are ordered after the kernel)".into())
+            }
+            FrameStep::Draw => {
+                sw.shown = self.gpu.front;
+                Ok(format!("GL draws buffer {}", self.gpu.front))
+            }
+        })();
+        let host_us = t0.elapsed().as_secs_f64() * 1e6;
+        match r {
+            Ok(msg) => {
+                sw.state = sw.state.after();
+                sw.last = Some(format!("{}: {msg} ({host_us:.0} µs host)", step.label()));
+                Ok(step)
+            }
+            Err(e) => {
+                sw.last = Some(format!("{} failed: {e:#}", step.label()));
+                Err(e)
+            }
+        }
+    }
+
+    fn stepwise_view(&self) -> Option<StepView> {
+        let sw = self.stepwise.as_ref()?;
+        let Some(Storage::Map { resources }) = &self.storage else { return None };
+        let mapped = sw.state.mapped();
+        let buffers = resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BufferView {
+                index: i,
+                gl_buffer: r.gl_buffer(),
+                registered: true,
+                mapped,
+                side: sw.state.side(),
+                role: match (sw.state, i == sw.read, i == sw.shown, i == self.gpu.front) {
+                    (StepState::Mapped | StepState::Pointers, true, _, _) => "front: the kernel will read it".into(),
+                    (StepState::Mapped | StepState::Pointers, false, _, _) => "back: the kernel will write it".into(),
+                    (StepState::Launched, true, _, _) => "the kernel reads it".into(),
+                    (StepState::Launched, false, _, _) => "the kernel writes it".into(),
+                    (StepState::AwaitDraw, _, true, _) => "GL draws it (previous positions)".into(),
+                    (StepState::AwaitDraw, _, _, true) => "new positions, not drawn yet".into(),
+                    (_, _, true, _) => "GL draws it".into(),
+                    _ => String::new(),
+                },
+            })
+            .collect();
+        Some(StepView {
+            state: sw.state,
+            buffers,
+            display_front: (!mapped).then_some(sw.shown),
+            pointers: sw.ptrs,
+            last: sw.last.clone(),
+        })
+    }
 }

@@ -27,6 +27,8 @@ use crate::overlay::{Action, BackendView, Controls, FrameStats, Overlay};
 use crate::select::make_backend;
 use crate::sim::init::InitialCondition;
 use crate::sim::{Bodies, PhysParams};
+use crate::trace::Recorder;
+use crate::workflow::WorkflowView;
 
 /// CUDA device ordinal whose EGL device a headless run prefers (see
 /// [`HeadlessContext::new`]).
@@ -61,7 +63,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
         bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
     }
-    for (flag, path) in [("--screenshot", &args.screenshot), ("--save-state", &args.save_state)] {
+    for (flag, path) in [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace)] {
         if let Some(p) = path {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 if !dir.is_dir() {
@@ -89,7 +91,8 @@ pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> anyhow::Result
 /// Everything a frame needs besides the GL context and the window.
 ///
 /// Teardown order (the field order, and [`Scene::destroy`], which `Drop` runs, enforces it):
-/// 1. `backend` — dropping it unregisters any CUDA graphics resources of the VBOs;
+/// 1. `backend` — `release_gl` deletes the GL objects it owns (external memory), then dropping
+///    it unregisters any CUDA graphics resources of the VBOs and frees its CUDA memory;
 /// 2. GL objects — `renderer` (VBOs, VAO, program, timer queries) and `offscreen` (FBO);
 /// 3. `painter` — egui's GL objects (`Painter::destroy`);
 /// 4. the GL context and the window, which the owner of the scene drops after it.
@@ -114,6 +117,14 @@ pub struct Scene {
     time_span: f32,
     start: Instant,
     destroyed: bool,
+    /// The API trace while it is on (Workflow panel open, or `--trace`); see [`crate::trace`].
+    recorder: Option<Recorder>,
+    /// The `--trace` recorder, kept for the whole run.
+    trace_file: Option<Recorder>,
+    /// "next step" was asked for (step mode).
+    step_next: bool,
+    /// Address of the table the recorder was last installed on (0: none).
+    traced_api: usize,
 }
 
 /// What a finished run reports.
@@ -187,12 +198,21 @@ impl Scene {
             time_span: 0.0,
             start: Instant::now(),
             destroyed: false,
+            recorder: None,
+            trace_file: None,
+            step_next: false,
+            traced_api: 0,
         };
+        // With --trace the backend's setup (registration included) is traced too.
+        scene.start_trace_file()?;
         // On error `scene` drops here, which tears down in order.
         let (backend, notice) = make_backend(&scene.args, &scene.gl, &scene.gl_info, scene.renderer.vbos(), bodies, params)?;
         tracing::info!(backend = %backend.label(), gl = %scene.gl_info.summary(), "demo backend ready");
         scene.backend = Some(backend);
         scene.notice = notice;
+        if scene.args.step_mode {
+            scene.set_step_mode(true);
+        }
         Ok(scene)
     }
 
@@ -230,8 +250,16 @@ impl Scene {
                 Action::ApplySettings(s) => {
                     let gl = Arc::clone(&self.gl);
                     let vbos = *self.renderer.vbos();
-                    match self.backend()?.apply_settings(&gl, &vbos, s) {
-                        Ok(()) => self.overlay.set_message(None),
+                    let params = self.overlay.controls.params;
+                    let backend = self.backend.as_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
+                    // A switch to or from `external` replaces the backend (crate::select::apply_settings).
+                    match crate::select::apply_settings(backend, &self.args, &gl, &self.gl_info, &vbos, s, params) {
+                        Ok(applied) => {
+                            if let crate::select::Applied::Replaced { notice } = applied {
+                                self.notice = notice;
+                            }
+                            self.overlay.set_message(None)
+                        }
                         Err(e) => {
                             tracing::warn!("settings not applied: {e:#}");
                             self.overlay.set_message(Some(format!("settings not applied: {e:#}")));
@@ -239,6 +267,9 @@ impl Scene {
                     }
                 }
                 Action::ComputeDiagnostics => self.compute_diagnostics()?,
+                Action::SetStepMode(on) => self.set_step_mode(on),
+                Action::NextStep => self.step_next = true,
+                Action::RunLab(name) => self.run_lab(&name),
                 Action::Reset { init, n } => self.reset(&init, n)?,
             }
         }
@@ -256,7 +287,7 @@ impl Scene {
                 return Ok(());
             }
         };
-        self.backend = None;
+        self.drop_backend();
         self.renderer.recreate_vbos(&self.gl, &bodies).context("reset: recreating the position VBOs")?;
         let mut args = self.args.clone();
         args.sim.init = init.to_owned();
@@ -314,6 +345,12 @@ impl Scene {
         self.last_frame_start = Some(t0);
         self.first_frame_start.get_or_insert(t0);
 
+        // The API trace: on while the Workflow panel is open or with --trace.
+        self.sync_trace();
+        if let Some(r) = &self.recorder {
+            r.begin_frame(self.frame);
+        }
+
         // 1. Requests from the last UI pass.
         let single = self.apply_actions()?;
 
@@ -323,9 +360,9 @@ impl Scene {
         let dt = c.params.dt;
         let gl = Arc::clone(&self.gl);
         let vbos = *self.renderer.vbos();
-        let backend = self.backend()?;
-        let timings = backend.simulate(&gl, &vbos, steps).with_context(|| format!("simulate ({})", backend.label()))?;
-        let n = backend.n();
+        // In step mode the frame takes (at most) one step of the workflow instead.
+        let timings = self.simulate_or_step(&gl, &vbos, steps)?;
+        let n = self.backend()?.n();
         if steps > 0 {
             self.time_span = dt * steps as f32;
         }
@@ -339,7 +376,11 @@ impl Scene {
         let mut full_output = None;
         let mut scene_left = 0.0;
         if !self.args.no_overlay {
+            let (trace_frame, calls) = self.recorder.as_ref().map(Recorder::last_frame).unwrap_or_default();
+            let tracing = self.recorder.is_some();
             let backend = self.backend()?;
+            let step_view = backend.step_view();
+            let step_unavailable = backend.step_mode_unavailable();
             let label = backend.label();
             let settings = backend.settings();
             let device_panel = backend.device_panel();
@@ -351,6 +392,13 @@ impl Scene {
                 device_panel: &device_panel,
                 entry_points: &entry_points,
                 gl_info: &self.gl_info,
+                workflow: WorkflowView {
+                    calls: &calls,
+                    frame: trace_frame,
+                    tracing,
+                    step: step_view.as_ref(),
+                    step_unavailable: step_unavailable.as_deref(),
+                },
             };
             let overlay = &mut self.overlay;
             let mut actions = Vec::new();
@@ -361,9 +409,19 @@ impl Scene {
         }
 
         // 4. Render the bodies into the target.
-        let front = self.backend()?.front();
+        // In step mode GL must not touch mapped buffers: `None` skips the body draw.
+        let shown = self.shown_front()?;
+        let front = shown.unwrap_or(0);
+        // The external backend draws from its own imported buffers.
+        let source = self.backend()?.draw_buffers();
         let params = DrawParams { camera: &self.camera, front, time_span: self.time_span, pixels_per_point, scene_left };
-        self.renderer.draw(&gl, &target, &params, wait_timer);
+        let t_draw = Instant::now();
+        if shown.is_some() {
+            self.renderer.draw_from(&gl, &target, &params, wait_timer, source);
+        } else {
+            clear_target(&gl, &target);
+        }
+        self.trace_draw(t_draw, shown);
 
         // 5. Paint egui into the same framebuffer.
         let mut platform_output = egui::PlatformOutput::default();
@@ -372,6 +430,9 @@ impl Scene {
             let prims = self.egui_ctx.tessellate(std::mem::take(&mut out.shapes), out.pixels_per_point);
             self.painter.paint_and_update_textures(target.size(), out.pixels_per_point, &prims, &mut out.textures_delta);
             platform_output = out.platform_output;
+        }
+        if let Some(r) = &self.recorder {
+            r.end_frame();
         }
         self.frame += 1;
         self.last_frame_end = Some(Instant::now());
@@ -406,6 +467,9 @@ impl Scene {
             crate::sim::state_csv::write_state(&path, &bodies).with_context(|| format!("writing --save-state {}", path.display()))?;
             tracing::info!(path = %path.display(), n = bodies.len(), "state saved");
         }
+        if let Some(r) = &self.trace_file {
+            r.finish().context("--trace")?;
+        }
         let wall = match (self.first_frame_start, self.last_frame_end) {
             (Some(a), Some(b)) => (b - a).as_secs_f64() * 1e3,
             _ => 0.0,
@@ -421,12 +485,22 @@ impl Scene {
             return;
         }
         self.destroyed = true;
-        self.backend = None;
+        self.drop_backend();
+        // The backend's teardown (unregister) is in the trace; now flush it and stop tracing.
+        self.stop_trace();
         self.renderer.destroy(&self.gl);
         if let Some(t) = self.offscreen.take() {
             t.destroy(&self.gl);
         }
         self.painter.destroy();
+    }
+
+    /// Drop the backend, letting it first delete the GL objects it owns (`release_gl`; the
+    /// context is current while the scene lives).
+    fn drop_backend(&mut self) {
+        if let Some(mut b) = self.backend.take() {
+            b.release_gl(&self.gl);
+        }
     }
 
     /// Seconds since the scene was made (egui's clock).
@@ -439,6 +513,156 @@ impl Drop for Scene {
     fn drop(&mut self) {
         self.destroy();
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Teaching the workflow: API trace, step mode, mistake lab (crate::trace, crate::workflow, crate::lab)
+
+impl Scene {
+    /// `--trace PATH`: a recorder writing every call, active before the backend is made.
+    fn start_trace_file(&mut self) -> anyhow::Result<()> {
+        if let Some(path) = &self.args.trace {
+            let r = Recorder::to_file(path)?;
+            crate::trace::set_active(Some(r.clone()));
+            tracing::info!(path = %path.display(), "tracing every driver call (one JSON object per line)");
+            self.trace_file = Some(r.clone());
+            self.recorder = Some(r);
+        }
+        Ok(())
+    }
+
+    /// Tracing is on while the Workflow panel is open or with `--trace`, off otherwise (then a
+    /// driver call costs one relaxed atomic load more). Installs the recorder on the backend's
+    /// table, again whenever the backend was re-made.
+    fn sync_trace(&mut self) {
+        let want = self.trace_file.is_some() || (!self.args.no_overlay && self.overlay.workflow.open);
+        let api = self.backend.as_ref().and_then(|b| b.api());
+        let addr = api.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize);
+        match (want, &self.recorder) {
+            (true, Some(r)) if addr != self.traced_api => {
+                if let Some(a) = &api {
+                    r.install(a);
+                }
+                self.traced_api = addr;
+            }
+            (true, None) => {
+                let r = Recorder::new();
+                if let Some(a) = &api {
+                    r.install(a);
+                }
+                crate::trace::set_active(Some(r.clone()));
+                self.recorder = Some(r);
+                self.traced_api = addr;
+            }
+            (false, Some(_)) => {
+                if let Some(a) = &api {
+                    a.set_tracer(None);
+                }
+                crate::trace::set_active(None);
+                self.recorder = None;
+                self.traced_api = 0;
+            }
+            _ => {}
+        }
+    }
+
+    /// Stops tracing and flushes the `--trace` file (after the backend's teardown).
+    fn stop_trace(&mut self) {
+        crate::trace::set_active(None);
+        self.recorder = None;
+        if let Some(r) = self.trace_file.take() {
+            match r.finish() {
+                Ok(()) => tracing::info!(calls = r.count(), "trace written"),
+                Err(e) => tracing::warn!("{e:#}"),
+            }
+        }
+    }
+
+    /// Adds the GL draw (with the renderer's timer-query time) to the trace.
+    fn trace_draw(&self, t0: Instant, shown: Option<usize>) {
+        if let (Some(r), Some(i)) = (&self.recorder, shown) {
+            let buffer = self.renderer.vbos().buffers[i.min(1)].0.get();
+            r.gl_draw(self.renderer.draw_ms(), t0.elapsed().as_secs_f64() * 1e6, buffer);
+        }
+    }
+
+    /// Turns the backend's step mode on or off; the overlay shows why it cannot.
+    fn set_step_mode(&mut self, on: bool) {
+        let r = match self.backend.as_mut() {
+            Some(b) => b.set_step_mode(on),
+            None => Err(anyhow!("no simulation backend")),
+        };
+        match r {
+            Ok(()) => self.overlay.workflow.step_mode = on,
+            Err(e) => {
+                tracing::warn!("step mode: {e:#}");
+                self.overlay.workflow.step_mode = false;
+                self.overlay.set_message(Some(format!("step mode: {e:#}")));
+            }
+        }
+    }
+
+    /// `simulate`, or in step mode the next step of the frame when one was asked for (headless
+    /// `--step-mode` runs take one step every frame).
+    fn simulate_or_step(
+        &mut self,
+        gl: &glow::Context,
+        vbos: &crate::backend::PositionVbos,
+        steps: u32,
+    ) -> anyhow::Result<crate::backend::SimTimings> {
+        let per_frame = self.overlay.controls.steps_per_frame.max(1);
+        let auto = self.args.headless && self.args.step_mode;
+        let next = std::mem::take(&mut self.step_next) || auto;
+        if self.overlay.workflow.step_mode && self.backend()?.step_view().is_none() {
+            // The backend was re-made (new settings): step mode again, if it still can.
+            self.set_step_mode(true);
+        }
+        let backend = self.backend()?;
+        if backend.step_view().is_none() {
+            return backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.label()));
+        }
+        let mut t = crate::backend::SimTimings::default();
+        if next {
+            let t0 = Instant::now();
+            let r = backend.next_step(gl, vbos, per_frame);
+            t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
+            match r {
+                Ok(step) => tracing::debug!(?step, frame = self.frame, "step mode"),
+                Err(e) if auto => return Err(e.context("step mode")),
+                Err(e) => self.overlay.set_message(Some(format!("step failed: {e:#}"))),
+            }
+        }
+        Ok(t)
+    }
+
+    /// The buffer GL may draw now: the backend's front, or in step mode the one the state
+    /// machine allows (`None` while the buffers are mapped).
+    fn shown_front(&mut self) -> anyhow::Result<Option<usize>> {
+        let b = self.backend()?;
+        Ok(match b.step_view() {
+            Some(v) => v.display_front,
+            None => Some(b.front()),
+        })
+    }
+
+    /// Runs a mistake-lab case against the live contexts, on scratch resources.
+    fn run_lab(&mut self, name: &str) {
+        let ctx = self.backend.as_ref().and_then(|b| b.cuda_context());
+        let o = crate::lab::run_live(name, &self.gl, ctx.as_ref());
+        tracing::info!(case = %o.case, got = %o.got_summary(), ok = o.ok, "mistake lab");
+        self.overlay.workflow.lab.push(o);
+    }
+}
+
+/// Clears `target` as the body draw does, without touching the position buffers.
+fn clear_target(gl: &glow::Context, target: &RenderTarget) {
+    let [w, h] = target.size();
+    target.bind(gl);
+    let g = Gl::current(gl);
+    g.viewport(0, 0, w as i32, h as i32);
+    g.disable(glow::SCISSOR_TEST);
+    g.clear_color(0.0, 0.0, 0.015, 1.0);
+    g.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -643,7 +867,7 @@ impl App {
         let fns = crate::gfx::context::query_fns_loaded(|s| display.get_proc_address(s));
         // SAFETY: the context is current on this thread; the loader gives its entry points.
         let gl = unsafe { glow::Context::from_loader_function_cstr(|s| display.get_proc_address(s)) };
-        let gl_info = GlInfo::query(&gl, None, None, fns);
+        let gl_info = GlInfo::query(&gl, None, None, fns).with_memory_object(&gl, |s| display.get_proc_address(s));
         tracing::info!(gl = %gl_info.summary(), "windowed GL");
         // The context is current on this (the event-loop) thread and stays so: nothing releases
         // it, and WindowState drops the scene before the context (field order).
@@ -954,6 +1178,31 @@ mod tests {
         let stepped = s.backend.as_mut().expect("backend").bodies(&gl, &vbos).expect("bodies");
         assert_ne!(before.pos, stepped.pos, "single step advances");
         assert_eq!(s.time_span, 2.0 * 2e-3, "time span = dt · steps of the last stepping frame");
+        drop(s);
+        drop(ctx);
+    }
+
+    #[test]
+    fn workflow_panel_traces_and_explains_what_needs_cuda() {
+        let a = args(&[]);
+        let (mut s, t, ctx) = scene(&a);
+        frame(&mut s, t);
+        assert!(s.recorder.is_none(), "no tracing while the Workflow panel is closed");
+        // What opening the panel does (the UI pass sets `open` from the collapsing header).
+        s.overlay.workflow.open = true;
+        frame(&mut s, t);
+        let (_, calls) = s.recorder.as_ref().expect("tracing while the panel is open").last_frame();
+        assert!(calls.iter().any(|c| c.name == "glDrawArrays" && c.step == crate::trace::Step::Draw), "{calls:?}");
+        // The CPU backend: the lab says what a case needs, step mode says why it cannot run.
+        s.pending.push(Action::RunLab("ptx-version-too-new".into()));
+        s.pending.push(Action::SetStepMode(true));
+        frame(&mut s, t);
+        let o = s.overlay.workflow.lab.last().expect("a lab outcome");
+        assert!(o.is_unavailable() && o.got_text.contains("CUDA backend"), "{o:?}");
+        assert!(!s.overlay.workflow.step_mode);
+        // The panel closed again (the test's UI pass leaves it collapsed): tracing stops.
+        frame(&mut s, t);
+        assert!(s.recorder.is_none());
         drop(s);
         drop(ctx);
     }

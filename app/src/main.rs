@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         None => nbody_app::demo::run(&cli.demo),
         Some(Command::Info(a)) => nbody_app::info::run(a),
         Some(Command::Bench(a)) => nbody_app::bench::run(a),
+        Some(Command::Lab(a)) => nbody_app::lab::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

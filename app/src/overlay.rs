@@ -56,6 +56,12 @@ pub enum Action {
     ApplySettings(InteropSettings),
     /// Compute energy and momentum now.
     ComputeDiagnostics,
+    /// Turn step mode on or off (Workflow panel).
+    SetStepMode(bool),
+    /// Take the next step of the step-mode frame.
+    NextStep,
+    /// Run the mistake-lab case of this name on scratch resources.
+    RunLab(String),
 }
 
 /// What the overlay shows about the backend and the context (gathered outside the UI pass).
@@ -73,6 +79,8 @@ pub struct BackendView<'a> {
     pub entry_points: &'a [[String; 5]],
     /// The GL context.
     pub gl_info: &'a GlInfo,
+    /// The Workflow panel's data (last frame's calls, step mode).
+    pub workflow: crate::workflow::WorkflowView<'a>,
 }
 
 /// Loop state the overlay edits directly.
@@ -121,6 +129,8 @@ pub struct Overlay {
     first_diagnostics: Option<Diagnostics>,
     message: Option<String>,
     panel_width: f32,
+    /// The Workflow panel (step mode, mistake lab); the frame loop reads and fills it.
+    pub workflow: crate::workflow::WorkflowPanel,
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -139,6 +149,7 @@ impl Overlay {
             first_diagnostics: None,
             message: None,
             panel_width: 0.0,
+            workflow: crate::workflow::WorkflowPanel::default(),
         }
     }
 
@@ -217,6 +228,8 @@ impl Overlay {
                 ui.separator();
                 settings_ui(ui, view.settings, &mut actions);
                 self.diagnostics_ui(ui, &mut actions);
+                let last = self.last;
+                self.workflow.ui(ui, &view.workflow, &last, &mut actions);
                 egui::CollapsingHeader::new("Device").default_open(false).show(ui, |ui| {
                     if view.device_panel.is_empty() {
                         ui.label("(no CUDA device in use)");
@@ -424,7 +437,7 @@ fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, actions: &m
         };
         let mut s = old;
         let flags = [(ResourceFlags::None, "none"), (ResourceFlags::ReadOnly, "read-only"), (ResourceFlags::WriteDiscard, "write-discard")];
-        combo(ui, "interop mode", &mut s.interop, &[(InteropMode::Map, "map"), (InteropMode::Copy, "copy")]);
+        combo(ui, "interop mode", &mut s.interop, &[(InteropMode::Map, "map"), (InteropMode::Copy, "copy"), (InteropMode::External, "external")]);
         combo(ui, "register flags", &mut s.register_flags, &flags);
         combo(ui, "map flags", &mut s.map_flags, &flags);
         combo(
@@ -437,7 +450,7 @@ fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, actions: &m
             ui.label("priority");
             ui.add(egui::DragValue::new(&mut s.stream_priority).range(-10..=10));
         });
-        combo(ui, "block size", &mut s.block_size, &[(64, "64"), (128, "128"), (256, "256"), (512, "512"), (1024, "1024")]);
+        combo(ui, "block size", &mut s.block_size, &[(0, "auto"), (64, "64"), (128, "128"), (256, "256"), (512, "512"), (1024, "1024")]);
         if s != old {
             actions.push(Action::ApplySettings(s));
         }

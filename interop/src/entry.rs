@@ -95,6 +95,10 @@ pub struct TraceRecord {
     pub name: &'static str,
     /// ABI version it was resolved with.
     pub version: c_int,
+    /// The library export the table resolved for it under its semantics (`"cuLaunchKernel_ptsz"`).
+    pub export: String,
+    /// Address the table called (what `cuGetProcAddress` returned).
+    pub address: usize,
     /// Arguments in short form (`name=value`).
     pub args: String,
     /// What the driver returned.
@@ -538,11 +542,20 @@ impl Api {
         self.tracing.store(on, Ordering::Relaxed);
     }
 
+    /// Hands one call to the tracer, with the version, export and address it was resolved with
+    /// (looked up only while tracing).
     fn trace(&self, name: &'static str, version: c_int, args: String, result: CuResult, t0: Instant) {
         let host_us = t0.elapsed().as_secs_f64() * 1e6;
+        let row = self.report.iter().find(|r| r.name == name);
+        let version = row.map_or(version, |r| r.version);
+        let address = row.map_or(0, |r| r.address);
+        let export = ENTRY_POINTS
+            .iter()
+            .find(|d| d.name == name)
+            .map_or_else(|| name.to_string(), |d| d.export_for(self.semantics));
         if let Ok(t) = self.tracer.lock() {
             if let Some(t) = t.as_ref() {
-                t(&TraceRecord { name, version, args, result, host_us });
+                t(&TraceRecord { name, version, export, address, args, result, host_us });
             }
         }
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::memory::DeviceCopy;
 use crate::sys::{vmm, CUdeviceptr, CUmemAccessDesc, CUmemAllocFlags, CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation};
 
 fn prop(ordinal: i32) -> CUmemAllocationProp {
@@ -97,6 +98,49 @@ impl ExportableBuffer {
     /// Size asked for, bytes.
     pub fn requested(&self) -> usize {
         self.requested
+    }
+
+    /// Checks that `len` values of `T` at byte `offset` lie inside the requested size; returns the byte count.
+    fn check_range<T>(&self, offset: usize, len: usize) -> Result<usize> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>());
+        match bytes.and_then(|b| offset.checked_add(b).map(|end| (b, end))) {
+            Some((b, end)) if end <= self.requested => Ok(b),
+            _ => Err(Error::InvalidArgument(format!(
+                "{len} values of {} bytes at offset {offset} do not fit an exportable buffer of {} bytes",
+                std::mem::size_of::<T>(),
+                self.requested
+            ))),
+        }
+    }
+
+    /// Synchronous host → device copy of `src` to byte `offset` (`cuMemcpyHtoD`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the range exceeds [`ExportableBuffer::requested`]; the driver's error.
+    #[doc(alias = "cuMemcpyHtoD")]
+    pub fn write_at<T: DeviceCopy>(&mut self, offset: usize, src: &[T]) -> Result<()> {
+        let bytes = self.check_range::<T>(offset, src.len())?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: `src` holds `bytes` readable bytes; the device range offset..offset+bytes is
+        // mapped and ours (checked above).
+        unsafe { self.ctx.api().cuMemcpyHtoD(self.ptr + offset as CUdeviceptr, src.as_ptr().cast::<c_void>(), bytes) }
+    }
+
+    /// Synchronous device → host copy from byte `offset` into `dst` (`cuMemcpyDtoH`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the range exceeds [`ExportableBuffer::requested`]; the driver's error.
+    #[doc(alias = "cuMemcpyDtoH")]
+    pub fn read_at<T: DeviceCopy>(&self, offset: usize, dst: &mut [T]) -> Result<()> {
+        let bytes = self.check_range::<T>(offset, dst.len())?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: `dst` holds `bytes` writable bytes of a type valid for every bit pattern
+        // (DeviceCopy); the device range is mapped and ours (checked above).
+        unsafe { self.ctx.api().cuMemcpyDtoH(dst.as_mut_ptr().cast::<c_void>(), self.ptr + offset as CUdeviceptr, bytes) }
     }
 
     /// Exports the allocation as a new POSIX file descriptor (`cuMemExportToShareableHandle`).

@@ -4,7 +4,9 @@
 //! Headless, on the demo's EGL path ([`HeadlessContext`](crate::gfx::context::HeadlessContext) +
 //! renderer + offscreen FBO), one GL context for the whole run. Modes (`--modes`, default: all):
 //! `map` (CUDA backend, both VBOs mapped in one call per frame), `map-separate` (one map/unmap
-//! call per VBO), `copy` (device buffer → pinned host → `glBufferSubData`), `compute` (the step
+//! call per VBO), `copy` (device buffer → pinned host → `glBufferSubData`), `external` (CUDA
+//! allocations imported into GL, a GL fence and a CUDA event instead of map/unmap; see
+//! [`crate::external`]), `compute` (the step
 //! kernel alone on device buffers, no GL) and `cpu` (CPU backend + upload + draw). A mode this
 //! machine cannot run (CUDA ones without a driver or GPU, GL ones without EGL) is reported once as
 //! `skipped: <reason>`; that is an error only for modes named in `--modes`, and then only after
@@ -48,6 +50,7 @@ use crate::backend::{InteropSettings, PositionVbos};
 use crate::backend_cpu::CpuBackend;
 use crate::cli::{BenchArgs, BenchMode, InteropMode};
 use crate::cuda_backend::{create_backend, open_for_gl, CudaOptions};
+use crate::external::ExternalBackend;
 use crate::demo::initial_bodies;
 use crate::sim::{Bodies, PhysParams};
 
@@ -55,8 +58,15 @@ use crate::sim::{Bodies, PhysParams};
 pub const DEFAULT_BODIES: [usize; 4] = [16384, 65536, 262144, 1048576];
 
 /// Every mode, in the order they run within a round.
-pub const ALL_MODES: [BenchMode; 5] =
-    [BenchMode::Compute, BenchMode::Map, BenchMode::MapSeparate, BenchMode::Copy, BenchMode::Cpu];
+pub const ALL_MODES: [BenchMode; 7] = [
+    BenchMode::Compute,
+    BenchMode::Draw,
+    BenchMode::Map,
+    BenchMode::MapSeparate,
+    BenchMode::Copy,
+    BenchMode::External,
+    BenchMode::Cpu,
+];
 
 /// Environment variable of the test hook (see the module docs).
 pub const STOP_AFTER_ROWS_ENV: &str = "NBODY_BENCH_STOP_AFTER_ROWS";
@@ -181,7 +191,8 @@ struct Acc {
     upload: Vec<f64>,
     draw: Vec<f64>,
     round_medians: Vec<f64>,
-    bodies_per_thread: Option<u32>,
+    /// (block size, bodies per thread) of the kernel, for CUDA modes.
+    launch: Option<(u32, u32)>,
 }
 
 impl Acc {
@@ -240,7 +251,7 @@ impl Env {
     fn open(args: &BenchArgs, modes: &[BenchMode]) -> Env {
         let mut unavailable = HashMap::new();
         let gl_modes: Vec<BenchMode> = modes.iter().copied().filter(|m| *m != BenchMode::Compute).collect();
-        let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| *m != BenchMode::Cpu).collect();
+        let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| !matches!(m, BenchMode::Cpu | BenchMode::Draw)).collect();
         let mut gfx = None;
         if !gl_modes.is_empty() {
             match Gfx::open(args.width, args.height) {
@@ -261,6 +272,12 @@ impl Env {
                         unavailable.insert(*m, format!("{e:#}"));
                     }
                 }
+            }
+        }
+        if let (Some(g), true) = (&gfx, modes.contains(&BenchMode::External)) {
+            if let Err(why) = &g.info().memory_object {
+                // More specific than a CUDA reason: checked before CUDA is touched.
+                unavailable.insert(BenchMode::External, why.clone());
             }
         }
         let mut compute = None;
@@ -404,6 +421,7 @@ fn build(
 ) -> anyhow::Result<Runner> {
     Ok(match mode {
         BenchMode::Cpu => Runner::Cpu(CpuBackend::new(bodies, plan.params)),
+        BenchMode::Draw => Runner::Draw(modes::StaticBackend::new(bodies)),
         BenchMode::Compute => {
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
             Runner::Compute(Box::new(modes::ComputeRunner::new(
@@ -432,6 +450,24 @@ fn build(
                 kernel: args.sim.kernel.clone(),
             };
             Runner::Cuda(Box::new(create_backend(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?))
+        }
+        BenchMode::External => {
+            let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
+            let opts = CudaOptions {
+                settings: InteropSettings {
+                    interop: InteropMode::External,
+                    register_flags: args.register_flags,
+                    map_flags: args.map_flags,
+                    stream: args.stream,
+                    stream_priority: 0,
+                    block_size: args.sim.block_size,
+                },
+                separate_maps: false,
+                ctx_sched: args.ctx_sched,
+                kernel: args.sim.kernel.clone(),
+            };
+            let backend = ExternalBackend::new(&opts, gfx.gl(), gfx.info(), bodies, plan.params)?;
+            Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.gl_arc())))
         }
     })
 }
@@ -540,7 +576,7 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                 let r = runner.insert(build(args, plan, mode, env, vbos, &bodies).with_context(ctx)?);
                 r.make_current().with_context(ctx)?;
                 let acc = accs.entry(mode).or_default();
-                acc.bodies_per_thread = r.bodies_per_thread();
+                acc.launch = r.launch_config();
                 for _ in 0..args.warmup {
                     r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
                     pb.inc(1);
@@ -577,8 +613,8 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                         mode,
                         n,
                         steps_per_frame: steps,
-                        block_size: (mode != BenchMode::Cpu).then_some(args.sim.block_size),
-                        bodies_per_thread: acc.bodies_per_thread,
+                        block_size: acc.launch.map(|l| l.0),
+                        bodies_per_thread: acc.launch.map(|l| l.1),
                         frames: acc.frame.len(),
                         rounds: args.rounds,
                         warmup: args.warmup,

@@ -1,8 +1,9 @@
 //! The timed frame of each bench mode, and the GL and CUDA environments they run in.
 //!
-//! - GL modes (`map`, `map-separate`, `copy`, `cpu`): a [`SimBackend`] bound to the renderer's two
-//!   position VBOs; one frame = `simulate` → draw into the offscreen FBO (timer query waited on) →
-//!   `glFinish`, timed on the host from the start of `simulate` to the return of `glFinish`.
+//! - GL modes (`draw`, `map`, `map-separate`, `copy`, `external`, `cpu`): a [`SimBackend`] bound to the
+//!   renderer's two position VBOs (`external`: drawing its own imported buffers instead); one
+//!   frame = `simulate` → draw into the offscreen FBO (timer query waited on) → `glFinish`, timed
+//!   on the host from the start of `simulate` to the return of `glFinish`.
 //! - `compute`: [`ComputeRunner`], the step kernel alone on two device buffers that ping-pong as
 //!   positions; one frame = event, kernel launches, event, `cuEventSynchronize`. No GL at all.
 
@@ -19,6 +20,7 @@ use crate::backend::{PositionVbos, SimBackend, SimTimings};
 use crate::backend_cpu::CpuBackend;
 use crate::cli::{CtxSched, StreamKind};
 use crate::cuda_backend::{make_stream, sched_flag, CudaBackend};
+use crate::external::ExternalBackend;
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::context::HeadlessContext;
 use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
@@ -72,6 +74,11 @@ impl Gfx {
         &self.ctx.gl
     }
 
+    /// The GL function table, shared (for owners that must make GL calls when they drop).
+    pub fn gl_arc(&self) -> Arc<glow::Context> {
+        Arc::clone(&self.ctx.gl)
+    }
+
     /// Framebuffer size in pixels.
     pub fn size(&self) -> Option<(u32, u32)> {
         self.target.map(|t| (t.width, t.height))
@@ -107,7 +114,7 @@ impl Gfx {
         let sim = backend.simulate(gl, &vbos, steps)?;
         let params =
             DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0 };
-        renderer.draw(gl, &target, &params, true);
+        renderer.draw_from(gl, &target, &params, true, backend.draw_buffers());
         // SAFETY: glFinish takes no arguments and is valid whenever a context is current; this
         // context was made current on this thread by HeadlessContext::new and stays so.
         unsafe { gl.finish() };
@@ -213,9 +220,9 @@ impl ComputeRunner {
         Ok(ComputeRunner { pos, events, gpu, stream, ctx })
     }
 
-    /// Bodies per thread of the step kernel.
-    pub fn bodies_per_thread(&self) -> u32 {
-        self.gpu.p
+    /// Block size and bodies per thread of the step kernel.
+    pub fn launch_config(&self) -> (u32, u32) {
+        (self.gpu.block, self.gpu.p)
     }
 
     /// One frame: `steps` launches between two events, then wait for the second.
@@ -245,8 +252,12 @@ pub enum Runner {
     Cpu(CpuBackend),
     /// A CUDA interop backend: map, map-separate or copy.
     Cuda(Box<CudaBackend>),
+    /// The external-memory backend.
+    External(Box<ExternalRunner>),
     /// The kernel alone.
     Compute(Box<ComputeRunner>),
+    /// GL draw only, no simulation.
+    Draw(StaticBackend),
 }
 
 impl Runner {
@@ -256,18 +267,20 @@ impl Runner {
     /// `cuCtxSetCurrent` fails.
     pub fn make_current(&self) -> anyhow::Result<()> {
         match self {
-            Runner::Cpu(_) => Ok(()),
+            Runner::Cpu(_) | Runner::Draw(_) => Ok(()),
             Runner::Cuda(b) => b.context().make_current().context("cuCtxSetCurrent"),
+            Runner::External(b) => b.backend.context().make_current().context("cuCtxSetCurrent"),
             Runner::Compute(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
         }
     }
 
-    /// Bodies per thread of the kernel, for CUDA modes.
-    pub fn bodies_per_thread(&self) -> Option<u32> {
+    /// Block size and bodies per thread of the kernel, for CUDA modes.
+    pub fn launch_config(&self) -> Option<(u32, u32)> {
         match self {
-            Runner::Cpu(_) => None,
-            Runner::Cuda(b) => Some(b.bodies_per_thread()),
-            Runner::Compute(c) => Some(c.bodies_per_thread()),
+            Runner::Cpu(_) | Runner::Draw(_) => None,
+            Runner::Cuda(b) => Some(b.launch_config()),
+            Runner::External(b) => Some(b.backend.launch_config()),
+            Runner::Compute(c) => Some(c.launch_config()),
         }
     }
 
@@ -279,8 +292,32 @@ impl Runner {
         match self {
             Runner::Compute(c) => c.frame(steps),
             Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b, steps, time_span),
+            Runner::Draw(b) => gfx.context("the draw mode needs the GL context")?.frame(b, steps, time_span),
             Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(b.as_mut(), steps, time_span),
+            Runner::External(b) => gfx.context("CUDA interop modes need the GL context")?.frame(&mut b.backend, steps, time_span),
         }
+    }
+}
+
+/// The external backend with the GL context it was made in: dropping it releases the GL side
+/// first ([`SimBackend::release_gl`]; the bench's context stays current on this thread while
+/// [`Gfx`] lives, and runners are dropped before it), on every path out of the measuring loop.
+pub struct ExternalRunner {
+    /// The backend.
+    pub backend: ExternalBackend,
+    gl: Arc<glow::Context>,
+}
+
+impl ExternalRunner {
+    /// Wrap `backend`, made in the context of `gl`.
+    pub fn new(backend: ExternalBackend, gl: Arc<glow::Context>) -> Self {
+        ExternalRunner { backend, gl }
+    }
+}
+
+impl Drop for ExternalRunner {
+    fn drop(&mut self) {
+        self.backend.release_gl(&self.gl);
     }
 }
 
@@ -297,4 +334,42 @@ pub fn check_count(init: &str, bodies: &Bodies, n: usize) -> anyhow::Result<()> 
         );
     }
     Ok(())
+}
+
+/// A backend whose bodies never move: `bench --modes draw` times the GL part of a frame alone.
+#[derive(Debug)]
+pub struct StaticBackend {
+    bodies: Bodies,
+    params: crate::sim::PhysParams,
+}
+
+impl StaticBackend {
+    /// Holds `bodies` (already in VBO 0).
+    pub fn new(bodies: &Bodies) -> Self {
+        StaticBackend { bodies: bodies.clone(), params: crate::sim::PhysParams::default() }
+    }
+}
+
+impl SimBackend for StaticBackend {
+    fn label(&self) -> String {
+        "static (draw only)".into()
+    }
+    fn n(&self) -> usize {
+        self.bodies.len()
+    }
+    fn simulate(&mut self, _gl: &glow::Context, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<SimTimings> {
+        Ok(SimTimings::default())
+    }
+    fn front(&self) -> usize {
+        0
+    }
+    fn set_params(&mut self, params: crate::sim::PhysParams) {
+        self.params = params;
+    }
+    fn bodies(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
+        Ok(self.bodies.clone())
+    }
+    fn diagnostics(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
+        Ok(crate::sim::diagnostics::diagnostics(&self.bodies, self.params))
+    }
 }

@@ -13,16 +13,21 @@
 //! - `frame_ms_{median,p95,p99,max}`: host time of the whole frame (simulate + draw into the FBO +
 //!   `glFinish`; compute: kernel launches + event sync);
 //! - `map_ms_*`, `kernel_ms_*`, `unmap_ms_*`: CUDA-event times of `cuGraphicsMapResources`, the
-//!   kernel launches and `cuGraphicsUnmapResources` (cpu: `kernel_ms` is the CPU force/step time);
+//!   kernel launches and `cuGraphicsUnmapResources` (cpu: `kernel_ms` is the CPU force/step time;
+//!   external: `map_ms` is the host wait on the GL fence, `unmap_ms` the host wait on the CUDA
+//!   event after the launches);
 //! - `upload_ms_*`: copy (device → pinned host → `glBufferSubData`) and cpu (`glBufferSubData`);
 //! - `draw_ms_*`: GL timer-query time of the body draw (empty without `GL_TIME_ELAPSED`);
-//! - `interactions_per_s`, `gflops`: `N² · steps` per frame over the median kernel time (20 flops
+//! - `interactions_per_s`, `gflops` (0 for `draw`, which simulates nothing): `N² · steps` per frame over the median kernel time (20 flops
 //!   per interaction), or over the median frame time where there is no kernel time;
 //!   `rate_basis` says which (`kernel` or `frame`); `interactions_per_s_frame`, `gflops_frame`:
 //!   always over the median frame time;
 //! - `overhead_us`, `overhead_pct`: median frame time of the mode − median frame time of
-//!   `compute` at the same N, in µs and in % of the compute median (empty for compute itself and
+//!   `compute` at the same N, in µs and in % of the compute median (empty for compute, draw, and
 //!   when compute was not measured at that N);
+//! - `interop_us`: overhead − median frame time of `draw` at the same N: what the mode costs
+//!   beyond the kernel alone and the GL frame alone (the handshakes between CUDA and GL);
+//!   empty for cpu and where compute or draw was not measured;
 //! - `spread_us`, `spread_pct`: max − min of the per-round medians of the frame time, in µs and
 //!   in % of the overall median (0 with one round);
 //! - `gpu_name`, `driver_version` (CUDA modes), `gl_vendor`, `gl_renderer`, `gl_version`,
@@ -164,6 +169,7 @@ pub struct Row {
     pub gflops_frame: f64,
     pub overhead_us: Option<f64>,
     pub overhead_pct: Option<f64>,
+    pub interop_us: Option<f64>,
     pub spread_us: f64,
     pub spread_pct: f64,
     pub gpu_name: Option<String>,
@@ -226,7 +232,8 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
     measured
         .iter()
         .map(|m| {
-            let work = interactions(m.n, m.steps_per_frame);
+            // The draw mode simulates nothing.
+            let work = if m.mode == BenchMode::Draw { 0.0 } else { interactions(m.n, m.steps_per_frame) };
             let frame_s = m.frame.median * 1e-3;
             let ips_frame = work / frame_s;
             let (ips, basis) = match m.kernel {
@@ -235,9 +242,15 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
             };
             let compute = measured
                 .iter()
-                .find(|c| c.mode == BenchMode::Compute && c.n == m.n && m.mode != BenchMode::Compute)
+                .find(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Draw))
                 .map(|c| c.frame.median);
             let overhead_ms = compute.map(|c| m.frame.median - c);
+            let draw_frame = measured
+                .iter()
+                .find(|d| d.mode == BenchMode::Draw && d.n == m.n && m.mode != BenchMode::Cpu)
+                .map(|d| d.frame.median);
+            // What the mode costs beyond the kernel alone and the GL frame alone.
+            let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
             let spread_ms = match (
                 m.round_medians.iter().copied().reduce(f64::max),
                 m.round_medians.iter().copied().reduce(f64::min),
@@ -292,6 +305,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 gflops_frame: ips_frame * FLOPS_PER_INTERACTION * 1e-9,
                 overhead_us: overhead_ms.map(|o| o * 1e3),
                 overhead_pct: overhead_ms.zip(compute).map(|(o, c)| 100.0 * o / c),
+                interop_us: interop_ms.map(|o| o * 1e3),
                 spread_us: spread_ms * 1e3,
                 spread_pct: 100.0 * spread_ms / m.frame.median,
                 gpu_name: m.meta.gpu_name.clone(),

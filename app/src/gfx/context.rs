@@ -228,7 +228,7 @@ impl HeadlessContext {
             // SAFETY: the context is current on this thread and the loader returns entry points
             // of that context's EGL library (eglGetProcAddress), as glow requires.
             let gl = unsafe { glow::Context::from_loader_function_cstr(|s| display.get_proc_address(s)) };
-            let info = GlInfo::query(&gl, label, cuda, fns);
+            let info = GlInfo::query(&gl, label, cuda, fns).with_memory_object(&gl, |s| display.get_proc_address(s));
             return Ok(Self { gl: Arc::new(gl), info, _context: context, _pbuffer: pbuffer, _display: display });
         }
         Err(anyhow!("{}", errors.join("; ")))

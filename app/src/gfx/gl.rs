@@ -177,6 +177,16 @@ impl<'a> Gl<'a> {
         fn end_query(target: u32);
         /// glDeleteQueries (one).
         fn delete_query(query: glow::NativeQuery);
+        /// glFenceSync (GL 3.2, GLES 3.0).
+        fn fence_sync(condition: u32, flags: u32) -> Result<glow::NativeFence, String>;
+        /// glClientWaitSync; `timeout` in ns.
+        fn client_wait_sync(fence: glow::NativeFence, flags: u32, timeout: i32) -> u32;
+        /// glDeleteSync.
+        fn delete_sync(fence: glow::NativeFence);
+        /// glCopyBufferSubData (GL checks both ranges against the buffers' sizes).
+        fn copy_buffer_sub_data(src_target: u32, dst_target: u32, src_offset: i32, dst_offset: i32, size: i32);
+        /// glGetBufferSubData into a slice (size = its length; GL checks offset + size).
+        fn get_buffer_sub_data(target: u32, offset: i32, dst_data: &mut [u8]);
     }
 
     /// glGetQueryObjectuiv. Needs the query-object entry points (`GlInfo::timer_query`);

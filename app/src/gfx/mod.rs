@@ -8,6 +8,7 @@
 pub mod camera;
 pub mod context;
 pub mod gl;
+pub mod memory_object;
 pub mod renderer;
 pub mod screenshot;
 
@@ -34,6 +35,10 @@ pub struct GlInfo {
     /// `ARB_timer_query`, or GLES with `EXT_disjoint_timer_query`, and the query-object entry
     /// points resolved.
     pub timer_query: bool,
+    /// The `GL_EXT_memory_object(_fd)` entry points of this context (loaded by
+    /// [`GlInfo::with_memory_object`]), or why there are none (e.g. `"GL_EXT_memory_object_fd
+    /// missing on llvmpipe (…)"`). The external-memory backend needs them ([`crate::external`]).
+    pub memory_object: Result<std::sync::Arc<memory_object::MemoryObjectFns>, String>,
 }
 
 impl GlInfo {
@@ -52,7 +57,26 @@ impl GlInfo {
         } else {
             (v.major, v.minor) >= (3, 3) || ext.contains("GL_ARB_timer_query")
         };
-        Self { vendor, renderer, version, is_gles, egl_device, egl_cuda_device, timer_query: timer_ext && query_fns_loaded }
+        Self {
+            vendor,
+            renderer,
+            version,
+            is_gles,
+            egl_device,
+            egl_cuda_device,
+            timer_query: timer_ext && query_fns_loaded,
+            memory_object: Err("the GL_EXT_memory_object entry points were not loaded for this context".into()),
+        }
+    }
+
+    /// Load the `GL_EXT_memory_object(_fd)` table with the context's `loader` (its display's
+    /// `get_proc_address`) into [`GlInfo::memory_object`]. The context must be current.
+    pub fn with_memory_object(mut self, gl: &glow::Context, loader: impl FnMut(&std::ffi::CStr) -> *const std::ffi::c_void) -> Self {
+        self.memory_object = memory_object::MemoryObjectFns::load(gl, loader).map(std::sync::Arc::new);
+        if let Err(why) = &self.memory_object {
+            tracing::debug!("no external-memory interop: {why}");
+        }
+        self
     }
 
     /// One line: `GL_VENDOR=…, GL_RENDERER=…, GL_VERSION=…`.

@@ -403,6 +403,14 @@ impl Renderer {
     /// Clear `target` and draw the bodies of `vbos.buffers[p.front]` into it, timed by a GL
     /// timer query. `wait_timer`: read the query at once (headless) instead of a later frame.
     pub fn draw(&mut self, gl: &glow::Context, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool) {
+        self.draw_from(gl, target, p, wait_timer, None);
+    }
+
+    /// [`Renderer::draw`] from `source` instead of the renderer's own VBOs when given (the
+    /// external backend's imported buffers, [`crate::backend::SimBackend::draw_buffers`]). The
+    /// attribute arrays are set up from the buffers at every draw, so any pair works.
+    pub fn draw_from(&mut self, gl: &glow::Context, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool, source: Option<PositionVbos>) {
+        let vbos = source.unwrap_or(self.vbos);
         let g = Gl::current(gl);
         let gl = &g;
         let [w, h] = target.size();
@@ -419,14 +427,14 @@ impl Renderer {
         let ox = left / w as f32;
         let view_proj = glam::Mat4::from_translation(Vec3::new(ox, 0.0, 0.0)) * p.camera.view_proj(aspect);
         let speed_scale = if p.time_span > 0.0 { 1.0 / (p.time_span * 2.0 * self.speed_ref) } else { 0.0 };
-        let n = self.vbos.n.max(1) as f32;
+        let n = vbos.n.max(1) as f32;
         let intensity = (4000.0 / n).clamp(0.15, 1.0);
         self.timer.begin(gl);
         gl.viewport(0, 0, w as i32, h as i32);
         gl.disable(glow::SCISSOR_TEST);
         gl.clear_color(0.0, 0.0, 0.015, 1.0);
         gl.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
-        if self.vbos.n > 0 {
+        if vbos.n > 0 {
             gl.disable(glow::DEPTH_TEST);
             gl.disable(glow::CULL_FACE);
             gl.enable(glow::BLEND);
@@ -444,17 +452,18 @@ impl Renderer {
             gl.uniform_1_f32(self.u_speed_scale.as_ref(), speed_scale);
             gl.uniform_1_f32(self.u_intensity.as_ref(), intensity);
             gl.bind_vertex_array(Some(self.vao));
-            gl.bind_buffer(glow::ARRAY_BUFFER, Some(self.vbos.buffers[front]));
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[front]));
             gl.enable_vertex_attrib_array(0);
             gl.vertex_attrib_pointer_f32(0, 4, glow::FLOAT, false, 16, 0);
-            gl.bind_buffer(glow::ARRAY_BUFFER, Some(self.vbos.buffers[back]));
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[back]));
             gl.enable_vertex_attrib_array(1);
             gl.vertex_attrib_pointer_f32(1, 4, glow::FLOAT, false, 16, 0);
             gl.bind_buffer(glow::ARRAY_BUFFER, None);
             // SAFETY: the VAO enables exactly attributes 0 and 1, each a float4 (16-byte stride,
-            // offset 0) in one of the two VBOs, both made 16·n bytes (`create_vbos`), and we draw
-            // vertices 0..n.
-            unsafe { gl.draw_arrays(glow::POINTS, 0, self.vbos.n as i32) };
+            // offset 0) in one of the two buffers, both at least 16·n bytes (`create_vbos`, or the
+            // external backend's `glBufferStorageMemEXT` of 16·n bytes: PositionVbos' invariant),
+            // and we draw vertices 0..n.
+            unsafe { gl.draw_arrays(glow::POINTS, 0, vbos.n as i32) };
             gl.bind_vertex_array(None);
             gl.use_program(None);
             gl.disable(glow::BLEND);

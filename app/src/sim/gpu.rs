@@ -26,16 +26,48 @@ pub const FORCE_P_ENV: &str = "NBODY_BODIES_PER_THREAD";
 /// Bytes of one body in a position or velocity buffer (`float4`).
 pub const BODY_BYTES: usize = 16;
 
-/// Checks a block size against the kernel's rule (multiples of 32 from 32 to 1024).
+/// Block size value that asks for the automatic choice of block size and bodies per thread.
+pub const AUTO_BLOCK: u32 = 0;
+
+/// Checks a block size against the kernel's rule (multiples of 32 from 32 to 1024), or
+/// [`AUTO_BLOCK`].
 ///
 /// # Errors
 /// A message naming the valid values.
 pub fn validate_block_size(block: u32) -> anyhow::Result<()> {
-    if (32..=1024).contains(&block) && block % 32 == 0 {
+    if block == AUTO_BLOCK || ((32..=1024).contains(&block) && block % 32 == 0) {
         Ok(())
     } else {
-        bail!("block size {block} is not valid: use a multiple of 32 from 32 to 1024 (e.g. 128, 256, 512)")
+        bail!("block size {block} is not valid: use a multiple of 32 from 32 to 1024 (e.g. 256, 1024), or 0 for the automatic choice")
     }
+}
+
+/// Relative speed of the inner loop per (block size, bodies per thread) when every SM is busy,
+/// measured on an H200 at N = 1048576 (one run each, 2026-11-30; 1.0 = 2.03e12 interactions/s
+/// at block 1024, P = 4). Larger blocks share each shared-memory tile among more threads and
+/// synchronise less often per interaction.
+fn loop_efficiency(block: u32, p: u32) -> f64 {
+    match (block, p) {
+        (1024, 4) => 1.000,
+        (1024, 2) => 0.969,
+        (1024, _) => 0.991,
+        (512, 4) => 0.983,
+        (512, 2) => 0.970,
+        (512, _) => 0.973,
+        (256, 4) => 0.970,
+        (256, 2) => 0.966,
+        (256, _) => 0.958,
+        _ => 0.955,
+    }
+}
+
+/// Fraction of the ideal that the busiest SM allows: the grid's blocks are spread over `sms`
+/// SMs, so the run takes as long as the SM with `ceil(grid / sms)` blocks of `block·p` bodies.
+fn fill_efficiency(n: usize, block: u32, p: u32, sms: u32) -> f64 {
+    let per_block = block as usize * p as usize;
+    let grid = n.div_ceil(per_block);
+    let per_sm = grid.div_ceil(sms as usize);
+    ((n as f64 / f64::from(sms)) / (per_sm * per_block) as f64).min(1.0)
 }
 
 /// ε² as passed to the kernel: ε below 1e-12 is treated as exact gravity (ε = 0), since smaller
@@ -96,31 +128,43 @@ impl Kernels {
         self.step.iter().find(|(q, _)| *q == p).map(|(_, f)| f)
     }
 
-    /// Bodies per thread for `n` bodies at `block` threads: the largest P whose grid still fills
-    /// every SM with as many blocks as can be resident (kernels/README.md, "P-selection rule").
-    /// The environment variable [`FORCE_P_ENV`] (1, 2 or 4) overrides the rule, for tuning.
+    /// Block size and bodies per thread for `n` bodies: `block` as given (or, for
+    /// [`AUTO_BLOCK`], one of 1024, 512, 256, 128) and P of 1, 2, 4, maximising the fill of the
+    /// busiest SM times the measured loop efficiency (see `loop_efficiency`). The environment
+    /// variable [`FORCE_P_ENV`] (1, 2 or 4) fixes P, for tuning.
     ///
     /// # Errors
-    /// The occupancy query fails; the override is not 1, 2 or 4.
-    pub fn choose_p(&self, n: usize, block: u32) -> anyhow::Result<u32> {
-        if let Some(v) = std::env::var_os(FORCE_P_ENV) {
-            let v = v.to_string_lossy();
-            return match v.trim().parse::<u32>() {
-                Ok(p) if BODIES_PER_THREAD.contains(&p) => Ok(p),
-                _ => bail!("{FORCE_P_ENV}={v} is not valid: use 1, 2 or 4 (or unset it for the automatic choice)"),
-            };
-        }
-        for &(p, ref f) in self.step.iter().rev() {
-            if p == 1 {
-                break;
+    /// The override is not 1, 2 or 4; the occupancy query fails.
+    pub fn choose_launch(&self, n: usize, block: u32) -> anyhow::Result<(u32, u32)> {
+        let ps: Vec<u32> = match std::env::var_os(FORCE_P_ENV) {
+            Some(v) => {
+                let v = v.to_string_lossy();
+                match v.trim().parse::<u32>() {
+                    Ok(p) if BODIES_PER_THREAD.contains(&p) => vec![p],
+                    _ => bail!("{FORCE_P_ENV}={v} is not valid: use 1, 2 or 4 (or unset it for the automatic choice)"),
+                }
             }
-            let resident = f.max_active_blocks_per_sm(block, block as usize * BODY_BYTES)?.max(1) as usize;
-            let grid = n.div_ceil(block as usize * p as usize);
-            if grid >= self.sms as usize * resident {
-                return Ok(p);
+            None => BODIES_PER_THREAD.to_vec(),
+        };
+        let blocks: Vec<u32> = if block == AUTO_BLOCK { vec![1024, 512, 256, 128] } else { vec![block] };
+        let mut best: Option<(f64, u32, u32)> = None;
+        for &b in &blocks {
+            for &p in &ps {
+                let Some(f) = self.step_function(p) else { continue };
+                if f.max_active_blocks_per_sm(b, b as usize * BODY_BYTES)? < 1 {
+                    continue;
+                }
+                let score = fill_efficiency(n, b, p, self.sms) * loop_efficiency(b, p);
+                if best.is_none_or(|(s, _, _)| score > s + 1e-9) {
+                    best = Some((score, b, p));
+                }
             }
         }
-        Ok(1)
+        match best {
+            Some((_, b, p)) => Ok((b, p)),
+            None if block == AUTO_BLOCK => Ok((256, 1)),
+            None => bail!("no step kernel can be launched with {block} threads per block on this device"),
+        }
     }
 
     /// Launches one leapfrog step (see `kernels/README.md`): `vel += G a(pos_in) kick`,
@@ -274,18 +318,17 @@ impl GpuStepper {
     pub fn new(kernels: Kernels, vel: interop::DeviceBuffer<[f32; 4]>, block: u32, params: PhysParams) -> anyhow::Result<Self> {
         validate_block_size(block)?;
         let n = vel.len();
-        let p = kernels.choose_p(n, block)?;
+        let (block, p) = kernels.choose_launch(n, block)?;
         Ok(GpuStepper { kernels, vel, leap: Leapfrog { synchronized: true }, front: 0, p, block, params, n })
     }
 
-    /// Changes the block size (and re-chooses P).
+    /// Changes the block size ([`AUTO_BLOCK`] for the automatic choice) and re-chooses P.
     ///
     /// # Errors
     /// Invalid block size.
     pub fn set_block(&mut self, block: u32) -> anyhow::Result<()> {
         validate_block_size(block)?;
-        self.block = block;
-        self.p = self.kernels.choose_p(self.n, block)?;
+        (self.block, self.p) = self.kernels.choose_launch(self.n, block)?;
         Ok(())
     }
 

@@ -1,0 +1,460 @@
+//! The per-frame API trace: every driver call made through `interop`'s entry-point table, with the
+//! resolved version and export, the arguments in short form, the result and the host time.
+//!
+//! [`interop::Api::set_tracer`] hands each call to a closure; when no tracer is installed a call
+//! costs one relaxed atomic load more than an untraced one, so the demo installs a [`Recorder`]
+//! only while the overlay's "Workflow" panel is open or `--trace PATH.jsonl` was given.
+//!
+//! The demo marks frame boundaries ([`Recorder::begin_frame`], [`Recorder::end_frame`]); calls
+//! outside a frame (setup before frame 0, teardown) are recorded with `frame: null` and shown with
+//! the next finished frame. Each call is classified by the step of the resource-mapping workflow
+//! it belongs to ([`Step`]). The GL draw, which is not a driver call, is added by the demo with
+//! its GL timer-query time ([`Recorder::gl_draw`]).
+//!
+//! `--trace` writes one JSON object per line ([`Call`]); example:
+//!
+//! ```text
+//! {"seq":41,"frame":3,"step":"map","api":"cuda","name":"cuGraphicsMapResources","version":3000,
+//!  "export":"cuGraphicsMapResources","address":"0x7f3a1c2b4e10","args":"count=2 resources=0x… h_stream=0x0 ",
+//!  "code":0,"result":"CUDA_SUCCESS","host_us":12.4,"gpu_ms":null}
+//! ```
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use anyhow::Context as _;
+use interop::entry::Tracer;
+use interop::sys::CuResult;
+use interop::{Api, TraceRecord};
+use serde::Serialize;
+
+/// Calls kept in memory for the frame in progress; older ones of a frame that never ends are
+/// dropped from the panel (the `--trace` file still gets every call).
+pub const MAX_CALLS_PER_FRAME: usize = 4096;
+
+/// The step of the resource-mapping workflow a driver call belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// `cuGraphicsGLRegisterBuffer` (once, before the first frame or after a reset).
+    Register,
+    /// `cuGraphicsResourceSetMapFlags` and `cuGraphicsMapResources`.
+    Map,
+    /// `cuGraphicsResourceGetMappedPointer`.
+    GetPointer,
+    /// `cuLaunchKernel`.
+    Launch,
+    /// `cuGraphicsUnmapResources`.
+    Unmap,
+    /// The GL draw of the bodies (not a driver call; timed by a GL timer query).
+    Draw,
+    /// `cuGraphicsUnregisterResource`.
+    Unregister,
+    /// CUDA events around the steps (`cuEventRecord`, `cuEventSynchronize`, `cuEventElapsedTime`).
+    Timing,
+    /// Anything else (context, module, memory, stream calls).
+    Other,
+}
+
+impl Step {
+    /// The step of the driver function `name`.
+    pub fn of(name: &str) -> Step {
+        match name {
+            "cuGraphicsGLRegisterBuffer" => Step::Register,
+            "cuGraphicsResourceSetMapFlags" | "cuGraphicsMapResources" => Step::Map,
+            "cuGraphicsResourceGetMappedPointer" => Step::GetPointer,
+            "cuLaunchKernel" => Step::Launch,
+            "cuGraphicsUnmapResources" => Step::Unmap,
+            "cuGraphicsUnregisterResource" => Step::Unregister,
+            n if n.starts_with("cuEvent") => Step::Timing,
+            _ => Step::Other,
+        }
+    }
+
+    /// Short label for the panel.
+    pub fn label(self) -> &'static str {
+        match self {
+            Step::Register => "register",
+            Step::Map => "map",
+            Step::GetPointer => "get pointer",
+            Step::Launch => "launch",
+            Step::Unmap => "unmap",
+            Step::Draw => "draw (GL)",
+            Step::Unregister => "unregister",
+            Step::Timing => "events",
+            Step::Other => "other",
+        }
+    }
+}
+
+/// One traced call (a line of the `--trace` file).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Call {
+    /// Sequence number over the whole run (0-based).
+    pub seq: u64,
+    /// Frame index, or `None` outside a frame (setup, teardown).
+    pub frame: Option<u64>,
+    /// Workflow step.
+    pub step: Step,
+    /// `"cuda"` for a driver call, `"gl"` for the GL draw.
+    pub api: &'static str,
+    /// C name (`cuGraphicsMapResources`, `glDrawArrays`).
+    pub name: String,
+    /// ABI version the function was resolved with (0 for GL).
+    pub version: i32,
+    /// Library export resolved (`cuLaunchKernel_ptsz` under per-thread semantics).
+    pub export: String,
+    /// Address called, hex.
+    pub address: String,
+    /// Arguments in short form.
+    pub args: String,
+    /// `CUresult` value (0 for GL).
+    pub code: i32,
+    /// `cuGetErrorName` of the result (`CUDA_SUCCESS`, …).
+    pub result: String,
+    /// Host time in the call, µs.
+    pub host_us: f64,
+    /// GPU time (the GL timer query of the draw), ms; `None` for driver calls.
+    pub gpu_ms: Option<f64>,
+}
+
+impl Call {
+    /// A call from a tracer record; `result` is the name of its status code.
+    pub fn from_record(seq: u64, frame: Option<u64>, r: &TraceRecord, result: String) -> Call {
+        Call {
+            seq,
+            frame,
+            step: Step::of(r.name),
+            api: "cuda",
+            name: r.name.to_string(),
+            version: r.version,
+            export: r.export.clone(),
+            address: format!("{:#x}", r.address),
+            args: r.args.trim_end().to_string(),
+            code: r.result.0,
+            result,
+            host_us: r.host_us,
+            gpu_ms: None,
+        }
+    }
+}
+
+/// A run of consecutive calls of one step (how the panel groups a frame).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group<'a> {
+    /// The step.
+    pub step: Step,
+    /// Its calls, in order.
+    pub calls: &'a [Call],
+}
+
+/// Splits `calls` into runs of consecutive calls of the same step, keeping the order.
+pub fn group(calls: &[Call]) -> Vec<Group<'_>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=calls.len() {
+        if i == calls.len() || calls[i].step != calls[start].step {
+            if start < i {
+                out.push(Group { step: calls[start].step, calls: &calls[start..i] });
+            }
+            start = i;
+        }
+    }
+    out
+}
+
+struct Sink {
+    path: PathBuf,
+    out: BufWriter<File>,
+}
+
+#[derive(Default)]
+struct Inner {
+    seq: u64,
+    frame: Option<u64>,
+    current: Vec<Call>,
+    last: Vec<Call>,
+    last_frame: Option<u64>,
+    sink: Option<Sink>,
+    error: Option<String>,
+}
+
+impl Inner {
+    fn push(&mut self, call: Call) {
+        if let Some(s) = self.sink.as_mut() {
+            let line = serde_json::to_string(&call).map_err(|e| e.to_string());
+            let r = line.and_then(|l| writeln!(s.out, "{l}").map_err(|e| e.to_string()));
+            if let Err(e) = r {
+                if self.error.is_none() {
+                    self.error = Some(format!("writing the trace {}: {e}", s.path.display()));
+                }
+            }
+        }
+        if self.current.len() < MAX_CALLS_PER_FRAME {
+            self.current.push(call);
+        }
+        self.seq += 1;
+    }
+}
+
+/// Collects traced calls per frame and, with `--trace`, writes each as a JSON line.
+/// Cheap to clone (shared state).
+#[derive(Clone, Default)]
+pub struct Recorder {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let i = self.lock();
+        f.debug_struct("Recorder").field("calls", &i.seq).field("frame", &i.frame).finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// A recorder that keeps the calls of the last frame in memory only.
+    pub fn new() -> Recorder {
+        Recorder::default()
+    }
+
+    /// A recorder that also writes every call to `path` (JSON lines; the file is created or truncated).
+    ///
+    /// # Errors
+    /// The file cannot be created.
+    pub fn to_file(path: &Path) -> anyhow::Result<Recorder> {
+        let f = File::create(path).with_context(|| format!("cannot create the --trace file {}", path.display()))?;
+        let r = Recorder::new();
+        r.lock().sink = Some(Sink { path: path.to_path_buf(), out: BufWriter::new(f) });
+        Ok(r)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent data (plain pushes); keep going.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether this recorder writes a file.
+    pub fn writes_file(&self) -> bool {
+        self.lock().sink.is_some()
+    }
+
+    /// The tracer closure for `api`: records each call with the name of its status code. It holds
+    /// the table weakly (the table owns the tracer; a strong reference would be a cycle).
+    pub fn tracer(&self, api: &Arc<Api>) -> Tracer {
+        let rec = self.clone();
+        let weak: Weak<Api> = Arc::downgrade(api);
+        Box::new(move |r: &TraceRecord| {
+            let name = if r.result.is_success() {
+                "CUDA_SUCCESS".to_string()
+            } else {
+                // `error_name` calls cuGetErrorName directly, not through the traced wrappers.
+                weak.upgrade().map_or_else(|| result_name(r.result), |a| a.error_name(r.result))
+            };
+            rec.record(r, name);
+        })
+    }
+
+    /// Installs this recorder as `api`'s tracer.
+    pub fn install(&self, api: &Arc<Api>) {
+        api.set_tracer(Some(self.tracer(api)));
+    }
+
+    /// Records one call (what the tracer does; public for tests with made-up records).
+    pub fn record(&self, r: &TraceRecord, result: String) {
+        let mut i = self.lock();
+        let call = Call::from_record(i.seq, i.frame, r, result);
+        i.push(call);
+    }
+
+    /// Marks the start of frame `frame`.
+    pub fn begin_frame(&self, frame: u64) {
+        self.lock().frame = Some(frame);
+    }
+
+    /// Marks the end of the current frame: its calls (and those recorded outside a frame since the
+    /// last one) become [`Recorder::last_frame`]; the file is flushed.
+    pub fn end_frame(&self) {
+        let mut i = self.lock();
+        i.last = std::mem::take(&mut i.current);
+        i.last_frame = i.frame.take();
+        let err = i.sink.as_mut().and_then(|s| s.out.flush().err().map(|e| format!("writing the trace {}: {e}", s.path.display())));
+        if let (Some(e), None) = (err, &i.error) {
+            i.error = Some(e);
+        }
+    }
+
+    /// Adds the GL draw of the bodies to the current frame, with its GL timer-query time (ms, of
+    /// this frame or an earlier one) and the host time of the draw call (µs).
+    pub fn gl_draw(&self, gpu_ms: Option<f64>, host_us: f64, buffer: u32) {
+        let mut i = self.lock();
+        let call = Call {
+            seq: i.seq,
+            frame: i.frame,
+            step: Step::Draw,
+            api: "gl",
+            name: "glDrawArrays".into(),
+            version: 0,
+            export: "glDrawArrays".into(),
+            address: "0x0".into(),
+            args: format!("mode=GL_POINTS vbo={buffer}"),
+            code: 0,
+            result: "GL".into(),
+            host_us,
+            gpu_ms,
+        };
+        i.push(call);
+    }
+
+    /// The calls of the last finished frame, and its index.
+    pub fn last_frame(&self) -> (Option<u64>, Vec<Call>) {
+        let i = self.lock();
+        (i.last_frame, i.last.clone())
+    }
+
+    /// Calls recorded so far.
+    pub fn count(&self) -> u64 {
+        self.lock().seq
+    }
+
+    /// Flushes the file and returns the first write error, if any.
+    ///
+    /// # Errors
+    /// Writing or flushing the `--trace` file failed.
+    pub fn finish(&self) -> anyhow::Result<()> {
+        let mut i = self.lock();
+        if let Some(s) = i.sink.as_mut() {
+            s.out.flush().with_context(|| format!("writing the trace {}", s.path.display()))?;
+        }
+        match i.error.take() {
+            Some(e) => Err(anyhow::anyhow!(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The `cuda.h` name of a status code without a table at hand (`CUDA_ERROR_<n>` if unknown).
+pub fn result_name(r: CuResult) -> String {
+    r.known_name().map_or_else(|| format!("CUDA_ERROR_{}", r.0), str::to_string)
+}
+
+thread_local! {
+    /// The recorder that every table opened on this thread by the CUDA backend gets (see
+    /// [`set_active`]); the demo's tracing is per thread, as its GL and CUDA work is.
+    static ACTIVE: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+}
+
+/// Sets (or clears) the recorder that tables opened from now on, on this thread, get at once —
+/// so registration and the rest of a backend's setup are traced too ([`attach_active`]).
+pub fn set_active(rec: Option<Recorder>) {
+    ACTIVE.with(|a| *a.borrow_mut() = rec);
+}
+
+/// Installs the active recorder (if any) as `api`'s tracer. Called by the CUDA backend right
+/// after it opens the driver.
+pub fn attach_active(api: &Arc<Api>) {
+    ACTIVE.with(|a| {
+        if let Some(r) = a.borrow().as_ref() {
+            r.install(api);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(name: &'static str, result: i32) -> TraceRecord {
+        TraceRecord {
+            name,
+            version: 3000,
+            export: format!("{name}_ptsz"),
+            address: 0x1000,
+            args: "count=2 ".into(),
+            result: CuResult(result),
+            host_us: 1.5,
+        }
+    }
+
+    #[test]
+    fn steps_of_the_workflow_calls() {
+        assert_eq!(Step::of("cuGraphicsGLRegisterBuffer"), Step::Register);
+        assert_eq!(Step::of("cuGraphicsMapResources"), Step::Map);
+        assert_eq!(Step::of("cuGraphicsResourceGetMappedPointer"), Step::GetPointer);
+        assert_eq!(Step::of("cuLaunchKernel"), Step::Launch);
+        assert_eq!(Step::of("cuGraphicsUnmapResources"), Step::Unmap);
+        assert_eq!(Step::of("cuGraphicsUnregisterResource"), Step::Unregister);
+        assert_eq!(Step::of("cuEventRecord"), Step::Timing);
+        assert_eq!(Step::of("cuCtxSynchronize"), Step::Other);
+    }
+
+    #[test]
+    fn frames_group_calls_and_setup_goes_with_the_first_frame() {
+        let r = Recorder::new();
+        r.record(&rec("cuGraphicsGLRegisterBuffer", 0), "CUDA_SUCCESS".into());
+        r.begin_frame(0);
+        for n in ["cuEventRecord", "cuGraphicsMapResources", "cuEventRecord", "cuGraphicsResourceGetMappedPointer"] {
+            r.record(&rec(n, 0), "CUDA_SUCCESS".into());
+        }
+        r.record(&rec("cuGraphicsResourceGetMappedPointer", 0), "CUDA_SUCCESS".into());
+        r.record(&rec("cuLaunchKernel", 0), "CUDA_SUCCESS".into());
+        r.record(&rec("cuGraphicsUnmapResources", 211), "CUDA_ERROR_NOT_MAPPED".into());
+        r.gl_draw(Some(0.25), 3.0, 7);
+        r.end_frame();
+        let (frame, calls) = r.last_frame();
+        assert_eq!(frame, Some(0));
+        assert_eq!(calls.len(), 9);
+        assert_eq!(calls[0].frame, None, "setup call outside a frame");
+        assert_eq!(calls[1].frame, Some(0));
+        assert_eq!(calls[1].export, "cuEventRecord_ptsz");
+        assert_eq!(calls[1].address, "0x1000");
+        assert_eq!(calls[7].code, 211);
+        assert_eq!(calls[8].api, "gl");
+        let steps: Vec<Step> = group(&calls).iter().map(|g| g.step).collect();
+        assert_eq!(
+            steps,
+            [Step::Register, Step::Timing, Step::Map, Step::Timing, Step::GetPointer, Step::Launch, Step::Unmap, Step::Draw]
+        );
+        assert_eq!(group(&calls)[4].calls.len(), 2);
+        // The next frame starts empty.
+        r.begin_frame(1);
+        r.end_frame();
+        assert_eq!(r.last_frame(), (Some(1), Vec::new()));
+        assert_eq!(r.count(), 9);
+    }
+
+    #[test]
+    fn trace_file_has_one_json_object_per_call() {
+        let dir = std::env::temp_dir().join(format!("nbody-trace-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("t.jsonl");
+        let r = Recorder::to_file(&path).expect("trace file");
+        assert!(r.writes_file());
+        r.begin_frame(5);
+        r.record(&rec("cuGraphicsMapResources", 208), "CUDA_ERROR_ALREADY_MAPPED".into());
+        r.gl_draw(None, 1.0, 3);
+        r.end_frame();
+        r.finish().expect("flush");
+        let text = std::fs::read_to_string(&path).expect("read trace");
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["frame"], 5);
+        assert_eq!(lines[0]["step"], "map");
+        assert_eq!(lines[0]["name"], "cuGraphicsMapResources");
+        assert_eq!(lines[0]["version"], 3000);
+        assert_eq!(lines[0]["code"], 208);
+        assert_eq!(lines[0]["result"], "CUDA_ERROR_ALREADY_MAPPED");
+        assert_eq!(lines[0]["args"], "count=2");
+        assert_eq!(lines[1]["api"], "gl");
+        assert_eq!(lines[1]["step"], "draw");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn result_names_without_a_table() {
+        assert_eq!(result_name(CuResult(208)), "CUDA_ERROR_ALREADY_MAPPED");
+        assert_eq!(result_name(CuResult(12345)), "CUDA_ERROR_12345");
+    }
+}

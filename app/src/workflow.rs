@@ -1,0 +1,408 @@
+//! Teaching the resource-mapping workflow: the step-mode state machine (pure; the CUDA calls are
+//! in [`crate::cuda_backend::StepwiseFrame`]) and the overlay's "Workflow" panel (last frame's
+//! driver calls grouped by step, CUDA-event and GL times, step mode, mistake lab).
+//!
+//! One frame of `--interop map`, one step at a time:
+//!
+//! ```text
+//! state        buffers                     next step        driver call
+//! Unmapped     registered, GL may use      map              cuGraphicsMapResources
+//! Mapped       mapped, CUDA only           get pointers     cuGraphicsResourceGetMappedPointer
+//! Pointers     mapped, CUDA only           launch           cuLaunchKernel
+//! Launched     mapped, CUDA only           unmap            cuGraphicsUnmapResources
+//! AwaitDraw    unmapped, GL may use        draw             (GL) glDrawArrays
+//! ```
+
+use egui::{Color32, RichText};
+
+use crate::overlay::{Action, FrameStats};
+use crate::trace::{group, Call, Step};
+
+/// A step of one frame in step mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameStep {
+    /// `cuGraphicsMapResources`: CUDA takes both buffers.
+    Map,
+    /// `cuGraphicsResourceGetMappedPointer` for each buffer.
+    GetPointers,
+    /// `cuLaunchKernel`: reads one buffer, writes the other.
+    Launch,
+    /// `cuGraphicsUnmapResources`: GL gets the buffers back.
+    Unmap,
+    /// GL draws the buffer the kernel wrote.
+    Draw,
+}
+
+impl FrameStep {
+    /// Label for the panel.
+    pub fn label(self) -> &'static str {
+        match self {
+            FrameStep::Map => "map (cuGraphicsMapResources)",
+            FrameStep::GetPointers => "get pointers (cuGraphicsResourceGetMappedPointer)",
+            FrameStep::Launch => "launch (cuLaunchKernel)",
+            FrameStep::Unmap => "unmap (cuGraphicsUnmapResources)",
+            FrameStep::Draw => "draw (GL)",
+        }
+    }
+}
+
+/// Where a step-mode frame stands (the state machine's states).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepState {
+    /// Registered and unmapped: GL may use both buffers. Next: map.
+    Unmapped,
+    /// Mapped on the frame's stream; no device pointers taken yet. Next: get pointers.
+    Mapped,
+    /// Mapped, with the device pointers. Next: launch.
+    Pointers,
+    /// The kernel was launched into the mapped buffers. Next: unmap.
+    Launched,
+    /// Unmapped after the launch: GL may use the buffers; the new positions are not drawn yet. Next: draw.
+    AwaitDraw,
+}
+
+impl StepState {
+    /// The step this state waits for.
+    pub fn next_step(self) -> FrameStep {
+        match self {
+            StepState::Unmapped => FrameStep::Map,
+            StepState::Mapped => FrameStep::GetPointers,
+            StepState::Pointers => FrameStep::Launch,
+            StepState::Launched => FrameStep::Unmap,
+            StepState::AwaitDraw => FrameStep::Draw,
+        }
+    }
+
+    /// The state after the next step succeeded.
+    pub fn after(self) -> StepState {
+        match self {
+            StepState::Unmapped => StepState::Mapped,
+            StepState::Mapped => StepState::Pointers,
+            StepState::Pointers => StepState::Launched,
+            StepState::Launched => StepState::AwaitDraw,
+            StepState::AwaitDraw => StepState::Unmapped,
+        }
+    }
+
+    /// Whether the buffers are mapped (CUDA's; GL must not touch them).
+    pub fn mapped(self) -> bool {
+        matches!(self, StepState::Mapped | StepState::Pointers | StepState::Launched)
+    }
+
+    /// Who may touch the buffers now.
+    pub fn side(self) -> Side {
+        if self.mapped() {
+            Side::Cuda
+        } else {
+            Side::Gl
+        }
+    }
+}
+
+/// Which API may touch a buffer now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Mapped: only CUDA (through the mapped device pointer).
+    Cuda,
+    /// Unmapped: only GL.
+    Gl,
+}
+
+/// One buffer as the step-mode panel shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferView {
+    /// Index 0/1 of the position buffer.
+    pub index: usize,
+    /// GL buffer name.
+    pub gl_buffer: u32,
+    /// Registered with CUDA.
+    pub registered: bool,
+    /// Mapped for CUDA now.
+    pub mapped: bool,
+    /// Who may touch it now.
+    pub side: Side,
+    /// Its role this frame ("CUDA reads", "CUDA writes", "GL draws").
+    pub role: String,
+}
+
+/// What the step-mode panel shows, made by the CUDA backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepView {
+    /// State of the frame.
+    pub state: StepState,
+    /// Both buffers.
+    pub buffers: Vec<BufferView>,
+    /// Buffer GL may draw now (`None` while mapped: the body draw is skipped).
+    pub display_front: Option<usize>,
+    /// Device pointers, once taken.
+    pub pointers: Option<[u64; 2]>,
+    /// What the last step did (or its error).
+    pub last: Option<String>,
+}
+
+/// What the panel shows, gathered outside the UI pass.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkflowView<'a> {
+    /// Driver calls of the last finished frame (empty while tracing is off).
+    pub calls: &'a [Call],
+    /// Index of that frame.
+    pub frame: Option<u64>,
+    /// Whether a tracer is installed.
+    pub tracing: bool,
+    /// Step-mode state (CUDA map backend in step mode).
+    pub step: Option<&'a StepView>,
+    /// Why step mode cannot run with this backend (`None`: it can).
+    pub step_unavailable: Option<&'a str>,
+}
+
+impl Default for WorkflowView<'_> {
+    fn default() -> Self {
+        WorkflowView { calls: &[], frame: None, tracing: false, step: None, step_unavailable: Some("no backend") }
+    }
+}
+
+/// The panel's own state.
+#[derive(Debug, Default)]
+pub struct WorkflowPanel {
+    /// The panel is open (the demo traces calls only then, or with `--trace`).
+    pub open: bool,
+    /// Step mode asked for (the demo switches the backend).
+    pub step_mode: bool,
+    /// Results of the mistake-lab cases run from the panel, newest last.
+    pub lab: Vec<crate::lab::Outcome>,
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".to_owned(), |v| format!("{v:.3} ms"))
+}
+
+impl WorkflowPanel {
+    /// Builds the panel (a collapsing section of the overlay).
+    pub fn ui(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
+        let r = egui::CollapsingHeader::new("Workflow").default_open(false).show(ui, |ui| self.body(ui, view, stats, actions));
+        self.open = r.body_returned.is_some();
+    }
+
+    /// The panel's contents (shown while it is open).
+    pub fn body(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
+        ui.label(RichText::new("register → map → get pointer → launch → unmap → draw → unregister").small());
+        egui::Grid::new("workflow_times").num_columns(2).show(ui, |ui| {
+            for (name, v) in [
+                ("map (CUDA events)", stats.sim.map_ms),
+                ("kernel (CUDA events)", stats.sim.kernel_ms),
+                ("unmap (CUDA events)", stats.sim.unmap_ms),
+                ("draw (GL timer)", stats.draw_ms),
+            ] {
+                ui.label(name);
+                ui.label(ms(v));
+                ui.end_row();
+            }
+        });
+        ui.separator();
+        self.step_ui(ui, view, actions);
+        ui.separator();
+        calls_ui(ui, view, stats);
+        ui.separator();
+        self.lab_ui(ui, actions);
+    }
+
+    fn step_ui(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, actions: &mut Vec<Action>) {
+        if let Some(why) = view.step_unavailable {
+            ui.label(RichText::new(format!("step mode needs CUDA (--interop map): {why}")).color(Color32::YELLOW));
+            if self.step_mode {
+                self.step_mode = false;
+                actions.push(Action::SetStepMode(false));
+            }
+            return;
+        }
+        ui.horizontal(|ui| {
+            if ui.checkbox(&mut self.step_mode, "step mode").changed() {
+                actions.push(Action::SetStepMode(self.step_mode));
+            }
+            let next = view.step.map(|s| s.state.next_step());
+            if ui.add_enabled(next.is_some(), egui::Button::new("next step")).clicked() {
+                actions.push(Action::NextStep);
+            }
+            if let Some(n) = next {
+                ui.label(RichText::new(format!("next: {}", n.label())).small());
+            }
+        });
+        let Some(s) = view.step else {
+            ui.label(RichText::new("(the frame runs whole; tick step mode to pause between its steps)").small());
+            return;
+        };
+        ui.label(format!("state: {:?} — {}", s.state, if s.state.mapped() { "CUDA owns the buffers, GL must not touch them (body draw skipped)" } else { "GL may use the buffers" }));
+        egui::Grid::new("workflow_buffers").striped(true).show(ui, |ui| {
+            for h in ["buffer", "GL name", "registered", "mapped", "may touch", "role"] {
+                ui.label(RichText::new(h).strong());
+            }
+            ui.end_row();
+            for b in &s.buffers {
+                ui.label(b.index.to_string());
+                ui.label(b.gl_buffer.to_string());
+                ui.label(if b.registered { "yes" } else { "no" });
+                ui.label(if b.mapped { "mapped" } else { "unmapped" });
+                let (t, c) = match b.side {
+                    Side::Cuda => ("CUDA", Color32::from_rgb(120, 220, 120)),
+                    Side::Gl => ("GL", Color32::from_rgb(90, 170, 255)),
+                };
+                ui.label(RichText::new(t).color(c).strong());
+                ui.label(&b.role);
+                ui.end_row();
+            }
+        });
+        if let Some(p) = s.pointers {
+            ui.label(RichText::new(format!("device pointers: {:#x}, {:#x} (valid until the unmap)", p[0], p[1])).small());
+        }
+        if let Some(l) = &s.last {
+            ui.label(RichText::new(l).small());
+        }
+    }
+
+    fn lab_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<Action>) {
+        egui::CollapsingHeader::new("Mistake lab").default_open(false).show(ui, |ui| {
+            ui.label(RichText::new("Each button makes one classic mistake on scratch resources and shows what the driver says.").small());
+            ui.horizontal_wrapped(|ui| {
+                for c in crate::lab::CASES {
+                    if ui.button(c.name).on_hover_text(c.call).clicked() {
+                        actions.push(Action::RunLab(c.name.to_string()));
+                    }
+                }
+            });
+            if !self.lab.is_empty() && ui.small_button("clear").clicked() {
+                self.lab.clear();
+            }
+            for o in self.lab.iter().rev() {
+                let (mark, color) = if o.ok { ("✔", Color32::from_rgb(120, 220, 120)) } else { ("✘", Color32::from_rgb(255, 140, 60)) };
+                ui.label(RichText::new(format!("{mark} {}: {}", o.case, o.got_summary())).color(color).strong());
+                ui.label(RichText::new(format!("call: {}", o.call)).small());
+                ui.label(RichText::new(format!("expected: {}", o.expected.join(" or "))).small());
+                if !o.got_text.is_empty() {
+                    ui.label(RichText::new(format!("driver: {}", o.got_text)).small());
+                }
+                ui.label(RichText::new(format!("why: {}", o.explanation)).small());
+                ui.label(RichText::new(format!("fix: {}", o.fix)).small());
+                ui.separator();
+            }
+        });
+    }
+}
+
+fn calls_ui(ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats) {
+    if !view.tracing {
+        ui.label(RichText::new("(tracing starts next frame)").small());
+        return;
+    }
+    let frame = view.frame.map_or_else(|| "—".to_string(), |f| f.to_string());
+    ui.label(RichText::new(format!("driver calls of frame {frame} ({} calls)", view.calls.len())).strong());
+    egui::Grid::new("workflow_calls").striped(true).num_columns(5).show(ui, |ui| {
+        for g in group(view.calls) {
+            let time = match g.step {
+                Step::Map => stats.sim.map_ms,
+                Step::Launch => stats.sim.kernel_ms,
+                Step::Unmap => stats.sim.unmap_ms,
+                Step::Draw => g.calls.iter().find_map(|c| c.gpu_ms),
+                _ => None,
+            };
+            let head = match time {
+                Some(t) => format!("{} · {t:.3} ms", g.step.label()),
+                None => g.step.label().to_string(),
+            };
+            ui.label(RichText::new(head).color(Color32::from_rgb(255, 230, 90)));
+            ui.end_row();
+            for c in g.calls {
+                let name = if c.export != c.name { format!("{} → {}", c.name, c.export) } else { c.name.clone() };
+                ui.label(RichText::new(name).monospace()).on_hover_text(format!("{} @ {}", c.args, c.address));
+                ui.label(if c.version > 0 { format!("v{}", c.version) } else { String::new() });
+                let color = if c.code == 0 { Color32::GRAY } else { Color32::from_rgb(255, 140, 60) };
+                ui.label(RichText::new(&c.result).color(color).small());
+                ui.label(format!("{:.1} µs", c.host_us));
+                let args: String = c.args.chars().take(48).collect();
+                ui.label(RichText::new(args).small());
+                ui.end_row();
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_machine_walks_one_frame_in_order() {
+        let mut s = StepState::Unmapped;
+        let mut steps = Vec::new();
+        for _ in 0..5 {
+            steps.push(s.next_step());
+            s = s.after();
+        }
+        assert_eq!(steps, [FrameStep::Map, FrameStep::GetPointers, FrameStep::Launch, FrameStep::Unmap, FrameStep::Draw]);
+        assert_eq!(s, StepState::Unmapped, "after draw the next frame starts");
+    }
+
+    fn run_body(panel: &mut WorkflowPanel, view: &WorkflowView<'_>) -> Vec<Action> {
+        let ctx = egui::Context::default();
+        let mut actions = Vec::new();
+        let raw = egui::RawInput {
+            screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(800.0, 600.0))),
+            ..Default::default()
+        };
+        let mut out = ctx.run_ui(raw, |ui| panel.body(ui, view, &FrameStats::default(), &mut actions));
+        out.textures_delta.clear(); // no painter here
+        actions
+    }
+
+    #[test]
+    fn the_panel_turns_step_mode_off_when_the_backend_cannot_step() {
+        let mut panel = WorkflowPanel { step_mode: true, ..Default::default() };
+        let view = WorkflowView { step_unavailable: Some("this run uses the CPU backend"), ..Default::default() };
+        assert_eq!(run_body(&mut panel, &view), [Action::SetStepMode(false)]);
+        assert!(!panel.step_mode);
+    }
+
+    #[test]
+    fn the_panel_shows_calls_buffers_and_lab_results() {
+        use crate::trace::{Call, Step};
+        let call = |name: &str, step| Call {
+            seq: 0,
+            frame: Some(1),
+            step,
+            api: "cuda",
+            name: name.into(),
+            version: 3000,
+            export: name.into(),
+            address: "0x1".into(),
+            args: "count=2".into(),
+            code: 0,
+            result: "CUDA_SUCCESS".into(),
+            host_us: 1.0,
+            gpu_ms: None,
+        };
+        let calls = [call("cuGraphicsMapResources", Step::Map), call("cuLaunchKernel", Step::Launch)];
+        let step = StepView {
+            state: StepState::Pointers,
+            buffers: vec![BufferView { index: 0, gl_buffer: 3, registered: true, mapped: true, side: Side::Cuda, role: "front".into() }],
+            display_front: None,
+            pointers: Some([0x1000, 0x2000]),
+            last: Some("mapped".into()),
+        };
+        let mut panel = WorkflowPanel { step_mode: true, ..Default::default() };
+        panel.lab.push(crate::lab::Outcome::unavailable(&crate::lab::CASES[0], "no GPU"));
+        let view = WorkflowView { calls: &calls, frame: Some(1), tracing: true, step: Some(&step), step_unavailable: None };
+        assert!(run_body(&mut panel, &view).is_empty(), "nothing clicked, nothing asked");
+    }
+
+    #[test]
+    fn only_mapped_states_belong_to_cuda() {
+        for (s, side) in [
+            (StepState::Unmapped, Side::Gl),
+            (StepState::Mapped, Side::Cuda),
+            (StepState::Pointers, Side::Cuda),
+            (StepState::Launched, Side::Cuda),
+            (StepState::AwaitDraw, Side::Gl),
+        ] {
+            assert_eq!(s.side(), side, "{s:?}");
+        }
+    }
+}
