@@ -116,7 +116,8 @@ fn tiny_ptx_launch_and_copy_round_trip() -> Result<(), Failed> {
         buf.copy_from_host(&pattern)?;
         ensure(buf.to_vec()? == pattern, "copy round trip differs")?;
         let mut pinned = PinnedBuffer::<u32>::alloc(&ctx, n as usize, 0)?;
-        buf.copy_to_pinned_async(&mut pinned, &stream)?;
+        // SAFETY: `pinned` is read only after the stream is synchronised on the next line.
+        unsafe { buf.copy_to_pinned_async(&mut pinned, &stream) }?;
         stream.synchronize()?;
         ensure(pinned.as_slice() == pattern.as_slice(), "async copy to pinned memory differs")?;
     }

@@ -52,20 +52,20 @@ pub struct InfoArgs {
 #[derive(Debug, Clone, Args)]
 pub struct SimArgs {
     /// Seed of the initial-condition generator (reproducible runs).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
     /// Initial condition: plummer, galaxies, ball, figure-eight, or a path to a CSV file
     /// with header `x,y,z,vx,vy,vz,mass`.
     #[arg(long, default_value = "plummer")]
     pub init: String,
     /// Gravitational constant G (N-body units: 1).
-    #[arg(long = "gravitational-constant", default_value_t = 1.0)]
+    #[arg(long = "gravitational-constant", default_value_t = 1.0, allow_negative_numbers = true)]
     pub gravitational_constant: f32,
     /// Time step dt of the leapfrog integrator (simulation time units).
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, default_value_t = 0.001, allow_negative_numbers = true)]
     pub dt: f32,
     /// Plummer softening length ε (length units); 0 gives exact Newtonian gravity.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub softening: f32,
     /// Leapfrog steps per rendered frame.
     #[arg(long = "steps-per-frame", default_value_t = 1)]

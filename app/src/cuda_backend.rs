@@ -97,7 +97,14 @@ pub fn open_for_gl(
             gl_info.renderer
         )
     };
-    let api = interop::init(semantics).map_err(|e| no_share(e.to_string()))?;
+    let api = interop::init(semantics).map_err(|e| {
+        anyhow::anyhow!(
+            "CUDA is not available: {e}. CUDA–GL interop needs the NVIDIA driver and the GL context on its GPU; \
+             this GL context is GL_VENDOR={}, GL_RENDERER={}",
+            gl_info.vendor,
+            gl_info.renderer
+        )
+    })?;
     // The demo's API trace, when on, sees this table's calls from here on (registration included).
     crate::trace::attach_active(&api);
     let devices = interop::gl_devices(&api).map_err(|e| no_share(e.to_string()))?;
@@ -136,7 +143,9 @@ enum Storage {
     /// Both GL buffers registered with CUDA.
     Map { resources: Vec<GraphicsResource> },
     /// Two device buffers and a pinned staging buffer; GL gets a copy each frame.
-    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: PinnedBuffer<[f32; 4]>, cur: usize },
+    /// `gl_front`: the GL buffer holding the newest upload; uploads alternate between the two so
+    /// that the other one keeps the previous frame's positions (the renderer colours by speed).
+    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: PinnedBuffer<[f32; 4]>, cur: usize, gl_front: usize },
 }
 
 /// A CUDA backend bound to the two GL position buffers.
@@ -243,7 +252,7 @@ fn make_storage(
             let _ = gl;
             let pos = [DeviceBuffer::from_slice(ctx, &bodies.pos)?, DeviceBuffer::alloc(ctx, bodies.len())?];
             let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
-            Storage::Copy { pos, pinned, cur: 0 }
+            Storage::Copy { pos, pinned, cur: 0, gl_front: 0 }
         }
         InteropMode::External => bail!("--interop external is not a mode of this backend: crate::external makes it"),
     })
@@ -384,19 +393,21 @@ impl CudaBackend {
                     t.kernel_ms = ms(e1, e2)?;
                     t.unmap_ms = ms(e2, e3)?;
                 }
-                Storage::Copy { pos, pinned, cur } => {
+                Storage::Copy { pos, pinned, cur, gl_front } => {
                     self.gpu.front = *cur;
                     e0.record(&self.stream)?;
                     // SAFETY: the buffers are ours; the frame waits for the stream before returning.
                     unsafe { self.gpu.launch_steps([pos[0].ptr(), pos[1].ptr()], steps, &self.stream) }?;
                     *cur = self.gpu.front;
                     e1.record(&self.stream)?;
-                    pos[*cur].copy_to_pinned_async(pinned, &self.stream).context("cuMemcpyDtoHAsync")?;
+                    // SAFETY: `pinned` is read only after `e2`, recorded after the copy, is waited on below.
+                    unsafe { pos[*cur].copy_to_pinned_async(pinned, &self.stream) }.context("cuMemcpyDtoHAsync")?;
                     e2.record(&self.stream)?;
                     e2.synchronize().context("cuEventSynchronize")?;
                     let up = Instant::now();
                     // The pinned data is complete: its copy's event was waited on.
-                    upload_positions(gl, vbos, 0, pinned.as_slice())?;
+                    upload_positions(gl, vbos, 1 - *gl_front, pinned.as_slice())?;
+                    *gl_front = 1 - *gl_front;
                     let upload_host = up.elapsed().as_secs_f64() * 1e3;
                     t.kernel_ms = ms(e0, e1)?;
                     t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
@@ -416,6 +427,19 @@ fn flags_name(f: ResourceFlags) -> &'static str {
         ResourceFlags::None => "none",
         ResourceFlags::ReadOnly => "read-only",
         ResourceFlags::WriteDiscard => "write-discard",
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // End a step-mode frame (unmap) and let queued kernels finish before the fields free
+        // the memory they use (the velocities, the device buffers) and unregister the GL buffers.
+        if let Err(e) = self.leave_mapped_step() {
+            tracing::warn!("ending the step-mode frame at teardown: {e:#}");
+        }
+        if let Err(e) = self.stream.synchronize() {
+            tracing::warn!("cuStreamSynchronize at teardown: {e:#}");
+        }
     }
 }
 
@@ -440,7 +464,7 @@ impl SimBackend for CudaBackend {
 
     fn front(&self) -> usize {
         match &self.storage {
-            Some(Storage::Copy { .. }) => 0,
+            Some(Storage::Copy { gl_front, .. }) => *gl_front,
             _ => self.gpu.front,
         }
     }
@@ -452,19 +476,27 @@ impl SimBackend for CudaBackend {
         if params.dt != self.gpu.params.dt && !self.gpu.leap.synchronized {
             // The half-step velocities belong to the old dt: finish the step with it first.
             let stream = &self.stream;
-            if let Some(Storage::Map { resources }) = self.storage.as_mut() {
-                if let Ok(m) = map_resources(resources, stream) {
-                    if let Ok(ptrs) = Self::mapped_ptrs(&m, self.n * BODY_BYTES) {
-                        // SAFETY: both buffers are mapped until the unmap below.
-                        let _ = unsafe { self.gpu.sync_in(ptrs, stream) };
-                    }
-                    let _ = m.unmap();
+            let n = self.n;
+            let gpu = &mut self.gpu;
+            let finish = match self.storage.as_mut() {
+                Some(Storage::Map { resources }) => (|| -> anyhow::Result<()> {
+                    let m = map_resources(resources, stream).context("cuGraphicsMapResources")?;
+                    let ptrs = Self::mapped_ptrs(&m, n * BODY_BYTES)?;
+                    // SAFETY: both buffers are mapped until the unmap below, ordered after the launch.
+                    unsafe { gpu.sync_in(ptrs, stream) }?;
+                    m.unmap().context("cuGraphicsUnmapResources")
+                })(),
+                Some(Storage::Copy { pos, cur, .. }) => {
+                    gpu.front = *cur;
+                    // SAFETY: the buffers are ours and live as long as the backend.
+                    let r = unsafe { gpu.sync_in([pos[0].ptr(), pos[1].ptr()], stream) };
+                    *cur = gpu.front;
+                    r
                 }
-            } else if let Some(Storage::Copy { pos, cur, .. }) = self.storage.as_mut() {
-                self.gpu.front = *cur;
-                // SAFETY: the buffers are ours.
-                let _ = unsafe { self.gpu.sync_in([pos[0].ptr(), pos[1].ptr()], stream) };
-                *cur = self.gpu.front;
+                None => Ok(()),
+            };
+            if let Err(e) = finish {
+                tracing::warn!("finishing the leapfrog step before the dt change failed: {e:#}");
             }
         }
         self.gpu.params = params;

@@ -63,6 +63,19 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
         bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
     }
+    if !(args.sim.gravitational_constant.is_finite() && args.sim.gravitational_constant > 0.0) {
+        bail!("--gravitational-constant must be a finite number > 0 (got {})", args.sim.gravitational_constant);
+    }
+    if args.sim.steps_per_frame == 0 {
+        bail!("--steps-per-frame must be at least 1");
+    }
+    crate::sim::gpu::validate_block_size(args.sim.block_size).context("--block-size")?;
+    if args.bodies == 0 || args.bodies > crate::sim::gpu::MAX_BODIES {
+        bail!("--bodies must be from 1 to {} (got {})", crate::sim::gpu::MAX_BODIES, args.bodies);
+    }
+    if args.trace.is_some() && !interop::entry::TRACING_COMPILED {
+        bail!("--trace needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
+    }
     for (flag, path) in [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace)] {
         if let Some(p) = path {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {

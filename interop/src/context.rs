@@ -71,7 +71,9 @@ pub struct Context {
 // SAFETY: a CUcontext handle may be used from any thread (the driver API binds contexts to
 // threads explicitly with cuCtxSetCurrent/cuCtxPushCurrent); the handle itself is plain data.
 unsafe impl Send for Context {}
-// SAFETY: all methods take &self and only pass the handle to thread-safe driver calls.
+// SAFETY: all methods take &self; those that act on "the current context" push this context
+// on the calling thread's stack first (ContextGuard pops it on the same thread), and the driver
+// API is thread-safe.
 unsafe impl Sync for Context {}
 
 impl Context {
@@ -141,7 +143,7 @@ impl Context {
     pub fn push(&self) -> Result<ContextGuard<'_>> {
         // SAFETY: `raw` is a live context.
         unsafe { self.api.cuCtxPushCurrent(self.raw) }?;
-        Ok(ContextGuard { ctx: self })
+        Ok(ContextGuard { ctx: self, _not_send: std::marker::PhantomData })
     }
 
     /// Waits for all work of the context (`cuCtxSynchronize`; the context must be current).
@@ -150,7 +152,8 @@ impl Context {
     /// The driver's error, including errors of earlier asynchronous work.
     #[doc(alias = "cuCtxSynchronize")]
     pub fn synchronize(&self) -> Result<()> {
-        // SAFETY: no arguments.
+        let _current = self.push()?;
+        // SAFETY: no arguments; acts on the context pushed above.
         unsafe { self.api.cuCtxSynchronize() }
     }
 
@@ -161,7 +164,8 @@ impl Context {
     #[doc(alias = "cuCtxGetFlags")]
     pub fn flags(&self) -> Result<c_uint> {
         let mut f = 0;
-        // SAFETY: writes one unsigned int.
+        let _current = self.push()?;
+        // SAFETY: writes one unsigned int; acts on the context pushed above.
         unsafe { self.api.cuCtxGetFlags(&mut f) }?;
         Ok(f)
     }
@@ -174,7 +178,8 @@ impl Context {
     #[doc(alias = "cuCtxGetStreamPriorityRange")]
     pub fn stream_priority_range(&self) -> Result<(i32, i32)> {
         let (mut least, mut greatest) = (0, 0);
-        // SAFETY: writes two ints.
+        let _current = self.push()?;
+        // SAFETY: writes two ints; acts on the context pushed above.
         unsafe { self.api.cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }?;
         Ok((least, greatest))
     }
@@ -186,7 +191,8 @@ impl Context {
     #[doc(alias = "cuMemGetInfo")]
     pub fn memory_info(&self) -> Result<(usize, usize)> {
         let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: writes two size_t.
+        let _current = self.push()?;
+        // SAFETY: writes two size_t; acts on the context pushed above.
         unsafe { self.api.cuMemGetInfo(&mut free, &mut total) }?;
         Ok((free, total))
     }
@@ -208,6 +214,8 @@ impl Drop for Context {
 #[derive(Debug)]
 pub struct ContextGuard<'a> {
     ctx: &'a Context,
+    /// Not `Send`: the pop must happen on the thread that pushed.
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for ContextGuard<'_> {

@@ -107,6 +107,10 @@ pub struct TraceRecord {
     pub host_us: f64,
 }
 
+/// Whether this build can trace driver calls (the `trace` feature, on by default). Without it
+/// [`Api::set_tracer`] installs nothing and a call costs exactly the function call.
+pub const TRACING_COMPILED: bool = cfg!(feature = "trace");
+
 /// A receiver of traced calls.
 pub type Tracer = Box<dyn Fn(&TraceRecord) + Send + Sync>;
 
@@ -181,6 +185,7 @@ macro_rules! entry_points {
                     let Some(f) = self.fns.$name else {
                         return Err(self.unavailable(stringify!($name)));
                     };
+                    #[cfg(feature = "trace")]
                     if self.tracing.load(Ordering::Relaxed) {
                         let args = {
                             #[allow(unused_mut)]
@@ -535,6 +540,9 @@ impl Api {
     /// Installs (or removes, with `None`) a receiver of every call made through this table.
     /// Off by default; when off, a call costs one relaxed atomic load more than an untraced one.
     pub fn set_tracer(&self, tracer: Option<Tracer>) {
+        if !TRACING_COMPILED {
+            return;
+        }
         let on = tracer.is_some();
         if let Ok(mut t) = self.tracer.lock() {
             *t = tracer;
@@ -544,6 +552,7 @@ impl Api {
 
     /// Hands one call to the tracer, with the version, export and address it was resolved with
     /// (looked up only while tracing).
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
     fn trace(&self, name: &'static str, version: c_int, args: String, result: CuResult, t0: Instant) {
         let host_us = t0.elapsed().as_secs_f64() * 1e6;
         let row = self.report.iter().find(|r| r.name == name);

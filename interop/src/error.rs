@@ -31,8 +31,8 @@ pub enum Error {
     /// No driver library could be opened.
     #[error(
         "no CUDA driver library could be loaded; tried: {}. An NVIDIA driver is needed (it provides \
-         libcuda.so.1 / nvcuda.dll): install the NVIDIA driver, or set NBODY_CUDA_LIBRARY to the \
-         driver library's path, or run with --backend cpu",
+         libcuda.so.1 / nvcuda.dll): install the NVIDIA driver, or point NBODY_CUDA_LIBRARY at the \
+         driver library",
         list(.tried)
     )]
     LibraryNotFound {

@@ -16,7 +16,8 @@
 //! While mapped, only CUDA may touch the buffer; GL may use it again after the unmap, which is
 //! ordered on the stream given to it. The guard types make the order a borrow: a [`Mapping`]
 //! borrows the resources mutably (they cannot be mapped twice, re-flagged or unregistered while
-//! mapped) and a [`MappedPtr`] borrows the mapping (it cannot outlive the unmap).
+//! mapped) and a [`MappedPtr`] borrows the mapping (it cannot outlive the unmap). The raw address
+//! a `MappedPtr` yields is a plain `u64`; launches that use it are `unsafe` for that reason.
 
 use std::ffi::c_uint;
 use std::marker::PhantomData;
@@ -75,9 +76,10 @@ impl GraphicsResource {
     /// (`cuGraphicsGLRegisterBuffer`) with `CU_GRAPHICS_REGISTER_FLAGS_*` flags.
     ///
     /// # Errors
-    /// The driver's error: `CUDA_ERROR_INVALID_VALUE` or `CUDA_ERROR_INVALID_GRAPHICS_CONTEXT`
-    /// for name 0, a deleted buffer or no current GL context that CUDA can share; [`Error::Unavailable`]
-    /// without GL interop.
+    /// The driver's error: on driver 580, `CUDA_ERROR_INVALID_VALUE` for name 0 and
+    /// `CUDA_ERROR_INVALID_HANDLE` for a deleted buffer (`nbody-interop lab`);
+    /// `CUDA_ERROR_INVALID_GRAPHICS_CONTEXT` without a current GL context that CUDA can share;
+    /// [`Error::Unavailable`] without GL interop.
     #[doc(alias = "cuGraphicsGLRegisterBuffer")]
     pub fn register_gl_buffer(ctx: &Arc<Context>, buffer: GLuint, flags: c_uint) -> Result<GraphicsResource> {
         let mut raw: CUgraphicsResource = std::ptr::null_mut();

@@ -18,7 +18,10 @@
 //! its `Arc<Context>`. Function pointers are stored as `Option`s and never null. Layer-2 methods
 //! are `unsafe` (the driver's contract on raw pointers); layer-3 types are safe and document which
 //! driver rule each `unsafe` block keeps. A [`Mapping`] borrows its resources mutably and a
-//! [`MappedPtr`] borrows the mapping, so a device pointer of a GL buffer cannot outlive the unmap.
+//! [`MappedPtr`] borrows the mapping, so the handle to a mapped GL buffer cannot outlive the unmap
+//! (a compile-fail test proves it). The raw address it yields (`MappedPtr::device_ptr`, a `u64`)
+//! is plain data: kernel launches take it through `unsafe` (`Function::launch`), whose caller
+//! promises the memory stays mapped until the launch completes.
 //! CUDA calls act on the calling thread's current context; see [`Context`].
 
 pub mod context;

@@ -128,11 +128,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when lengths differ; the driver's error.
+    ///
+    /// # Safety
+    /// Until `stream` has been synchronised (or an event recorded after the copy has completed),
+    /// `dst` must be neither read, written nor dropped: the copy engine writes it asynchronously.
     #[doc(alias = "cuMemcpyDtoHAsync")]
-    pub fn copy_to_pinned_async(&self, dst: &mut PinnedBuffer<T>, stream: &Stream) -> Result<()> {
+    pub unsafe fn copy_to_pinned_async(&self, dst: &mut PinnedBuffer<T>, stream: &Stream) -> Result<()> {
         self.check_len(dst.len())?;
-        // SAFETY: the pinned buffer holds `bytes()` bytes and lives in `dst`, which the caller
-        // must not read before synchronising `stream` (documented above).
+        // SAFETY: the pinned buffer holds `bytes()` bytes; the caller keeps it untouched and
+        // alive until the copy completes (see # Safety).
         unsafe { self.ctx.api().cuMemcpyDtoHAsync(dst.ptr.cast::<c_void>(), self.ptr, self.bytes(), stream.raw()) }
     }
 

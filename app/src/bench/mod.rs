@@ -110,10 +110,11 @@ struct Plan {
 fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     let mut bodies = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
     for &n in &bodies {
-        if n == 0 || i32::try_from(n).is_err() {
-            bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", i32::MAX);
+        if n == 0 || n > crate::sim::gpu::MAX_BODIES {
+            bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::sim::gpu::MAX_BODIES);
         }
     }
+    crate::sim::gpu::validate_block_size(args.sim.block_size).context("--block-size")?;
     bodies.sort_unstable();
     bodies.dedup();
     if args.frames == 0 {

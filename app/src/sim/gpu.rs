@@ -20,6 +20,10 @@ pub const EMBEDDED_PTX: &str = include_str!("../../../kernels/nbody.ptx");
 /// Bodies per thread the step kernels come in.
 pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
 
+/// Largest N the kernel takes (`kernels/README.md`: `1 ≤ N < 2^31 − 4096`, so that the last
+/// tile's indices stay within `int`).
+pub const MAX_BODIES: usize = (i32::MAX as usize) - 4096;
+
 /// Environment variable that forces the bodies per thread of the step kernel (1, 2 or 4).
 pub const FORCE_P_ENV: &str = "NBODY_BODIES_PER_THREAD";
 
@@ -283,8 +287,8 @@ pub fn check_fits(n: usize, buffers_of_16_bytes_per_body: usize, total_memory: u
             total_memory as f64 / (1u64 << 30) as f64
         );
     }
-    if n == 0 || i32::try_from(n).is_err() {
-        bail!("N = {n} is out of range for the kernel (1 ≤ N < 2^31)");
+    if n == 0 || n > MAX_BODIES {
+        bail!("N = {n} is out of range for the kernel (1 ≤ N ≤ {MAX_BODIES})");
     }
     Ok(())
 }
