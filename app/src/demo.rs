@@ -833,15 +833,19 @@ impl App {
         let template = ConfigTemplateBuilder::new().with_alpha_size(8);
         let builder = glutin_winit::DisplayBuilder::new().with_window_attributes(Some(attrs.clone()));
         // The picker must return a config; an empty list is reported by unwinding out of it,
-        // caught here and turned into an error (no panic escapes).
+        // caught here and turned into an error (no panic escapes; the default hook, which would
+        // print a panic message, is swapped out for the duration).
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             builder.build(event_loop, template, |configs| {
                 configs
                     .reduce(|best, c| if c.num_samples() < best.num_samples() { c } else { best })
                     .unwrap_or_else(|| std::panic::panic_any("no GL config for the window"))
             })
-        }))
-        .map_err(|_| anyhow!("no GL framebuffer config for the window"))?;
+        }));
+        std::panic::set_hook(hook);
+        let built = built.map_err(|_| anyhow!("no GL framebuffer config for the window"))?;
         let (window, config) = built.map_err(|e| anyhow!("creating the GL display and window: {e}"))?;
         let display = config.display();
         let window = match window {
