@@ -127,6 +127,10 @@ pub struct DemoArgs {
     /// Disable vsync (windowed runs).
     #[arg(long = "no-vsync")]
     pub no_vsync: bool,
+    /// Largest sprite diameter in pixels (at 1 pixel per point). Sprites cost fill rate: smaller
+    /// ones draw faster at large N.
+    #[arg(long = "max-sprite-px", default_value_t = 64.0)]
+    pub max_sprite_px: f32,
     /// Window or framebuffer width in physical pixels.
     #[arg(long, default_value_t = 1280)]
     pub width: u32,
@@ -184,6 +188,9 @@ pub struct BenchArgs {
     /// Time budget of the cpu mode per frame, in ms: larger N are skipped.
     #[arg(long = "cpu-budget-ms", default_value_t = 2000.0)]
     pub cpu_budget_ms: f64,
+    /// Largest sprite diameter in pixels (the demo's `--max-sprite-px`): the fill cost of the draw.
+    #[arg(long = "max-sprite-px", default_value_t = 64.0)]
+    pub max_sprite_px: f32,
     /// Offscreen framebuffer width in pixels.
     #[arg(long, default_value_t = 1280)]
     pub width: u32,

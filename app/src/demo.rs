@@ -66,6 +66,9 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if !(args.sim.gravitational_constant.is_finite() && args.sim.gravitational_constant > 0.0) {
         bail!("--gravitational-constant must be a finite number > 0 (got {})", args.sim.gravitational_constant);
     }
+    if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
+        bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
+    }
     if args.sim.steps_per_frame == 0 {
         bail!("--steps-per-frame must be at least 1");
     }
@@ -170,13 +173,14 @@ impl Scene {
     pub fn new(gl: Arc<glow::Context>, gl_info: GlInfo, args: &DemoArgs, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Self> {
         let mut painter =
             egui_glow::Painter::new(Arc::clone(&gl), "", None, false).map_err(|e| anyhow!("creating the egui painter: {e}"))?;
-        let renderer = match Renderer::new(&gl, &gl_info, bodies) {
+        let mut renderer = match Renderer::new(&gl, &gl_info, bodies) {
             Ok(r) => r,
             Err(e) => {
                 painter.destroy();
                 return Err(e.context("creating the body renderer"));
             }
         };
+        renderer.set_sprite_cap(args.max_sprite_px);
         let camera = framing_camera(&renderer);
         let egui_ctx = egui::Context::default();
         crate::overlay::install_fonts(&egui_ctx);

@@ -115,6 +115,9 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
         }
     }
     crate::sim::gpu::validate_block_size(args.sim.block_size).context("--block-size")?;
+    if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
+        bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
+    }
     bodies.sort_unstable();
     bodies.dedup();
     if args.frames == 0 {
@@ -255,7 +258,7 @@ impl Env {
         let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| !matches!(m, BenchMode::Cpu | BenchMode::Draw)).collect();
         let mut gfx = None;
         if !gl_modes.is_empty() {
-            match Gfx::open(args.width, args.height) {
+            match Gfx::open(args.width, args.height, args.max_sprite_px) {
                 Ok(g) => gfx = Some(g),
                 Err(e) => {
                     for m in &gl_modes {
@@ -620,6 +623,7 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                         rounds: args.rounds,
                         warmup: args.warmup,
                         size: if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None },
+                        max_sprite_px: gl_mode.then_some(args.max_sprite_px),
                         frame,
                         map: Summary::of(&acc.map),
                         kernel: Summary::of(&acc.kernel),

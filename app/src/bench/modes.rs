@@ -47,6 +47,8 @@ pub struct FrameSample {
 /// objects and the FBO, then the context goes.
 pub struct Gfx {
     renderer: Option<Renderer>,
+    /// `--max-sprite-px`.
+    sprite_cap: f32,
     target: Option<OffscreenTarget>,
     camera: OrbitCamera,
     ctx: HeadlessContext,
@@ -58,10 +60,10 @@ impl Gfx {
     ///
     /// # Errors
     /// No EGL context, or the FBO cannot be made.
-    pub fn open(width: u32, height: u32) -> anyhow::Result<Gfx> {
+    pub fn open(width: u32, height: u32, sprite_cap: f32) -> anyhow::Result<Gfx> {
         let ctx = HeadlessContext::new(crate::demo::HEADLESS_CUDA_DEVICE).context("headless GL context")?;
         let target = OffscreenTarget::new(&ctx.gl, width, height).context("offscreen framebuffer")?;
-        Ok(Gfx { renderer: None, target: Some(target), camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), ctx })
+        Ok(Gfx { renderer: None, sprite_cap, target: Some(target), camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), ctx })
     }
 
     /// Vendor, renderer, version and EGL device of the context.
@@ -95,7 +97,8 @@ impl Gfx {
             Some(r) => r.recreate_vbos(gl, bodies).context("remaking the position VBOs")?,
             None => self.renderer = Some(Renderer::new(gl, &self.ctx.info, bodies).context("renderer")?),
         }
-        let r = self.renderer.as_ref().context("renderer missing")?;
+        let r = self.renderer.as_mut().context("renderer missing")?;
+        r.set_sprite_cap(self.sprite_cap);
         self.camera = framing_camera(r);
         Ok(*r.vbos())
     }

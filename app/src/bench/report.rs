@@ -9,7 +9,7 @@
 //! no such step or fact:
 //! - `mode`, `n` (bodies), `steps_per_frame`, `block_size` (CUDA threads per block; empty for
 //!   cpu), `bodies_per_thread` (P of the step kernel; CUDA modes), `frames` (measured frames, all
-//!   rounds), `rounds`, `warmup` (untimed frames per round), `width`, `height` (framebuffer px);
+//!   rounds), `rounds`, `warmup` (untimed frames per round), `width`, `height` (framebuffer px), `max_sprite_px` (sprite diameter cap, px; GL modes);
 //! - `frame_ms_{median,p95,p99,max}`: host time of the whole frame (simulate + draw into the FBO +
 //!   `glFinish`; compute: kernel launches + event sync);
 //! - `map_ms_*`, `kernel_ms_*`, `unmap_ms_*`: CUDA-event times of `cuGraphicsMapResources`, the
@@ -70,6 +70,8 @@ pub struct Measured {
     pub warmup: u32,
     /// Framebuffer size in pixels (GL modes).
     pub size: Option<(u32, u32)>,
+    /// Sprite diameter cap in pixels (GL modes).
+    pub max_sprite_px: Option<f32>,
     /// Host frame time (ms).
     pub frame: Summary,
     /// Map time (ms).
@@ -138,6 +140,7 @@ pub struct Row {
     pub warmup: u32,
     pub width: Option<u32>,
     pub height: Option<u32>,
+    pub max_sprite_px: Option<f32>,
     pub frame_ms_median: f64,
     pub frame_ms_p95: f64,
     pub frame_ms_p99: f64,
@@ -274,6 +277,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 warmup: m.warmup,
                 width: m.size.map(|s| s.0),
                 height: m.size.map(|s| s.1),
+                max_sprite_px: m.max_sprite_px,
                 frame_ms_median: m.frame.median,
                 frame_ms_p95: m.frame.p95,
                 frame_ms_p99: m.frame.p99,

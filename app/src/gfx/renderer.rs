@@ -233,6 +233,8 @@ pub struct Renderer {
     /// Centre and radius of the initial cloud (for framing the camera).
     bounds: (Vec3, f32),
     max_point_px: f32,
+    /// Cap on the sprite diameter in points (`--max-sprite-px`).
+    sprite_cap: f32,
     destroyed: bool,
 }
 
@@ -338,6 +340,7 @@ impl Renderer {
             world_size: 0.01,
             bounds: (Vec3::ZERO, 1.0),
             max_point_px,
+            sprite_cap: 64.0,
             destroyed: false,
         };
         r.measure(bodies);
@@ -366,6 +369,11 @@ impl Renderer {
         let nn = median_nn_distance(&bodies.pos, 256);
         self.world_size = if nn.is_finite() && nn > 0.0 { (0.6 * nn).min(radius * 0.05) } else { radius * 0.01 };
         self.bounds = (center, radius);
+    }
+
+    /// Caps the sprite diameter at `px` points (at least 1; `--max-sprite-px`).
+    pub fn set_sprite_cap(&mut self, px: f32) {
+        self.sprite_cap = if px.is_finite() { px.max(1.0) } else { 64.0 };
     }
 
     /// Centre and radius (90th percentile) of the body set the VBOs were made from.
@@ -447,8 +455,9 @@ impl Renderer {
             gl.uniform_matrix_4_f32_slice(self.u_view_proj.as_ref(), false, &view_proj.to_cols_array());
             gl.uniform_1_f32(self.u_px_per_unit.as_ref(), p.camera.px_per_unit(h as f32));
             gl.uniform_1_f32(self.u_world_size.as_ref(), self.world_size);
-            gl.uniform_1_f32(self.u_min_px.as_ref(), 1.5 * p.pixels_per_point);
-            gl.uniform_1_f32(self.u_max_px.as_ref(), self.max_point_px.min(64.0 * p.pixels_per_point));
+            let max_px = self.max_point_px.min(self.sprite_cap * p.pixels_per_point);
+            gl.uniform_1_f32(self.u_min_px.as_ref(), (1.5 * p.pixels_per_point).min(max_px));
+            gl.uniform_1_f32(self.u_max_px.as_ref(), max_px);
             gl.uniform_1_f32(self.u_speed_scale.as_ref(), speed_scale);
             gl.uniform_1_f32(self.u_intensity.as_ref(), intensity);
             gl.bind_vertex_array(Some(self.vao));
