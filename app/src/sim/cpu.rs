@@ -23,7 +23,7 @@ use std::ops::{Add, AddAssign, Div, Mul, Sub};
 
 use rayon::prelude::*;
 
-use super::{Bodies, PhysParams};
+use super::{Bodies, Leapfrog, PhysParams};
 
 /// Bodies `i` per rayon task (and per stack buffer of accelerations).
 const CHUNK: usize = 64;
@@ -212,7 +212,7 @@ pub struct CpuF32 {
     vel: Vec<[f32; 4]>,
     params: PhysParams,
     /// True when `vel` is at the same time as `pos` (the next kick is dt/2).
-    synchronized: bool,
+    leap: Leapfrog,
     /// Snapshot of `pos` in SoA form, the sources of the current force evaluation.
     src: Sources<f32>,
 }
@@ -224,30 +224,27 @@ impl CpuF32 {
     pub fn new(bodies: &Bodies, params: PhysParams) -> Self {
         let mut vel = bodies.vel.clone();
         vel.resize(bodies.pos.len(), [0.0; 4]);
-        Self { pos: bodies.pos.clone(), vel, params, synchronized: true, src: Sources::default() }
+        Self { pos: bodies.pos.clone(), vel, params, leap: Leapfrog { synchronized: true }, src: Sources::default() }
     }
 
     /// Advance `steps` leapfrog steps (one force evaluation each); positions stay in `self`.
     pub fn step(&mut self, steps: u32) {
         for _ in 0..steps {
-            let dt = self.params.dt;
-            let kick = if self.synchronized { 0.5 * dt } else { dt };
-            self.kick_drift(kick, dt);
-            self.synchronized = false;
+            let (drift, kick) = self.leap.next_step(self.params.dt);
+            self.kick_drift(kick, drift);
         }
     }
 
     /// Apply the closing half kick `v += a(x) * dt/2` if the velocities lag the positions.
     pub fn synchronize(&mut self) {
-        if !self.synchronized {
-            self.kick_drift(0.5 * self.params.dt, 0.0);
-            self.synchronized = true;
+        if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
+            self.kick_drift(kick, drift);
         }
     }
 
     /// True when the velocities are synchronised with the positions.
     pub fn is_synchronized(&self) -> bool {
-        self.synchronized
+        self.leap.synchronized
     }
 
     /// Current positions, `[N][4]` f32 (x, y, z, mass), ready for the vertex-buffer upload.
@@ -316,7 +313,7 @@ pub struct CpuF64 {
     vel: Vec<[f64; 3]>,
     mass: Vec<f64>,
     params: PhysParams,
-    synchronized: bool,
+    leap: Leapfrog,
     src: Sources<f64>,
 }
 
@@ -330,7 +327,7 @@ impl CpuF64 {
         let mass = bodies.pos.iter().map(|p| f64::from(p[3])).collect();
         let mut vel: Vec<[f64; 3]> = bodies.vel.iter().map(|v| [v[0], v[1], v[2]].map(f64::from)).collect();
         vel.resize(bodies.pos.len(), [0.0; 3]);
-        Self { pos, vel, mass, params, synchronized: true, src: Sources::default() }
+        Self { pos, vel, mass, params, leap: Leapfrog { synchronized: true }, src: Sources::default() }
     }
 
     /// A backend from float64 state: positions `[N][3]`, velocities `[N][3]`, masses `[N]`.
@@ -342,7 +339,7 @@ impl CpuF64 {
             vel: vel[..n].to_vec(),
             mass: mass[..n].to_vec(),
             params,
-            synchronized: true,
+            leap: Leapfrog { synchronized: true },
             src: Sources::default(),
         }
     }
@@ -350,24 +347,22 @@ impl CpuF64 {
     /// Advance `steps` leapfrog steps (one force evaluation each).
     pub fn step(&mut self, steps: u32) {
         for _ in 0..steps {
-            let dt = f64::from(self.params.dt);
-            let kick = if self.synchronized { 0.5 * dt } else { dt };
-            self.kick_drift(kick, dt);
-            self.synchronized = false;
+            // Halving an f32 is exact, so the f64 kick is the same as halving in f64.
+            let (drift, kick) = self.leap.next_step(self.params.dt);
+            self.kick_drift(f64::from(kick), f64::from(drift));
         }
     }
 
     /// Apply the closing half kick `v += a(x) * dt/2` if the velocities lag the positions.
     pub fn synchronize(&mut self) {
-        if !self.synchronized {
-            self.kick_drift(0.5 * f64::from(self.params.dt), 0.0);
-            self.synchronized = true;
+        if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
+            self.kick_drift(f64::from(kick), f64::from(drift));
         }
     }
 
     /// True when the velocities are synchronised with the positions.
     pub fn is_synchronized(&self) -> bool {
-        self.synchronized
+        self.leap.synchronized
     }
 
     /// Current positions rounded to f32, `[N][4]` (x, y, z, mass).

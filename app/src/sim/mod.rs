@@ -81,6 +81,33 @@ pub struct Diagnostics {
     pub angular_momentum: [f64; 3],
 }
 
+/// Leapfrog bookkeeping shared by every backend: which kick the next step needs (see the module
+/// docs: dt/2 on the first step after a synchronisation, then dt; a half kick with drift 0
+/// synchronises).
+#[derive(Debug, Clone, Copy)]
+pub struct Leapfrog {
+    /// Velocities are at the same time as the positions.
+    pub synchronized: bool,
+}
+
+impl Leapfrog {
+    /// `(dt_drift, kick)` of the next step, and marks the state unsynchronised.
+    pub fn next_step(&mut self, dt: f32) -> (f32, f32) {
+        let kick = if self.synchronized { 0.5 * dt } else { dt };
+        self.synchronized = false;
+        (dt, kick)
+    }
+    /// `(dt_drift, kick)` of the synchronising half kick, if one is needed; marks the state synchronised.
+    pub fn sync_step(&mut self, dt: f32) -> Option<(f32, f32)> {
+        if self.synchronized {
+            None
+        } else {
+            self.synchronized = true;
+            Some((0.0, 0.5 * dt))
+        }
+    }
+}
+
 /// Work counted for one frame: `N² × steps` pairwise interactions.
 pub fn interactions(n: usize, steps: u32) -> f64 {
     (n as f64) * (n as f64) * f64::from(steps)
