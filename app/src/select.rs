@@ -46,11 +46,7 @@ pub fn make_backend(
     if !crate::external::is_unsupported(&err) {
         // Not about external memory (e.g. CUDA cannot share this GL context): as for map.
         return match args.backend {
-            BackendChoice::Auto => {
-                let notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
-                tracing::warn!("{notice}");
-                Ok((Box::new(CpuBackend::new(bodies, params)), Some(notice)))
-            }
+            BackendChoice::Auto => Ok(cpu_fallback(&err, bodies, params)),
             _ => Err(err),
         };
     }
@@ -135,11 +131,14 @@ fn make_map_copy_or_cpu(
         BackendChoice::Cuda => Ok((crate::cuda_backend::create(args, gl, gl_info, vbos, bodies, params)?, None)),
         BackendChoice::Auto => match crate::cuda_backend::create(args, gl, gl_info, vbos, bodies, params) {
             Ok(b) => Ok((b, None)),
-            Err(e) => {
-                let notice = format!("CUDA unavailable, running the CPU backend: {e:#}");
-                tracing::warn!("{notice}");
-                Ok((Box::new(CpuBackend::new(bodies, params)), Some(notice)))
-            }
+            Err(e) => Ok(cpu_fallback(&e, bodies, params)),
         },
     }
+}
+
+/// `--backend auto` without CUDA: the CPU backend, with the notice (also logged) that says why.
+fn cpu_fallback(err: &anyhow::Error, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
+    let notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
+    tracing::warn!("{notice}");
+    (Box::new(CpuBackend::new(bodies, params)), Some(notice))
 }
