@@ -290,3 +290,22 @@ fn save_state_and_diagnostics_interval() {
     let rows = body.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).count();
     assert_eq!(rows, 257, "header + 256 bodies");
 }
+
+#[test]
+fn switch_probe_without_cuda_names_the_cause() {
+    let out = scratch("switch");
+    let o = run(&["switch", "--iters", "10", "--rounds", "2", "--out", out.to_str().expect("utf-8 path")]);
+    let (_, err) = text(&o);
+    assert_no_panic(&o);
+    if o.status.success() {
+        // A machine with an NVIDIA GPU: the probe ran and wrote its file.
+        assert!(out.join("switch.json").is_file(), "switch succeeded without writing switch.json");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(1), "exit code:\n{err}");
+    assert!(err.contains("needs CUDA and a headless GL context on the same NVIDIA GPU"), "error does not say what is needed:\n{err}");
+    let o = run(&["switch", "--iters", "1", "--rounds", "2"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "--iters below --rounds accepted:\n{err}");
+    assert!(err.contains("--iters (1) must be at least --rounds (2)"), "unclear error:\n{err}");
+}

@@ -25,6 +25,31 @@ pub enum Command {
     Bench(BenchArgs),
     /// Mistake lab: make one classic interop or entry-point mistake and show the driver's answer.
     Lab(LabArgs),
+    /// Time the CUDA↔GL context switch on its own: tiny CUDA and GL work, alone and alternating.
+    Switch(SwitchArgs),
+}
+
+/// Options of `switch`.
+#[derive(Debug, Args)]
+pub struct SwitchArgs {
+    /// Measured iterations per variant, split over the rounds.
+    #[arg(long, default_value_t = 1000)]
+    pub iters: u32,
+    /// Untimed iterations per variant and round.
+    #[arg(long, default_value_t = 50)]
+    pub warmup: u32,
+    /// Interleaved rounds: each round runs every variant once.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: u32,
+    /// Directory for switch.json.
+    #[arg(long, default_value = "switch-out")]
+    pub out: PathBuf,
+    /// Scheduling flag of the CUDA context.
+    #[arg(long = "ctx-sched", value_enum, default_value_t = CtxSched::Auto)]
+    pub ctx_sched: CtxSched,
+    /// Stream the CUDA work goes to.
+    #[arg(long, value_enum, default_value_t = StreamKind::Legacy)]
+    pub stream: StreamKind,
 }
 
 /// Options of `lab`.

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Some(Command::Info(a)) => nbody_app::info::run(a),
         Some(Command::Bench(a)) => nbody_app::bench::run(a),
         Some(Command::Lab(a)) => nbody_app::lab::run(a),
+        Some(Command::Switch(a)) => nbody_app::bench::switch::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

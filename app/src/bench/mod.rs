@@ -34,6 +34,7 @@
 pub mod modes;
 pub mod report;
 pub mod stats;
+pub mod switch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

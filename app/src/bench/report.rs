@@ -337,7 +337,7 @@ pub fn paths(dir: &Path) -> [PathBuf; 3] {
 
 /// Write `bytes` to `path` through a temporary file in the same directory and a rename, so a
 /// reader never sees a half-written file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);

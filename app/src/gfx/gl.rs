@@ -87,6 +87,8 @@ impl<'a> Gl<'a> {
         fn clear_color(r: f32, g: f32, b: f32, a: f32);
         /// glClear.
         fn clear(mask: u32);
+        /// glScissor.
+        fn scissor(x: i32, y: i32, width: i32, height: i32);
         /// glBlendEquation.
         fn blend_equation(mode: u32);
         /// glBlendFunc.
