@@ -253,6 +253,15 @@ fn unknown_initial_condition_is_a_clear_error() {
 }
 
 #[test]
+fn screenshot_that_is_not_png_is_a_clear_error() {
+    let o = run(&["--headless", "--backend", "cpu", "--frames", "1", "--bodies", "256", "--screenshot", "frame.jpg"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "a .jpg screenshot was accepted:\n{err}");
+    assert_no_panic(&o);
+    assert!(err.contains("frame.jpg") && err.contains(".png"), "error does not name the file and the remedy:\n{err}");
+}
+
+#[test]
 fn unwritable_screenshot_is_a_clear_error() {
     let o = run(&["--headless", "--backend", "cpu", "--frames", "1", "--bodies", "256", "--screenshot", "/nonexistent-dir/x.png"]);
     let (_, err) = text(&o);

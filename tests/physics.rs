@@ -477,9 +477,14 @@ fn initial_conditions_parse_and_reject() {
     assert_eq!(InitialCondition::parse("figure-eight").ok(), Some(InitialCondition::FigureEight));
     assert_eq!(InitialCondition::parse("data/x.CSV").ok(), Some(InitialCondition::Csv("data/x.CSV".into())));
     let err = InitialCondition::parse("plumer").expect_err("typo").to_string();
-    for name in ["plumer", "plummer", "galaxies", "ball", "figure-eight", ".csv"] {
+    for name in ["plumer", "plummer", "galaxies", "ball", "figure-eight", "CSV file"] {
         assert!(err.contains(name), "{err}");
     }
+    // An existing file with another extension is read as CSV.
+    let other = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("state-{}.txt", std::process::id()));
+    std::fs::write(&other, "x,y,z,vx,vy,vz,mass\n").expect("write");
+    assert_eq!(InitialCondition::parse(other.to_str().expect("utf-8")).ok(), Some(InitialCondition::Csv(other.clone())));
+    let _ = std::fs::remove_file(&other);
     assert!(matches!(InitialCondition::Plummer.generate(0, 1, 1.0), Err(InitError::NoBodies(_))));
     assert!(matches!(InitialCondition::UniformBall.generate(10, 1, f32::NAN), Err(InitError::BadG(_))));
     // figure-eight ignores N.

@@ -79,6 +79,11 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if args.trace.is_some() && !interop::entry::TRACING_COMPILED {
         bail!("--trace needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
     }
+    if let Some(p) = &args.screenshot {
+        if !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+            bail!("--screenshot {}: screenshots are written as PNG; give a file name ending in .png", p.display());
+        }
+    }
     for (flag, path) in [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace)] {
         if let Some(p) = path {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {

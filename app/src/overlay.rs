@@ -371,8 +371,13 @@ impl Overlay {
                     ui.selectable_value(&mut c.reset_init, name.to_owned(), name);
                 }
             });
-            ui.label("N");
-            ui.add(egui::DragValue::new(&mut c.reset_n).range(1..=16_777_216).speed(64));
+            if c.reset_init == "figure-eight" {
+                // The figure-eight orbit has exactly three bodies; the N field would mislead.
+                ui.label("N = 3 (fixed)");
+            } else {
+                ui.label("N");
+                ui.add(egui::DragValue::new(&mut c.reset_n).range(1..=16_777_216).speed(64));
+            }
             if ui.button("reset").clicked() {
                 actions.push(Action::Reset { init: c.reset_init.clone(), n: c.reset_n });
             }

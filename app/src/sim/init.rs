@@ -51,10 +51,10 @@ pub enum InitialCondition {
 /// Why an initial condition could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
-    /// The name is neither a known initial condition nor a `.csv` path.
+    /// The name is neither a known initial condition, nor a `.csv` path, nor an existing file.
     #[error(
-        "unknown initial condition `{0}`; valid: plummer, galaxies, ball, figure-eight, \
-         or a path ending in .csv (header x,y,z,vx,vy,vz,mass)"
+        "unknown initial condition `{0}` (and no such file); valid: plummer, galaxies, ball, figure-eight, \
+         or the path of a CSV file (header x,y,z,vx,vy,vz,mass)"
     )]
     UnknownName(String),
     /// A generated initial condition was asked for N = 0 bodies.
@@ -69,8 +69,9 @@ pub enum InitError {
 }
 
 impl InitialCondition {
-    /// Parse a name (`plummer`, `galaxies`, `ball`, `figure-eight`) or a path ending in `.csv`
-    /// (any case). Surrounding whitespace is ignored.
+    /// Parse a name (`plummer`, `galaxies`, `ball`, `figure-eight`), a path ending in `.csv`
+    /// (any case; it need not exist yet, reading it reports that), or the path of an existing
+    /// file with another name, read as CSV. Surrounding whitespace is ignored.
     ///
     /// # Errors
     /// [`InitError::UnknownName`], listing the valid names.
@@ -82,6 +83,7 @@ impl InitialCondition {
             "ball" => Ok(Self::UniformBall),
             "figure-eight" => Ok(Self::FigureEight),
             _ if t.len() > 4 && t.to_ascii_lowercase().ends_with(".csv") => Ok(Self::Csv(PathBuf::from(t))),
+            _ if std::path::Path::new(t).is_file() => Ok(Self::Csv(PathBuf::from(t))),
             _ => Err(InitError::UnknownName(t.to_owned())),
         }
     }
