@@ -8,6 +8,9 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "common/fake_driver.rs"]
+mod fake_driver;
+
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 
 /// A fresh scratch directory for one test.
@@ -317,4 +320,21 @@ fn switch_probe_without_cuda_names_the_cause() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "--iters below --rounds accepted:\n{err}");
     assert!(err.contains("--iters (1) must be at least --rounds (2)"), "unclear error:\n{err}");
+}
+
+#[test]
+fn info_with_missing_driver_functions_prints_the_whole_report() {
+    let so = fake_driver::build("cli", &["cuCtxCreate", "cuLaunchKernel"]);
+    // `info` prints the whole report, then fails naming the first missing function.
+    let o = Command::new(BIN)
+        .arg("info")
+        .env("NBODY_CUDA_LIBRARY", &so)
+        .output()
+        .expect("spawn nbody-interop");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "info with missing functions:\n{out}\n{err}");
+    for name in ["cuCtxCreate", "cuLaunchKernel", "cuGraphicsMapResources"] {
+        assert!(out.contains(name), "the report lacks {name}:\n{out}");
+    }
+    assert!(err.contains("cuCtxCreate"), "the error does not name the missing function:\n{err}");
 }

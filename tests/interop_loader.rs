@@ -1,6 +1,9 @@
 //! Loading the driver without a GPU: library discovery and bootstrap errors.
 //! These run everywhere (no driver needed); they never set environment variables in-process.
 
+#[path = "common/fake_driver.rs"]
+mod fake_driver;
+
 use std::path::PathBuf;
 
 use interop::{Driver, Error};
@@ -56,4 +59,22 @@ fn remedies_name_the_cuda_version_or_the_table_bug() {
     let r = EntryReport::remedy_for(SymbolStatus::VersionNotSufficient, 11010, 13000).expect("a remedy");
     assert!(r.contains("older than the function"), "{r}");
     assert!(EntryReport::remedy_for(SymbolStatus::Found, 2000, 13000).is_none());
+}
+
+#[test]
+fn missing_required_functions_are_all_reported() {
+    let so = fake_driver::build("loader", &["cuCtxCreate", "cuLaunchKernel"]);
+    let driver = Driver::open_candidates(&[so]).expect("the stand-in loads");
+    let report = interop::Api::resolve_report(&driver, interop::StreamSemantics::Legacy);
+    assert_eq!(report.len(), interop::ENTRY_POINTS.len());
+    let missing: Vec<&str> = report.iter().filter(|r| r.address == 0).map(|r| r.name).collect();
+    assert_eq!(missing, ["cuCtxCreate", "cuLaunchKernel"], "table order, both listed");
+    assert!(report.iter().filter(|r| r.address == 0).all(|r| r.remedy.is_some()), "each missing one has a remedy");
+    match interop::Api::load(driver, interop::StreamSemantics::Legacy) {
+        Err(e @ Error::MissingEntryPoint { name: "cuCtxCreate", more_missing: 1, .. }) => {
+            assert!(e.to_string().contains("1 more required function(s) missing"), "{e}");
+        }
+        Err(other) => panic!("expected MissingEntryPoint for cuCtxCreate with 1 more, got {other:?}"),
+        Ok(_) => panic!("a driver without cuCtxCreate loaded"),
+    }
 }

@@ -25,17 +25,35 @@ pub struct InfoReport {
     pub devices: Vec<DeviceInfo>,
     /// One row per declared function.
     pub entry_points: Vec<EntryReport>,
-    /// `cuInit` or device-query error, if any (the report is still printed).
+    /// A missing required entry point, or a `cuInit` or device-query error, if any (the
+    /// report is still printed).
     pub error: Option<String>,
 }
 
-/// Collects the report.
+/// Collects the report. A missing required entry point is not an error here: the report then
+/// lists every function with its status, no devices, and the error in [`InfoReport::error`].
 ///
 /// # Errors
-/// The driver cannot be loaded or a required entry point is missing.
+/// The driver cannot be loaded.
 pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
     let driver = Driver::open().context("loading the CUDA driver")?;
-    let api = Api::load(driver, semantics).context("resolving driver entry points")?;
+    let api = match Api::load(driver.clone(), semantics) {
+        Ok(api) => api,
+        // A required function is missing: no devices can be queried, but the report of every
+        // function (which are missing, and why) is what the user needs.
+        Err(e) => {
+            return Ok(InfoReport {
+                library: driver.path().to_string(),
+                driver_version: driver.version(),
+                cuda_version: cuda_version_string(driver.version()),
+                bootstrap: driver.bootstrap(),
+                semantics,
+                devices: Vec::new(),
+                entry_points: Api::resolve_report(&driver, semantics),
+                error: Some(format!("resolving driver entry points: {e}")),
+            })
+        }
+    };
     let mut devices = Vec::new();
     // SAFETY: cuInit takes a flags value that must be 0.
     let error = match unsafe { api.cuInit(0) }.map_err(anyhow::Error::from).and_then(|()| {
@@ -62,7 +80,8 @@ pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
 /// Runs `info`.
 ///
 /// # Errors
-/// As [`collect`]; also when `cuInit` or a device query failed (after printing the report).
+/// As [`collect`]; also when a required entry point is missing, or `cuInit` or a device query
+/// failed (after printing the report).
 pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
     let semantics = match args.semantics {
         CliSemantics::Legacy => StreamSemantics::Legacy,

@@ -468,40 +468,51 @@ impl fmt::Debug for Api {
 }
 
 impl Api {
-    /// Resolves every entry of [`ENTRY_POINTS`] with `semantics`.
+    /// Asks the driver for every entry of [`ENTRY_POINTS`] with `semantics` and reports each
+    /// (version asked, flags, result, symbol status, address, remedy), failing on nothing: what
+    /// `nbody-interop info` prints when [`Api::load`] fails. One row per declared function, in
+    /// table order.
+    pub fn resolve_report(driver: &Driver, semantics: StreamSemantics) -> Vec<EntryReport> {
+        let flags = semantics.flags();
+        ENTRY_POINTS
+            .iter()
+            .map(|decl| {
+                let version = decl.version_for(semantics);
+                let q = driver.get_proc_address(decl.name, version, flags, &decl.export_for(semantics));
+                EntryReport {
+                    name: decl.name,
+                    version,
+                    flags,
+                    result: q.result.0,
+                    status: q.status,
+                    required: decl.required,
+                    address: q.address,
+                    remedy: EntryReport::remedy_for(q.status, version, driver.version()),
+                }
+            })
+            .collect()
+    }
+
+    /// Resolves every entry of [`ENTRY_POINTS`] with `semantics` ([`Api::resolve_report`]).
     ///
     /// # Errors
     /// [`Error::MissingEntryPoint`] for the first *required* function that is not found, naming
-    /// function, version, status and the driver version.
+    /// function, version, status, the driver version and how many other required functions are
+    /// missing ([`Api::resolve_report`] lists them all).
     pub fn load(driver: Driver, semantics: StreamSemantics) -> Result<Arc<Api>, Error> {
-        let flags = semantics.flags();
-        let mut report = Vec::with_capacity(ENTRY_POINTS.len());
-        let mut addresses = Vec::with_capacity(ENTRY_POINTS.len());
-        for decl in ENTRY_POINTS {
-            let version = decl.version_for(semantics);
-            let q = driver.get_proc_address(decl.name, version, flags, &decl.export_for(semantics));
-            let remedy = EntryReport::remedy_for(q.status, version, driver.version());
-            if decl.required && q.address == 0 {
-                return Err(Error::MissingEntryPoint {
-                    name: decl.name,
-                    version,
-                    status: q.status,
-                    driver_version: driver.version(),
-                    remedy: remedy.unwrap_or_default(),
-                });
-            }
-            addresses.push(q.address);
-            report.push(EntryReport {
-                name: decl.name,
-                version,
-                flags,
-                result: q.result.0,
-                status: q.status,
-                required: decl.required,
-                address: q.address,
-                remedy,
+        let report = Self::resolve_report(&driver, semantics);
+        let mut missing = report.iter().filter(|r| r.required && r.address == 0);
+        if let Some(first) = missing.next() {
+            return Err(Error::MissingEntryPoint {
+                name: first.name,
+                version: first.version,
+                status: first.status,
+                driver_version: driver.version(),
+                remedy: first.remedy.clone().unwrap_or_default(),
+                more_missing: missing.count(),
             });
         }
+        let addresses: Vec<usize> = report.iter().map(|r| r.address).collect();
         Ok(Arc::new(Api {
             fns: Fns::from_addresses(&addresses),
             driver,

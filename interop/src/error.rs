@@ -55,8 +55,13 @@ pub enum Error {
     /// A required entry point could not be resolved.
     #[error(
         "required driver function {name} (ABI version {version}) could not be resolved: {status}; \
-         the driver found supports CUDA {}; {remedy}",
-        cuda_version_string(*driver_version)
+         the driver found supports CUDA {}; {remedy}{}",
+        cuda_version_string(*driver_version),
+        if *more_missing > 0 {
+            format!(" ({more_missing} more required function(s) missing too: Api::resolve_report, printed by `nbody-interop info`, lists them all)")
+        } else {
+            String::new()
+        }
     )]
     MissingEntryPoint {
         /// C name.
@@ -69,6 +74,8 @@ pub enum Error {
         driver_version: c_int,
         /// What to do.
         remedy: String,
+        /// How many other required functions are missing too.
+        more_missing: usize,
     },
     /// An optional entry point is not available in this driver.
     #[error(
