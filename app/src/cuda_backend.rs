@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use interop::sys::{event_flags, map_flags, register_flags, stream_flags};
 use interop::{
-    map_resources, Context, Device, DeviceBuffer, DeviceInfo, Event, GraphicsResource, Mapping, PinnedBuffer, SchedFlag,
+    map_resources, Context, DetachedMapping, Device, DeviceBuffer, DeviceInfo, Event, GraphicsResource, Mapping, PinnedBuffer, SchedFlag,
     Stream, StreamSemantics,
 };
 
@@ -625,62 +625,6 @@ pub fn entry_rows(api: &interop::Api) -> Vec<[String; 5]> {
 // ---------------------------------------------------------------------------------------------
 // Step mode: one frame of `map`, one step at a time (see crate::workflow for the states).
 
-/// Resources mapped with the raw calls, for step mode. The safe [`Mapping`] borrows the
-/// resources and the stream, so it cannot wait in the backend between two frames of the demo;
-/// this keeps the raw handles instead and unmaps them on [`RawMapping::unmap`] or drop.
-struct RawMapping {
-    api: Arc<interop::Api>,
-    raw: Vec<interop::sys::CUgraphicsResource>,
-    stream: interop::sys::CUstream,
-    mapped: bool,
-}
-
-impl RawMapping {
-    /// Maps `resources` with one `cuGraphicsMapResources` on `stream`.
-    ///
-    /// # Safety
-    /// The resources must stay registered, and the stream live, until the value is unmapped or
-    /// dropped; they must not be mapped meanwhile by anything else.
-    unsafe fn map(resources: &[GraphicsResource], stream: &Stream) -> interop::Result<RawMapping> {
-        let api = stream.context().api().clone();
-        let mut raw: Vec<_> = resources.iter().map(GraphicsResource::raw).collect();
-        // SAFETY: `raw` holds `len` registered handles and the stream is live (the caller's contract).
-        unsafe { api.cuGraphicsMapResources(raw.len() as u32, raw.as_mut_ptr(), stream.raw()) }?;
-        Ok(RawMapping { api, raw, stream: stream.raw(), mapped: true })
-    }
-
-    /// Device pointer and size of mapped resource `i` (`cuGraphicsResourceGetMappedPointer`).
-    fn pointer(&self, i: usize) -> anyhow::Result<(interop::sys::CUdeviceptr, usize)> {
-        let res = *self.raw.get(i).with_context(|| format!("no mapped resource {i}"))?;
-        let (mut ptr, mut size) = (0, 0usize);
-        // SAFETY: the resource is mapped (self exists and was not unmapped); writes two values.
-        unsafe { self.api.cuGraphicsResourceGetMappedPointer(&mut ptr, &mut size, res) }?;
-        Ok((ptr, size))
-    }
-
-    /// Unmaps now (`cuGraphicsUnmapResources` on the mapping's stream).
-    fn unmap(mut self) -> interop::Result<()> {
-        self.unmap_raw()
-    }
-
-    fn unmap_raw(&mut self) -> interop::Result<()> {
-        if !self.mapped {
-            return Ok(());
-        }
-        self.mapped = false;
-        // SAFETY: the handles were mapped on this stream by `map` and are unmapped once (`mapped`);
-        // resources and stream are still alive (the contract of `map`).
-        unsafe { self.api.cuGraphicsUnmapResources(self.raw.len() as u32, self.raw.as_mut_ptr(), self.stream) }
-    }
-}
-
-impl Drop for RawMapping {
-    fn drop(&mut self) {
-        // An error here cannot be returned; `unmap` reports it.
-        drop(self.unmap_raw());
-    }
-}
-
 /// A frame of `--interop map` taken one step at a time: an explicit state machine
 /// ([`StepState`]) that owns the mapping between the steps.
 ///
@@ -688,7 +632,7 @@ impl Drop for RawMapping {
 /// `Launched`), and `ptrs` exactly in `Pointers` and `Launched`.
 pub struct StepwiseFrame {
     state: StepState,
-    mapping: Option<RawMapping>,
+    mapping: Option<DetachedMapping>,
     ptrs: Option<[interop::sys::CUdeviceptr; 2]>,
     /// The buffer GL draws (the newest positions already drawn).
     shown: usize,
@@ -747,7 +691,7 @@ impl CudaBackend {
     fn leave_mapped_step(&mut self) -> anyhow::Result<()> {
         let Some(sw) = self.stepwise.as_mut() else { return Ok(()) };
         sw.ptrs = None;
-        let r = sw.mapping.take().map_or(Ok(()), RawMapping::unmap);
+        let r = sw.mapping.take().map_or(Ok(()), DetachedMapping::unmap);
         if sw.state.mapped() {
             sw.state = if sw.state == StepState::Launched { StepState::AwaitDraw } else { StepState::Unmapped };
             sw.last = Some("unmapped early (the buffers were needed elsewhere)".into());
@@ -768,14 +712,15 @@ impl CudaBackend {
                 // SAFETY: the resources and the stream are fields of this backend declared after
                 // `stepwise`, so they outlive the mapping it holds; every path that maps, reads back
                 // or re-registers them first ends the mapped state (`leave_mapped_step`).
-                sw.mapping = Some(unsafe { RawMapping::map(resources, &self.stream) }.context("cuGraphicsMapResources")?);
+                sw.mapping = Some(unsafe { DetachedMapping::map(resources, &self.stream) }.context("cuGraphicsMapResources")?);
                 sw.read = self.gpu.front;
                 Ok("both buffers mapped on the frame's stream; CUDA owns them, GL must not touch them".to_string())
             }
             FrameStep::GetPointers => {
                 let m = sw.mapping.as_ref().context("not mapped")?;
-                let (a, sa) = m.pointer(0).context("cuGraphicsResourceGetMappedPointer (buffer 0)")?;
-                let (b, sb) = m.pointer(1).context("cuGraphicsResourceGetMappedPointer (buffer 1)")?;
+                let pa = m.pointer(0).context("cuGraphicsResourceGetMappedPointer (buffer 0)")?;
+                let pb = m.pointer(1).context("cuGraphicsResourceGetMappedPointer (buffer 1)")?;
+                let (a, sa, b, sb) = (pa.device_ptr(), pa.size(), pb.device_ptr(), pb.size());
                 if sa < bytes || sb < bytes {
                     bail!("mapped sizes {sa} and {sb} bytes, {bytes} needed");
                 }

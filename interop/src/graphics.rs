@@ -134,27 +134,86 @@ impl Drop for GraphicsResource {
 /// [`Error::InvalidArgument`] for an empty slice.
 #[doc(alias = "cuGraphicsMapResources")]
 pub fn map_resources<'a>(resources: &'a mut [GraphicsResource], stream: &'a Stream) -> Result<Mapping<'a>> {
-    let Some(first) = resources.first() else {
-        return Err(Error::InvalidArgument("no resources to map".into()));
-    };
-    let api = first.ctx.api().clone();
-    let mut raw: Vec<CUgraphicsResource> = resources.iter().map(|r| r.raw).collect();
-    // SAFETY: `raw` holds `len` registered handles; the stream is live for 'a.
-    unsafe { api.cuGraphicsMapResources(raw.len() as c_uint, raw.as_mut_ptr(), stream.raw()) }?;
-    Ok(Mapping { api, raw, stream, unmapped: false, _resources: PhantomData })
+    // SAFETY: the mutable borrow of the resources and the borrow of the stream last as long as
+    // the returned `Mapping` ('a): the resources stay registered and cannot be mapped by anyone
+    // else, and the stream stays alive, until the inner mapping is unmapped or dropped.
+    let inner = unsafe { DetachedMapping::map(resources, stream) }?;
+    Ok(Mapping { inner, _borrows: PhantomData })
 }
 
 /// Resources mapped for CUDA. Unmaps on drop; its device pointers borrow it.
+///
+/// A [`DetachedMapping`] that also borrows the resources (mutably) and the stream, which is
+/// what makes [`map_resources`] safe.
 #[derive(Debug)]
 pub struct Mapping<'a> {
-    api: Arc<Api>,
-    raw: Vec<CUgraphicsResource>,
-    stream: &'a Stream,
-    unmapped: bool,
-    _resources: PhantomData<&'a mut [GraphicsResource]>,
+    inner: DetachedMapping,
+    _borrows: PhantomData<(&'a mut [GraphicsResource], &'a Stream)>,
 }
 
 impl Mapping<'_> {
+    /// Number of mapped resources.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+    /// Always false.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Device pointer and size of mapped resource `index` (`cuGraphicsResourceGetMappedPointer`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an index out of range; the driver's error.
+    #[doc(alias = "cuGraphicsResourceGetMappedPointer")]
+    pub fn pointer(&self, index: usize) -> Result<MappedPtr<'_>> {
+        self.inner.pointer(index)
+    }
+
+    /// Unmaps now (one `cuGraphicsUnmapResources` on the mapping's stream), returning its error.
+    ///
+    /// # Errors
+    /// The driver's error.
+    #[doc(alias = "cuGraphicsUnmapResources")]
+    pub fn unmap(self) -> Result<()> {
+        self.inner.unmap()
+    }
+}
+
+/// Resources mapped for CUDA that do *not* borrow the resources or the stream: for a mapping
+/// that must wait inside a struct between calls (the demo's step mode maps in one frame and
+/// unmaps in a later one), where [`Mapping`]'s borrows cannot be stored next to what they
+/// borrow. The caller keeps the rules the borrows enforce for [`Mapping`] (see
+/// [`DetachedMapping::map`]). Unmaps on [`DetachedMapping::unmap`] or drop.
+#[derive(Debug)]
+pub struct DetachedMapping {
+    api: Arc<Api>,
+    raw: Vec<CUgraphicsResource>,
+    stream: crate::sys::CUstream,
+    mapped: bool,
+}
+
+impl DetachedMapping {
+    /// Maps `resources` with one `cuGraphicsMapResources` ordered on `stream`.
+    ///
+    /// # Errors
+    /// As [`map_resources`].
+    ///
+    /// # Safety
+    /// Until the value is unmapped or dropped: the resources stay registered (not dropped), the
+    /// stream stays alive, and nothing else maps, unmaps or re-flags the resources.
+    #[doc(alias = "cuGraphicsMapResources")]
+    pub unsafe fn map(resources: &[GraphicsResource], stream: &Stream) -> Result<DetachedMapping> {
+        let Some(first) = resources.first() else {
+            return Err(Error::InvalidArgument("no resources to map".into()));
+        };
+        let api = first.ctx.api().clone();
+        let mut raw: Vec<CUgraphicsResource> = resources.iter().map(|r| r.raw).collect();
+        // SAFETY: `raw` holds `len` registered handles; the stream is live (the caller's contract).
+        unsafe { api.cuGraphicsMapResources(raw.len() as c_uint, raw.as_mut_ptr(), stream.raw()) }?;
+        Ok(DetachedMapping { api, raw, stream: stream.raw(), mapped: true })
+    }
+
     /// Number of mapped resources.
     pub fn len(&self) -> usize {
         self.raw.len()
@@ -187,23 +246,24 @@ impl Mapping<'_> {
     /// The driver's error.
     #[doc(alias = "cuGraphicsUnmapResources")]
     pub fn unmap(mut self) -> Result<()> {
-        self.unmapped = true;
         self.unmap_raw()
     }
 
     fn unmap_raw(&mut self) -> Result<()> {
-        // SAFETY: the handles are mapped on this stream; unmapped once (guarded by `unmapped`).
-        unsafe { self.api.cuGraphicsUnmapResources(self.raw.len() as c_uint, self.raw.as_mut_ptr(), self.stream.raw()) }
+        if !self.mapped {
+            return Ok(());
+        }
+        self.mapped = false;
+        // SAFETY: the handles were mapped on this stream by `map` and are unmapped once
+        // (`mapped`); resources and stream are still alive (the contract of `map`).
+        unsafe { self.api.cuGraphicsUnmapResources(self.raw.len() as c_uint, self.raw.as_mut_ptr(), self.stream) }
     }
 }
 
-impl Drop for Mapping<'_> {
+impl Drop for DetachedMapping {
     fn drop(&mut self) {
-        if !self.unmapped {
-            self.unmapped = true;
-            // An error here cannot be returned; callers who care call `unmap`.
-            drop(self.unmap_raw());
-        }
+        // An error here cannot be returned; callers who care call `unmap`.
+        drop(self.unmap_raw());
     }
 }
 

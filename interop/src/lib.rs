@@ -42,7 +42,7 @@ pub use context::{Context, ContextKind, SchedFlag};
 pub use device::{Device, DeviceInfo};
 pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_POINTS};
 pub use error::{Error, Result};
-pub use graphics::{gl_devices, map_resources, GraphicsResource, MappedPtr, Mapping};
+pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedPtr, Mapping};
 pub use loader::{BootstrapKind, Driver, StreamSemantics};
 pub use memory::{DeviceBuffer, DeviceCopy, PinnedBuffer};
 pub use module::{Function, FunctionAttributes, Module};
