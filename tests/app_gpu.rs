@@ -305,6 +305,9 @@ fn external_frames(ctx: &HeadlessContext, backend: &mut ExternalBackend, rendere
             last = want;
             let p = DrawParams { camera: &camera, front, time_span: dt, pixels_per_point: 1.0, scene_left: 0.0 };
             renderer.draw_from(gl, &RenderTarget::Offscreen(target), &p, false, backend.draw_buffers());
+            // The next step waits on this fence; the readback above was waited for already
+            // (glGetBufferSubData of its result), as after_draw's contract asks.
+            backend.after_draw(gl);
         }
         // Positions change every step: equal values are a real check, not two stale copies.
         ensure(moved + 1 >= frames, format!("the probed bodies moved in only {moved} of {frames} frames"))?;

@@ -306,20 +306,29 @@ fn save_state_and_diagnostics_interval() {
 #[test]
 fn switch_probe_without_cuda_names_the_cause() {
     let out = scratch("switch");
-    let o = run(&["switch", "--iters", "10", "--rounds", "2", "--out", out.to_str().expect("utf-8 path")]);
+    let out_arg = out.join("o");
+    let out_arg = out_arg.to_str().expect("utf-8 path");
+    let o = run(&["switch", "--iters", "1", "--rounds", "2", "--out", out_arg]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "--iters below --rounds accepted:\n{err}");
+    assert!(err.contains("--iters (1) must be at least --rounds (2)"), "unclear error:\n{err}");
+    let o = run(&["switch", "--iters", "10", "--rounds", "2", "--warmup", "1", "--out", out_arg]);
     let (_, err) = text(&o);
     assert_no_panic(&o);
     if o.status.success() {
         // A machine with an NVIDIA GPU: the probe ran and wrote its file.
-        assert!(out.join("switch.json").is_file(), "switch succeeded without writing switch.json");
+        let doc: serde_json::Value =
+            serde_json::from_reader(File::open(out.join("o/switch.json")).expect("switch.json")).expect("JSON");
+        assert_eq!(doc["status"], "complete");
+        assert_eq!(doc["rounds_done"], 2);
+        for v in doc["variants"].as_array().expect("variants") {
+            assert_eq!(v["iters"], 10, "{v}");
+        }
         return;
     }
     assert_eq!(o.status.code(), Some(1), "exit code:\n{err}");
     assert!(err.contains("needs CUDA and a headless GL context on the same NVIDIA GPU"), "error does not say what is needed:\n{err}");
-    let o = run(&["switch", "--iters", "1", "--rounds", "2"]);
-    let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(1), "--iters below --rounds accepted:\n{err}");
-    assert!(err.contains("--iters (1) must be at least --rounds (2)"), "unclear error:\n{err}");
+    assert!(!out.join("o").exists(), "a run that could not start left its output directory");
 }
 
 #[test]

@@ -85,6 +85,14 @@ pub trait SimBackend {
     fn draw_buffers(&self) -> Option<PositionVbos> {
         None
     }
+    /// Called right after the body draw (from [`SimBackend::draw_buffers`] or the VBOs) was
+    /// issued, context current. Work that must wait for GL is best asked for here, while GL has
+    /// work queued anyway, rather than at the start of the next frame on an idle GL context,
+    /// which costs the GPU a switch into the GL context and back (`nbody-interop switch`). The
+    /// external backend puts the GL fence that the next launch waits on here. Contract: GL
+    /// commands that read the backend's buffers after this call are the caller's to wait for
+    /// before the next `simulate`. Default: nothing.
+    fn after_draw(&mut self, _gl: &glow::Context) {}
     /// Delete the GL objects the backend owns; the owner calls it with the GL context current
     /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
     /// Afterwards the backend can only be dropped. Default: nothing to delete.

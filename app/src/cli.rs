@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// `nbody-interop`: CUDA–OpenGL interop N-body demo, benchmark and teaching tool.
 #[derive(Debug, Parser)]
-#[command(name = "nbody-interop", version, about, long_about = None)]
+#[command(name = "nbody-interop", version, about, long_about = None, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// What to do; without a subcommand the demo runs.
     #[command(subcommand)]
@@ -265,7 +265,7 @@ pub enum StreamKind {
     Legacy,
     /// The per-thread default stream (entry points resolved with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
     PerThread,
-    /// A created stream with CU_STREAM_NON_BLOCKING and `--stream-priority`.
+    /// A created stream with CU_STREAM_NON_BLOCKING (priority: the demo's `--stream-priority`, else 0).
     NonBlocking,
 }
 

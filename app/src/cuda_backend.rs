@@ -258,7 +258,8 @@ fn make_storage(
     })
 }
 
-fn ms(a: &Event, b: &Event) -> anyhow::Result<Option<f64>> {
+/// `cuEventElapsedTime(a, b)` in ms as f64; `None` while `b` has not completed.
+pub(crate) fn ms(a: &Event, b: &Event) -> anyhow::Result<Option<f64>> {
     Ok(Event::elapsed_ms(a, b)?.map(f64::from))
 }
 

@@ -440,6 +440,7 @@ impl Scene {
         let t_draw = Instant::now();
         if shown.is_some() {
             self.renderer.draw_from(&gl, &target, &params, wait_timer, source);
+            self.backend()?.after_draw(&gl);
         } else {
             clear_target(&gl, &target);
         }
@@ -717,8 +718,9 @@ fn run_headless(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::
     let stop = Arc::new(AtomicBool::new(false));
     if args.frames.is_none() {
         let s = Arc::clone(&stop);
-        if let Err(e) = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst)) {
-            tracing::warn!("no Ctrl-C handler ({e}); stop with --frames");
+        match ctrlc::set_handler(move || s.store(true, Ordering::SeqCst)) {
+            Ok(()) => eprintln!("headless without --frames: running until Ctrl-C (the screenshot and state are saved then)"),
+            Err(e) => tracing::warn!("no Ctrl-C handler ({e}); stop with --frames"),
         }
     }
     while args.frames.is_none_or(|n| scene.frame < n) && !stop.load(Ordering::SeqCst) {

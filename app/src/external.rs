@@ -32,8 +32,12 @@
 //! 2. **Draw before kernel.** Every draw reads *both* buffers (the front one for positions, the
 //!    other for the speed colour, see [`crate::gfx::renderer`]), so before any launch that writes
 //!    a buffer (a step, the synchronising half kick of `bodies`/`diagnostics`, the deferred dt
-//!    change) a GL fence (`glFenceSync`) is inserted and waited on with `glClientWaitSync`
-//!    (flushing): every GL command issued before it, the last draw included, has finished.
+//!    change) the host waits (`glClientWaitSync`, flushing) on a GL fence (`glFenceSync`): for a
+//!    step, the fence that [`SimBackend::after_draw`] put right behind the last draw; otherwise
+//!    (no draw since the last step, or the other writers) a new one behind all GL work. Why
+//!    the fence goes behind the draw: a fence on an idle GL context makes the GPU switch into
+//!    the GL context and back just to signal it (about 0.3 ms on the H200, `nbody-interop
+//!    switch`), while behind the draw it is signalled in the same visit.
 //! 3. Paused frames (0 steps) write nothing and wait for nothing.
 //!
 //! The host waits are reported in [`SimTimings`]: `map_ms` = the GL-fence wait, `unmap_ms` =
@@ -177,9 +181,17 @@ fn import_pair(gl: &glow::Context, fns: &MemoryObjectFns, bufs: &[ExportableBuff
 /// # Errors
 /// `glFenceSync` fails, the wait fails (`GL_WAIT_FAILED`) or exceeds [`GL_FENCE_TIMEOUT`].
 pub fn wait_for_gl(gl: &glow::Context) -> anyhow::Result<f64> {
-    let g = Gl::current(gl);
     let t0 = Instant::now();
-    let fence = g.fence_sync(glow::SYNC_GPU_COMMANDS_COMPLETE, 0).map_err(|e| anyhow!("glFenceSync: {e}"))?;
+    let fence = Gl::current(gl).fence_sync(glow::SYNC_GPU_COMMANDS_COMPLETE, 0).map_err(|e| anyhow!("glFenceSync: {e}"))?;
+    wait_fence(gl, fence, t0)
+}
+
+/// Host wait on `fence` (`glClientWaitSync` with a flush, then deleted); returns the ms since `t0`.
+///
+/// # Errors
+/// As [`wait_for_gl`]; the fence is deleted on every path.
+fn wait_fence(gl: &glow::Context, fence: glow::NativeFence, t0: Instant) -> anyhow::Result<f64> {
+    let g = Gl::current(gl);
     let mut flags = glow::SYNC_FLUSH_COMMANDS_BIT;
     let result = loop {
         let r = g.client_wait_sync(fence, flags, 100_000_000); // 100 ms per call
@@ -215,6 +227,9 @@ pub struct ExternalBackend {
     /// New parameters whose dt change must first finish the half step with the old dt (a
     /// launch, which needs the GL fence wait and so the GL context: done at the next call that has it).
     pending_params: Option<PhysParams>,
+    /// The fence put behind the last body draw by [`SimBackend::after_draw`]; the next step
+    /// waits on it instead of a new fence. Deleted when waited on, or by `release_gl`.
+    draw_fence: Option<glow::NativeFence>,
     opts: CudaOptions,
     info: DeviceInfo,
     gl_info: GlInfo,
@@ -274,6 +289,7 @@ impl ExternalBackend {
             ctx,
             fns,
             pending_params: None,
+            draw_fence: None,
             opts: CudaOptions { settings: InteropSettings { interop: InteropMode::External, ..s }, ..opts.clone() },
             info,
             gl_info: gl_info.clone(),
@@ -337,8 +353,12 @@ impl ExternalBackend {
         self.apply_pending_params(gl)?;
         let mut t = SimTimings::default();
         if steps > 0 {
-            // Rule 2: GL's last draw (reading both buffers) has finished before a kernel writes.
-            t.map_ms = Some(wait_for_gl(gl)?);
+            // Rule 2: GL's last draw (reading both buffers) has finished before a kernel writes:
+            // the fence behind that draw when there is one, else a fence behind all GL work.
+            t.map_ms = Some(match self.draw_fence.take() {
+                Some(fence) => wait_fence(gl, fence, Instant::now())?,
+                None => wait_for_gl(gl)?,
+            });
             let ptrs = self.ptrs();
             let [e0, e1] = &self.events;
             e0.record(&self.stream).context("cuEventRecord")?;
@@ -460,7 +480,23 @@ impl SimBackend for ExternalBackend {
         Ok(())
     }
 
+    fn after_draw(&mut self, gl: &glow::Context) {
+        let g = Gl::current(gl);
+        if let Some(old) = self.draw_fence.take() {
+            // A draw without a step in between (paused): the new fence covers both.
+            g.delete_sync(old);
+        }
+        match g.fence_sync(glow::SYNC_GPU_COMMANDS_COMPLETE, 0) {
+            Ok(f) => self.draw_fence = Some(f),
+            // Without it the next step puts a fence behind all GL work instead.
+            Err(e) => tracing::warn!("glFenceSync after the draw: {e}"),
+        }
+    }
+
     fn release_gl(&mut self, gl: &glow::Context) {
+        if let Some(f) = self.draw_fence.take() {
+            Gl::current(gl).delete_sync(f);
+        }
         let Some(objects) = self.gl_objects.take() else { return };
         // Neither API may still use the memory: CUDA's work done, GL's work done.
         if let Err(e) = self.stream.synchronize() {

@@ -121,15 +121,7 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     }
     bodies.sort_unstable();
     bodies.dedup();
-    if args.frames == 0 {
-        bail!("--frames must be at least 1");
-    }
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
-    }
-    if args.frames < args.rounds {
-        bail!("--frames ({}) must be at least --rounds ({}): each round measures frames/rounds frames", args.frames, args.rounds);
-    }
+    check_rounds("--frames", "frames", args.frames, args.rounds)?;
     if !(args.cpu_budget_ms.is_finite() && args.cpu_budget_ms > 0.0) {
         bail!("--cpu-budget-ms must be a finite number > 0 (got {})", args.cpu_budget_ms);
     }
@@ -155,12 +147,30 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     Ok(Plan { modes, explicit, bodies, params, stop_after_rows })
 }
 
-/// Create `--out` and remove the outputs of an earlier run, so that files found there afterwards
+/// Check a measured count (`--frames`, `--iters`) against `--rounds`: both at least 1, and
+/// every round gets at least one.
+///
+/// # Errors
+/// A zero, or fewer of them than rounds; the message names the flags.
+pub(crate) fn check_rounds(flag: &str, what: &str, count: u32, rounds: u32) -> anyhow::Result<()> {
+    if count == 0 {
+        bail!("{flag} must be at least 1");
+    }
+    if rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    if count < rounds {
+        bail!("{flag} ({count}) must be at least --rounds ({rounds}): each round measures {what}/rounds {what}");
+    }
+    Ok(())
+}
+
+/// Create `dir` and remove `outputs` of an earlier run, so that files found there afterwards
 /// are this run's.
-fn prepare_out(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare_out(dir: &Path, outputs: &[PathBuf]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output directory {}", dir.display()))?;
-    for p in report::paths(dir) {
-        match std::fs::remove_file(&p) {
+    for p in outputs {
+        match std::fs::remove_file(p) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("removing the old {}", p.display())),
@@ -306,7 +316,7 @@ impl Env {
 /// measuring. Every finished row is in the output files in each case.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = validate(args)?;
-    prepare_out(&args.out)?;
+    prepare_out(&args.out, &report::paths(&args.out))?;
     STOP.store(false, Ordering::SeqCst);
     install_ctrlc();
 

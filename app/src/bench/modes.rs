@@ -118,6 +118,7 @@ impl Gfx {
         let params =
             DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0 };
         renderer.draw_from(gl, &target, &params, true, backend.draw_buffers());
+        backend.after_draw(gl);
         // SAFETY: glFinish takes no arguments and is valid whenever a context is current; this
         // context was made current on this thread by HeadlessContext::new and stays so.
         unsafe { gl.finish() };
@@ -332,7 +333,8 @@ pub fn check_count(init: &str, bodies: &Bodies, n: usize) -> anyhow::Result<()> 
     if bodies.len() != n {
         bail!(
             "--init {init} gives {} bodies, not the requested {n}; bench needs an initial condition that takes N \
-             (plummer, galaxies, ball)",
+             (plummer, galaxies, ball), or --bodies {} for this one",
+            bodies.len(),
             bodies.len()
         );
     }

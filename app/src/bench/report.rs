@@ -362,7 +362,8 @@ pub fn write_tables(dir: &Path, doc: &Document<'_>) -> anyhow::Result<()> {
     write_atomic(&csv_path, &bytes)
 }
 
-fn opt(v: Option<f64>, prec: usize) -> String {
+/// `v` with `prec` decimals, or `—`.
+pub(crate) fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or_else(|| "—".to_string(), |x| format!("{x:.prec$}"))
 }
 

@@ -3,50 +3,57 @@
 //!
 //! # Why
 //! A `bench` frame of the interop modes costs more than the kernel plus the GL frame alone
-//! (`interop_us` in [`super::report`]), and `external`, which never maps, pays nearly as much as
-//! `map`. The CUDA context and the GL context are two GPU contexts; the GPU runs one at a time
-//! and switches between them (time-slicing). This probe times that switch on its own.
+//! (`interop_us` in [`super::report`]), and `external`, which never maps, can pay nearly as much
+//! as `map`. The CUDA context and the GL context are two GPU contexts; the GPU runs one at a
+//! time and switches between them (time-slicing). This probe times that switch on its own.
 //!
 //! # Variants
 //! One iteration of each, timed on the host (`total_us`); the CUDA and GL parts are also timed
 //! on their own (`cuda_host_us`, `gl_host_us`), the GPU side by CUDA events (`kernel_us`,
-//! `map_us`) and a `GL_TIME_ELAPSED` query (`gl_us`):
+//! `map_us`, `unmap_us`: stream time from the event before the call to the one after it) and a
+//! `GL_TIME_ELAPSED` query (`gl_us`); `map_call_us`, `unmap_call_us` are the host time of the
+//! `cuGraphicsMapResources` and `cuGraphicsUnmapResources` calls themselves:
 //! - `cuda`: a one-thread kernel that stores one `u32` (`cuLaunchKernel`), events around it,
 //!   `cuEventSynchronize`. No GL work.
 //! - `gl`: `glClear` of a 1×1 scissor of the FBO inside a timer query, `glFinish`. No CUDA work.
 //! - `cuda+gl`: `cuda`, then `gl`: every iteration hands the GPU from GL to CUDA and back.
 //! - `cuda+gl-async`: the same work, but the host queues both before waiting (kernel, `glClear`,
-//!   `glFinish`, then `cuEventSynchronize`): no host round trip between the two.
+//!   `glFlush`, `glFinish`, then `cuEventSynchronize`): no host round trip between the two.
 //! - `map`: `cuGraphicsMapResources` of one registered 4 KiB GL buffer, the kernel storing into
 //!   the mapped pointer, `cuGraphicsUnmapResources`, sync. No GL work.
 //! - `map+gl`: `map`, then `gl`.
-//! - `gl+map`: the GL part queued first (no `glFinish` yet), then `map` right behind it, then
-//!   `glFinish`: the map's wait for GL is queued while the GPU still runs the GL context — the
-//!   order of a frame that maps the next frame's buffers right after submitting its draw.
+//! - `cuda+fence`: `cuda`, then a GL fence (`glFenceSync`) on the otherwise idle GL context,
+//!   waited on with `glClientWaitSync` — the wait the external-memory backend makes before a
+//!   launch when no draw preceded it.
+//! - `gl+map`: the GL part queued and flushed (`glFlush`, no `glFinish` yet), then `map` right
+//!   behind it, then `glFinish`: the map is asked for while GL's work is submitted and may still
+//!   run — the order of a frame that maps the next frame's buffers right after its draw.
 //!
 //! Derived (medians of `total_us`): `switch_pair_us` = `cuda+gl` − `cuda` − `gl` (two context
 //! switches); `async_pair_us` = `cuda+gl-async` − `cuda` − `gl`; `map_extra_us` = `map` − `cuda`
 //! (what mapping adds with GL idle); `map_gl_extra_us` = `map+gl` − `cuda+gl`;
-//! `gl_map_extra_us` = `gl+map` − `cuda+gl`.
+//! `gl_map_extra_us` = `gl+map` − `cuda+gl`; `fence_extra_us` = `cuda+fence` − `cuda`.
 //!
 //! # Order and output
 //! `--rounds` interleaved rounds; in each, every variant runs `--warmup` untimed iterations and
-//! its share of `--iters`. `switch.json` in `--out` is rewritten after every round (temporary
-//! file + rename), so an interrupted or failed run keeps the rounds it finished; a table goes to
+//! its share of `--iters`. An earlier `switch.json` in `--out` is removed at the start; the file
+//! is rewritten after every round (temporary file + rename), so an interrupted or failed run
+//! keeps the rounds it finished (`status`: `complete`, `running`, `interrupted` or
+//! `error: …`); a table (median, p99, spread of the round medians, per-part medians) goes to
 //! stdout at the end.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use interop::sys::event_flags;
-use interop::{map_resources, Context, DeviceBuffer, Event, Function, GraphicsResource, Module, Stream};
+use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, Event, Function, GraphicsResource, Module, Stream};
 use serde::Serialize;
 
 use super::stats::{median, Summary};
 use crate::cli::SwitchArgs;
-use crate::cuda_backend::open_for_gl;
+use crate::cuda_backend::{ms, open_for_gl};
 use crate::gfx::context::HeadlessContext;
 use crate::gfx::gl::Gl;
 use crate::gfx::renderer::OffscreenTarget;
@@ -73,8 +80,16 @@ const TOUCH_PTX: &str = "\
 const VBO_BYTES: usize = 4096;
 
 /// The variants, in the order they run within a round (see the module docs).
-pub const VARIANTS: [Variant; 7] =
-    [Variant::Cuda, Variant::Gl, Variant::CudaGl, Variant::CudaGlAsync, Variant::Map, Variant::MapGl, Variant::GlMap];
+pub const VARIANTS: [Variant; 8] = [
+    Variant::Cuda,
+    Variant::Gl,
+    Variant::CudaGl,
+    Variant::CudaGlAsync,
+    Variant::CudaFence,
+    Variant::Map,
+    Variant::MapGl,
+    Variant::GlMap,
+];
 
 /// One probe loop (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,6 +102,8 @@ pub enum Variant {
     CudaGl,
     /// The same work queued before any wait.
     CudaGlAsync,
+    /// `Cuda`, then a GL fence on the idle GL context, waited on.
+    CudaFence,
     /// Map, tiny kernel on the mapped pointer, unmap, sync.
     Map,
     /// `Map` then `Gl`.
@@ -103,6 +120,7 @@ impl Variant {
             Variant::Gl => "gl",
             Variant::CudaGl => "cuda+gl",
             Variant::CudaGlAsync => "cuda+gl-async",
+            Variant::CudaFence => "cuda+fence",
             Variant::Map => "map",
             Variant::MapGl => "map+gl",
             Variant::GlMap => "gl+map",
@@ -118,6 +136,9 @@ struct Sample {
     gl_host: Option<f64>,
     kernel: Option<f64>,
     map: Option<f64>,
+    unmap: Option<f64>,
+    map_call: Option<f64>,
+    unmap_call: Option<f64>,
     gl: Option<f64>,
 }
 
@@ -129,6 +150,9 @@ struct Acc {
     gl_host: Vec<f64>,
     kernel: Vec<f64>,
     map: Vec<f64>,
+    unmap: Vec<f64>,
+    map_call: Vec<f64>,
+    unmap_call: Vec<f64>,
     gl: Vec<f64>,
     round_medians: Vec<f64>,
 }
@@ -140,6 +164,9 @@ impl Acc {
         self.gl_host.extend(s.gl_host);
         self.kernel.extend(s.kernel);
         self.map.extend(s.map);
+        self.unmap.extend(s.unmap);
+        self.map_call.extend(s.map_call);
+        self.unmap_call.extend(s.unmap_call);
         self.gl.extend(s.gl);
     }
 }
@@ -161,10 +188,18 @@ pub struct VariantRow {
     pub kernel_us: Option<Summary>,
     /// CUDA-event time around `cuGraphicsMapResources`.
     pub map_us: Option<Summary>,
+    /// CUDA-event time around `cuGraphicsUnmapResources`.
+    pub unmap_us: Option<Summary>,
+    /// Host time of the `cuGraphicsMapResources` call.
+    pub map_call_us: Option<Summary>,
+    /// Host time of the `cuGraphicsUnmapResources` call.
+    pub unmap_call_us: Option<Summary>,
     /// `GL_TIME_ELAPSED` of the clear.
     pub gl_us: Option<Summary>,
     /// Median of `total_us` in each round.
     pub round_medians_us: Vec<f64>,
+    /// max − min of `round_medians_us`, in % of the overall median.
+    pub spread_pct: f64,
 }
 
 /// Differences of medians of `total_us` (µs; see the module docs).
@@ -180,6 +215,8 @@ pub struct Derived {
     pub map_gl_extra_us: Option<f64>,
     /// `gl+map` − `cuda+gl`.
     pub gl_map_extra_us: Option<f64>,
+    /// `cuda+fence` − `cuda`.
+    pub fence_extra_us: Option<f64>,
 }
 
 /// `switch.json`.
@@ -215,16 +252,17 @@ pub struct SwitchDoc {
     pub derived: Derived,
 }
 
-/// Everything the probe runs with. Field order is drop order: CUDA objects (the registration
-/// first, in [`Drop`]), then the GL objects (deleted in [`Drop`]), then the GL context.
+/// Everything the probe runs with. Drop order: [`Drop`] unregisters the GL buffer from CUDA,
+/// then deletes the GL objects (buffer, query, FBO); then the fields go in order — the CUDA
+/// objects (scratch memory, events, kernel, stream, context), then the GL context.
 struct Rig {
     resource: Option<GraphicsResource>,
     scratch: DeviceBuffer<u32>,
     events: [Event; 4],
     touch: Function,
-    _module: Module,
     stream: Stream,
     ctx: Arc<Context>,
+    info: DeviceInfo,
     vbo: Option<glow::NativeBuffer>,
     query: Option<glow::NativeQuery>,
     target: Option<OffscreenTarget>,
@@ -252,20 +290,36 @@ fn us(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e6
 }
 
+/// CUDA-event time from `a` to `b` in µs.
+fn event_us(a: &Event, b: &Event) -> anyhow::Result<Option<f64>> {
+    Ok(ms(a, b).context("cuEventElapsedTime")?.map(|t| t * 1e3))
+}
+
+/// Launch the one-thread kernel storing `v` at `ptr` on `stream`.
+///
+/// # Safety
+/// `ptr` must be valid for a 4-byte store until the launch completes.
+unsafe fn touch(f: &Function, stream: &Stream, ptr: interop::sys::CUdeviceptr, v: u32) -> anyhow::Result<()> {
+    let (mut p, mut v) = (ptr, v);
+    let mut params = [(&raw mut p).cast::<std::ffi::c_void>(), (&raw mut v).cast::<std::ffi::c_void>()];
+    // SAFETY: two parameters matching `.param .u64 p, .param .u32 v`; the caller guarantees `ptr`.
+    unsafe { f.launch((1, 1, 1), (1, 1, 1), 0, stream, &mut params) }.context("cuLaunchKernel")
+}
+
+/// What `switch` needs and could not get.
+const NEEDS: &str = "the switch probe needs CUDA and a headless GL context on the same NVIDIA GPU (it runs where \
+                     `nbody-interop bench --modes map` runs)";
+
 impl Rig {
     fn open(args: &SwitchArgs) -> anyhow::Result<Rig> {
-        let gl_ctx = HeadlessContext::new(crate::demo::HEADLESS_CUDA_DEVICE).context("headless GL context")?;
-        let (ctx, stream, _info) = open_for_gl(&gl_ctx.info, args.stream, 0, args.ctx_sched)?;
-        let target = OffscreenTarget::new(&gl_ctx.gl, 16, 16).context("offscreen framebuffer")?;
-        let gl = Gl::current(&gl_ctx.gl);
-        let query = if gl_ctx.info.timer_query { gl.create_query().ok() } else { None };
-        let vbo = gl.create_buffer().map_err(|e| anyhow::anyhow!("glGenBuffers: {e}"))?;
-        gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbo));
-        gl.buffer_data_u8_slice(glow::ARRAY_BUFFER, &[0u8; VBO_BYTES], glow::DYNAMIC_DRAW);
-        gl.bind_buffer(glow::ARRAY_BUFFER, None);
-        // From here on, Rig's Drop releases what was made, in order, on every error path.
-        let module = Module::from_ptx(&ctx, TOUCH_PTX.as_bytes()).context("loading the probe kernel")?;
-        let touch = module.function("nbody_touch").context("cuModuleGetFunction")?;
+        let gl_ctx = HeadlessContext::new(crate::demo::HEADLESS_CUDA_DEVICE).context("headless GL context").context(NEEDS)?;
+        let (ctx, stream, info) = open_for_gl(&gl_ctx.info, args.stream, 0, args.ctx_sched).context(NEEDS)?;
+        // CUDA objects first: until the Rig exists, an error drops them and the GL context only.
+        // (The Function keeps its module loaded.)
+        let touch = Module::from_ptx(&ctx, TOUCH_PTX.as_bytes())
+            .context("loading the probe kernel")?
+            .function("nbody_touch")
+            .context("cuModuleGetFunction")?;
         let mut events = Vec::with_capacity(4);
         for _ in 0..4 {
             events.push(Event::new(&ctx, event_flags::DEFAULT).context("cuEventCreate")?);
@@ -277,29 +331,26 @@ impl Rig {
             scratch,
             events,
             touch,
-            _module: module,
             stream,
             ctx,
-            vbo: Some(vbo),
-            query,
-            target: Some(target),
+            info,
+            vbo: None,
+            query: None,
+            target: None,
             gl: gl_ctx,
         };
-        let resource = GraphicsResource::register_gl_buffer(&rig.ctx, vbo.0.get(), 0).context("cuGraphicsGLRegisterBuffer")?;
-        rig.resource = Some(resource);
+        // From here on, Rig's Drop releases what was made, in order, on every error path.
+        rig.target = Some(OffscreenTarget::new(&rig.gl.gl, 16, 16).context("offscreen framebuffer")?);
+        let gl = Gl::current(&rig.gl.gl);
+        rig.query = if rig.gl.info.timer_query { gl.create_query().ok() } else { None };
+        let vbo = gl.create_buffer().map_err(|e| anyhow::anyhow!("glGenBuffers: {e}"))?;
+        rig.vbo = Some(vbo);
+        gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbo));
+        gl.buffer_data_u8_slice(glow::ARRAY_BUFFER, &[0u8; VBO_BYTES], glow::DYNAMIC_DRAW);
+        gl.bind_buffer(glow::ARRAY_BUFFER, None);
+        rig.resource =
+            Some(GraphicsResource::register_gl_buffer(&rig.ctx, vbo.0.get(), 0).context("cuGraphicsGLRegisterBuffer")?);
         Ok(rig)
-    }
-
-    /// Launch the one-thread kernel storing `v` at `ptr` on the rig's stream.
-    ///
-    /// # Safety
-    /// `ptr` must be valid for a 4-byte store until the launch completes.
-    unsafe fn touch(&self, ptr: interop::sys::CUdeviceptr, v: u32) -> anyhow::Result<()> {
-        let mut p = ptr;
-        let mut v = v;
-        let mut params = [(&raw mut p).cast::<std::ffi::c_void>(), (&raw mut v).cast::<std::ffi::c_void>()];
-        // SAFETY: two parameters matching `.param .u64 p, .param .u32 v`; the caller guarantees `ptr`.
-        unsafe { self.touch.launch((1, 1, 1), (1, 1, 1), 0, &self.stream, &mut params) }.context("cuLaunchKernel")
     }
 
     /// The CUDA part: the kernel between events `0` and `1`, then (with `wait`) wait for event 1.
@@ -308,9 +359,9 @@ impl Rig {
         let t = Instant::now();
         let [e0, e1, ..] = &self.events;
         e0.record(&self.stream).context("cuEventRecord")?;
-        // SAFETY: `scratch` is this rig's 4-byte allocation, alive for the rig's lifetime, and
-        // every iteration waits for the launch before returning.
-        unsafe { self.touch(self.scratch.ptr(), i) }?;
+        // SAFETY: `scratch` is this rig's 4-byte allocation and the rig outlives every launch it
+        // queues: each iteration waits for its launches before the next one starts.
+        unsafe { touch(&self.touch, &self.stream, self.scratch.ptr(), i) }?;
         e1.record(&self.stream).context("cuEventRecord")?;
         if wait {
             e1.synchronize().context("cuEventSynchronize")?;
@@ -320,11 +371,12 @@ impl Rig {
 
     fn kernel_us(&self) -> anyhow::Result<Option<f64>> {
         let [e0, e1, ..] = &self.events;
-        Ok(Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(|ms| f64::from(ms) * 1e3))
+        event_us(e0, e1)
     }
 
-    /// The GL part: 1×1 scissored clear in a timer query, then (with `finish`) `glFinish` and
-    /// the query's result. Returns (host µs, GL µs).
+    /// The GL part: 1×1 scissored clear in a timer query, then `glFinish` and the query's
+    /// result (with `finish`), or only `glFlush` (submitted, not waited for). Returns (host µs,
+    /// GL µs).
     fn gl_part(&self, i: u32, finish: bool) -> (f64, Option<f64>) {
         let gl = Gl::current(&self.gl.gl);
         let t = Instant::now();
@@ -342,6 +394,7 @@ impl Rig {
             gl.end_query(glow::TIME_ELAPSED);
         }
         if !finish {
+            gl.flush();
             return (us(t), None);
         }
         gl.finish();
@@ -355,30 +408,31 @@ impl Rig {
         self.query.map(|q| gl.get_query_parameter_u64(q, glow::QUERY_RESULT) as f64 * 1e-3)
     }
 
-    /// Map the registered buffer, store into it, unmap, wait. Returns (host µs, map µs, kernel µs).
-    fn map_part(&mut self, i: u32) -> anyhow::Result<(f64, Option<f64>, Option<f64>)> {
+    /// Map the registered buffer, store into it, unmap, wait; fills the CUDA fields of `s`.
+    fn map_part(&mut self, i: u32, s: &mut Sample) -> anyhow::Result<()> {
         let t = Instant::now();
         let [e0, e1, e2, e3] = &self.events;
         let resource = self.resource.as_mut().context("no registered buffer")?;
         e0.record(&self.stream).context("cuEventRecord")?;
+        let call = Instant::now();
         let mapping = map_resources(std::slice::from_mut(resource), &self.stream).context("cuGraphicsMapResources")?;
+        s.map_call = Some(us(call));
         e1.record(&self.stream).context("cuEventRecord")?;
         let ptr = mapping.pointer(0).context("cuGraphicsResourceGetMappedPointer")?.require(4)?.device_ptr();
-        let mut p = ptr;
-        let mut v = i;
-        let mut params = [(&raw mut p).cast::<std::ffi::c_void>(), (&raw mut v).cast::<std::ffi::c_void>()];
-        // SAFETY: two parameters matching the kernel's; `ptr` is the mapped buffer (≥ 4 bytes,
-        // checked by `require`), which stays mapped until the unmap below, ordered after the
-        // launch on the same stream.
-        unsafe { self.touch.launch((1, 1, 1), (1, 1, 1), 0, &self.stream, &mut params) }.context("cuLaunchKernel")?;
+        // SAFETY: `ptr` is the mapped buffer (≥ 4 bytes, checked by `require`), which stays
+        // mapped until the unmap below, ordered after the launch on the same stream.
+        unsafe { touch(&self.touch, &self.stream, ptr, i) }?;
         e2.record(&self.stream).context("cuEventRecord")?;
+        let call = Instant::now();
         mapping.unmap().context("cuGraphicsUnmapResources")?;
+        s.unmap_call = Some(us(call));
         e3.record(&self.stream).context("cuEventRecord")?;
         e3.synchronize().context("cuEventSynchronize")?;
-        let host = us(t);
-        let map = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(|ms| f64::from(ms) * 1e3);
-        let kernel = Event::elapsed_ms(e1, e2).context("cuEventElapsedTime")?.map(|ms| f64::from(ms) * 1e3);
-        Ok((host, map, kernel))
+        s.cuda_host = Some(us(t));
+        s.map = event_us(e0, e1)?;
+        s.kernel = event_us(e1, e2)?;
+        s.unmap = event_us(e2, e3)?;
+        Ok(())
     }
 
     fn iteration(&mut self, v: Variant, i: u32) -> anyhow::Result<Sample> {
@@ -404,13 +458,18 @@ impl Rig {
                 self.gl_part(i, false);
                 Gl::current(&self.gl.gl).finish();
                 self.events[1].synchronize().context("cuEventSynchronize")?;
-                let g = self.gl_us();
                 s.kernel = self.kernel_us()?;
-                s.gl = g;
+                s.gl = self.gl_us();
+            }
+            Variant::CudaFence => {
+                s.cuda_host = Some(self.cuda_part(i, true)?);
+                s.kernel = self.kernel_us()?;
+                let t = Instant::now();
+                crate::external::wait_for_gl(&self.gl.gl).context("GL fence")?;
+                s.gl_host = Some(us(t));
             }
             Variant::Map | Variant::MapGl => {
-                let (h, m, k) = self.map_part(i)?;
-                (s.cuda_host, s.map, s.kernel) = (Some(h), m, k);
+                self.map_part(i, &mut s)?;
                 if v == Variant::MapGl {
                     let (h, g) = self.gl_part(i, true);
                     (s.gl_host, s.gl) = (Some(h), g);
@@ -418,9 +477,9 @@ impl Rig {
             }
             Variant::GlMap => {
                 self.gl_part(i, false);
-                let (h, m, k) = self.map_part(i)?;
+                self.map_part(i, &mut s)?;
                 Gl::current(&self.gl.gl).finish();
-                (s.cuda_host, s.map, s.kernel, s.gl) = (Some(h), m, k, self.gl_us());
+                s.gl = self.gl_us();
             }
         }
         s.total = us(t);
@@ -428,29 +487,36 @@ impl Rig {
     }
 }
 
-fn validate(args: &SwitchArgs) -> anyhow::Result<()> {
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
-    }
-    if args.iters < args.rounds {
-        bail!("--iters ({}) must be at least --rounds ({}): each round measures iters/rounds iterations", args.iters, args.rounds);
-    }
-    Ok(())
+/// A run stopped by Ctrl-C, after writing the rounds it finished.
+#[derive(Debug, thiserror::Error)]
+#[error("switch interrupted after {rounds} finished round(s){}", if *.rounds > 0 { format!("; they are in {}", .path.display()) } else { String::new() })]
+pub struct SwitchInterrupted {
+    /// Rounds finished (and written).
+    pub rounds: u32,
+    /// `switch.json`.
+    pub path: PathBuf,
 }
 
 fn rows(accs: &[(Variant, Acc)]) -> Vec<VariantRow> {
     accs.iter()
         .filter_map(|(v, a)| {
+            let total = Summary::of(&a.total)?;
+            let finite: Vec<f64> = a.round_medians.iter().copied().filter(|x| x.is_finite()).collect();
+            let spread = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max) - finite.iter().copied().fold(f64::INFINITY, f64::min);
             Some(VariantRow {
                 variant: v.name(),
                 iters: a.total.len(),
-                total_us: Summary::of(&a.total)?,
+                total_us: total,
                 cuda_host_us: Summary::of(&a.cuda_host),
                 gl_host_us: Summary::of(&a.gl_host),
                 kernel_us: Summary::of(&a.kernel),
                 map_us: Summary::of(&a.map),
+                unmap_us: Summary::of(&a.unmap),
+                map_call_us: Summary::of(&a.map_call),
+                unmap_call_us: Summary::of(&a.unmap_call),
                 gl_us: Summary::of(&a.gl),
                 round_medians_us: a.round_medians.clone(),
+                spread_pct: if finite.len() > 1 { 100.0 * spread / total.median } else { 0.0 },
             })
         })
         .collect()
@@ -473,42 +539,50 @@ pub fn derive(rows: &[VariantRow]) -> Derived {
         map_extra_us: sub(m(Variant::Map), &[cuda]),
         map_gl_extra_us: sub(m(Variant::MapGl), &[m(Variant::CudaGl)]),
         gl_map_extra_us: sub(m(Variant::GlMap), &[m(Variant::CudaGl)]),
+        fence_extra_us: sub(m(Variant::CudaFence), &[cuda]),
     }
 }
 
-fn fmt_opt(s: Option<Summary>) -> String {
-    s.map_or_else(|| "—".into(), |s| format!("{:.1}", s.median))
+/// The median of `s`, one decimal, or `—`.
+fn med(s: Option<Summary>) -> String {
+    super::report::opt(s.map(|s| s.median), 1)
 }
 
-/// The stdout table: medians in µs.
+/// The stdout table: medians (and the p99 of the total) in µs.
 pub fn table(doc: &SwitchDoc) -> String {
     let mut t = format!(
-        "{:<14} {:>9} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
-        "variant", "total µs", "p95 µs", "cuda host", "gl host", "kernel", "map", "gl gpu"
+        "{:<14} {:>8} {:>8} {:>7} {:>9} {:>8} {:>7} {:>7} {:>7} {:>8} {:>8} {:>7}\n",
+        "variant", "total µs", "p99", "spread%", "cuda host", "gl host", "kernel", "map", "unmap", "map call", "unmap cl", "gl gpu"
     );
     for r in &doc.variants {
         t += &format!(
-            "{:<14} {:>9.1} {:>9.1} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
+            "{:<14} {:>8.1} {:>8.1} {:>7.1} {:>9} {:>8} {:>7} {:>7} {:>7} {:>8} {:>8} {:>7}\n",
             r.variant,
             r.total_us.median,
-            r.total_us.p95,
-            fmt_opt(r.cuda_host_us),
-            fmt_opt(r.gl_host_us),
-            fmt_opt(r.kernel_us),
-            fmt_opt(r.map_us),
-            fmt_opt(r.gl_us)
+            r.total_us.p99,
+            r.spread_pct,
+            med(r.cuda_host_us),
+            med(r.gl_host_us),
+            med(r.kernel_us),
+            med(r.map_us),
+            med(r.unmap_us),
+            med(r.map_call_us),
+            med(r.unmap_call_us),
+            med(r.gl_us)
         );
     }
     let d = &doc.derived;
-    let f = |x: Option<f64>| x.map_or_else(|| "—".into(), |x| format!("{x:.1} µs"));
+    let f = |x: Option<f64>| super::report::opt(x, 1) + " µs";
     t += &format!(
         "two context switches (cuda+gl − cuda − gl): {}; queued without host waits: {}\n\
-         mapping adds {} with GL idle, {} between GL frames, {} when queued right behind the GL work",
+         map+unmap adds {} with GL idle, {} between GL frames, {} when asked right behind GL's work\n\
+         a GL fence waited on with GL idle adds {}",
         f(d.switch_pair_us),
         f(d.async_pair_us),
         f(d.map_extra_us),
         f(d.map_gl_extra_us),
-        f(d.gl_map_extra_us)
+        f(d.gl_map_extra_us),
+        f(d.fence_extra_us)
     );
     t
 }
@@ -517,23 +591,21 @@ pub fn table(doc: &SwitchDoc) -> String {
 ///
 /// # Errors
 /// Bad arguments; no headless GL context; no CUDA device that shares it (Mesa, no driver); a
-/// CUDA or GL failure while measuring; Ctrl-C. `switch.json` keeps every finished round.
+/// CUDA or GL failure while measuring; Ctrl-C ([`SwitchInterrupted`]). `switch.json` keeps every
+/// finished round.
 pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
-    validate(args)?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
+    super::check_rounds("--iters", "iterations", args.iters, args.rounds)?;
     let path: PathBuf = args.out.join("switch.json");
-    let mut rig = Rig::open(args).context(
-        "the switch probe needs CUDA and a headless GL context on the same NVIDIA GPU (run it where `nbody-interop bench \
-         --modes map` runs)",
-    )?;
-    let dev = rig.ctx.device().info().context("reading the device's attributes")?;
+    let mut rig = Rig::open(args)?;
+    // After the rig: a run that cannot start leaves no output directory behind.
+    super::prepare_out(&args.out, std::slice::from_ref(&path))?;
     let mut doc = SwitchDoc {
         tool: "nbody-interop switch",
         version: env!("CARGO_PKG_VERSION"),
         status: "running".into(),
         rounds_done: 0,
         date: chrono::Utc::now().to_rfc3339(),
-        gpu_name: dev.name,
+        gpu_name: rig.info.name.clone(),
         driver_version: interop::entry::cuda_version_string(rig.ctx.api().driver_version()),
         gl_renderer: rig.gl.info.renderer.clone(),
         egl_device: rig.gl.info.egl_device.clone(),
@@ -543,21 +615,23 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         variants: Vec::new(),
         derived: Derived::default(),
     };
-    super::install_ctrlc();
     super::STOP.store(false, std::sync::atomic::Ordering::SeqCst);
+    super::install_ctrlc();
     let mut accs: Vec<(Variant, Acc)> = VARIANTS.iter().map(|v| (*v, Acc::default())).collect();
     let write = |doc: &SwitchDoc| -> anyhow::Result<()> {
-        let json = serde_json::to_vec_pretty(doc).context("serialising switch.json")?;
+        let mut json = serde_json::to_vec_pretty(doc).context("serialising switch.json")?;
+        json.push(b'\n');
         super::report::write_atomic(&path, &json)
     };
     let mut outcome = Ok(());
+    let mut write_err = None;
     'rounds: for round in 0..args.rounds {
         let count = super::frames_in_round(args.iters, args.rounds, round);
         for (v, acc) in &mut accs {
             let mut samples = Vec::with_capacity(count as usize);
             for i in 0..args.warmup + count {
                 if super::stopped() {
-                    outcome = Err(anyhow::anyhow!("switch interrupted after {round} finished round(s); they are in {}", path.display()));
+                    outcome = Err(SwitchInterrupted { rounds: round, path: path.clone() }.into());
                     break 'rounds;
                 }
                 match rig.iteration(*v, i) {
@@ -575,20 +649,24 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         doc.rounds_done = round + 1;
         doc.variants = rows(&accs);
         doc.derived = derive(&doc.variants);
-        write(&doc)?;
+        if let Err(e) = write(&doc) {
+            write_err = Some(e);
+            break;
+        }
     }
     drop(rig);
     doc.status = match &outcome {
         Ok(()) => "complete".into(),
-        Err(e) if super::stopped() => format!("interrupted: {e:#}"),
+        Err(e) if e.is::<SwitchInterrupted>() => "interrupted".into(),
         Err(e) => format!("error: {e:#}"),
     };
-    if doc.rounds_done > 0 {
-        write(&doc)?;
+    if doc.rounds_done > 0 && write_err.is_none() {
+        write_err = write(&doc).err();
         println!("{}", table(&doc));
         println!("wrote {}", path.display());
     }
-    outcome
+    outcome?;
+    write_err.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
@@ -605,8 +683,12 @@ mod tests {
             gl_host_us: None,
             kernel_us: None,
             map_us: None,
+            unmap_us: None,
+            map_call_us: None,
+            unmap_call_us: None,
             gl_us: None,
             round_medians_us: vec![median],
+            spread_pct: 0.0,
         }
     }
 
@@ -620,6 +702,7 @@ mod tests {
             row(Variant::Map, 15.0),
             row(Variant::MapGl, 130.0),
             row(Variant::GlMap, 101.0),
+            row(Variant::CudaFence, 12.5),
         ];
         let d = derive(&rows);
         assert_eq!(d.switch_pair_us, Some(70.0));
@@ -627,6 +710,7 @@ mod tests {
         assert_eq!(d.map_extra_us, Some(5.0));
         assert_eq!(d.map_gl_extra_us, Some(30.0));
         assert_eq!(d.gl_map_extra_us, Some(1.0));
+        assert_eq!(d.fence_extra_us, Some(2.5));
         let partial = derive(&rows[..2]);
         assert_eq!(partial.switch_pair_us, None);
         assert!(table(&SwitchDoc {

@@ -95,6 +95,8 @@ impl<'a> Gl<'a> {
         fn blend_func(src: u32, dst: u32);
         /// glFinish.
         fn finish();
+        /// glFlush.
+        fn flush();
         /// glGetError.
         fn get_error() -> u32;
         /// glReadBuffer.
