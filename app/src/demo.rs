@@ -86,6 +86,9 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     }
     for (flag, path) in [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace)] {
         if let Some(p) = path {
+            if p.is_dir() {
+                bail!("cannot write {flag} file {}: it is a directory; give a file name", p.display());
+            }
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 if !dir.is_dir() {
                     bail!("cannot write {flag} file {}: directory {} does not exist", p.display(), dir.display());

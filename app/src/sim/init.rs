@@ -53,7 +53,7 @@ pub enum InitialCondition {
 pub enum InitError {
     /// The name is neither a known initial condition, nor a `.csv` path, nor an existing file.
     #[error(
-        "unknown initial condition `{0}` (and no such file); valid: plummer, galaxies, ball, figure-eight, \
+        "unknown initial condition `{0}` (and not a file); valid: plummer, galaxies, ball, figure-eight, \
          or the path of a CSV file (header x,y,z,vx,vy,vz,mass)"
     )]
     UnknownName(String),

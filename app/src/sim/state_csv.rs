@@ -20,20 +20,20 @@ pub const COLUMNS: [&str; 7] = ["x", "y", "z", "vx", "vy", "vz", "mass"];
 #[derive(Debug, thiserror::Error)]
 pub enum StateFileError {
     /// The file could not be opened or read.
-    #[error("{}: cannot read the state file: {source}; check the path and its permissions", path.display())]
+    #[error("{}: cannot read the state file: {io}; check the path and its permissions", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (in the message, not a separate source: printed once).
+        io: std::io::Error,
     },
     /// The file could not be created or written.
-    #[error("{}: cannot write the state file: {source}; check that the directory exists and is writable", path.display())]
+    #[error("{}: cannot write the state file: {io}; check that the directory exists and is writable", path.display())]
     Write {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (in the message, not a separate source: printed once).
+        io: std::io::Error,
     },
     /// The header lacks required columns.
     #[error(
@@ -152,7 +152,7 @@ impl fmt::Display for ColumnList<'_> {
 /// [`StateFileError`]: unreadable file, missing columns, malformed row, a value that is not a
 /// number or not finite in f32, a negative mass, or no rows. The first problem found is returned.
 pub fn read_state(path: &Path) -> Result<Bodies, StateFileError> {
-    let text = std::fs::read(path).map_err(|source| StateFileError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read(path).map_err(|source| StateFileError::Read { path: path.to_owned(), io: source })?;
     // The CSV reader's own line count skips blank lines, so lines come from byte offsets.
     let lines = LineIndex::new(&text);
     let mut reader = csv::ReaderBuilder::new()
@@ -221,7 +221,7 @@ pub fn read_state(path: &Path) -> Result<Bodies, StateFileError> {
 /// # Errors
 /// [`StateFileError::Write`] when the file cannot be created or written.
 pub fn write_state(path: &Path, bodies: &Bodies) -> Result<(), StateFileError> {
-    let io = |source| StateFileError::Write { path: path.to_owned(), source };
+    let io = |source| StateFileError::Write { path: path.to_owned(), io: source };
     let mut out = BufWriter::new(File::create(path).map_err(io)?);
     writeln!(out, "{}", COLUMNS.join(",")).map_err(io)?;
     for (p, v) in bodies.pos.iter().zip(&bodies.vel) {
@@ -269,7 +269,7 @@ impl<'a> LineIndex<'a> {
 fn csv_error(path: &Path, lines: &LineIndex, e: csv::Error) -> StateFileError {
     let line = lines.line_of(e.position());
     match e.into_kind() {
-        csv::ErrorKind::Io(source) => StateFileError::Read { path: path.to_owned(), source },
+        csv::ErrorKind::Io(source) => StateFileError::Read { path: path.to_owned(), io: source },
         kind => StateFileError::Malformed { path: path.to_owned(), line, message: describe(&kind) },
     }
 }
