@@ -347,3 +347,26 @@ fn info_with_missing_driver_functions_prints_the_whole_report() {
     }
     assert!(err.contains("cuCtxCreate"), "the error does not name the missing function:\n{err}");
 }
+
+#[test]
+fn info_json_without_a_driver_is_json() {
+    let o = Command::new(BIN)
+        .args(["info", "--json"])
+        .env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
+        .output()
+        .expect("spawn nbody-interop");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "info without a driver:\n{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{out}"));
+    assert!(v["error"].as_str().is_some_and(|e| e.contains("/nonexistent/libcuda.so.1")), "{v}");
+}
+
+#[test]
+fn bench_that_measures_nothing_leaves_no_output_directory() {
+    let dir = scratch("bench-nothing").join("out");
+    let o = run(&["bench", "--modes", "cpu", "--init", "figure-eight", "--bodies", "64", "--frames", "2", "--rounds", "1", "--out", dir.to_str().expect("utf-8")]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "figure-eight at N = 64 was accepted:\n{err}");
+    assert!(err.contains("--bodies 3"), "the error does not suggest --bodies 3:\n{err}");
+    assert!(!dir.exists(), "an empty output directory was left behind");
+}

@@ -80,14 +80,22 @@ pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
 /// Runs `info`.
 ///
 /// # Errors
-/// As [`collect`]; also when a required entry point is missing, or `cuInit` or a device query
-/// failed (after printing the report).
+/// As [`collect`] (with `--json`, after printing `{"error": "..."}`); also when a required entry
+/// point is missing, or `cuInit` or a device query failed (after printing the report).
 pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
     let semantics = match args.semantics {
         CliSemantics::Legacy => StreamSemantics::Legacy,
         CliSemantics::PerThread => StreamSemantics::PerThread,
     };
-    let r = collect(semantics)?;
+    let r = match collect(semantics) {
+        Ok(r) => r,
+        Err(e) if args.json => {
+            // Scripts that asked for JSON get JSON on stdout also when there is no driver.
+            println!("{}", serde_json::json!({ "error": format!("{e:#}") }));
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

@@ -316,6 +316,7 @@ impl Env {
 /// measuring. Every finished row is in the output files in each case.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = validate(args)?;
+    let out_existed = args.out.exists();
     prepare_out(&args.out, &report::paths(&args.out))?;
     STOP.store(false, Ordering::SeqCst);
     install_ctrlc();
@@ -388,6 +389,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     } else {
         eprintln!("no rows were measured; nothing written to {}", args.out.display());
+        if !out_existed {
+            // Made by this run and still empty: leave no trace (remove_dir fails if not empty).
+            let _ = std::fs::remove_dir(&args.out);
+        }
     }
 
     outcome?;
