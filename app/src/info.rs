@@ -37,42 +37,33 @@ pub struct InfoReport {
 /// The driver cannot be loaded.
 pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
     let driver = Driver::open().context("loading the CUDA driver")?;
-    let api = match Api::load(driver.clone(), semantics) {
-        Ok(api) => api,
+    let (devices, entry_points, error) = match Api::load(driver.clone(), semantics) {
         // A required function is missing: no devices can be queried, but the report of every
         // function (which are missing, and why) is what the user needs.
-        Err(e) => {
-            return Ok(InfoReport {
-                library: driver.path().to_string(),
-                driver_version: driver.version(),
-                cuda_version: cuda_version_string(driver.version()),
-                bootstrap: driver.bootstrap(),
-                semantics,
-                devices: Vec::new(),
-                entry_points: Api::resolve_report(&driver, semantics),
-                error: Some(format!("resolving driver entry points: {e}")),
-            })
+        Err(e) => (Vec::new(), Api::resolve_report(&driver, semantics), Some(format!("resolving driver entry points: {e}"))),
+        Ok(api) => {
+            let mut devices = Vec::new();
+            // SAFETY: cuInit takes a flags value that must be 0.
+            let error = match unsafe { api.cuInit(0) }.map_err(anyhow::Error::from).and_then(|()| {
+                for i in 0..Device::count(&api)? {
+                    devices.push(Device::get(&api, i)?.info()?);
+                }
+                Ok(())
+            }) {
+                Ok(()) => None,
+                Err(e) => Some(format!("{e:#}")),
+            };
+            (devices, api.report().to_vec(), error)
         }
-    };
-    let mut devices = Vec::new();
-    // SAFETY: cuInit takes a flags value that must be 0.
-    let error = match unsafe { api.cuInit(0) }.map_err(anyhow::Error::from).and_then(|()| {
-        for i in 0..Device::count(&api)? {
-            devices.push(Device::get(&api, i)?.info()?);
-        }
-        Ok(())
-    }) {
-        Ok(()) => None,
-        Err(e) => Some(format!("{e:#}")),
     };
     Ok(InfoReport {
-        library: api.driver().path().to_string(),
-        driver_version: api.driver_version(),
-        cuda_version: cuda_version_string(api.driver_version()),
-        bootstrap: api.driver().bootstrap(),
+        library: driver.path().to_string(),
+        driver_version: driver.version(),
+        cuda_version: cuda_version_string(driver.version()),
+        bootstrap: driver.bootstrap(),
         semantics,
         devices,
-        entry_points: api.report().to_vec(),
+        entry_points,
         error,
     })
 }

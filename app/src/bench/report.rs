@@ -254,13 +254,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 .map(|d| d.frame.median);
             // What the mode costs beyond the kernel alone and the GL frame alone.
             let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
-            let spread_ms = match (
-                m.round_medians.iter().copied().reduce(f64::max),
-                m.round_medians.iter().copied().reduce(f64::min),
-            ) {
-                (Some(hi), Some(lo)) => hi - lo,
-                _ => 0.0,
-            };
+            let spread_ms = super::stats::spread(&m.round_medians);
             let [map_ms_median, map_ms_p95, map_ms_p99, map_ms_max] = split(m.map);
             let [kernel_ms_median, kernel_ms_p95, kernel_ms_p99, kernel_ms_max] = split(m.kernel);
             let [unmap_ms_median, unmap_ms_p95, unmap_ms_p99, unmap_ms_max] = split(m.unmap);

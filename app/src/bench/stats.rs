@@ -44,6 +44,14 @@ fn percentile_sorted(v: &[f64], q: f64) -> f64 {
     v[lo] + (v[hi] - v[lo]) * frac
 }
 
+/// max − min of the finite `values` (0 when there are none): the spread of per-round medians.
+pub fn spread(values: &[f64]) -> f64 {
+    let mut finite = values.iter().copied().filter(|x| x.is_finite());
+    let Some(first) = finite.next() else { return 0.0 };
+    let (lo, hi) = finite.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    hi - lo
+}
+
 /// Median of `values` (`None` when empty).
 pub fn median(values: &[f64]) -> Option<f64> {
     Summary::of(values).map(|s| s.median)
@@ -64,5 +72,8 @@ mod tests {
         assert_eq!(Summary::of(&[]), None);
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(Summary::of(&[f64::NAN, 4.0]).unwrap().max, 4.0);
+        assert_eq!(spread(&[3.0, f64::NAN, 1.0, 2.5]), 2.0);
+        assert_eq!(spread(&[7.0]), 0.0);
+        assert_eq!(spread(&[]), 0.0);
     }
 }

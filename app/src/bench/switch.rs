@@ -501,8 +501,6 @@ fn rows(accs: &[(Variant, Acc)]) -> Vec<VariantRow> {
     accs.iter()
         .filter_map(|(v, a)| {
             let total = Summary::of(&a.total)?;
-            let finite: Vec<f64> = a.round_medians.iter().copied().filter(|x| x.is_finite()).collect();
-            let spread = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max) - finite.iter().copied().fold(f64::INFINITY, f64::min);
             Some(VariantRow {
                 variant: v.name(),
                 iters: a.total.len(),
@@ -516,7 +514,7 @@ fn rows(accs: &[(Variant, Acc)]) -> Vec<VariantRow> {
                 unmap_call_us: Summary::of(&a.unmap_call),
                 gl_us: Summary::of(&a.gl),
                 round_medians_us: a.round_medians.clone(),
-                spread_pct: if finite.len() > 1 { 100.0 * spread / total.median } else { 0.0 },
+                spread_pct: 100.0 * super::stats::spread(&a.round_medians) / total.median,
             })
         })
         .collect()
