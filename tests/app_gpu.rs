@@ -13,20 +13,19 @@ mod gpu_gate;
 
 use std::sync::Arc;
 
-use glow::HasContext;
 use gpu_gate::ensure;
 use interop::sys::stream_flags;
 use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics};
 use libtest_mimic::Failed;
 use nbody_app::backend::{InteropSettings, SimBackend};
 use nbody_app::cli::{CtxSched, InteropMode, ResourceFlags, StreamKind};
-use nbody_app::cuda_backend::{create_backend, CudaOptions};
+use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
 use nbody_app::gfx::context::HeadlessContext;
-use nbody_app::external::ExternalBackend;
+
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use nbody_app::sim::cpu::step_reference_f64;
 use nbody_app::sim::diagnostics::potentials_f64;
-use nbody_app::sim::gpu::{Kernels, BODY_BYTES};
+use nbody_app::cuda::kernels::{Kernels, BODY_BYTES};
 use nbody_app::sim::init::InitialCondition;
 use nbody_app::sim::{Bodies, PhysParams};
 
@@ -75,8 +74,8 @@ fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams
     let pout = DeviceBuffer::from_slice(ctx, &out_host)?;
     let vel = DeviceBuffer::from_slice(ctx, &bodies.vel)?;
     let stream = Stream::create(ctx, stream_flags::NON_BLOCKING, 0)?;
-    // SAFETY: three distinct buffers of ≥ 16 N bytes, alive until the synchronize below.
-    unsafe { k.launch_step(p, block, n, (pin.ptr(), pout.ptr(), vel.ptr()), params.dt, kick, params, &stream) }?;
+    // Three distinct buffers of ≥ N bodies (pout holds N + tail: the kernel must not write past N).
+    k.launch_step(p, block, n, (pin.view(), pout.view(), vel.view()), params.dt, kick, params, &stream)?;
     stream.synchronize()?;
     pout.copy_to_host(&mut out_host)?;
     let tail_ok = out_host[n..].iter().all(|v| v.iter().zip(poison).all(|(a, b)| a.to_bits() == b.to_bits()));
@@ -141,8 +140,7 @@ fn potential_kernel_matches_float64() -> Result<(), Failed> {
     let phi = DeviceBuffer::<f32>::alloc(&ctx, bodies.len())?;
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
     for eps in [0.0f32, 0.05] {
-        // SAFETY: pos holds 16 N bytes and phi 4 N bytes until the synchronize below.
-        unsafe { k.launch_potential(256, bodies.len(), pos.ptr(), phi.ptr(), eps, &stream) }?;
+        k.launch_potential(256, bodies.len(), pos.view(), phi.view(), eps, &stream)?;
         stream.synchronize()?;
         let got = phi.to_vec()?;
         let want = potentials_f64(&bodies.pos, f64::from(eps));
@@ -160,23 +158,21 @@ fn potential_kernel_matches_float64() -> Result<(), Failed> {
 /// One interop frame through the real GL buffers; positions read back from GL must equal the
 /// float64 reference of that step.
 fn interop_case(ctx: &HeadlessContext, settings: InteropSettings) -> Result<(), Failed> {
-    let gl = &ctx.gl;
+    let gl = ctx.gl();
     let bodies = plummer(4096, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
     let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None };
     let result = (|| -> Result<(), Failed> {
-        let mut backend = create_backend(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
+        let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
         let t = backend.simulate(gl, &vbos, 1)?;
         ensure(t.kernel_ms.is_some_and(|k| k > 0.0), format!("no kernel time: {t:?}"))?;
         let mut bytes = vec![0u8; bodies.len() * BODY_BYTES];
-        // SAFETY: the buffer holds 16 N bytes; desktop GL (the NVIDIA EGL context) has glGetBufferSubData.
-        unsafe {
-            gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[backend.front()]));
-            gl.get_buffer_sub_data(glow::ARRAY_BUFFER, 0, &mut bytes);
-            gl.bind_buffer(glow::ARRAY_BUFFER, None);
-        }
+        // Desktop GL (the NVIDIA EGL context) has glGetBufferSubData.
+        gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[backend.front()]));
+        gl.get_buffer_sub_data(glow::ARRAY_BUFFER, 0, &mut bytes);
+        gl.bind_buffer(glow::ARRAY_BUFFER, None);
         let pos: Vec<[f32; 4]> = bytes
             .chunks_exact(16)
             .map(|c| std::array::from_fn(|k| f32::from_le_bytes([c[4 * k], c[4 * k + 1], c[4 * k + 2], c[4 * k + 3]])))
@@ -230,7 +226,7 @@ fn interop_map_and_copy_write_what_gl_reads() -> Result<(), Failed> {
 // ---------------------------------------------------------------------------------------------
 // External memory (`--interop external`, nbody_app::external)
 
-fn external_backend(ctx: &HeadlessContext, bodies: &Bodies, params: PhysParams, stream: StreamKind) -> Result<ExternalBackend, Failed> {
+fn external_backend(ctx: &HeadlessContext, bodies: &Bodies, params: PhysParams, stream: StreamKind) -> Result<CudaBackend, Failed> {
     if let Err(why) = &ctx.info.memory_object {
         return Err(format!("this GL cannot import CUDA memory: {why}").into());
     }
@@ -243,7 +239,11 @@ fn external_backend(ctx: &HeadlessContext, bodies: &Bodies, params: PhysParams, 
         block_size: 256,
     };
     let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None };
-    Ok(ExternalBackend::new(&opts, &ctx.gl, &ctx.info, bodies, params)?)
+    // External storage draws from its own buffers; these VBOs only give the backend its N.
+    let mut renderer = Renderer::new(ctx.gl(), &ctx.info, bodies)?;
+    let r = CudaBackend::new(&opts, ctx.gl(), &ctx.info, renderer.vbos(), bodies, params);
+    renderer.destroy(ctx.gl());
+    Ok(r?)
 }
 
 /// Bodies whose float4 is compared every frame: the first, a few inside, the last.
@@ -254,21 +254,16 @@ const PROBED: [usize; 6] = [0, 1, 63, 1000, 2049, 4095];
 /// by GL (glCopyBufferSubData) into a GL-owned buffer and read back from there — glGetBufferSubData
 /// straight from an imported buffer was seen returning stale data — and must equal, bit for bit,
 /// what cuMemcpyDtoH reads from the same CUDA allocation.
-fn external_frames(ctx: &HeadlessContext, backend: &mut ExternalBackend, renderer: &mut Renderer, frames: usize, dt: f32) -> Result<(), Failed> {
-    let gl = &ctx.gl;
+fn external_frames(ctx: &HeadlessContext, backend: &mut CudaBackend, renderer: &mut Renderer, frames: usize, dt: f32) -> Result<(), Failed> {
+    let gl = ctx.gl();
     let vbos = *renderer.vbos();
     let target = OffscreenTarget::new(gl, 128, 128)?;
     let camera = framing_camera(renderer);
     let bytes = PROBED.len() * BODY_BYTES;
-    // SAFETY: the context is current on this thread (HeadlessContext::new); a new buffer of
-    // `bytes` bytes with no client data.
-    let probe = unsafe {
-        let b = gl.create_buffer()?;
-        gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(b));
-        gl.buffer_data_size(glow::COPY_WRITE_BUFFER, bytes as i32, glow::STREAM_READ);
-        gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
-        b
-    };
+    let probe = gl.create_buffer()?;
+    gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(probe));
+    gl.buffer_data_u8_slice(glow::COPY_WRITE_BUFFER, &vec![0u8; bytes], glow::STREAM_READ);
+    gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
     let result = (|| -> Result<(), Failed> {
         let mut last: Vec<[f32; 4]> = Vec::new();
         let mut moved = 0usize;
@@ -277,22 +272,18 @@ fn external_frames(ctx: &HeadlessContext, backend: &mut ExternalBackend, rendere
             let front = backend.front();
             let src = backend.draw_buffers().ok_or("the external backend has no draw buffers")?.buffers[front];
             let mut got = vec![0u8; bytes];
-            // SAFETY: current context; both buffers exist, every copied range lies inside them
-            // (16 N bytes and `bytes` bytes), and the read fills exactly `got`.
-            unsafe {
-                gl.bind_buffer(glow::COPY_READ_BUFFER, Some(src));
-                gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(probe));
-                for (k, &i) in PROBED.iter().enumerate() {
-                    let (from, to) = ((i * BODY_BYTES) as i32, (k * BODY_BYTES) as i32);
-                    gl.copy_buffer_sub_data(glow::COPY_READ_BUFFER, glow::COPY_WRITE_BUFFER, from, to, BODY_BYTES as i32);
-                }
-                gl.get_buffer_sub_data(glow::COPY_WRITE_BUFFER, 0, &mut got);
-                gl.bind_buffer(glow::COPY_READ_BUFFER, None);
-                gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
+            gl.bind_buffer(glow::COPY_READ_BUFFER, Some(src));
+            gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(probe));
+            for (k, &i) in PROBED.iter().enumerate() {
+                let (from, to) = ((i * BODY_BYTES) as i32, (k * BODY_BYTES) as i32);
+                gl.copy_buffer_sub_data(glow::COPY_READ_BUFFER, glow::COPY_WRITE_BUFFER, from, to, BODY_BYTES as i32);
             }
+            gl.get_buffer_sub_data(glow::COPY_WRITE_BUFFER, 0, &mut got);
+            gl.bind_buffer(glow::COPY_READ_BUFFER, None);
+            gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
             let mut want = vec![[0f32; 4]; PROBED.len()];
             for (k, &i) in PROBED.iter().enumerate() {
-                backend.cuda_buffer(front).read_at(i * BODY_BYTES, &mut want[k..k + 1])?;
+                backend.external_buffer(front).ok_or("no external storage")?.read_at(i * BODY_BYTES, &mut want[k..k + 1])?;
             }
             let want_bytes: Vec<u8> = want.iter().flatten().flat_map(|f| f.to_le_bytes()).collect();
             if got != want_bytes {
@@ -311,12 +302,10 @@ fn external_frames(ctx: &HeadlessContext, backend: &mut ExternalBackend, rendere
         }
         // Positions change every step: equal values are a real check, not two stale copies.
         ensure(moved + 1 >= frames, format!("the probed bodies moved in only {moved} of {frames} frames"))?;
-        // SAFETY: current context; glGetError takes no arguments.
-        let e = unsafe { gl.get_error() };
+        let e = gl.get_error();
         ensure(e == glow::NO_ERROR, format!("GL error 0x{e:04X}"))
     })();
-    // SAFETY: current context; the probe is ours and no longer used.
-    unsafe { gl.delete_buffer(probe) };
+    gl.delete_buffer(probe);
     target.destroy(gl);
     result
 }
@@ -325,12 +314,12 @@ fn external_gl_draws_what_the_kernel_wrote_every_frame() -> Result<(), Failed> {
     let ctx = HeadlessContext::new(0)?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let bodies = plummer(4096, fresh_seed())?;
-    let mut renderer = Renderer::new(&ctx.gl, &ctx.info, &bodies)?;
+    let mut renderer = Renderer::new(ctx.gl(), &ctx.info, &bodies)?;
     let mut failures = Vec::new();
     for (stream, frames) in [(StreamKind::Legacy, 1000), (StreamKind::NonBlocking, 100), (StreamKind::PerThread, 100)] {
         let r = external_backend(&ctx, &bodies, params, stream).and_then(|mut backend| {
             let r = external_frames(&ctx, &mut backend, &mut renderer, frames, params.dt);
-            backend.release_gl(&ctx.gl);
+            backend.release_gl(ctx.gl());
             r
         });
         eprintln!("{stream:?}, {frames} frames: {}", if r.is_ok() { "GL = CUDA every frame" } else { "FAILED" });
@@ -338,7 +327,7 @@ fn external_gl_draws_what_the_kernel_wrote_every_frame() -> Result<(), Failed> {
             failures.push(format!("{stream:?}: {}", e.message().unwrap_or("failed")));
         }
     }
-    renderer.destroy(&ctx.gl);
+    renderer.destroy(ctx.gl());
     ensure(failures.is_empty(), failures.join("\n"))
 }
 
@@ -346,7 +335,7 @@ fn external_gl_draws_what_the_kernel_wrote_every_frame() -> Result<(), Failed> {
 /// float64 reference of that step (tolerance: see the file docs); then diagnostics run.
 fn external_step_matches_float64_reference() -> Result<(), Failed> {
     let ctx = HeadlessContext::new(0)?;
-    let gl = &ctx.gl;
+    let gl = ctx.gl();
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let bodies = plummer(4096, fresh_seed())?;
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
@@ -379,7 +368,7 @@ fn open_fds() -> Result<usize, Failed> {
 /// bytes within one allocation granularity, 2 MiB) and no file descriptor may be left behind.
 fn external_create_destroy_leaks_nothing() -> Result<(), Failed> {
     let ctx = HeadlessContext::new(0)?;
-    let gl = &ctx.gl;
+    let gl = ctx.gl();
     // Holds the primary context for the whole test, so it is not remade every cycle.
     let cu = cuda()?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
@@ -395,8 +384,7 @@ fn external_create_destroy_leaks_nothing() -> Result<(), Failed> {
         Ok(())
     };
     let measure = || -> Result<(usize, usize), Failed> {
-        // SAFETY: current context; glFinish takes no arguments.
-        unsafe { gl.finish() };
+        gl.finish();
         cu.make_current()?;
         Ok((cu.memory_info()?.0, open_fds()?))
     };

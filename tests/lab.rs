@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use nbody_app::lab::CASES;
+use nbody_app::teach::lab::CASES;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 

@@ -4,6 +4,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::backend::cuda::CudaOptions;
+pub use crate::backend::select::BackendChoice;
+use crate::backend::select::BackendConfig;
+use crate::backend::InteropSettings;
+pub use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags, StreamKind};
+
 /// `nbody-interop`: CUDA–OpenGL interop N-body demo, benchmark and teaching tool.
 #[derive(Debug, Parser)]
 #[command(name = "nbody-interop", version, about, long_about = None, args_conflicts_with_subcommands = true)]
@@ -224,51 +230,6 @@ pub struct BenchArgs {
     pub height: u32,
 }
 
-/// Simulation backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    /// CUDA when a CUDA device shares the GL context, else the CPU backend (with a notice).
-    Auto,
-    /// CUDA only: exit with an error when it cannot be used.
-    Cuda,
-    /// Multithreaded float32 CPU backend; never touches CUDA.
-    Cpu,
-}
-
-/// How results reach GL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum InteropMode {
-    /// Registered GL buffers mapped every frame (cuGraphicsMapResources).
-    Map,
-    /// CUDA device buffer → pinned host memory → glBufferSubData.
-    Copy,
-    /// CUDA allocates the buffers (cuMemCreate), GL imports them (GL_EXT_memory_object_fd):
-    /// no map/unmap per frame, a CUDA event and a GL fence order the two APIs.
-    External,
-}
-
-/// Register or map flags (CU_GRAPHICS_REGISTER_FLAGS_* / CU_GRAPHICS_MAP_RESOURCE_FLAGS_*).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ResourceFlags {
-    /// No hint.
-    None,
-    /// CUDA only reads the buffer.
-    ReadOnly,
-    /// CUDA overwrites the whole buffer; its old contents may be discarded.
-    WriteDiscard,
-}
-
-/// Stream kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StreamKind {
-    /// The legacy default stream (entry points resolved with CU_GET_PROC_ADDRESS_LEGACY_STREAM).
-    Legacy,
-    /// The per-thread default stream (entry points resolved with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
-    PerThread,
-    /// A created stream with CU_STREAM_NON_BLOCKING (priority: the demo's `--stream-priority`, else 0).
-    NonBlocking,
-}
-
 /// Default-stream semantics of the entry-point table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StreamSemantics {
@@ -276,19 +237,6 @@ pub enum StreamSemantics {
     Legacy,
     /// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
     PerThread,
-}
-
-/// Context scheduling flag (CU_CTX_SCHED_*).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CtxSched {
-    /// CU_CTX_SCHED_AUTO.
-    Auto,
-    /// CU_CTX_SCHED_SPIN.
-    Spin,
-    /// CU_CTX_SCHED_YIELD.
-    Yield,
-    /// CU_CTX_SCHED_BLOCKING_SYNC.
-    Blocking,
 }
 
 /// Bench modes.
@@ -309,4 +257,26 @@ pub enum BenchMode {
     Cpu,
     /// CUDA-allocated buffers imported into GL (GL_EXT_memory_object_fd), event + fence sync.
     External,
+}
+
+impl DemoArgs {
+    /// The interop settings the command line asks for.
+    pub fn interop_settings(&self) -> InteropSettings {
+        InteropSettings {
+            interop: self.interop,
+            register_flags: self.register_flags,
+            map_flags: self.map_flags,
+            stream: self.stream,
+            stream_priority: self.stream_priority,
+            block_size: self.sim.block_size,
+        }
+    }
+
+    /// What the backend is made from, as the command line asks for it.
+    pub fn backend_config(&self) -> BackendConfig {
+        BackendConfig {
+            choice: self.backend,
+            cuda: CudaOptions { settings: self.interop_settings(), separate_maps: false, ctx_sched: self.ctx_sched, kernel: self.sim.kernel.clone() },
+        }
+    }
 }

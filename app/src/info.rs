@@ -43,8 +43,7 @@ pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
         Err(e) => (Vec::new(), Api::resolve_report(&driver, semantics), Some(format!("resolving driver entry points: {e}"))),
         Ok(api) => {
             let mut devices = Vec::new();
-            // SAFETY: cuInit takes a flags value that must be 0.
-            let error = match unsafe { api.cuInit(0) }.map_err(anyhow::Error::from).and_then(|()| {
+            let error = match interop::cu_init(&api).map_err(anyhow::Error::from).and_then(|()| {
                 for i in 0..Device::count(&api)? {
                     devices.push(Device::get(&api, i)?.info()?);
                 }

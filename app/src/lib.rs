@@ -1,19 +1,23 @@
-//! `nbody-interop` application library: CLI, simulation backends, renderer, overlay and bench.
+//! `nbody-interop` application library: the layers of the app, bottom to top (each imports only
+//! those below it; `ARCHITECTURE.md` holds the table, `tests/architecture.rs` checks it):
 //!
-//! The binary (`src/main.rs`) is a thin `main` over [`run`].
+//! [`sim`] (physics, no GL or CUDA) and [`trace`] (the driver-call recorder) → [`gfx`] (GL only)
+//! → [`cuda`] (session, settings, kernels) → [`backend`] (CPU and CUDA backends, selection, step
+//! mode's state machine) → [`teach`] (the mistake lab) → [`ui`] (egui overlay) → [`cli`] (clap
+//! types) → [`demo`] (scene, frame, headless and windowed loops) → [`bench`] → [`probe`]
+//! (context-switch probe), and [`info`].
+//!
+//! The binary (`src/main.rs`) is a thin `main` over these.
 
 pub mod backend;
-pub mod backend_cpu;
 pub mod bench;
 pub mod cli;
-pub mod cuda_backend;
+pub mod cuda;
 pub mod demo;
-pub mod external;
 pub mod gfx;
 pub mod info;
-pub mod lab;
-pub mod overlay;
-pub mod select;
+pub mod probe;
 pub mod sim;
+pub mod teach;
 pub mod trace;
-pub mod workflow;
+pub mod ui;

@@ -18,8 +18,8 @@ fn main() -> ExitCode {
         None => nbody_app::demo::run(&cli.demo),
         Some(Command::Info(a)) => nbody_app::info::run(a),
         Some(Command::Bench(a)) => nbody_app::bench::run(a),
-        Some(Command::Lab(a)) => nbody_app::lab::run(a),
-        Some(Command::Switch(a)) => nbody_app::bench::switch::run(a),
+        Some(Command::Lab(a)) => nbody_app::teach::lab::run(a.name.as_deref(), a.json),
+        Some(Command::Switch(a)) => nbody_app::probe::switch::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

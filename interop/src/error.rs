@@ -3,7 +3,7 @@
 use std::ffi::c_int;
 use std::fmt;
 
-use crate::entry::{cuda_version_string, SymbolStatus};
+use crate::status::{cuda_version_string, SymbolStatus};
 use crate::sys::CuResult;
 
 /// One library name tried while looking for the driver, with the loader's message.

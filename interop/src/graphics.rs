@@ -21,6 +21,7 @@
 
 use std::ffi::c_uint;
 use std::marker::PhantomData;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::context::Context;
@@ -267,6 +268,64 @@ impl Drop for DetachedMapping {
     }
 }
 
+/// Resources mapped for CUDA that own what the mapping needs: the registered resources and a
+/// share of the stream. For a mapping that must wait inside a struct between calls (the demo's
+/// step mode maps in one frame and unmaps in a later one), where [`Mapping`]'s borrows cannot be
+/// stored next to what they borrow. Safe because nothing can drop, map or re-flag the resources
+/// while they are inside; [`OwnedMapping::unmap`] hands them back. Unmaps on drop too.
+#[derive(Debug)]
+pub struct OwnedMapping {
+    // Field order is drop order: unmapped before the resources are unregistered and the stream goes.
+    inner: DetachedMapping,
+    resources: Vec<GraphicsResource>,
+    stream: Rc<Stream>,
+}
+
+impl OwnedMapping {
+    /// Maps `resources` with one `cuGraphicsMapResources` ordered on `stream`, taking them.
+    ///
+    /// # Errors
+    /// As [`map_resources`]; the resources come back with the error.
+    #[doc(alias = "cuGraphicsMapResources")]
+    pub fn map(resources: Vec<GraphicsResource>, stream: Rc<Stream>) -> std::result::Result<OwnedMapping, (Error, Vec<GraphicsResource>)> {
+        // SAFETY: the value owns the resources and a share of the stream until it is unmapped
+        // (`unmap` unmaps before handing them back; drop unmaps first, by field order), and
+        // gives out no mutable access to them, so nothing else maps, unmaps or re-flags them.
+        match unsafe { DetachedMapping::map(&resources, &stream) } {
+            Ok(inner) => Ok(OwnedMapping { inner, resources, stream }),
+            Err(e) => Err((e, resources)),
+        }
+    }
+
+    /// Device pointer and size of mapped resource `index` (`cuGraphicsResourceGetMappedPointer`).
+    ///
+    /// # Errors
+    /// As [`Mapping::pointer`].
+    #[doc(alias = "cuGraphicsResourceGetMappedPointer")]
+    pub fn pointer(&self, index: usize) -> Result<MappedPtr<'_>> {
+        self.inner.pointer(index)
+    }
+
+    /// The mapped resources (read only).
+    pub fn resources(&self) -> &[GraphicsResource] {
+        &self.resources
+    }
+
+    /// The stream the mapping is ordered on.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Unmaps now (one `cuGraphicsUnmapResources` on the mapping's stream) and hands the
+    /// resources back, with the unmap's result.
+    #[doc(alias = "cuGraphicsUnmapResources")]
+    pub fn unmap(self) -> (Vec<GraphicsResource>, Result<()>) {
+        let OwnedMapping { inner, resources, stream: _ } = self;
+        let r = inner.unmap();
+        (resources, r)
+    }
+}
+
 /// The device address of one mapped buffer; valid only while its [`Mapping`] lives.
 #[derive(Debug, Clone, Copy)]
 pub struct MappedPtr<'m> {
@@ -276,10 +335,17 @@ pub struct MappedPtr<'m> {
     api: &'m Api,
 }
 
-impl MappedPtr<'_> {
+impl<'m> MappedPtr<'m> {
     /// Device address.
     pub fn device_ptr(&self) -> CUdeviceptr {
         self.ptr
+    }
+    /// The mapped buffer as `size / size_of::<T>()` values for kernel launches; the view
+    /// borrows the mapping, so it cannot outlive the unmap.
+    pub fn view<T: crate::DeviceCopy>(&self) -> crate::DevicePtr<'m, T> {
+        // SAFETY: the buffer is mapped, `size` bytes at `ptr`, for as long as the mapping is
+        // borrowed ('m), and the view holds only whole values inside it.
+        unsafe { crate::DevicePtr::from_raw_parts(self.ptr, self.size / std::mem::size_of::<T>().max(1)) }
     }
     /// Mapped size, bytes.
     pub fn size(&self) -> usize {

@@ -29,10 +29,13 @@ pub mod device;
 pub mod entry;
 pub mod error;
 pub mod graphics;
+pub mod kernels;
+pub mod launch;
 pub mod loader;
 pub mod memory;
 pub mod module;
 pub mod stream;
+pub mod status;
 pub mod sys;
 pub mod vmm;
 
@@ -42,10 +45,11 @@ pub use context::{Context, ContextKind, SchedFlag};
 pub use device::{Device, DeviceInfo};
 pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_POINTS};
 pub use error::{Error, Result};
-pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedPtr, Mapping};
+pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedPtr, Mapping, OwnedMapping};
 pub use loader::{BootstrapKind, Driver, StreamSemantics};
-pub use memory::{DeviceBuffer, DeviceCopy, PinnedBuffer};
-pub use module::{Function, FunctionAttributes, Module};
+pub use memory::{DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};
+pub use module::{ptx_entries, Function, FunctionAttributes, Module, PtxParam};
+pub use launch::Launch;
 pub use stream::{Event, Stream, StreamKind};
 pub use vmm::ExportableBuffer;
 
@@ -57,7 +61,16 @@ pub use vmm::ExportableBuffer;
 #[doc(alias = "cuInit")]
 pub fn init(semantics: StreamSemantics) -> Result<Arc<Api>> {
     let api = Api::load(Driver::open()?, semantics)?;
-    // SAFETY: cuInit takes a flags value that must be 0.
-    unsafe { api.cuInit(0) }?;
+    cu_init(&api)?;
     Ok(api)
+}
+
+/// `cuInit(0)` on a loaded table: initialises the driver (any number of calls is fine).
+///
+/// # Errors
+/// The driver's error (`CUDA_ERROR_NO_DEVICE` on a machine with the driver but no GPU).
+#[doc(alias = "cuInit")]
+pub fn cu_init(api: &Api) -> Result<()> {
+    // SAFETY: cuInit takes a flags value that must be 0.
+    unsafe { api.cuInit(0) }
 }

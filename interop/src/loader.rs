@@ -105,7 +105,7 @@ pub struct ProcQuery {
     /// What `cuGetProcAddress` returned.
     pub result: CuResult,
     /// Decoded `symbolStatus`.
-    pub status: crate::entry::SymbolStatus,
+    pub status: crate::status::SymbolStatus,
 }
 
 /// The opened driver library with its bootstrap functions. Cheap to clone (the library is in an
@@ -210,7 +210,7 @@ impl Driver {
     /// older than 11.3. Never fails: a missing symbol is reported in the result.
     #[doc(alias = "cuGetProcAddress")]
     pub fn get_proc_address(&self, symbol: &str, version: c_int, flags: u64, export: &str) -> ProcQuery {
-        use crate::entry::SymbolStatus;
+        use crate::status::SymbolStatus;
         let Ok(c) = CString::new(symbol) else {
             return ProcQuery { address: 0, result: CuResult::CUDA_ERROR_INVALID_VALUE, status: SymbolStatus::SymbolNotFound };
         };

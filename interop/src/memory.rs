@@ -25,6 +25,55 @@ device_copy!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
 // SAFETY: an array of plain data is plain data.
 unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
 
+/// A borrowed view of `len` values of `T` in device memory: what a typed kernel launch takes
+/// ([`crate::launch::Launch::ptr`]). It borrows what owns the memory — a [`DeviceBuffer`]
+/// ([`DeviceBuffer::view`]), a mapped GL buffer ([`crate::MappedPtr::view`], so it cannot outlive
+/// the mapping), an [`crate::ExportableBuffer`] — for `'a`.
+#[derive(Debug, Clone, Copy)]
+pub struct DevicePtr<'a, T: DeviceCopy> {
+    addr: CUdeviceptr,
+    len: usize,
+    _borrow: PhantomData<&'a [T]>,
+}
+
+impl<'a, T: DeviceCopy> DevicePtr<'a, T> {
+    /// A view of `len` values at `addr`.
+    ///
+    /// # Safety
+    /// `addr` must be the start of at least `len · size_of::<T>()` bytes of device memory of the
+    /// current context that stay allocated (and, for a graphics resource, mapped) for `'a`.
+    pub unsafe fn from_raw_parts(addr: CUdeviceptr, len: usize) -> Self {
+        DevicePtr { addr, len, _borrow: PhantomData }
+    }
+
+    /// Device address of the first value.
+    pub fn addr(&self) -> CUdeviceptr {
+        self.addr
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the view holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// True when the byte ranges of `self` and `other` share a byte.
+    pub fn overlaps<U: DeviceCopy>(&self, other: &DevicePtr<'_, U>) -> bool {
+        let (a0, a1) = (self.addr, self.addr + self.bytes() as u64);
+        let (b0, b1) = (other.addr, other.addr + other.bytes() as u64);
+        a0 < b1 && b0 < a1
+    }
+}
+
 /// Device memory of `len` values of `T` (`cuMemAlloc`), freed on drop (`cuMemFree`).
 #[derive(Debug)]
 pub struct DeviceBuffer<T: DeviceCopy> {
@@ -67,6 +116,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Device address.
     pub fn ptr(&self) -> CUdeviceptr {
         self.ptr
+    }
+    /// The whole buffer as a view for kernel launches, borrowing the buffer.
+    pub fn view(&self) -> DevicePtr<'_, T> {
+        // SAFETY: `ptr` is this buffer's allocation of `len` values, which lives while `self` is borrowed.
+        unsafe { DevicePtr::from_raw_parts(self.ptr, self.len) }
     }
     /// Number of values.
     pub fn len(&self) -> usize {
@@ -140,6 +194,21 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         unsafe { self.ctx.api().cuMemcpyDtoHAsync(dst.ptr.cast::<c_void>(), self.ptr, self.bytes(), stream.raw()) }
     }
 
+    /// Device → pinned host copy on `stream` (`cuMemcpyDtoHAsync`), safe: the pinned buffer
+    /// stays borrowed by the returned [`PendingCopy`] until the copy is waited for
+    /// ([`PendingCopy::wait`]) or, when it drops unwaited, until the stream is synchronised.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when lengths differ; the driver's error.
+    #[doc(alias = "cuMemcpyDtoHAsync")]
+    pub fn copy_to_pinned<'a>(&self, dst: &'a mut PinnedBuffer<T>, stream: &'a Stream) -> Result<PendingCopy<'a, T>> {
+        // SAFETY: `dst` is borrowed mutably by the returned value until it has waited for the
+        // copy (an event recorded after it, or the stream), so it is neither read, written nor
+        // dropped before the copy completes.
+        unsafe { self.copy_to_pinned_async(dst, stream) }?;
+        Ok(PendingCopy { dst: Some(dst), stream, event: None })
+    }
+
     /// Device → device copy of the whole buffer on `stream` (`cuMemcpyDtoDAsync`) into `dst`
     /// (a device address with room for `bytes()` bytes, such as a mapped GL buffer).
     ///
@@ -170,6 +239,56 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
         // SAFETY: allocated in `alloc`; freed once. Pending work that uses it must have been
         // synchronised by the owner (the backends synchronise before dropping).
         drop(unsafe { self.ctx.api().cuMemFree(self.ptr) });
+    }
+}
+
+/// An asynchronous device → pinned host copy in flight ([`DeviceBuffer::copy_to_pinned`]): it
+/// holds the pinned buffer until the copy has completed.
+#[derive(Debug)]
+#[must_use = "wait for the copy to read the pinned buffer"]
+pub struct PendingCopy<'a, T: DeviceCopy> {
+    dst: Option<&'a mut PinnedBuffer<T>>,
+    stream: &'a Stream,
+    event: Option<&'a crate::stream::Event>,
+}
+
+impl<'a, T: DeviceCopy> PendingCopy<'a, T> {
+    /// Records `event` on the copy's stream, right behind the copy (`cuEventRecord`); [`wait`]
+    /// then waits for that event instead of the whole stream, and the event times the copy.
+    ///
+    /// # Errors
+    /// The driver's error.
+    ///
+    /// [`wait`]: PendingCopy::wait
+    #[doc(alias = "cuEventRecord")]
+    pub fn record(&mut self, event: &'a crate::stream::Event) -> Result<()> {
+        event.record(self.stream)?;
+        self.event = Some(event);
+        Ok(())
+    }
+
+    /// Waits for the copy (`cuEventSynchronize` of the recorded event, else
+    /// `cuStreamSynchronize`) and gives the pinned data.
+    ///
+    /// # Errors
+    /// The driver's error; the buffer stays borrowed until the stream is synchronised then.
+    #[doc(alias = "cuEventSynchronize")]
+    pub fn wait(mut self) -> Result<&'a [T]> {
+        match self.event {
+            Some(e) => e.synchronize()?,
+            None => self.stream.synchronize()?,
+        }
+        let dst = self.dst.take().ok_or_else(|| Error::InvalidArgument("copy already waited for".into()))?;
+        Ok(dst.as_slice())
+    }
+}
+
+impl<T: DeviceCopy> Drop for PendingCopy<'_, T> {
+    fn drop(&mut self) {
+        if self.dst.is_some() {
+            // Not waited for (an error path): the copy may still write the buffer, so wait.
+            drop(self.stream.synchronize());
+        }
     }
 }
 

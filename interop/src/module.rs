@@ -33,6 +33,62 @@ unsafe impl Sync for ModuleInner {}
 pub struct Module {
     inner: Arc<ModuleInner>,
     info_log: String,
+    /// Each `.entry` of the PTX text with its parameter list, as the text declares them.
+    entries: Arc<Vec<(String, Vec<PtxParam>)>>,
+}
+
+/// The type of one kernel parameter as a PTX `.entry` declares it (`.param .u64 name`): what a
+/// launch must pass for it. PTX does not tell a pointer from a 64-bit integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PtxParam {
+    /// `.u32`, `.s32` or `.b32`: a 4-byte integer.
+    B32,
+    /// `.u64`, `.s64` or `.b64`: a 64-bit integer or a device pointer.
+    B64,
+    /// `.f32`.
+    F32,
+    /// `.f64`.
+    F64,
+    /// Anything else (arrays of `.b8` for structs, 8- or 16-bit types): not launched by
+    /// [`crate::launch::Launch`].
+    Other,
+}
+
+/// The `.entry` declarations of a PTX text: each kernel's name and parameter list, in order
+/// (PTX ISA, "Kernel Function Parameters"). Text that is not a well-formed entry is skipped.
+pub fn ptx_entries(ptx: &str) -> Vec<(String, Vec<PtxParam>)> {
+    let mut out = Vec::new();
+    let mut rest = ptx;
+    while let Some(at) = rest.find(".entry") {
+        rest = &rest[at + ".entry".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim();
+        let Some(close) = rest[open..].find(')') else { break };
+        let list = &rest[open + 1..open + close];
+        rest = &rest[open + close..];
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            continue;
+        }
+        let params = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                if p.contains('[') {
+                    return PtxParam::Other;
+                }
+                match p.split_whitespace().find(|t| t.starts_with('.') && *t != ".param" && !t.starts_with(".align") && *t != ".ptr") {
+                    Some(".u32" | ".s32" | ".b32") => PtxParam::B32,
+                    Some(".u64" | ".s64" | ".b64") => PtxParam::B64,
+                    Some(".f32") => PtxParam::F32,
+                    Some(".f64") => PtxParam::F64,
+                    _ => PtxParam::Other,
+                }
+            })
+            .collect();
+        out.push((name.to_string(), params));
+    }
+    out
 }
 
 impl std::fmt::Debug for Module {
@@ -92,7 +148,11 @@ impl Module {
             )
         };
         match r {
-            Ok(()) => Ok(Module { inner: Arc::new(ModuleInner { ctx: ctx.clone(), raw }), info_log: log_to_string(&info) }),
+            Ok(()) => Ok(Module {
+                inner: Arc::new(ModuleInner { ctx: ctx.clone(), raw }),
+                info_log: log_to_string(&info),
+                entries: Arc::new(ptx_entries(&String::from_utf8_lossy(text))),
+            }),
             Err(Error::Driver { code, name, text, .. }) => {
                 let mut log = log_to_string(&error);
                 if log.is_empty() {
@@ -119,7 +179,8 @@ impl Module {
         let mut raw: CUfunction = std::ptr::null_mut();
         // SAFETY: writes one handle; `c` is NUL-terminated; the module is loaded.
         unsafe { self.inner.ctx.api().cuModuleGetFunction(&mut raw, self.inner.raw, c.as_ptr()) }?;
-        Ok(Function { module: self.inner.clone(), raw, name: name.to_string() })
+        let params = self.entries.iter().find(|(n, _)| n == name).map(|(_, p)| Arc::new(p.clone()));
+        Ok(Function { module: self.inner.clone(), raw, name: name.to_string(), params })
     }
 }
 
@@ -148,6 +209,8 @@ pub struct Function {
     module: Arc<ModuleInner>,
     raw: CUfunction,
     name: String,
+    /// The parameter list of its `.entry` in the module's PTX text (`None`: not found there).
+    params: Option<Arc<Vec<PtxParam>>>,
 }
 
 impl std::fmt::Debug for Function {
@@ -165,6 +228,12 @@ impl Function {
     /// The raw handle.
     pub fn raw(&self) -> CUfunction {
         self.raw
+    }
+
+    /// The kernel's parameter list as its PTX `.entry` declares it; `None` when the module's
+    /// text has no such entry (then [`crate::launch::Launch`] refuses to launch it).
+    pub fn params(&self) -> Option<&[PtxParam]> {
+        self.params.as_deref().map(Vec::as_slice)
     }
 
     /// One `CU_FUNC_ATTRIBUTE_*` value.

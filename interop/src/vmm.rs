@@ -91,6 +91,13 @@ impl ExportableBuffer {
     pub fn ptr(&self) -> CUdeviceptr {
         self.ptr
     }
+    /// The requested bytes as `requested / size_of::<T>()` values for kernel launches,
+    /// borrowing the buffer.
+    pub fn view<T: DeviceCopy>(&self) -> crate::memory::DevicePtr<'_, T> {
+        // SAFETY: `ptr` is mapped and readable/writable for `size ≥ requested` bytes while the
+        // buffer lives (`new` set the access; `Drop` unmaps), and `self` is borrowed for the view.
+        unsafe { crate::memory::DevicePtr::from_raw_parts(self.ptr, self.requested / std::mem::size_of::<T>().max(1)) }
+    }
     /// Allocated size, bytes (rounded up to the granularity).
     pub fn size(&self) -> usize {
         self.size

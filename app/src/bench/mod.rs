@@ -34,7 +34,6 @@
 pub mod modes;
 pub mod report;
 pub mod stats;
-pub mod switch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -48,11 +47,11 @@ use self::modes::{check_count, ComputeCtx, FrameSample, Gfx, Runner};
 use self::report::{mode_name, Document, Measured, RowMeta, RunMeta, Skipped};
 use self::stats::{median, Summary};
 use crate::backend::{InteropSettings, PositionVbos};
-use crate::backend_cpu::CpuBackend;
+use crate::backend::cpu::CpuBackend;
 use crate::cli::{BenchArgs, BenchMode, InteropMode};
-use crate::cuda_backend::{create_backend, open_for_gl, CudaOptions};
-use crate::external::ExternalBackend;
-use crate::demo::initial_bodies;
+use crate::backend::cuda::{CudaBackend, CudaOptions};
+use crate::cuda::session::open_for_gl;
+use crate::sim::init::initial_bodies;
 use crate::sim::{Bodies, PhysParams};
 
 /// Body counts timed when `--bodies` is not given.
@@ -83,9 +82,9 @@ pub struct Interrupted {
 }
 
 /// Set by the Ctrl-C handler (and the test hook); the frame loop stops after the current frame.
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 
-fn install_ctrlc() {
+pub(crate) fn install_ctrlc() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         if let Err(e) = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst)) {
@@ -94,7 +93,7 @@ fn install_ctrlc() {
     });
 }
 
-fn stopped() -> bool {
+pub(crate) fn stopped() -> bool {
     STOP.load(Ordering::SeqCst)
 }
 
@@ -111,11 +110,11 @@ struct Plan {
 fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     let mut bodies = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
     for &n in &bodies {
-        if n == 0 || n > crate::sim::gpu::MAX_BODIES {
-            bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::sim::gpu::MAX_BODIES);
+        if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
+            bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernels::MAX_BODIES);
         }
     }
-    crate::sim::gpu::validate_block_size(args.sim.block_size).context("--block-size")?;
+    crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
     if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
         bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
     }
@@ -187,12 +186,12 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-fn flag_name<T: clap::ValueEnum>(v: T) -> String {
+pub(crate) fn flag_name<T: clap::ValueEnum>(v: T) -> String {
     v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
 }
 
 /// Frames measured in round `r` (0-based): `frames / rounds`, the remainder going to the first rounds.
-fn frames_in_round(frames: u32, rounds: u32, r: u32) -> u32 {
+pub(crate) fn frames_in_round(frames: u32, rounds: u32, r: u32) -> u32 {
     frames / rounds + u32::from(r < frames % rounds)
 }
 
@@ -469,10 +468,11 @@ fn build(
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
             };
-            Runner::Cuda(Box::new(create_backend(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?))
+            Runner::Cuda(Box::new(CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?))
         }
         BenchMode::External => {
             let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
+            let vbos = vbos.context("CUDA interop mode without VBOs")?;
             let opts = CudaOptions {
                 settings: InteropSettings {
                     interop: InteropMode::External,
@@ -486,8 +486,8 @@ fn build(
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
             };
-            let backend = ExternalBackend::new(&opts, gfx.gl(), gfx.info(), bodies, plan.params)?;
-            Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.gl_arc())))
+            let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
+            Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.current().clone())))
         }
     })
 }

@@ -12,20 +12,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
-use glow::HasContext as _;
 use interop::sys::event_flags;
 use interop::{Context, Device, DeviceBuffer, DeviceInfo, Event, Stream, StreamSemantics};
 
+use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
-use crate::backend_cpu::CpuBackend;
-use crate::cli::{CtxSched, StreamKind};
-use crate::cuda_backend::{make_stream, sched_flag, CudaBackend};
-use crate::external::ExternalBackend;
+use crate::cuda::kernels::{check_fits, GpuStepper, Kernels};
+use crate::cuda::session::{make_stream, sched_flag};
+use crate::cuda::settings::{CtxSched, StreamKind};
+use crate::demo::frame::render_bodies;
 use crate::gfx::camera::OrbitCamera;
-use crate::gfx::context::HeadlessContext;
+use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
+use crate::gfx::gl::{CurrentContext, Gl};
 use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use crate::gfx::GlInfo;
-use crate::sim::gpu::{check_fits, GpuStepper, Kernels};
 use crate::sim::{Bodies, PhysParams};
 
 /// Measurements of one frame, in ms.
@@ -61,8 +62,8 @@ impl Gfx {
     /// # Errors
     /// No EGL context, or the FBO cannot be made.
     pub fn open(width: u32, height: u32, sprite_cap: f32) -> anyhow::Result<Gfx> {
-        let ctx = HeadlessContext::new(crate::demo::HEADLESS_CUDA_DEVICE).context("headless GL context")?;
-        let target = OffscreenTarget::new(&ctx.gl, width, height).context("offscreen framebuffer")?;
+        let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).context("headless GL context")?;
+        let target = OffscreenTarget::new(ctx.gl(), width, height).context("offscreen framebuffer")?;
         Ok(Gfx { renderer: None, sprite_cap, target: Some(target), camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), ctx })
     }
 
@@ -71,14 +72,14 @@ impl Gfx {
         &self.ctx.info
     }
 
-    /// The GL function table.
-    pub fn gl(&self) -> &glow::Context {
-        &self.ctx.gl
+    /// The proof that the context is current, for GL calls.
+    pub fn gl(&self) -> Gl<'_> {
+        self.ctx.gl()
     }
 
-    /// The GL function table, shared (for owners that must make GL calls when they drop).
-    pub fn gl_arc(&self) -> Arc<glow::Context> {
-        Arc::clone(&self.ctx.gl)
+    /// The owned proof (for owners that must make GL calls when they drop).
+    pub fn current(&self) -> &CurrentContext {
+        self.ctx.current()
     }
 
     /// Framebuffer size in pixels.
@@ -92,7 +93,7 @@ impl Gfx {
     /// # Errors
     /// Shader or buffer creation fails.
     pub fn load(&mut self, bodies: &Bodies) -> anyhow::Result<PositionVbos> {
-        let gl = &self.ctx.gl;
+        let gl = self.ctx.gl();
         match &mut self.renderer {
             Some(r) => r.recreate_vbos(gl, bodies).context("remaking the position VBOs")?,
             None => self.renderer = Some(Renderer::new(gl, &self.ctx.info, bodies).context("renderer")?),
@@ -103,13 +104,14 @@ impl Gfx {
         Ok(*r.vbos())
     }
 
-    /// One full frame: `backend.simulate`, draw into the FBO (waiting for the timer query),
-    /// `glFinish`.
+    /// One full frame, the demo's shape without the overlay: `backend.simulate`, the bodies
+    /// drawn into the FBO by the demo's render step ([`render_bodies`], waiting for the timer
+    /// query), `glFinish`.
     ///
     /// # Errors
     /// The backend's error.
     pub fn frame(&mut self, backend: &mut dyn SimBackend, steps: u32, time_span: f32) -> anyhow::Result<FrameSample> {
-        let gl = &self.ctx.gl;
+        let gl = self.ctx.gl();
         let renderer = self.renderer.as_mut().context("no VBOs loaded")?;
         let target = RenderTarget::Offscreen(self.target.context("no offscreen target")?);
         let vbos = *renderer.vbos();
@@ -117,11 +119,8 @@ impl Gfx {
         let sim = backend.simulate(gl, &vbos, steps)?;
         let params =
             DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0 };
-        renderer.draw_from(gl, &target, &params, true, backend.draw_buffers());
-        backend.after_draw(gl);
-        // SAFETY: glFinish takes no arguments and is valid whenever a context is current; this
-        // context was made current on this thread by HeadlessContext::new and stays so.
-        unsafe { gl.finish() };
+        render_bodies(gl, renderer, backend, &target, &params, true, true);
+        gl.finish();
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
         let draw_ms = if self.ctx.info.timer_query { renderer.draw_ms() } else { None };
         Ok(FrameSample { frame_ms, sim, draw_ms })
@@ -129,15 +128,14 @@ impl Gfx {
 
     /// The pending GL error, if any (`glGetError`).
     pub fn error(&self) -> Option<u32> {
-        // SAFETY: glGetError takes no arguments and is valid with a current context.
-        let e = unsafe { self.ctx.gl.get_error() };
+        let e = self.ctx.gl().get_error();
         (e != glow::NO_ERROR).then_some(e)
     }
 }
 
 impl Drop for Gfx {
     fn drop(&mut self) {
-        let gl = &self.ctx.gl;
+        let gl = self.ctx.gl();
         if let Some(mut r) = self.renderer.take() {
             r.destroy(gl);
         }
@@ -235,13 +233,11 @@ impl ComputeRunner {
     /// A launch, record or synchronize fails.
     pub fn frame(&mut self, steps: u32) -> anyhow::Result<FrameSample> {
         let [e0, e1] = &self.events;
-        let ptrs = [self.pos[0].ptr(), self.pos[1].ptr()];
+        let pos = [self.pos[0].view(), self.pos[1].view()];
         let t0 = Instant::now();
         e0.record(&self.stream).context("cuEventRecord")?;
-        // SAFETY: the two position buffers are distinct allocations of this runner holding N
-        // bodies each (16 N bytes), and they outlive the launches: the frame waits for `e1`,
-        // recorded after them on the same stream, before returning.
-        unsafe { self.gpu.launch_steps(ptrs, steps, &self.stream) }?;
+        // The buffers outlive the launches: the frame waits for `e1`, recorded after them.
+        self.gpu.launch_steps(pos, steps, &self.stream)?;
         e1.record(&self.stream).context("cuEventRecord")?;
         e1.synchronize().context("cuEventSynchronize")?;
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -303,25 +299,26 @@ impl Runner {
     }
 }
 
-/// The external backend with the GL context it was made in: dropping it releases the GL side
-/// first ([`SimBackend::release_gl`]; the bench's context stays current on this thread while
-/// [`Gfx`] lives, and runners are dropped before it), on every path out of the measuring loop.
+/// The CUDA backend with external storage and the GL context it was made in: dropping it
+/// releases the GL side first ([`SimBackend::release_gl`]; the bench's context stays current on
+/// this thread while [`Gfx`] lives, and runners are dropped before it), on every path out of the
+/// measuring loop.
 pub struct ExternalRunner {
     /// The backend.
-    pub backend: ExternalBackend,
-    gl: Arc<glow::Context>,
+    pub backend: CudaBackend,
+    current: CurrentContext,
 }
 
 impl ExternalRunner {
-    /// Wrap `backend`, made in the context of `gl`.
-    pub fn new(backend: ExternalBackend, gl: Arc<glow::Context>) -> Self {
-        ExternalRunner { backend, gl }
+    /// Wrap `backend`, made in the context `current` proves current.
+    pub fn new(backend: CudaBackend, current: CurrentContext) -> Self {
+        ExternalRunner { backend, current }
     }
 }
 
 impl Drop for ExternalRunner {
     fn drop(&mut self) {
-        self.backend.release_gl(&self.gl);
+        self.backend.release_gl(self.current.gl());
     }
 }
 
@@ -362,19 +359,19 @@ impl SimBackend for StaticBackend {
     fn n(&self) -> usize {
         self.bodies.len()
     }
-    fn simulate(&mut self, _gl: &glow::Context, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<SimTimings> {
+    fn simulate(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<SimTimings> {
         Ok(SimTimings::default())
     }
     fn front(&self) -> usize {
         0
     }
-    fn set_params(&mut self, params: crate::sim::PhysParams) {
+    fn set_params(&mut self, _gl: Gl<'_>, params: crate::sim::PhysParams) {
         self.params = params;
     }
-    fn bodies(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
+    fn bodies(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
         Ok(self.bodies.clone())
     }
-    fn diagnostics(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
+    fn diagnostics(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
         Ok(crate::sim::diagnostics::diagnostics(&self.bodies, self.params))
     }
 }

@@ -27,7 +27,11 @@ use glutin::display::{GetDisplayExtensions as _, GlDisplay as _};
 use glutin::prelude::NotCurrentGlContext as _;
 use glutin::surface::{PbufferSurface, SurfaceAttributesBuilder};
 
+use super::gl::{CurrentContext, Gl};
 use super::GlInfo;
+
+/// CUDA device ordinal whose EGL device a headless run prefers (see [`HeadlessContext::new`]).
+pub const HEADLESS_CUDA_DEVICE: i32 = 0;
 
 /// `EGL_CUDA_DEVICE_NV` (extension `EGL_NV_device_cuda`): the CUDA ordinal of an EGL device.
 pub const EGL_CUDA_DEVICE_NV: i32 = 0x323A;
@@ -72,10 +76,11 @@ fn context_attempts() -> Vec<(Api, glutin::context::ContextAttributes, &'static 
 /// A headless GL context on an EGL device, current on the creating thread.
 ///
 /// Field order is drop order: the glow handle, then the EGL context, then its pbuffer (if any),
-/// then the EGL display. GL objects made in this context must be deleted before it drops.
+/// then the EGL display. GL objects made in this context must be deleted before it drops, and
+/// every clone of [`HeadlessContext::current`] dropped (the context is current while they live).
 pub struct HeadlessContext {
-    /// The GL function table of the context.
-    pub gl: Arc<glow::Context>,
+    /// The GL function table of the context, with the proof that it is current on this thread.
+    current: CurrentContext,
     /// Vendor, renderer, version and the EGL device.
     pub info: GlInfo,
     _context: egl::context::PossiblyCurrentContext,
@@ -97,6 +102,16 @@ struct Candidate {
 }
 
 impl HeadlessContext {
+    /// The proof that the context is current, for GL calls.
+    pub fn gl(&self) -> Gl<'_> {
+        self.current.gl()
+    }
+
+    /// The owned proof (for owners such as the demo's scene, dropped before this context).
+    pub fn current(&self) -> &CurrentContext {
+        &self.current
+    }
+
     /// Make a headless context, preferring the EGL device of CUDA device `cuda_ordinal`.
     ///
     /// # Errors
@@ -228,8 +243,11 @@ impl HeadlessContext {
             // SAFETY: the context is current on this thread and the loader returns entry points
             // of that context's EGL library (eglGetProcAddress), as glow requires.
             let gl = unsafe { glow::Context::from_loader_function_cstr(|s| display.get_proc_address(s)) };
-            let info = GlInfo::query(&gl, label, cuda, fns).with_memory_object(&gl, |s| display.get_proc_address(s));
-            return Ok(Self { gl: Arc::new(gl), info, _context: context, _pbuffer: pbuffer, _display: display });
+            // SAFETY: the context was made current on this thread just above, and stays current
+            // until `Self` drops (nothing here releases it); `Self` is not `Send`.
+            let current = unsafe { CurrentContext::assume_current(Arc::new(gl)) };
+            let info = GlInfo::query(current.gl(), label, cuda, fns).with_memory_object(current.gl(), |s| display.get_proc_address(s));
+            return Ok(Self { current, info, _context: context, _pbuffer: pbuffer, _display: display });
         }
         Err(anyhow!("{}", errors.join("; ")))
     }

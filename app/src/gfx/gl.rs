@@ -4,12 +4,12 @@
 //! glow marks every GL call `unsafe` because GL has rules the compiler cannot see. The rules that
 //! matter for memory safety, and how this wrapper keeps them:
 //!
-//! 1. **A current context.** GL calls need the context current on the calling thread. [`Gl`] is
-//!    made by [`Gl::new`], an `unsafe fn` whose caller promises exactly that for the wrapper's
-//!    lifetime, or inside the app by `Gl::current` in functions whose documented precondition
-//!    is a current context (all of `gfx`, the demo's `Scene`, and `SimBackend`). Every context
-//!    owner in [`super::context`] and the demo makes its context current once, on the one
-//!    thread that draws, and keeps it so until teardown.
+//! 1. **A current context.** GL calls need the context current on the calling thread. A [`Gl`]
+//!    is the proof: it is handed out only by a [`CurrentContext`], which the owners of a context
+//!    ([`super::context::HeadlessContext`], [`super::window::WindowContext`]) make right where they
+//!    make their context current, on the one thread that draws, and keep current until they drop.
+//!    A `CurrentContext` is not `Send`, so the proof cannot travel to another thread. Functions
+//!    that need a current context take a `Gl` instead of assuming one.
 //! 2. **Client memory.** Calls that read or write client memory get it from Rust slices whose
 //!    length glow passes on (`glBufferData`, `glBufferSubData`, uniforms), or check the size
 //!    here (`glReadPixels`: pack state reset, slice length checked). Queries that write through
@@ -21,9 +21,49 @@
 //! Everything else (object names of another context, wrong enums, bad sizes) is a GL *error*,
 //! not undefined behaviour.
 
+use std::marker::PhantomData;
+use std::sync::Arc;
+
 use glow::HasContext as _;
 
-/// A GL context known to be current on this thread (see the module docs).
+/// A GL context made current on this thread by its owner, who keeps it current for as long as
+/// any clone of this value lives: the owned form of the proof [`Gl`] borrows from. Not `Send`.
+#[derive(Clone)]
+pub struct CurrentContext {
+    gl: Arc<glow::Context>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for CurrentContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CurrentContext")
+    }
+}
+
+impl CurrentContext {
+    /// Wrap the function table of a context that was just made current.
+    ///
+    /// # Safety
+    /// `gl`'s context must be current on this thread, and stay current on it for as long as
+    /// this value or a clone of it lives (its owner drops every clone before releasing or
+    /// destroying the context).
+    pub unsafe fn assume_current(gl: Arc<glow::Context>) -> Self {
+        CurrentContext { gl, _not_send: PhantomData }
+    }
+
+    /// The proof for GL calls, borrowed from this value.
+    pub fn gl(&self) -> Gl<'_> {
+        Gl { gl: &self.gl }
+    }
+
+    /// The function table, shared (egui's painter keeps one).
+    pub fn shared(&self) -> Arc<glow::Context> {
+        Arc::clone(&self.gl)
+    }
+}
+
+/// A GL context known to be current on this thread (see the module docs): made by
+/// [`CurrentContext::gl`], or by the `unsafe` [`Gl::new`].
 #[derive(Clone, Copy)]
 pub struct Gl<'a> {
     gl: &'a glow::Context,
@@ -58,17 +98,6 @@ impl<'a> Gl<'a> {
     /// `gl`'s context must be current on this thread for as long as the wrapper is used.
     pub unsafe fn new(gl: &'a glow::Context) -> Self {
         Self { gl }
-    }
-
-    /// Wrap `gl` under the app's GL convention: every function of `gfx`, the demo and
-    /// [`crate::backend::SimBackend`] that takes a `glow::Context` documents that the context
-    /// must be current on the calling thread (the same precondition as `SimBackend::simulate`),
-    /// so those functions call this instead of repeating `unsafe` at each call site.
-    pub(crate) fn current(gl: &'a glow::Context) -> Self {
-        // SAFETY: rule 1 is the documented precondition of every caller (see above); the
-        // context owners (`HeadlessContext`, the windowed state) make their context current on
-        // the drawing thread and keep it so until teardown.
-        unsafe { Self::new(gl) }
     }
 
     /// The wrapped glow context.

@@ -1,5 +1,5 @@
 //! `GL_EXT_memory_object` + `GL_EXT_memory_object_fd`: the GL side of external-memory interop
-//! (see [`crate::external`]). glow 0.17 has none of these functions, so they are loaded here,
+//! (the CUDA backend's external-memory storage). glow 0.17 has none of these functions, so they are loaded here,
 //! like ash fills its tables: through the context's own `get_proc_address` (EGL's
 //! `eglGetProcAddress` headless, glutin's display windowed), once per context, after checking
 //! that the context lists both extensions. Every pointer is checked for null at load time; a
@@ -12,15 +12,17 @@
 //! `glDeleteBuffers` → `glDeleteMemoryObjectsEXT`.
 //!
 //! Safety: every call needs the GL context that loaded the table current on the calling thread
-//! (rule 1 of [`super::gl`]); the methods take the `glow::Context` as the sign of that, under the
-//! app's GL convention ([`super::gl::Gl`]). Object names, enums and sizes are validated by GL
+//! (rule 1 of [`super::gl`]); the methods take the proof of that, a [`Gl`]. Object names, enums and sizes are validated by GL
 //! (a wrong one is a GL error); the one call that GL cannot validate, the import of a descriptor
 //! with its size, is `unsafe`.
 
 use std::ffi::{c_void, CStr};
 use std::os::fd::{AsRawFd as _, IntoRawFd as _, OwnedFd};
 
-use glow::HasContext as _;
+use anyhow::{anyhow, bail, Context as _};
+use interop::ExportableBuffer;
+
+use super::gl::Gl;
 
 /// `GL_HANDLE_TYPE_OPAQUE_FD_EXT`: the handle type of `glImportMemoryFdEXT` for an opaque POSIX fd.
 pub const HANDLE_TYPE_OPAQUE_FD_EXT: u32 = 0x9586;
@@ -111,20 +113,17 @@ impl std::fmt::Display for ImportError {
 impl std::error::Error for ImportError {}
 
 /// Drain pending GL errors so that the next `glGetError` belongs to the next call.
-pub fn clear_gl_errors(gl: &glow::Context) {
+pub fn clear_gl_errors(gl: Gl<'_>) {
     for _ in 0..16 {
-        // SAFETY: rule 1 of `gfx::gl` (the caller's context is current: the module docs);
-        // glGetError takes no arguments.
-        if unsafe { gl.get_error() } == glow::NO_ERROR {
+        if gl.get_error() == glow::NO_ERROR {
             break;
         }
     }
 }
 
 /// The first pending GL error, if any.
-pub fn gl_error(gl: &glow::Context) -> Option<u32> {
-    // SAFETY: as in `clear_gl_errors`.
-    let e = unsafe { gl.get_error() };
+pub fn gl_error(gl: Gl<'_>) -> Option<u32> {
+    let e = gl.get_error();
     (e != glow::NO_ERROR).then_some(e)
 }
 
@@ -135,9 +134,10 @@ impl MemoryObjectFns {
     /// # Errors
     /// A message naming the missing extensions and `GL_RENDERER` (e.g. `"GL_EXT_memory_object_fd
     /// missing on llvmpipe (LLVM 15.0.6, 256 bits)"`), or the entry point that did not resolve.
-    pub fn load(gl: &glow::Context, loader: impl FnMut(&CStr) -> *const c_void) -> Result<Self, String> {
-        let (_, renderer, _) = super::gl::Gl::current(gl).strings();
-        let ext = gl.supported_extensions();
+    pub fn load(gl: Gl<'_>, loader: impl FnMut(&CStr) -> *const c_void) -> Result<Self, String> {
+        let (_, renderer, _) = gl.strings();
+        use glow::HasContext as _;
+        let ext = gl.raw().supported_extensions();
         let missing: Vec<&str> = EXTENSIONS.iter().copied().filter(|e| !ext.contains(*e)).collect();
         if !missing.is_empty() {
             return Err(format!("{} missing on {renderer}", missing.join(" and ")));
@@ -149,7 +149,7 @@ impl MemoryObjectFns {
     ///
     /// # Errors
     /// GL gave name 0 or raised an error.
-    pub fn create_memory_object(&self, gl: &glow::Context) -> Result<u32, String> {
+    pub fn create_memory_object(&self, gl: Gl<'_>) -> Result<u32, String> {
         clear_gl_errors(gl);
         let mut mem = 0u32;
         // SAFETY: module docs (current context); GL writes exactly one name into `mem` (n = 1).
@@ -161,20 +161,20 @@ impl MemoryObjectFns {
     }
 
     /// `glDeleteMemoryObjectsEXT` of one object (0 and unknown names are ignored by GL).
-    pub fn delete_memory_object(&self, _gl: &glow::Context, mem: u32) {
+    pub fn delete_memory_object(&self, _gl: Gl<'_>, mem: u32) {
         // SAFETY: module docs (current context); GL reads one name from `mem` (n = 1).
         unsafe { (self.delete_memory_objects)(1, &mem) };
     }
 
     /// `glIsMemoryObjectEXT`.
-    pub fn is_memory_object(&self, _gl: &glow::Context, mem: u32) -> bool {
+    pub fn is_memory_object(&self, _gl: Gl<'_>, mem: u32) -> bool {
         // SAFETY: module docs (current context); takes a name, returns a GLboolean.
         unsafe { (self.is_memory_object)(mem) != 0 }
     }
 
     /// `glMemoryObjectParameterivEXT(mem, GL_DEDICATED_MEMORY_OBJECT_EXT, &dedicated)`; must come
     /// before the import.
-    pub fn set_dedicated(&self, _gl: &glow::Context, mem: u32, dedicated: bool) {
+    pub fn set_dedicated(&self, _gl: Gl<'_>, mem: u32, dedicated: bool) {
         let v = i32::from(dedicated);
         // SAFETY: module docs (current context); GL_DEDICATED_MEMORY_OBJECT_EXT reads one GLint.
         unsafe { (self.memory_object_parameteriv)(mem, DEDICATED_MEMORY_OBJECT_EXT, &v) };
@@ -190,7 +190,7 @@ impl MemoryObjectFns {
     /// # Safety
     /// `size` must be the size in bytes of the allocation behind `fd` (GL cannot check it, and a
     /// larger value lets the GPU reach past the allocation); the context must be current.
-    pub unsafe fn import_fd(&self, gl: &glow::Context, mem: u32, size: u64, fd: OwnedFd) -> Result<(), ImportError> {
+    pub unsafe fn import_fd(&self, gl: Gl<'_>, mem: u32, size: u64, fd: OwnedFd) -> Result<(), ImportError> {
         clear_gl_errors(gl);
         // SAFETY: the caller keeps the size contract; `fd` is a live descriptor we own for the
         // duration of the call; the context is current (module docs).
@@ -209,7 +209,7 @@ impl MemoryObjectFns {
     ///
     /// # Errors
     /// The GL error after the call (`GL_INVALID_VALUE` when `offset + size` exceeds the imported size).
-    pub fn buffer_storage_mem(&self, gl: &glow::Context, target: u32, size: usize, mem: u32, offset: u64) -> Result<(), String> {
+    pub fn buffer_storage_mem(&self, gl: Gl<'_>, target: u32, size: usize, mem: u32, offset: u64) -> Result<(), String> {
         let size = isize::try_from(size).map_err(|_| format!("buffer size {size} does not fit GLsizeiptr"))?;
         clear_gl_errors(gl);
         // SAFETY: module docs (current context); numbers and names only, which GL validates
@@ -220,6 +220,62 @@ impl MemoryObjectFns {
             Some(e) => Err(format!("glBufferStorageMemEXT({size} bytes, memory object {mem}) failed with GL error 0x{e:04X}")),
         }
     }
+}
+
+/// One CUDA allocation as GL sees it: a buffer object whose storage is an imported memory object.
+#[derive(Debug, Clone, Copy)]
+pub struct Imported {
+    /// The GL buffer (`glBufferStorageMemEXT`).
+    pub buffer: glow::NativeBuffer,
+    /// The GL memory object holding the imported fd.
+    pub memory: u32,
+}
+
+impl Imported {
+    /// Delete the buffer, then the memory object (which closes the fd GL owns). Context current.
+    pub fn release(self, gl: Gl<'_>, fns: &MemoryObjectFns) {
+        gl.delete_buffer(self.buffer);
+        fns.delete_memory_object(gl, self.memory);
+    }
+}
+
+/// Export the CUDA allocation `buf` as a POSIX fd, import it into GL
+/// (`glCreateMemoryObjectsEXT` → `glImportMemoryFdEXT`) and make a `bytes`-byte buffer object on
+/// it (`glBufferStorageMemEXT`), as a dedicated memory object when `dedicated`.
+///
+/// # Errors
+/// The export, the import or the buffer storage failed (GL error named); whatever was made is
+/// released then (buffer → memory object; the fd closes unless GL took it).
+pub fn import_exported(gl: Gl<'_>, fns: &MemoryObjectFns, buf: &ExportableBuffer, bytes: usize, dedicated: bool) -> anyhow::Result<Imported> {
+    let fd = buf.export_fd().context("cuMemExportToShareableHandle (POSIX fd)")?;
+    let memory = fns.create_memory_object(gl).map_err(|e| anyhow!(e))?;
+    if dedicated {
+        fns.set_dedicated(gl, memory, true);
+    }
+    let size = buf.size() as u64;
+    // SAFETY: `size` is the size of the cuMemCreate allocation behind `fd` (ExportableBuffer::size,
+    // the granularity-rounded size it was created and exported with); the context is current
+    // (`gl` proves it).
+    if let Err(e) = unsafe { fns.import_fd(gl, memory, size, fd) } {
+        fns.delete_memory_object(gl, memory);
+        bail!("{e} (memory object {memory}, {size} bytes, dedicated {dedicated})"); // e.fd closes here
+    }
+    let buffer = match gl.create_buffer() {
+        Ok(b) => b,
+        Err(e) => {
+            fns.delete_memory_object(gl, memory);
+            bail!("glGenBuffers: {e}");
+        }
+    };
+    gl.bind_buffer(glow::ARRAY_BUFFER, Some(buffer));
+    let stored = fns.buffer_storage_mem(gl, glow::ARRAY_BUFFER, bytes, memory, 0);
+    gl.bind_buffer(glow::ARRAY_BUFFER, None);
+    if let Err(e) = stored {
+        let imported = Imported { buffer, memory };
+        imported.release(gl, fns);
+        bail!("{e} (dedicated {dedicated})");
+    }
+    Ok(Imported { buffer, memory })
 }
 
 #[cfg(test)]

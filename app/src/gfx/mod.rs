@@ -1,16 +1,20 @@
 //! Graphics: GL contexts (headless EGL device and windowed glutin-winit), the body renderer, the
 //! orbit camera and screenshots.
 //!
-//! Everything here runs on the thread whose GL context is current. The frame shape the demo
-//! drives is: `simulate` (no GL drawing) → UI pass (no GL) → [`renderer::Renderer::draw`] into a
+//! Everything here runs on the thread whose GL context is current, and every function that makes
+//! GL calls takes the proof of it, a [`gl::Gl`]. The frame shape the demo drives is: `simulate`
+//! (no GL drawing) → UI pass (no GL) → [`renderer::Renderer::draw`] into a
 //! [`renderer::RenderTarget`] → egui paint → present / finish.
 
+pub mod buffers;
 pub mod camera;
 pub mod context;
+pub mod fence;
 pub mod gl;
 pub mod memory_object;
 pub mod renderer;
 pub mod screenshot;
+pub mod window;
 
 use gl::Gl;
 
@@ -37,7 +41,7 @@ pub struct GlInfo {
     pub timer_query: bool,
     /// The `GL_EXT_memory_object(_fd)` entry points of this context (loaded by
     /// [`GlInfo::with_memory_object`]), or why there are none (e.g. `"GL_EXT_memory_object_fd
-    /// missing on llvmpipe (…)"`). The external-memory backend needs them ([`crate::external`]).
+    /// missing on llvmpipe (…)"`). The CUDA backend's external-memory storage needs them.
     pub memory_object: Result<std::sync::Arc<memory_object::MemoryObjectFns>, String>,
 }
 
@@ -46,12 +50,12 @@ impl GlInfo {
     ///
     /// `query_fns_loaded` says whether the loader resolved the query-object entry points glow uses
     /// (see [`context::query_fns_loaded`]).
-    pub fn query(gl: &glow::Context, egl_device: Option<String>, egl_cuda_device: Option<i32>, query_fns_loaded: bool) -> Self {
+    pub fn query(gl: Gl<'_>, egl_device: Option<String>, egl_cuda_device: Option<i32>, query_fns_loaded: bool) -> Self {
         use glow::HasContext as _;
-        let (vendor, renderer, version) = Gl::current(gl).strings();
-        let v = gl.version();
+        let (vendor, renderer, version) = gl.strings();
+        let v = gl.raw().version();
         let is_gles = v.is_embedded;
-        let ext = gl.supported_extensions();
+        let ext = gl.raw().supported_extensions();
         let timer_ext = if is_gles {
             ext.contains("GL_EXT_disjoint_timer_query")
         } else {
@@ -71,7 +75,7 @@ impl GlInfo {
 
     /// Load the `GL_EXT_memory_object(_fd)` table with the context's `loader` (its display's
     /// `get_proc_address`) into [`GlInfo::memory_object`]. The context must be current.
-    pub fn with_memory_object(mut self, gl: &glow::Context, loader: impl FnMut(&std::ffi::CStr) -> *const std::ffi::c_void) -> Self {
+    pub fn with_memory_object(mut self, gl: Gl<'_>, loader: impl FnMut(&std::ffi::CStr) -> *const std::ffi::c_void) -> Self {
         self.memory_object = memory_object::MemoryObjectFns::load(gl, loader).map(std::sync::Arc::new);
         if let Err(why) = &self.memory_object {
             tracing::debug!("no external-memory interop: {why}");

@@ -16,7 +16,7 @@ use glam::Vec3;
 use super::camera::OrbitCamera;
 use super::gl::Gl;
 use super::GlInfo;
-use crate::backend::PositionVbos;
+use super::buffers::{create_vbos, delete_vbos, PositionVbos};
 use crate::sim::Bodies;
 
 const VERT_SRC: &str = include_str!("../../../shaders/bodies.vert");
@@ -46,8 +46,7 @@ impl RenderTarget {
     }
 
     /// Bind it as the draw and read framebuffer.
-    pub fn bind(&self, gl: &glow::Context) {
-        let gl = Gl::current(gl);
+    pub fn bind(&self, gl: Gl<'_>) {
         let fbo = match self {
             Self::Default { .. } => None,
             Self::Offscreen(t) => Some(t.fbo),
@@ -76,8 +75,8 @@ impl OffscreenTarget {
     ///
     /// # Errors
     /// A zero or too large size, or an incomplete framebuffer.
-    pub fn new(gl: &glow::Context, width: u32, height: u32) -> anyhow::Result<Self> {
-        let g = Gl::current(gl);
+    pub fn new(gl: Gl<'_>, width: u32, height: u32) -> anyhow::Result<Self> {
+        let g = gl;
         let gl = &g;
         let max = gl.max_renderbuffer_size().max(0) as u32;
         if width == 0 || height == 0 || width > max || height > max {
@@ -105,15 +104,14 @@ impl OffscreenTarget {
         gl.framebuffer_renderbuffer(glow::FRAMEBUFFER, glow::DEPTH_ATTACHMENT, glow::RENDERBUFFER, Some(target.depth));
         let status = gl.check_framebuffer_status(glow::FRAMEBUFFER);
         if status != glow::FRAMEBUFFER_COMPLETE {
-            target.destroy(gl.raw());
+            target.destroy(*gl);
             anyhow::bail!("offscreen framebuffer {width}×{height} incomplete: status 0x{status:04X}");
         }
         Ok(target)
     }
 
     /// Delete the FBO and its renderbuffers.
-    pub fn destroy(self, gl: &glow::Context) {
-        let gl = Gl::current(gl);
+    pub fn destroy(self, gl: Gl<'_>) {
         gl.delete_framebuffer(self.fbo);
         gl.delete_renderbuffer(self.color);
         gl.delete_renderbuffer(self.depth);
@@ -291,8 +289,8 @@ impl Renderer {
     ///
     /// # Errors
     /// A shader that does not compile or link (with the GL log), or a failed GL allocation.
-    pub fn new(gl: &glow::Context, info: &GlInfo, bodies: &Bodies) -> anyhow::Result<Self> {
-        let g = Gl::current(gl);
+    pub fn new(gl: Gl<'_>, info: &GlInfo, bodies: &Bodies) -> anyhow::Result<Self> {
+        let g = gl;
         let gl = &g;
         let is_gles = info.is_gles;
         let program = build_program(gl, is_gles)?;
@@ -393,8 +391,8 @@ impl Renderer {
     ///
     /// # Errors
     /// A failed GL allocation; the old VBOs are deleted either way.
-    pub fn recreate_vbos(&mut self, gl: &glow::Context, bodies: &Bodies) -> anyhow::Result<()> {
-        let g = Gl::current(gl);
+    pub fn recreate_vbos(&mut self, gl: Gl<'_>, bodies: &Bodies) -> anyhow::Result<()> {
+        let g = gl;
         let gl = &g;
         delete_vbos(gl, &self.vbos);
         self.vbos = PositionVbos { buffers: self.vbos.buffers, n: 0 };
@@ -410,22 +408,22 @@ impl Renderer {
 
     /// Clear `target` and draw the bodies of `vbos.buffers[p.front]` into it, timed by a GL
     /// timer query. `wait_timer`: read the query at once (headless) instead of a later frame.
-    pub fn draw(&mut self, gl: &glow::Context, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool) {
+    pub fn draw(&mut self, gl: Gl<'_>, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool) {
         self.draw_from(gl, target, p, wait_timer, None);
     }
 
     /// [`Renderer::draw`] from `source` instead of the renderer's own VBOs when given (the
-    /// external backend's imported buffers, [`crate::backend::SimBackend::draw_buffers`]). The
+    /// external backend's imported buffers, `SimBackend::draw_buffers` of the backends). The
     /// attribute arrays are set up from the buffers at every draw, so any pair works.
-    pub fn draw_from(&mut self, gl: &glow::Context, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool, source: Option<PositionVbos>) {
+    pub fn draw_from(&mut self, gl: Gl<'_>, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool, source: Option<PositionVbos>) {
         let vbos = source.unwrap_or(self.vbos);
-        let g = Gl::current(gl);
+        let g = gl;
         let gl = &g;
         let [w, h] = target.size();
         if w == 0 || h == 0 || self.destroyed {
             return;
         }
-        target.bind(gl.raw());
+        target.bind(*gl);
         let front = p.front.min(1);
         let back = 1 - front;
         let aspect = w as f32 / h as f32;
@@ -483,8 +481,8 @@ impl Renderer {
 
     /// Delete the VBOs, the VAO, the program and the timer queries. Call after the backend has
     /// been dropped and before the egui painter is destroyed and the context goes.
-    pub fn destroy(&mut self, gl: &glow::Context) {
-        let g = Gl::current(gl);
+    pub fn destroy(&mut self, gl: Gl<'_>) {
+        let g = gl;
         let gl = &g;
         if self.destroyed {
             return;
@@ -536,66 +534,6 @@ fn median_nn_distance(pos: &[[f32; 4]], samples: usize) -> f32 {
 }
 
 /// Make the two position VBOs, both filled with `bodies.pos` (`[N][4]` f32, 16·N bytes each).
-fn create_vbos(gl: &Gl<'_>, bodies: &Bodies) -> anyhow::Result<PositionVbos> {
-    let bytes: &[u8] = as_bytes(&bodies.pos);
-    let mut made = Vec::with_capacity(2);
-    for i in 0..2 {
-        match gl.create_buffer() {
-            Ok(b) => {
-                gl.bind_buffer(glow::ARRAY_BUFFER, Some(b));
-                gl.buffer_data_u8_slice(glow::ARRAY_BUFFER, bytes, glow::DYNAMIC_DRAW);
-                gl.bind_buffer(glow::ARRAY_BUFFER, None);
-                made.push(b);
-            }
-            Err(e) => {
-                for b in made {
-                    gl.delete_buffer(b);
-                }
-                return Err(anyhow!("glGenBuffers (position VBO {i}): {e}"));
-            }
-        }
-    }
-    if gl.get_error() == glow::OUT_OF_MEMORY {
-        for b in made {
-            gl.delete_buffer(b);
-        }
-        anyhow::bail!("glBufferData: out of memory for 2 × {} bytes", bytes.len());
-    }
-    Ok(PositionVbos { buffers: [made[0], made[1]], n: bodies.len() })
-}
-
-fn delete_vbos(gl: &Gl<'_>, vbos: &PositionVbos) {
-    // n = 0 marks buffers already deleted (callers set it), so each goes once.
-    if vbos.n == 0 {
-        return;
-    }
-    for b in vbos.buffers {
-        gl.delete_buffer(b);
-    }
-}
-
-/// View `[[f32; 4]]` as bytes (for buffer uploads).
-pub fn as_bytes(v: &[[f32; 4]]) -> &[u8] {
-    // SAFETY: [f32; 4] has no padding and every bit pattern is a valid u8; the slice covers
-    // exactly size_of_val(v) bytes of the same allocation and borrows `v`.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-}
-
-/// Upload positions into one VBO (`glBufferSubData` from offset 0).
-///
-/// # Errors
-/// `pos` is longer than the buffer.
-pub fn upload_positions(gl: &glow::Context, vbos: &PositionVbos, index: usize, pos: &[[f32; 4]]) -> anyhow::Result<()> {
-    if pos.len() > vbos.n || index > 1 {
-        anyhow::bail!("upload of {} bodies into VBO {index} of {} bodies", pos.len(), vbos.n);
-    }
-    let gl = Gl::current(gl);
-    gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[index]));
-    gl.buffer_sub_data_u8_slice(glow::ARRAY_BUFFER, 0, as_bytes(pos));
-    gl.bind_buffer(glow::ARRAY_BUFFER, None);
-    Ok(())
-}
-
 /// Frame the camera on the renderer's body set.
 pub fn framing_camera(r: &Renderer) -> OrbitCamera {
     let (c, radius) = r.bounds();

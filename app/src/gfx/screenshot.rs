@@ -13,8 +13,7 @@ use super::gl::Gl;
 ///
 /// # Errors
 /// The size does not fit GL's integers.
-pub fn read_rgba(gl: &glow::Context, width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
-    let gl = Gl::current(gl);
+pub fn read_rgba(gl: Gl<'_>, width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
     let row = width as usize * 4;
     let mut pixels = vec![0u8; row * height as usize];
     gl.read_pixels_rgba(width, height, &mut pixels)?;

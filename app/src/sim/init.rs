@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use anyhow::{bail, Context as _};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -319,4 +320,17 @@ fn figure_eight() -> System {
     sys.push([-x1[0], -x1[1], 0.0], v1, 1.0);
     sys.push([0.0; 3], v3, 1.0);
     sys
+}
+
+/// Generate the initial bodies for `--init name` (or a CSV path).
+///
+/// # Errors
+/// Unknown name, N = 0, bad G, or an unreadable CSV file.
+pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> anyhow::Result<Bodies> {
+    let ic = InitialCondition::parse(init).with_context(|| format!("--init {init}"))?;
+    let bodies = ic.generate(n, seed, g).with_context(|| format!("generating the `{}` initial condition", ic.name()))?;
+    if bodies.is_empty() {
+        bail!("the initial condition `{}` has no bodies", ic.name());
+    }
+    Ok(bodies)
 }

@@ -20,7 +20,7 @@
 
 pub mod cpu;
 pub mod diagnostics;
-pub mod gpu;
+
 pub mod init;
 pub mod state_csv;
 

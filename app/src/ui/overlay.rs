@@ -11,7 +11,7 @@ use egui::{Color32, RichText};
 use egui_plot::{Line, Plot, PlotPoints};
 
 use crate::backend::{InteropSettings, SimTimings};
-use crate::cli::{InteropMode, ResourceFlags, StreamKind};
+use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
 use crate::gfx::GlInfo;
 use crate::sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
 
@@ -80,7 +80,7 @@ pub struct BackendView<'a> {
     /// The GL context.
     pub gl_info: &'a GlInfo,
     /// The Workflow panel's data (last frame's calls, step mode).
-    pub workflow: crate::workflow::WorkflowView<'a>,
+    pub workflow: super::workflow::WorkflowView<'a>,
 }
 
 /// Loop state the overlay edits directly.
@@ -130,7 +130,7 @@ pub struct Overlay {
     message: Option<String>,
     panel_width: f32,
     /// The Workflow panel (step mode, mistake lab); the frame loop reads and fills it.
-    pub workflow: crate::workflow::WorkflowPanel,
+    pub workflow: super::workflow::WorkflowPanel,
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -149,7 +149,7 @@ impl Overlay {
             first_diagnostics: None,
             message: None,
             panel_width: 0.0,
-            workflow: crate::workflow::WorkflowPanel::default(),
+            workflow: super::workflow::WorkflowPanel::default(),
         }
     }
 

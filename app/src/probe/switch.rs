@@ -48,34 +48,19 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use interop::sys::event_flags;
-use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, Event, Function, GraphicsResource, Module, Stream};
+use interop::kernels::TouchKernel;
+use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, Event, GraphicsResource, Stream};
 use serde::Serialize;
 
-use super::stats::{median, Summary};
+use crate::bench::stats::{median, Summary};
 use crate::cli::SwitchArgs;
-use crate::cuda_backend::{ms, open_for_gl};
+use crate::cuda::session::{ms, open_for_gl};
 use crate::gfx::context::HeadlessContext;
-use crate::gfx::gl::Gl;
+
 use crate::gfx::renderer::OffscreenTarget;
 
 /// The one-thread kernel: `*p = v`. PTX ISA 7.0 for sm_50 and later; every driver that this
 /// program accepts (CUDA ≥ 11.3 for `cuGetProcAddress`) JIT-compiles it.
-const TOUCH_PTX: &str = "\
-.version 7.0
-.target sm_50
-.address_size 64
-.visible .entry nbody_touch(.param .u64 p, .param .u32 v)
-{
-    .reg .b64 %rd<3>;
-    .reg .b32 %r<2>;
-    ld.param.u64 %rd1, [p];
-    ld.param.u32 %r1, [v];
-    cvta.to.global.u64 %rd2, %rd1;
-    st.global.u32 [%rd2], %r1;
-    ret;
-}
-";
-
 /// Bytes of the registered GL buffer of the map variants.
 const VBO_BYTES: usize = 4096;
 
@@ -259,7 +244,7 @@ struct Rig {
     resource: Option<GraphicsResource>,
     scratch: DeviceBuffer<u32>,
     events: [Event; 4],
-    touch: Function,
+    touch: TouchKernel,
     stream: Stream,
     ctx: Arc<Context>,
     info: DeviceInfo,
@@ -273,7 +258,7 @@ impl Drop for Rig {
     fn drop(&mut self) {
         // cuGraphicsUnregisterResource before the GL buffer goes; the context is current here.
         self.resource = None;
-        let gl = Gl::current(&self.gl.gl);
+        let gl = self.gl.gl();
         if let Some(b) = self.vbo.take() {
             gl.delete_buffer(b);
         }
@@ -281,7 +266,7 @@ impl Drop for Rig {
             gl.delete_query(q);
         }
         if let Some(t) = self.target.take() {
-            t.destroy(&self.gl.gl);
+            t.destroy(self.gl.gl());
         }
     }
 }
@@ -295,31 +280,17 @@ fn event_us(a: &Event, b: &Event) -> anyhow::Result<Option<f64>> {
     Ok(ms(a, b).context("cuEventElapsedTime")?.map(|t| t * 1e3))
 }
 
-/// Launch the one-thread kernel storing `v` at `ptr` on `stream`.
-///
-/// # Safety
-/// `ptr` must be valid for a 4-byte store until the launch completes.
-unsafe fn touch(f: &Function, stream: &Stream, ptr: interop::sys::CUdeviceptr, v: u32) -> anyhow::Result<()> {
-    let (mut p, mut v) = (ptr, v);
-    let mut params = [(&raw mut p).cast::<std::ffi::c_void>(), (&raw mut v).cast::<std::ffi::c_void>()];
-    // SAFETY: two parameters matching `.param .u64 p, .param .u32 v`; the caller guarantees `ptr`.
-    unsafe { f.launch((1, 1, 1), (1, 1, 1), 0, stream, &mut params) }.context("cuLaunchKernel")
-}
-
 /// What `switch` needs and could not get.
 const NEEDS: &str = "the switch probe needs CUDA and a headless GL context on the same NVIDIA GPU (it runs where \
                      `nbody-interop bench --modes map` runs)";
 
 impl Rig {
     fn open(args: &SwitchArgs) -> anyhow::Result<Rig> {
-        let gl_ctx = HeadlessContext::new(crate::demo::HEADLESS_CUDA_DEVICE).context("headless GL context").context(NEEDS)?;
+        let gl_ctx = HeadlessContext::new(crate::gfx::context::HEADLESS_CUDA_DEVICE).context("headless GL context").context(NEEDS)?;
         let (ctx, stream, info) = open_for_gl(&gl_ctx.info, args.stream, 0, args.ctx_sched).context(NEEDS)?;
         // CUDA objects first: until the Rig exists, an error drops them and the GL context only.
         // (The Function keeps its module loaded.)
-        let touch = Module::from_ptx(&ctx, TOUCH_PTX.as_bytes())
-            .context("loading the probe kernel")?
-            .function("nbody_touch")
-            .context("cuModuleGetFunction")?;
+        let touch = TouchKernel::load(&ctx).context("loading the probe kernel")?;
         let mut events = Vec::with_capacity(4);
         for _ in 0..4 {
             events.push(Event::new(&ctx, event_flags::DEFAULT).context("cuEventCreate")?);
@@ -340,8 +311,8 @@ impl Rig {
             gl: gl_ctx,
         };
         // From here on, Rig's Drop releases what was made, in order, on every error path.
-        rig.target = Some(OffscreenTarget::new(&rig.gl.gl, 16, 16).context("offscreen framebuffer")?);
-        let gl = Gl::current(&rig.gl.gl);
+        rig.target = Some(OffscreenTarget::new(rig.gl.gl(), 16, 16).context("offscreen framebuffer")?);
+        let gl = rig.gl.gl();
         rig.query = if rig.gl.info.timer_query { gl.create_query().ok() } else { None };
         let vbo = gl.create_buffer().map_err(|e| anyhow::anyhow!("glGenBuffers: {e}"))?;
         rig.vbo = Some(vbo);
@@ -359,9 +330,8 @@ impl Rig {
         let t = Instant::now();
         let [e0, e1, ..] = &self.events;
         e0.record(&self.stream).context("cuEventRecord")?;
-        // SAFETY: `scratch` is this rig's 4-byte allocation and the rig outlives every launch it
-        // queues: each iteration waits for its launches before the next one starts.
-        unsafe { touch(&self.touch, &self.stream, self.scratch.ptr(), i) }?;
+        // The rig outlives every launch it queues: each iteration waits for its launches.
+        self.touch.launch(self.scratch.view(), i, &self.stream).context("cuLaunchKernel")?;
         e1.record(&self.stream).context("cuEventRecord")?;
         if wait {
             e1.synchronize().context("cuEventSynchronize")?;
@@ -378,7 +348,7 @@ impl Rig {
     /// result (with `finish`), or only `glFlush` (submitted, not waited for). Returns (host µs,
     /// GL µs).
     fn gl_part(&self, i: u32, finish: bool) -> (f64, Option<f64>) {
-        let gl = Gl::current(&self.gl.gl);
+        let gl = self.gl.gl();
         let t = Instant::now();
         if let Some(q) = self.query {
             gl.begin_query(glow::TIME_ELAPSED, q);
@@ -404,7 +374,7 @@ impl Rig {
 
     /// The result of the last timer query (waits for it).
     fn gl_us(&self) -> Option<f64> {
-        let gl = Gl::current(&self.gl.gl);
+        let gl = self.gl.gl();
         self.query.map(|q| gl.get_query_parameter_u64(q, glow::QUERY_RESULT) as f64 * 1e-3)
     }
 
@@ -418,10 +388,9 @@ impl Rig {
         let mapping = map_resources(std::slice::from_mut(resource), &self.stream).context("cuGraphicsMapResources")?;
         s.map_call = Some(us(call));
         e1.record(&self.stream).context("cuEventRecord")?;
-        let ptr = mapping.pointer(0).context("cuGraphicsResourceGetMappedPointer")?.require(4)?.device_ptr();
-        // SAFETY: `ptr` is the mapped buffer (≥ 4 bytes, checked by `require`), which stays
-        // mapped until the unmap below, ordered after the launch on the same stream.
-        unsafe { touch(&self.touch, &self.stream, ptr, i) }?;
+        let ptr = mapping.pointer(0).context("cuGraphicsResourceGetMappedPointer")?.require(4)?;
+        // The buffer stays mapped until the unmap below, ordered after the launch on the stream.
+        self.touch.launch(ptr.view(), i, &self.stream).context("cuLaunchKernel")?;
         e2.record(&self.stream).context("cuEventRecord")?;
         let call = Instant::now();
         mapping.unmap().context("cuGraphicsUnmapResources")?;
@@ -456,7 +425,7 @@ impl Rig {
             Variant::CudaGlAsync => {
                 self.cuda_part(i, false)?;
                 self.gl_part(i, false);
-                Gl::current(&self.gl.gl).finish();
+                self.gl.gl().finish();
                 self.events[1].synchronize().context("cuEventSynchronize")?;
                 s.kernel = self.kernel_us()?;
                 s.gl = self.gl_us();
@@ -465,7 +434,7 @@ impl Rig {
                 s.cuda_host = Some(self.cuda_part(i, true)?);
                 s.kernel = self.kernel_us()?;
                 let t = Instant::now();
-                crate::external::wait_for_gl(&self.gl.gl).context("GL fence")?;
+                crate::gfx::fence::wait_for_gl(self.gl.gl()).context("GL fence")?;
                 s.gl_host = Some(us(t));
             }
             Variant::Map | Variant::MapGl => {
@@ -478,7 +447,7 @@ impl Rig {
             Variant::GlMap => {
                 self.gl_part(i, false);
                 self.map_part(i, &mut s)?;
-                Gl::current(&self.gl.gl).finish();
+                self.gl.gl().finish();
                 s.gl = self.gl_us();
             }
         }
@@ -514,7 +483,7 @@ fn rows(accs: &[(Variant, Acc)]) -> Vec<VariantRow> {
                 unmap_call_us: Summary::of(&a.unmap_call),
                 gl_us: Summary::of(&a.gl),
                 round_medians_us: a.round_medians.clone(),
-                spread_pct: 100.0 * super::stats::spread(&a.round_medians) / total.median,
+                spread_pct: 100.0 * crate::bench::stats::spread(&a.round_medians) / total.median,
             })
         })
         .collect()
@@ -543,7 +512,7 @@ pub fn derive(rows: &[VariantRow]) -> Derived {
 
 /// The median of `s`, one decimal, or `—`.
 fn med(s: Option<Summary>) -> String {
-    super::report::opt(s.map(|s| s.median), 1)
+    crate::bench::report::opt(s.map(|s| s.median), 1)
 }
 
 /// The stdout table: medians (and the p99 of the total) in µs.
@@ -570,7 +539,7 @@ pub fn table(doc: &SwitchDoc) -> String {
         );
     }
     let d = &doc.derived;
-    let f = |x: Option<f64>| super::report::opt(x, 1) + " µs";
+    let f = |x: Option<f64>| crate::bench::report::opt(x, 1) + " µs";
     t += &format!(
         "two context switches (cuda+gl − cuda − gl): {}; queued without host waits: {}\n\
          map+unmap adds {} with GL idle, {} between GL frames, {} when asked right behind GL's work\n\
@@ -592,11 +561,11 @@ pub fn table(doc: &SwitchDoc) -> String {
 /// CUDA or GL failure while measuring; Ctrl-C ([`SwitchInterrupted`]). `switch.json` keeps every
 /// finished round.
 pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
-    super::check_rounds("--iters", "iterations", args.iters, args.rounds)?;
+    crate::bench::check_rounds("--iters", "iterations", args.iters, args.rounds)?;
     let path: PathBuf = args.out.join("switch.json");
     let mut rig = Rig::open(args)?;
     // After the rig: a run that cannot start leaves no output directory behind.
-    super::prepare_out(&args.out, std::slice::from_ref(&path))?;
+    crate::bench::prepare_out(&args.out, std::slice::from_ref(&path))?;
     let mut doc = SwitchDoc {
         tool: "nbody-interop switch",
         version: env!("CARGO_PKG_VERSION"),
@@ -607,28 +576,28 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         driver_version: interop::entry::cuda_version_string(rig.ctx.api().driver_version()),
         gl_renderer: rig.gl.info.renderer.clone(),
         egl_device: rig.gl.info.egl_device.clone(),
-        stream: super::flag_name(args.stream),
-        ctx_sched: super::flag_name(args.ctx_sched),
+        stream: crate::bench::flag_name(args.stream),
+        ctx_sched: crate::bench::flag_name(args.ctx_sched),
         build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
         variants: Vec::new(),
         derived: Derived::default(),
     };
-    super::STOP.store(false, std::sync::atomic::Ordering::SeqCst);
-    super::install_ctrlc();
+    crate::bench::STOP.store(false, std::sync::atomic::Ordering::SeqCst);
+    crate::bench::install_ctrlc();
     let mut accs: Vec<(Variant, Acc)> = VARIANTS.iter().map(|v| (*v, Acc::default())).collect();
     let write = |doc: &SwitchDoc| -> anyhow::Result<()> {
         let mut json = serde_json::to_vec_pretty(doc).context("serialising switch.json")?;
         json.push(b'\n');
-        super::report::write_atomic(&path, &json)
+        crate::bench::report::write_atomic(&path, &json)
     };
     let mut outcome = Ok(());
     let mut write_err = None;
     'rounds: for round in 0..args.rounds {
-        let count = super::frames_in_round(args.iters, args.rounds, round);
+        let count = crate::bench::frames_in_round(args.iters, args.rounds, round);
         for (v, acc) in &mut accs {
             let mut samples = Vec::with_capacity(count as usize);
             for i in 0..args.warmup + count {
-                if super::stopped() {
+                if crate::bench::stopped() {
                     outcome = Err(SwitchInterrupted { rounds: round, path: path.clone() }.into());
                     break 'rounds;
                 }

@@ -7,8 +7,9 @@
 
 use std::time::Instant;
 
-use crate::backend::{PositionVbos, SimBackend, SimTimings};
-use crate::gfx::renderer::upload_positions;
+use super::{PositionVbos, SimBackend, SimTimings};
+use crate::gfx::buffers::upload_positions;
+use crate::gfx::gl::Gl;
 use crate::sim::cpu::CpuF32;
 use crate::sim::diagnostics::diagnostics;
 use crate::sim::{Bodies, Diagnostics, PhysParams};
@@ -42,7 +43,7 @@ impl SimBackend for CpuBackend {
         self.sim.len()
     }
 
-    fn simulate(&mut self, gl: &glow::Context, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
+    fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         let t0 = Instant::now();
         if steps == 0 {
             return Ok(SimTimings { host_ms: ms_since(t0), ..SimTimings::default() });
@@ -61,15 +62,15 @@ impl SimBackend for CpuBackend {
         self.front
     }
 
-    fn set_params(&mut self, params: PhysParams) {
+    fn set_params(&mut self, _gl: Gl<'_>, params: PhysParams) {
         self.sim.set_params(params);
     }
 
-    fn bodies(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
+    fn bodies(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
         Ok(self.sim.bodies())
     }
 
-    fn diagnostics(&mut self, _gl: &glow::Context, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
+    fn diagnostics(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
         let params = self.sim.params();
         Ok(diagnostics(&self.sim.bodies(), params))
     }

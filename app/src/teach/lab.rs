@@ -23,7 +23,6 @@ use interop::sys::{
 use interop::{map_resources, Context, Device, Driver, Error, Event, GraphicsResource, Module, SchedFlag, Stream, SymbolStatus};
 use serde::Serialize;
 
-use crate::cli::LabArgs;
 use crate::gfx::gl::Gl;
 
 /// What a case needs to run.
@@ -284,7 +283,7 @@ pub struct LabEnv<'a> {
     /// A CUDA context (made current by the cases that use it).
     pub cuda: Result<Arc<Context>, String>,
     /// A current GL context and a CUDA context on the device that shares it.
-    pub gl: Result<(&'a glow::Context, Arc<Context>), String>,
+    pub gl: Result<(Gl<'a>, Arc<Context>), String>,
 }
 
 /// What a case's driver call returned.
@@ -330,7 +329,7 @@ pub fn run_case(case: &Case, env: &LabEnv<'_>) -> Outcome {
             Err(e) => return Outcome::unavailable(case, e),
         },
         Needs::GlInterop => match &env.gl {
-            Ok((gl, ctx)) => gl_case(case, gl, ctx),
+            Ok((gl, ctx)) => gl_case(case, *gl, ctx),
             Err(e) => return Outcome::unavailable(case, e),
         },
     };
@@ -444,13 +443,13 @@ fn context_case(case: &Case, ctx: &Arc<Context>) -> Result<Got, SetupFailed> {
 /// A GL buffer of 256 bytes for one case; deleted on drop (after the case's resources, which
 /// are declared after it and so dropped first).
 struct Scratch<'a> {
-    gl: &'a glow::Context,
+    gl: Gl<'a>,
     buffer: Option<glow::NativeBuffer>,
 }
 
 impl<'a> Scratch<'a> {
-    fn new(gl: &'a glow::Context) -> Result<Scratch<'a>, SetupFailed> {
-        let g = Gl::current(gl);
+    fn new(gl: Gl<'a>) -> Result<Scratch<'a>, SetupFailed> {
+        let g = gl;
         let b = g.create_buffer().map_err(|e| SetupFailed(format!("glGenBuffers: {e}")))?;
         g.bind_buffer(glow::ARRAY_BUFFER, Some(b));
         g.buffer_data_u8_slice(glow::ARRAY_BUFFER, &[0u8; 256], glow::DYNAMIC_DRAW);
@@ -464,7 +463,7 @@ impl<'a> Scratch<'a> {
     fn delete(mut self) -> u32 {
         let n = self.name();
         if let Some(b) = self.buffer.take() {
-            Gl::current(self.gl).delete_buffer(b);
+            self.gl.delete_buffer(b);
         }
         n
     }
@@ -473,12 +472,12 @@ impl<'a> Scratch<'a> {
 impl Drop for Scratch<'_> {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            Gl::current(self.gl).delete_buffer(b);
+            self.gl.delete_buffer(b);
         }
     }
 }
 
-fn gl_case(case: &Case, gl: &glow::Context, ctx: &Arc<Context>) -> Result<Got, SetupFailed> {
+fn gl_case(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupFailed> {
     ctx.make_current()?;
     let api = ctx.api();
     let flags = register_flags::NONE;
@@ -544,7 +543,7 @@ fn gl_case(case: &Case, gl: &glow::Context, ctx: &Arc<Context>) -> Result<Got, S
 
 /// Runs a case from the overlay against the live contexts (`cuda`: the CUDA backend's context,
 /// which shares `gl`; `None` with the CPU backend). Uses scratch resources only.
-pub fn run_live(name: &str, gl: &glow::Context, cuda: Option<&Arc<Context>>) -> Outcome {
+pub fn run_live(name: &str, gl: Gl<'_>, cuda: Option<&Arc<Context>>) -> Outcome {
     let Ok(case) = find(name) else {
         return Outcome {
             case: name.into(),
@@ -583,11 +582,11 @@ pub fn run_headless(cases: &[&Case]) -> Vec<Outcome> {
     };
     let need = cases.iter().map(|c| c.needs).max().unwrap_or(Needs::Driver);
     // Declared first, dropped last: the GL context outlives the CUDA contexts and the cases.
-    let headless = (need == Needs::GlInterop).then(|| crate::gfx::context::HeadlessContext::new(crate::demo::HEADLESS_CUDA_DEVICE));
+    let headless = (need == Needs::GlInterop).then(|| crate::gfx::context::HeadlessContext::new(crate::gfx::context::HEADLESS_CUDA_DEVICE));
     let gl_cuda: Result<Arc<Context>, String> = match &headless {
         None => Err("not needed".into()),
         Some(Err(e)) => Err(format!("no headless GL context: {e:#}")),
-        Some(Ok(h)) => crate::cuda_backend::open_for_gl(&h.info, crate::cli::StreamKind::Legacy, 0, crate::cli::CtxSched::Auto)
+        Some(Ok(h)) => crate::cuda::session::open_for_gl(&h.info, crate::cuda::settings::StreamKind::Legacy, 0, crate::cuda::settings::CtxSched::Auto)
             .map(|(ctx, _, _)| ctx)
             .map_err(|e| format!("{e:#}")),
     };
@@ -600,7 +599,7 @@ pub fn run_headless(cases: &[&Case]) -> Vec<Outcome> {
         Err("not needed".into())
     };
     let gl = match (&headless, &gl_cuda) {
-        (Some(Ok(h)), Ok(c)) => Ok((&*h.gl, c.clone())),
+        (Some(Ok(h)), Ok(c)) => Ok((h.gl(), c.clone())),
         (_, Err(e)) => Err(e.clone()),
         _ => Err("no GL context".into()),
     };
@@ -652,20 +651,21 @@ fn list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `nbody-interop lab [NAME|all] [--json]`.
+/// `nbody-interop lab [NAME|all] [--json]`: without `name` the cases are listed; `json`
+/// prints one JSON object per case.
 ///
 /// # Errors
 /// An unknown case name; a case that could not run (the reason is in the message) or did not
 /// produce an expected code; stdout cannot be written.
-pub fn run(args: &LabArgs) -> anyhow::Result<()> {
+pub fn run(name: Option<&str>, json: bool) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    let Some(name) = args.name.as_deref() else {
-        return list(&mut out, args.json);
+    let Some(name) = name else {
+        return list(&mut out, json);
     };
     let cases: Vec<&Case> = if name == "all" { CASES.iter().collect() } else { vec![find(name)?] };
     let outcomes = run_headless(&cases);
     for o in &outcomes {
-        if args.json {
+        if json {
             writeln!(out, "{}", serde_json::to_string(o)?)?;
         } else {
             print_text(&mut out, o)?;

@@ -1,33 +1,33 @@
 //! The simulation side of a frame, as the demo and `bench` see it.
 //!
 //! A [`SimBackend`] advances the bodies and leaves the newest positions in one of the two GL
-//! position vertex buffers ([`PositionVbos`]); the renderer then draws that buffer. Backends:
-//! the CPU backend (compute on the CPU, upload with `glBufferSubData`) and the CUDA backends
-//! (`map`: registered GL buffers mapped every frame; `copy`: device buffer → pinned host →
-//! `glBufferSubData`), and the external-memory backend ([`crate::external`]), which draws from
-//! its own imported buffers ([`SimBackend::draw_buffers`]).
+//! position vertex buffers ([`PositionVbos`]); the renderer then draws that buffer. Two backends:
+//! [`cpu::CpuBackend`] (compute on the CPU, upload with `glBufferSubData`) and
+//! [`cuda::CudaBackend`], whose storage is one of `map` (registered GL buffers mapped every
+//! frame), `copy` (device buffer → pinned host → `glBufferSubData`) or `external` (CUDA
+//! allocations imported into GL, drawn from instead of the VBOs: [`SimBackend::draw_buffers`]).
+//! [`select`] is the only place that builds or rebuilds a backend; [`step`] is the pure state
+//! machine of step mode.
 //!
 //! Teardown order: a backend holding CUDA graphics resources must be dropped *before* the GL
 //! buffers it registered are deleted and before the GL context goes. The owner of both (the demo's
 //! frame state) therefore declares the backend field before the renderer field. A backend that
-//! owns GL objects (the external one) deletes them in [`SimBackend::release_gl`], which the owner
+//! owns GL objects (external storage) deletes them in [`SimBackend::release_gl`], which the owner
 //! calls with the GL context current before dropping it.
+
+pub mod cpu;
+pub mod cuda;
+mod external;
+pub mod select;
+pub mod step;
+mod stepwise;
 
 use serde::Serialize;
 
-use crate::cli::{InteropMode, ResourceFlags, StreamKind};
+use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
+pub use crate::gfx::buffers::PositionVbos;
+use crate::gfx::gl::Gl;
 use crate::sim::{Bodies, Diagnostics, PhysParams};
-
-/// The two GL position vertex buffers, each `[N][4]` f32 (x, y, z, mass), at least `16 * N`
-/// bytes: made by the renderer (`GL_ARRAY_BUFFER`, `GL_DYNAMIC_DRAW`), or imported from CUDA
-/// by the external backend ([`SimBackend::draw_buffers`]).
-#[derive(Debug, Clone, Copy)]
-pub struct PositionVbos {
-    /// The GL buffer names.
-    pub buffers: [glow::NativeBuffer; 2],
-    /// Number of bodies N each buffer holds.
-    pub n: usize,
-}
 
 /// Timings of the simulate step of one frame, in milliseconds.
 ///
@@ -49,10 +49,20 @@ pub struct SimTimings {
     pub upload_ms: Option<f64>,
 }
 
+/// What [`SimBackend::apply_settings`] did with new settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingsChange {
+    /// The backend applied them itself (flags, block size).
+    Applied,
+    /// They need a new backend (another storage, stream or table): [`select::apply_settings`]
+    /// makes it from the current state. The backend is unchanged.
+    Rebuild,
+}
+
 /// Interop settings that can change while the demo runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InteropSettings {
-    /// Map or copy.
+    /// Map, copy or external.
     pub interop: InteropMode,
     /// Flags of `cuGraphicsGLRegisterBuffer`.
     pub register_flags: ResourceFlags,
@@ -77,7 +87,7 @@ pub trait SimBackend {
     ///
     /// # Errors
     /// A CUDA or GL failure, with the failing call named.
-    fn simulate(&mut self, gl: &glow::Context, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings>;
+    fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings>;
     /// Index (0 or 1) of the buffer that holds the newest positions.
     fn front(&self) -> usize;
     /// The buffers the renderer must draw instead of its own VBOs (the external backend's
@@ -92,33 +102,35 @@ pub trait SimBackend {
     /// external backend puts the GL fence that the next launch waits on here. Contract: GL
     /// commands that read the backend's buffers after this call are the caller's to wait for
     /// before the next `simulate`. Default: nothing.
-    fn after_draw(&mut self, _gl: &glow::Context) {}
+    fn after_draw(&mut self, _gl: Gl<'_>) {}
     /// Delete the GL objects the backend owns; the owner calls it with the GL context current
     /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
     /// Afterwards the backend can only be dropped. Default: nothing to delete.
-    fn release_gl(&mut self, _gl: &glow::Context) {}
-    /// Change dt, ε or G for the following steps.
-    fn set_params(&mut self, params: PhysParams);
+    fn release_gl(&mut self, _gl: Gl<'_>) {}
+    /// Change dt, ε or G for the following steps (a change of dt first finishes the half step
+    /// with the old dt, which may launch and so needs the GL context: `gl`).
+    fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);
     /// The current state with synchronised velocities (see [`crate::sim`]).
     ///
     /// # Errors
     /// A CUDA or GL failure.
-    fn bodies(&mut self, gl: &glow::Context, vbos: &PositionVbos) -> anyhow::Result<Bodies>;
+    fn bodies(&mut self, gl: Gl<'_>, vbos: &PositionVbos) -> anyhow::Result<Bodies>;
     /// Energy and momentum of the current state (on the GPU for CUDA backends).
     ///
     /// # Errors
     /// A CUDA or GL failure.
-    fn diagnostics(&mut self, gl: &glow::Context, vbos: &PositionVbos) -> anyhow::Result<Diagnostics>;
+    fn diagnostics(&mut self, gl: Gl<'_>, vbos: &PositionVbos) -> anyhow::Result<Diagnostics>;
     /// Settings in force (None for the CPU backend).
     fn settings(&self) -> Option<InteropSettings> {
         None
     }
-    /// Apply changed settings (re-register, new stream, ...).
+    /// Apply changed settings that the backend can change itself (re-register, block size), or
+    /// say that they need a new backend ([`SettingsChange::Rebuild`]).
     ///
     /// # Errors
-    /// A CUDA failure; the backend keeps its old settings then.
-    fn apply_settings(&mut self, _gl: &glow::Context, _vbos: &PositionVbos, _s: InteropSettings) -> anyhow::Result<()> {
-        Ok(())
+    /// A CUDA failure or an invalid value; the backend keeps its old settings then.
+    fn apply_settings(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _s: InteropSettings) -> anyhow::Result<SettingsChange> {
+        Ok(SettingsChange::Applied)
     }
     /// Key/value rows for the overlay's device panel (empty for the CPU backend).
     fn device_panel(&self) -> Vec<(String, String)> {
@@ -136,7 +148,7 @@ pub trait SimBackend {
     fn api(&self) -> Option<std::sync::Arc<interop::Api>> {
         self.cuda_context().map(|c| c.api().clone())
     }
-    /// Why step mode cannot run with this backend (`None`: it can; see [`crate::workflow`]).
+    /// Why step mode cannot run with this backend (`None`: it can; see [`step`]).
     fn step_mode_unavailable(&self) -> Option<String> {
         Some("this run uses the CPU backend".into())
     }
@@ -153,11 +165,11 @@ pub trait SimBackend {
     ///
     /// # Errors
     /// Not in step mode; the step's driver call failed.
-    fn next_step(&mut self, _gl: &glow::Context, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<crate::workflow::FrameStep> {
+    fn next_step(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<step::FrameStep> {
         anyhow::bail!("not in step mode")
     }
     /// The step-mode state (None when not in step mode).
-    fn step_view(&self) -> Option<crate::workflow::StepView> {
+    fn step_view(&self) -> Option<step::StepView> {
         None
     }
 }

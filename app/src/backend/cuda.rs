@@ -1,0 +1,530 @@
+//! The CUDA backend: one context, stream, kernels and velocities, and a storage for the two
+//! position buffers that is one of
+//! - `map`: both GL VBOs registered with CUDA (`cuGraphicsGLRegisterBuffer`) and mapped every
+//!   frame. One frame (the resource-mapping workflow, `interop::graphics`):
+//!   `cuGraphicsMapResources` (both buffers, one call, on the frame's stream) →
+//!   `cuGraphicsResourceGetMappedPointer` (each, size checked) → `cuLaunchKernel` (reads the front
+//!   buffer, writes the back one) → `cuGraphicsUnmapResources` (one call, same stream) → GL draws
+//!   the written buffer. CUDA events around each step give the map, kernel and unmap times.
+//! - `copy`: two device buffers; each frame the newest is copied to pinned host memory and
+//!   uploaded with `glBufferSubData`.
+//! - `external`: two CUDA allocations that GL imports and draws from (see the `external` module:
+//!   its synchronisation rules and teardown order).
+//!
+//! Construction, readback, diagnostics, the device panel and teardown exist once for all three.
+//! A change of storage, stream or table is a rebuild, which [`super::select`] does.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use interop::sys::{event_flags, map_flags};
+use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, DevicePtr, Event, ExportableBuffer, GraphicsResource, Mapping, PinnedBuffer, Stream};
+
+use super::external::{ExternalStorage, Unsupported};
+use super::stepwise::StepwiseFrame;
+use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend, SimTimings};
+use crate::cuda::kernels::{check_fits, validate_block_size, GpuStepper, Kernels, BODY_BYTES};
+use crate::cuda::session::{entry_rows, ms, open_for_gl};
+use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags};
+use crate::gfx::buffers::upload_positions;
+use crate::gfx::fence::wait_for_gl;
+use crate::gfx::gl::Gl;
+use crate::gfx::GlInfo;
+use crate::sim::{diagnostics, Bodies, Diagnostics, PhysParams};
+
+/// Everything a CUDA backend is made from.
+#[derive(Debug, Clone)]
+pub struct CudaOptions {
+    /// Map/copy/external and the other live settings.
+    pub settings: InteropSettings,
+    /// Map each buffer with its own map/unmap call (the bench's `map-separate`).
+    pub separate_maps: bool,
+    /// Context scheduling flag.
+    pub ctx_sched: CtxSched,
+    /// PTX file to load instead of the embedded kernel.
+    pub kernel: Option<std::path::PathBuf>,
+}
+
+/// Where the positions live.
+pub(super) enum Storage {
+    /// Both GL buffers registered with CUDA. Empty while a step-mode frame holds them mapped
+    /// (they are in its `OwnedMapping` then; `leave_mapped_step` puts them back).
+    Map { resources: Vec<GraphicsResource> },
+    /// Two device buffers and a pinned staging buffer; GL gets a copy each frame.
+    /// `gl_front`: the GL buffer holding the newest upload; uploads alternate between the two so
+    /// that the other one keeps the previous frame's positions (the renderer colours by speed).
+    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: PinnedBuffer<[f32; 4]>, cur: usize, gl_front: usize },
+    /// CUDA allocations imported into GL.
+    External(ExternalStorage),
+}
+
+/// The CUDA backend bound to the two GL position buffers.
+///
+/// Field order is drop order: a step-mode frame (unmaps what it mapped) → the storage (graphics
+/// resources are unregistered here, before the renderer deletes the GL buffers; external
+/// allocations are released after `release_gl` deleted their GL side) → device buffers →
+/// events → kernels and velocities → stream → context.
+pub struct CudaBackend {
+    pub(super) stepwise: Option<StepwiseFrame>,
+    pub(super) storage: Option<Storage>,
+    phi: Option<DeviceBuffer<f32>>,
+    events: [Event; 4],
+    pub(super) gpu: GpuStepper,
+    pub(super) stream: Rc<Stream>,
+    ctx: Arc<Context>,
+    pub(super) opts: CudaOptions,
+    info: DeviceInfo,
+    gl_info: GlInfo,
+    pub(super) n: usize,
+}
+
+/// The two mapped buffers of a mapping as kernel views, each checked to hold `bytes`.
+fn mapped_views<'m>(mapping: &'m Mapping<'_>, bytes: usize) -> anyhow::Result<[DevicePtr<'m, [f32; 4]>; 2]> {
+    Ok([mapping.pointer(0)?.require(bytes)?.view(), mapping.pointer(1)?.require(bytes)?.view()])
+}
+
+impl CudaBackend {
+    /// Make a CUDA backend sharing the current GL context: `map` registers `vbos` (which hold
+    /// `bodies.pos`), `copy` allocates device buffers, `external` allocates exportable buffers
+    /// and imports them into GL.
+    ///
+    /// # Errors
+    /// CUDA missing or not sharing the GL context; N too large for the device; an invalid block
+    /// size; a PTX load or registration failure. For `external`, [`Unsupported`] (in the chain)
+    /// when this GL or CUDA cannot do external memory (the GL table is checked before CUDA is
+    /// touched): the caller may fall back to `map`.
+    pub fn new(opts: &CudaOptions, gl: Gl<'_>, gl_info: &GlInfo, vbos: &PositionVbos, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Self> {
+        let s = opts.settings;
+        validate_block_size(s.block_size)?;
+        let fns = match s.interop {
+            InteropMode::External => Some(gl_info.memory_object.clone().map_err(Unsupported)?),
+            _ => None,
+        };
+        if s.interop == InteropMode::Map && s.register_flags == ResourceFlags::ReadOnly {
+            tracing::warn!(
+                "--register-flags read-only promises the driver that CUDA will not write the buffers, but the kernel \
+                 writes one of them every frame: GL may draw stale positions (use none or write-discard)"
+            );
+        }
+        let n = bodies.len();
+        let (ctx, stream, info) = open_for_gl(gl_info, s.stream, s.stream_priority, opts.ctx_sched)?;
+        check_fits(n, if s.interop == InteropMode::Copy { 5 } else { 3 }, info.total_memory_bytes)?;
+        let kernels = Kernels::load(&ctx, opts.kernel.as_deref())?;
+        let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
+        let events = [0, 1, 2, 3].map(|_| Event::new(&ctx, event_flags::DEFAULT));
+        let [e0, e1, e2, e3] = events;
+        let events = [e0?, e1?, e2?, e3?];
+        let gpu = GpuStepper::new(kernels, vel, s.block_size, params)?;
+        let storage = match fns {
+            Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies)?),
+            None => make_storage(&ctx, vbos, bodies, s)?,
+        };
+        Ok(CudaBackend {
+            stepwise: None,
+            storage: Some(storage),
+            phi: None,
+            events,
+            gpu,
+            stream: Rc::new(stream),
+            ctx,
+            opts: opts.clone(),
+            info,
+            gl_info: gl_info.clone(),
+            n,
+        })
+    }
+
+    /// The CUDA device's attributes.
+    pub fn device_info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Block size and bodies per thread of the step kernel in use.
+    pub fn launch_config(&self) -> (u32, u32) {
+        (self.gpu.block, self.gpu.p)
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// External storage: the CUDA allocation behind GL buffer `i` (0 or 1), for checks that
+    /// compare both sides; `None` for the other storages.
+    pub fn external_buffer(&self, i: usize) -> Option<&ExportableBuffer> {
+        match &self.storage {
+            Some(Storage::External(x)) => Some(x.cuda_buffer(i)),
+            _ => None,
+        }
+    }
+
+    /// Sets the per-frame map flags by role (the buffer CUDA reads gets READ_ONLY for
+    /// `read-only`, the one it writes gets WRITE_DISCARD for `write-discard`); with several steps
+    /// per frame both buffers are read and written, so no hint is given.
+    pub(super) fn set_role_map_flags(resources: &mut [GraphicsResource], front: usize, wanted: ResourceFlags, steps: u32) -> anyhow::Result<()> {
+        for (i, r) in resources.iter_mut().enumerate() {
+            let bits = match (wanted, i == front, steps == 1) {
+                (ResourceFlags::ReadOnly, true, true) => map_flags::READ_ONLY,
+                (ResourceFlags::WriteDiscard, false, true) => map_flags::WRITE_DISCARD,
+                _ => map_flags::NONE,
+            };
+            if r.map_flags() != bits {
+                r.set_map_flags(bits).context("cuGraphicsResourceSetMapFlags")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The synchronising half kick (if the velocities are half a step ahead) and, with `phi`,
+    /// the potential of the front buffer, then a stream sync, and with `out` a copy of the front
+    /// positions into it. External storage waits for GL first when the half kick writes (rule 2
+    /// of its module).
+    fn sync_storage(&mut self, gl: Gl<'_>, storage: &mut Storage, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> anyhow::Result<()> {
+        let (n, block, eps) = (self.n, self.gpu.block, self.gpu.params.softening);
+        let stream = &self.stream;
+        let gpu = &mut self.gpu;
+        match storage {
+            Storage::Map { resources } => {
+                Self::set_role_map_flags(resources, gpu.front, ResourceFlags::None, 1)?;
+                let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
+                let pos = mapped_views(&mapping, n * BODY_BYTES)?;
+                gpu.sync_in(pos, stream)?;
+                if let Some(phi) = phi {
+                    gpu.kernels.launch_potential(block, n, pos[gpu.front], phi.view(), eps, stream)?;
+                }
+                stream.synchronize()?;
+                if let Some(out) = out {
+                    mapping.pointer(gpu.front)?.copy_to_host(out)?;
+                }
+                mapping.unmap().context("cuGraphicsUnmapResources")?;
+            }
+            Storage::Copy { pos, cur, .. } => {
+                gpu.front = *cur;
+                gpu.sync_in([pos[0].view(), pos[1].view()], stream)?;
+                *cur = gpu.front;
+                if let Some(phi) = phi {
+                    gpu.kernels.launch_potential(block, n, pos[*cur].view(), phi.view(), eps, stream)?;
+                }
+                stream.synchronize()?;
+                if let Some(out) = out {
+                    pos[*cur].copy_to_host(out)?;
+                }
+            }
+            Storage::External(x) => {
+                x.check_live()?;
+                if !gpu.leap.synchronized {
+                    // The synchronising half kick writes the back buffer: rule 2.
+                    wait_for_gl(gl)?;
+                }
+                gpu.sync_in(x.views(), stream)?;
+                if let Some(phi) = phi {
+                    gpu.kernels.launch_potential(block, n, x.views()[gpu.front], phi.view(), eps, stream)?;
+                }
+                stream.synchronize().context("cuStreamSynchronize")?;
+                if let Some(out) = out {
+                    x.cuda_buffer(gpu.front).read_at(0, out).context("cuMemcpyDtoH of the positions")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Positions, velocities (synchronised) and, if asked, φ from the GPU.
+    fn read_state(&mut self, gl: Gl<'_>, with_phi: bool) -> anyhow::Result<(Bodies, Option<Vec<f32>>)> {
+        self.leave_mapped_step()?;
+        let n = self.n;
+        if with_phi && self.phi.is_none() {
+            self.phi = Some(DeviceBuffer::alloc(&self.ctx, n)?);
+        }
+        let mut pos = vec![[0f32; 4]; n];
+        let mut storage = self.storage.take().context("backend storage missing")?;
+        let phi = self.phi.take();
+        let res = self.sync_storage(gl, &mut storage, phi.as_ref().filter(|_| with_phi), Some(&mut pos));
+        self.storage = Some(storage);
+        self.phi = phi;
+        res?;
+        let vel = self.gpu.vel.to_vec()?;
+        let phi_host = match (&self.phi, with_phi) {
+            (Some(phi), true) => Some(phi.to_vec()?),
+            _ => None,
+        };
+        Ok((Bodies { pos, vel }, phi_host))
+    }
+
+    /// One frame of the backend's own path (`bench --modes compute` times the kernel alone
+    /// instead). See [`SimBackend::simulate`].
+    fn frame(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
+        self.leave_mapped_step()?;
+        let t0 = Instant::now();
+        let bytes = self.n * BODY_BYTES;
+        let mut storage = self.storage.take().context("backend storage missing")?;
+        let res = (|| -> anyhow::Result<SimTimings> {
+            let [e0, e1, e2, e3] = &self.events;
+            let stream = &self.stream;
+            let mut t = SimTimings::default();
+            match &mut storage {
+                Storage::Map { resources } => {
+                    Self::set_role_map_flags(resources, self.gpu.front, self.opts.settings.map_flags, steps)?;
+                    if self.opts.separate_maps {
+                        let (a, b) = resources.split_at_mut(1);
+                        e0.record(stream)?;
+                        let m0 = map_resources(a, stream).context("cuGraphicsMapResources (buffer 0)")?;
+                        let m1 = map_resources(b, stream).context("cuGraphicsMapResources (buffer 1)")?;
+                        e1.record(stream)?;
+                        let pos = [m0.pointer(0)?.require(bytes)?.view(), m1.pointer(0)?.require(bytes)?.view()];
+                        // Both buffers stay mapped until the unmaps below, ordered after the kernels on the stream.
+                        self.gpu.launch_steps(pos, steps, stream)?;
+                        e2.record(stream)?;
+                        m0.unmap().context("cuGraphicsUnmapResources (buffer 0)")?;
+                        m1.unmap().context("cuGraphicsUnmapResources (buffer 1)")?;
+                    } else {
+                        e0.record(stream)?;
+                        let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
+                        e1.record(stream)?;
+                        let pos = mapped_views(&mapping, bytes)?;
+                        self.gpu.launch_steps(pos, steps, stream)?;
+                        e2.record(stream)?;
+                        mapping.unmap().context("cuGraphicsUnmapResources")?;
+                    }
+                    e3.record(stream)?;
+                    e3.synchronize().context("cuEventSynchronize")?;
+                    t.map_ms = ms(e0, e1)?;
+                    t.kernel_ms = ms(e1, e2)?;
+                    t.unmap_ms = ms(e2, e3)?;
+                }
+                Storage::Copy { pos, pinned, cur, gl_front } => {
+                    self.gpu.front = *cur;
+                    e0.record(stream)?;
+                    self.gpu.launch_steps([pos[0].view(), pos[1].view()], steps, stream)?;
+                    *cur = self.gpu.front;
+                    e1.record(stream)?;
+                    let mut copy = pos[*cur].copy_to_pinned(pinned, stream).context("cuMemcpyDtoHAsync")?;
+                    copy.record(e2)?;
+                    let host = copy.wait().context("cuEventSynchronize")?;
+                    let up = Instant::now();
+                    // The pinned data is complete: its copy's event was waited on.
+                    upload_positions(gl, vbos, 1 - *gl_front, host)?;
+                    *gl_front = 1 - *gl_front;
+                    let upload_host = up.elapsed().as_secs_f64() * 1e3;
+                    t.kernel_ms = ms(e0, e1)?;
+                    t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
+                }
+                Storage::External(x) => t = x.frame(gl, &mut self.gpu, stream, [e0, e1], steps)?,
+            }
+            Ok(t)
+        })();
+        self.storage = Some(storage);
+        let mut t = res?;
+        t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
+        Ok(t)
+    }
+
+    /// Finishes the half step with the old dt before a dt change (a launch that writes the back
+    /// buffer; external storage waits for GL first).
+    fn finish_half_step(&mut self, gl: Gl<'_>) -> anyhow::Result<()> {
+        let mut storage = self.storage.take().context("backend storage missing")?;
+        let r = self.sync_storage(gl, &mut storage, None, None);
+        self.storage = Some(storage);
+        r
+    }
+}
+
+/// The storage `s.interop` asks for (`map` or `copy`; `external` is made by [`ExternalStorage::new`]).
+fn make_storage(ctx: &Arc<Context>, vbos: &PositionVbos, bodies: &Bodies, s: InteropSettings) -> anyhow::Result<Storage> {
+    if vbos.n != bodies.len() {
+        bail!("the GL buffers hold {} bodies, the state {}", vbos.n, bodies.len());
+    }
+    Ok(match s.interop {
+        InteropMode::Map => {
+            let mut resources = Vec::with_capacity(2);
+            for b in vbos.buffers {
+                resources.push(
+                    GraphicsResource::register_gl_buffer(ctx, b.0.get(), s.register_flags.register_bits())
+                        .with_context(|| format!("cuGraphicsGLRegisterBuffer of GL buffer {}", b.0.get()))?,
+                );
+            }
+            Storage::Map { resources }
+        }
+        InteropMode::Copy => {
+            let pos = [DeviceBuffer::from_slice(ctx, &bodies.pos)?, DeviceBuffer::alloc(ctx, bodies.len())?];
+            let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
+            Storage::Copy { pos, pinned, cur: 0, gl_front: 0 }
+        }
+        InteropMode::External => bail!("external storage is made by ExternalStorage::new, with the GL context"),
+    })
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // End a step-mode frame (unmap) and let queued kernels finish before the fields free
+        // the memory they use (the velocities, the device buffers) and unregister the GL buffers.
+        if let Err(e) = self.leave_mapped_step() {
+            tracing::warn!("ending the step-mode frame at teardown: {e:#}");
+        }
+        if let Err(e) = self.stream.synchronize() {
+            tracing::warn!("cuStreamSynchronize at teardown: {e:#}");
+        }
+        if let Some(Storage::External(x)) = &self.storage {
+            x.warn_if_not_released();
+        }
+    }
+}
+
+impl SimBackend for CudaBackend {
+    fn label(&self) -> String {
+        let mode = match (self.opts.settings.interop, self.opts.separate_maps) {
+            (InteropMode::Map, false) => "map",
+            (InteropMode::Map, true) => "map-separate",
+            (InteropMode::Copy, _) => "copy",
+            (InteropMode::External, _) => "external",
+        };
+        format!("CUDA {mode} · {}", self.info.name)
+    }
+
+    fn n(&self) -> usize {
+        self.n
+    }
+
+    fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
+        self.frame(gl, vbos, steps)
+    }
+
+    fn front(&self) -> usize {
+        match &self.storage {
+            Some(Storage::Copy { gl_front, .. }) => *gl_front,
+            _ => self.gpu.front,
+        }
+    }
+
+    fn draw_buffers(&self) -> Option<PositionVbos> {
+        match &self.storage {
+            Some(Storage::External(x)) => x.draw_buffers(self.n),
+            _ => None,
+        }
+    }
+
+    fn after_draw(&mut self, gl: Gl<'_>) {
+        if let Some(Storage::External(x)) = &mut self.storage {
+            x.after_draw(gl);
+        }
+    }
+
+    fn release_gl(&mut self, gl: Gl<'_>) {
+        if let Some(Storage::External(x)) = &mut self.storage {
+            x.release_gl(gl, &self.stream);
+        }
+    }
+
+    fn set_params(&mut self, gl: Gl<'_>, params: PhysParams) {
+        if let Err(e) = self.leave_mapped_step() {
+            tracing::warn!("ending the step-mode frame: {e:#}");
+        }
+        if params.dt != self.gpu.params.dt && !self.gpu.leap.synchronized {
+            // The half-step velocities belong to the old dt: finish the step with it first.
+            if let Err(e) = self.finish_half_step(gl) {
+                tracing::warn!("finishing the leapfrog step before the dt change failed: {e:#}");
+            }
+        }
+        self.gpu.params = params;
+    }
+
+    fn bodies(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
+        Ok(self.read_state(gl, false)?.0)
+    }
+
+    fn diagnostics(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
+        let (b, phi) = self.read_state(gl, true)?;
+        let phi = phi.context("potential not computed")?;
+        Ok(diagnostics::from_parts(&b.pos, &b.vel, &phi, f64::from(self.gpu.params.g)))
+    }
+
+    fn settings(&self) -> Option<InteropSettings> {
+        Some(self.opts.settings)
+    }
+
+    fn apply_settings(&mut self, _gl: Gl<'_>, vbos: &PositionVbos, s: InteropSettings) -> anyhow::Result<SettingsChange> {
+        let old = self.opts.settings;
+        if s == old {
+            return Ok(SettingsChange::Applied);
+        }
+        validate_block_size(s.block_size)?;
+        if s.interop != old.interop || s.stream != old.stream || s.stream_priority != old.stream_priority {
+            // A new storage, table (semantics) or stream: a new backend from the current state.
+            return Ok(SettingsChange::Rebuild);
+        }
+        // Nothing may stay mapped while the registration is re-made (step mode ends with it).
+        self.leave_mapped_step()?;
+        if s.register_flags != old.register_flags {
+            if let Some(Storage::Map { .. }) = &self.storage {
+                self.storage = None; // unregister before registering again
+                let bodies_stub = Bodies { pos: vec![[0.0; 4]; self.n], vel: Vec::new() };
+                self.storage = Some(make_storage(&self.ctx, vbos, &bodies_stub, s)?);
+            }
+        }
+        // External storage: register and map flags do not apply (nothing is registered or mapped).
+        self.gpu.set_block(s.block_size)?;
+        self.opts.settings = s;
+        Ok(SettingsChange::Applied)
+    }
+
+    fn device_panel(&self) -> Vec<(String, String)> {
+        let i = &self.info;
+        let s = &self.opts.settings;
+        let mut rows = vec![
+            ("device".into(), format!("{} (ordinal {})", i.name, i.ordinal)),
+            ("uuid".into(), i.uuid.clone().unwrap_or_else(|| "—".into())),
+            ("PCI bus id".into(), i.pci_bus_id.clone()),
+            ("compute capability".into(), format!("{}.{}", i.compute_capability.0, i.compute_capability.1)),
+            ("memory".into(), format!("{:.1} GiB", i.total_memory_bytes as f64 / (1u64 << 30) as f64)),
+            ("SMs × clock".into(), format!("{} × {} MHz", i.multiprocessors, i.clock_khz / 1000)),
+            ("L2".into(), format!("{} MiB", i.l2_cache_bytes >> 20)),
+            ("shared / block, / SM".into(), format!("{} KiB, {} KiB", i.shared_memory_per_block_bytes >> 10, i.shared_memory_per_multiprocessor_bytes >> 10)),
+            ("max threads / block".into(), i.max_threads_per_block.to_string()),
+            ("warp size".into(), i.warp_size.to_string()),
+            ("unified addressing".into(), i.unified_addressing.to_string()),
+            ("driver".into(), format!("CUDA {}", interop::entry::cuda_version_string(self.ctx.api().driver_version()))),
+            ("default-stream semantics".into(), self.ctx.api().semantics().to_string()),
+            ("context".into(), format!("{:?}, sched {:?}", self.ctx.kind(), self.opts.ctx_sched)),
+            ("stream".into(), format!("{:?} (priority {})", s.stream, self.stream.priority().unwrap_or(0))),
+        ];
+        match &self.storage {
+            Some(Storage::External(x)) => rows.extend(x.panel_rows()),
+            _ => rows.push(("register / map flags".into(), format!("{} / {}", s.register_flags.name(), s.map_flags.name()))),
+        }
+        rows.push((
+            "kernel".into(),
+            format!("{} · P = {} · block {}{}", self.gpu.kernels.source(), self.gpu.p, self.gpu.block, if s.block_size == 0 { " (auto)" } else { "" }),
+        ));
+        rows.push(("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)));
+        if let Some(Ok(a)) = self.gpu.kernels.step_function(self.gpu.p).map(|f| f.attributes()) {
+            rows.push(("kernel registers / local".into(), format!("{} / {} B", a.registers, a.local_bytes)));
+        }
+        rows
+    }
+
+    fn entry_points(&self) -> Vec<[String; 5]> {
+        entry_rows(self.ctx.api())
+    }
+
+    fn cuda_context(&self) -> Option<Arc<Context>> {
+        Some(self.ctx.clone())
+    }
+
+    fn step_mode_unavailable(&self) -> Option<String> {
+        self.step_support().err()
+    }
+
+    fn set_step_mode(&mut self, on: bool) -> anyhow::Result<()> {
+        self.set_stepwise(on)
+    }
+
+    fn next_step(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<super::step::FrameStep> {
+        self.step_once(steps)
+    }
+
+    fn step_view(&self) -> Option<super::step::StepView> {
+        self.stepwise_view()
+    }
+}

@@ -1,0 +1,409 @@
+//! The external-memory storage of the CUDA backend (`--interop external`): CUDA allocates the two position buffers,
+//! GL imports them, and from then on both APIs use the same memory with no map/unmap per frame.
+//!
+//! # Workflow
+//! Setup, per buffer (`[N][4]` f32, x, y, z, mass; `16 N` bytes asked, rounded up to the
+//! allocation granularity, 2 MiB on an H200):
+//! 1. CUDA: [`interop::ExportableBuffer::new`] — `cuMemCreate` (POSIX-fd handle type) → `cuMemAddressReserve`
+//!    → `cuMemMap` → `cuMemSetAccess`; the initial positions are copied into both buffers;
+//! 2. CUDA: [`interop::ExportableBuffer::export_fd`] — `cuMemExportToShareableHandle` gives a new fd;
+//! 3. GL (`GL_EXT_memory_object` + `GL_EXT_memory_object_fd`, loaded by
+//!    [`crate::gfx::memory_object`] through the context's `get_proc_address`; the import is
+//!    [`crate::gfx::memory_object::import_exported`]):
+//!    `glCreateMemoryObjectsEXT` → `glImportMemoryFdEXT(mem, allocation size,
+//!    GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd)` — on success GL owns the fd (it is released from its
+//!    `OwnedFd` only then; on failure the `OwnedFd` closes it) → `glGenBuffers`, `glBindBuffer`,
+//!    `glBufferStorageMemEXT(GL_ARRAY_BUFFER, 16 N, mem, 0)`. The import is tried first as a
+//!    dedicated memory object (`GL_DEDICATED_MEMORY_OBJECT_EXT = GL_TRUE`: each `cuMemCreate`
+//!    allocation backs exactly one buffer) and, if GL refuses it, again as a non-dedicated one
+//!    (for experiments, [`DEDICATED_ENV`]`=1` or `=0` tries only that one). On the H200
+//!    (driver 580, N = 65536, 1280×800) the body draw from a non-dedicated import took 1.31 ms
+//!    of GL time against 0.63 ms from a dedicated one, the same as from GL's own buffers.
+//!
+//! Each frame: GL fence wait → kernel launches (front → back, ping-pong) → CUDA event wait →
+//! the renderer draws the imported buffers ([`super::SimBackend::draw_buffers`]), never the renderer's
+//! own VBOs.
+//!
+//! # Synchronisation rules
+//! Without GL_EXT_semaphore nothing orders CUDA's and GL's work on the shared memory, so the
+//! host does, explicitly:
+//! 1. **Kernel before draw.** After the launches of frame k, a CUDA event is recorded on the
+//!    frame's stream and `cuEventSynchronize`d before `simulate` returns; the draw of frame k is
+//!    issued after that, so it reads what the kernel wrote.
+//! 2. **Draw before kernel.** Every draw reads *both* buffers (the front one for positions, the
+//!    other for the speed colour, see [`crate::gfx::renderer`]), so before any launch that writes
+//!    a buffer (a step, the synchronising half kick of `bodies`/`diagnostics`, the deferred dt
+//!    change) the host waits (`glClientWaitSync`, flushing) on a GL fence (`glFenceSync`): for a
+//!    step, the fence that [`super::SimBackend::after_draw`] put right behind the last draw; otherwise
+//!    (no draw since the last step, or the other writers) a new one behind all GL work. Why
+//!    the fence goes behind the draw: a fence on an idle GL context makes the GPU switch into
+//!    the GL context and back just to signal it (about 0.3 ms on the H200, `nbody-interop
+//!    switch`), while behind the draw it is signalled in the same visit.
+//! 3. Paused frames (0 steps) write nothing and wait for nothing.
+//!
+//! The host waits are reported in [`super::SimTimings`]: `map_ms` = the GL-fence wait, `unmap_ms` =
+//! the CUDA-event wait (both host time, ms), `kernel_ms` = the CUDA-event time of the launches.
+//!
+//! # Reading the buffers back
+//! A probe on the H200 showed `glGetBufferSubData` on an imported buffer returning stale
+//! contents after CUDA wrote it, while `glCopyBufferSubData` from it into a GL-owned buffer saw
+//! CUDA's writes (as the draws do: both read the GPU memory). So readback checks copy into a
+//! GL buffer after the CUDA event wait, then read *that* buffer; the backend's own readback
+//! ([`super::SimBackend::bodies`]) reads the CUDA side with `cuMemcpyDtoH`.
+//!
+//! # Teardown order
+//! GL buffer → GL memory object (GL closes the fd it owns) → CUDA allocation (`cuMemUnmap` →
+//! `cuMemAddressFree` → `cuMemRelease`). The GL deletions need the GL context current, so they
+//! happen in [`super::SimBackend::release_gl`], which the owner calls (with the context current) before
+//! dropping the backend: the demo's `Scene` on teardown, reset and backend switches, the bench's
+//! runner, the tests. Both waits come first (stream synchronised, GL fence waited on), so neither
+//! API still uses the memory. `Drop` then synchronises the stream and releases the CUDA side in
+//! field order. A storage dropped without `release_gl` logs a warning and leaves its GL objects
+//! to the context's destruction (the imported memory stays alive with them; nothing dangles).
+//! Every error path of [`ExternalStorage::new`] releases what it made in the same order.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use interop::{Context, DevicePtr, Event, ExportableBuffer, Stream};
+
+use super::{PositionVbos, SimTimings};
+use crate::cuda::kernels::{GpuStepper, BODY_BYTES};
+use crate::gfx::fence::{wait_fence, wait_for_gl};
+use crate::gfx::gl::Gl;
+use crate::gfx::memory_object::{import_exported, Imported, MemoryObjectFns};
+use crate::sim::Bodies;
+
+/// Environment variable: `1` imports only as a dedicated memory object, `0` only as a
+/// non-dedicated one; unset: dedicated first, then non-dedicated.
+pub const DEDICATED_ENV: &str = "NBODY_EXTERNAL_DEDICATED";
+
+/// External-memory interop cannot be used here (missing GL extensions, VMM or export not
+/// supported, GL refused the import); the caller may fall back to `--interop map`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Unsupported(pub String);
+
+/// True when `e` (or an error in its chain) is [`Unsupported`].
+pub fn is_unsupported(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<Unsupported>())
+}
+
+/// Import both allocations, dedicated first, then non-dedicated (see the module docs). Returns
+/// the objects and whether they are dedicated.
+fn import_pair(gl: Gl<'_>, fns: &MemoryObjectFns, bufs: &[ExportableBuffer; 2], bytes: usize) -> anyhow::Result<([Imported; 2], bool)> {
+    let mut errors = Vec::new();
+    let order: &[bool] = match std::env::var(DEDICATED_ENV).as_deref() {
+        Ok("1") => &[true],
+        Ok("0") => &[false],
+        _ => &[true, false],
+    };
+    for &dedicated in order {
+        let a = match import_exported(gl, fns, &bufs[0], bytes, dedicated) {
+            Ok(a) => a,
+            Err(e) => {
+                errors.push(format!("{e:#}"));
+                continue;
+            }
+        };
+        match import_exported(gl, fns, &bufs[1], bytes, dedicated) {
+            Ok(b) => return Ok(([a, b], dedicated)),
+            Err(e) => {
+                a.release(gl, fns);
+                errors.push(format!("{e:#}"));
+            }
+        }
+    }
+    bail!("GL did not import the CUDA allocations: {}", errors.join("; "))
+}
+
+/// The two position buffers of external storage (see the module docs).
+///
+/// Field order is drop order, after [`ExternalStorage::release_gl`] deleted the GL side:
+/// `gl_objects` (GL buffers → memory objects; `None` once released) → `bufs` (CUDA allocations:
+/// unmap, free the range, release).
+pub struct ExternalStorage {
+    /// The GL buffers and memory objects of `bufs`, in the same order. Deleted by `release_gl`.
+    gl_objects: Option<[Imported; 2]>,
+    /// The two CUDA allocations, `[N][4]` f32 each, that ping-pong as positions.
+    bufs: [ExportableBuffer; 2],
+    fns: Arc<MemoryObjectFns>,
+    /// The fence put behind the last body draw by `after_draw`; the next step waits on it
+    /// instead of a new fence. Deleted when waited on, or by `release_gl`.
+    draw_fence: Option<glow::NativeFence>,
+    dedicated: bool,
+}
+
+impl ExternalStorage {
+    /// Allocate, fill, export and import the two position buffers for `bodies`.
+    ///
+    /// # Errors
+    /// [`Unsupported`] (in the chain) when exportable allocations fail or GL refuses the import;
+    /// a failed copy of the initial positions.
+    pub fn new(ctx: &Arc<Context>, gl: Gl<'_>, fns: Arc<MemoryObjectFns>, bodies: &Bodies) -> anyhow::Result<Self> {
+        let n = bodies.len();
+        let bytes = n * BODY_BYTES;
+        let alloc = || {
+            ExportableBuffer::new(ctx, bytes).map_err(|e| Unsupported(format!("cuMemCreate of {bytes} bytes exportable as a POSIX fd: {e}")))
+        };
+        let mut bufs = [alloc()?, alloc()?];
+        for b in &mut bufs {
+            // Both hold the initial positions: the first draw shows every body at rest colour.
+            b.write_at(0, &bodies.pos).context("cuMemcpyHtoD of the initial positions")?;
+        }
+        let (objects, dedicated) = import_pair(gl, &fns, &bufs, bytes).map_err(|e| Unsupported(format!("{e:#}")))?;
+        tracing::info!(n, dedicated, bytes = bufs[0].size(), "external-memory buffers imported into GL");
+        Ok(ExternalStorage { gl_objects: Some(objects), bufs, fns, draw_fence: None, dedicated })
+    }
+
+    /// The CUDA allocation behind GL buffer `i` (0 or 1).
+    pub fn cuda_buffer(&self, i: usize) -> &ExportableBuffer {
+        &self.bufs[i.min(1)]
+    }
+
+    /// Both allocations as kernel views.
+    pub fn views(&self) -> [DevicePtr<'_, [f32; 4]>; 2] {
+        [self.bufs[0].view(), self.bufs[1].view()]
+    }
+
+    /// The imported GL buffers to draw; `None` after `release_gl`.
+    pub fn draw_buffers(&self, n: usize) -> Option<PositionVbos> {
+        self.gl_objects.map(|[a, b]| PositionVbos { buffers: [a.buffer, b.buffer], n })
+    }
+
+    /// Errors once `release_gl` ran.
+    pub fn check_live(&self) -> anyhow::Result<()> {
+        if self.gl_objects.is_none() {
+            bail!("the external-memory storage was released (release_gl) and cannot run");
+        }
+        Ok(())
+    }
+
+    /// One frame: fence wait → launches → event wait (see the module docs); `events` are
+    /// recorded before and after the launches.
+    pub fn frame(&mut self, gl: Gl<'_>, gpu: &mut GpuStepper, stream: &Stream, events: [&Event; 2], steps: u32) -> anyhow::Result<SimTimings> {
+        self.check_live()?;
+        let mut t = SimTimings::default();
+        if steps > 0 {
+            // Rule 2: GL's last draw (reading both buffers) has finished before a kernel writes:
+            // the fence behind that draw when there is one, else a fence behind all GL work.
+            t.map_ms = Some(match self.draw_fence.take() {
+                Some(fence) => wait_fence(gl, fence, Instant::now())?,
+                None => wait_for_gl(gl)?,
+            });
+            let [e0, e1] = events;
+            e0.record(stream).context("cuEventRecord")?;
+            gpu.launch_steps(self.views(), steps, stream)?;
+            e1.record(stream).context("cuEventRecord")?;
+            // Rule 1: the kernel finished writing before GL draws.
+            let w = Instant::now();
+            e1.synchronize().context("cuEventSynchronize")?;
+            t.unmap_ms = Some(w.elapsed().as_secs_f64() * 1e3);
+            t.kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
+        }
+        Ok(t)
+    }
+
+    /// Puts the fence the next step waits on right behind the draw just issued.
+    pub fn after_draw(&mut self, gl: Gl<'_>) {
+        if let Some(old) = self.draw_fence.take() {
+            // A draw without a step in between (paused): the new fence covers both.
+            gl.delete_sync(old);
+        }
+        match gl.fence_sync(glow::SYNC_GPU_COMMANDS_COMPLETE, 0) {
+            Ok(f) => self.draw_fence = Some(f),
+            // Without it the next step puts a fence behind all GL work instead.
+            Err(e) => tracing::warn!("glFenceSync after the draw: {e}"),
+        }
+    }
+
+    /// Deletes the GL side (fence, buffers, memory objects) once neither API uses the memory.
+    pub fn release_gl(&mut self, gl: Gl<'_>, stream: &Stream) {
+        if let Some(f) = self.draw_fence.take() {
+            gl.delete_sync(f);
+        }
+        let Some(objects) = self.gl_objects.take() else { return };
+        // Neither API may still use the memory: CUDA's work done, GL's work done.
+        if let Err(e) = stream.synchronize() {
+            tracing::warn!("cuStreamSynchronize before releasing the external buffers: {e}");
+        }
+        if let Err(e) = wait_for_gl(gl) {
+            tracing::warn!("GL fence before releasing the external buffers: {e:#}");
+        }
+        for o in objects {
+            o.release(gl, &self.fns);
+        }
+    }
+
+    /// The device panel's rows for this storage.
+    pub fn panel_rows(&self) -> Vec<(String, String)> {
+        vec![
+            (
+                "interop".into(),
+                format!(
+                    "external memory: cuMemCreate → fd → glImportMemoryFdEXT ({} MiB each, {})",
+                    self.bufs[0].size() >> 20,
+                    if self.dedicated { "dedicated" } else { "not dedicated" }
+                ),
+            ),
+            ("sync".into(), "GL fence wait → kernel → CUDA event wait (map = fence, unmap = event)".into()),
+        ]
+    }
+
+    /// Logs a warning when the GL side was never released (its objects then stay until the GL
+    /// context goes; the imported memory stays alive with them, nothing dangles).
+    pub fn warn_if_not_released(&self) {
+        if self.gl_objects.is_some() {
+            tracing::warn!(
+                "external storage dropped without release_gl(): its GL buffers and memory objects stay until the GL \
+                 context goes (the imported memory stays alive with them)"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use anyhow::anyhow;
+
+    use super::*;
+    use crate::backend::cuda::CudaBackend;
+    use crate::backend::cuda::CudaOptions;
+    use crate::backend::select::{make_backend, BackendChoice, BackendConfig};
+    use crate::backend::InteropSettings;
+    use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags, StreamKind};
+    use crate::gfx::context::HeadlessContext;
+    use crate::gfx::renderer::Renderer;
+    use crate::gfx::GlInfo;
+    use crate::sim::init::initial_bodies;
+    use crate::sim::PhysParams;
+
+    /// What `--interop external` (with `--backend cuda` for `cuda`, `--block-size` for
+    /// `block`) makes, the command line's other defaults kept.
+    fn external_config(choice: BackendChoice, block: u32) -> BackendConfig {
+        let settings = InteropSettings {
+            interop: InteropMode::External,
+            register_flags: ResourceFlags::None,
+            map_flags: ResourceFlags::None,
+            stream: StreamKind::Legacy,
+            stream_priority: 0,
+            block_size: block,
+        };
+        BackendConfig { choice, cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None } }
+    }
+
+    #[test]
+    fn unsupported_is_found_under_context() {
+        let e = anyhow::Error::new(Unsupported("GL_EXT_memory_object_fd missing on x".into())).context("making the backend");
+        assert!(is_unsupported(&e));
+        assert!(!is_unsupported(&anyhow!("CUDA cannot share this GL context")));
+    }
+
+    /// This context's facts, as a GL without `GL_EXT_memory_object_fd` would give them (Mesa's
+    /// llvmpipe has the extensions since 22.x, so the missing case is made here).
+    fn without_extensions(ctx: &HeadlessContext) -> (GlInfo, String) {
+        let mut info = ctx.info.clone();
+        let why = format!("GL_EXT_memory_object_fd missing on {}", info.renderer);
+        info.memory_object = Err(why.clone());
+        (info, why)
+    }
+
+    #[test]
+    fn the_table_loads_or_names_what_is_missing() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        match &ctx.info.memory_object {
+            Ok(fns) => eprintln!("{}: {fns:?}", ctx.info.renderer),
+            Err(why) => {
+                assert!(why.contains(&ctx.info.renderer), "the reason names GL_RENDERER: {why}");
+                assert!(why.contains("missing on") || why.contains("did not resolve"), "{why}");
+            }
+        }
+    }
+
+    /// Without the extensions `--interop external` says so and falls back to map; where map
+    /// fails too (no NVIDIA GL), auto goes on to the CPU backend with a second line, and
+    /// `--backend cuda` fails with both reasons in its message.
+    #[test]
+    fn missing_extensions_fall_back_to_map_then_cpu() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        let gl = ctx.gl();
+        let (info, why) = without_extensions(&ctx);
+        let bodies = initial_bodies("plummer", 64, 1, 1.0).expect("bodies");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let mut renderer = Renderer::new(gl, &ctx.info, &bodies).expect("renderer");
+        let vbos = *renderer.vbos();
+
+        let args = external_config(BackendChoice::Auto, 0);
+        let (mut backend, notice) = make_backend(&args, gl, &info, &vbos, &bodies, params).expect("auto never fails");
+        let notice = notice.expect("a notice");
+        let first = notice.lines().next().unwrap_or_default();
+        assert_eq!(first, format!("{why}: falling back to --interop map"));
+        if backend.label().starts_with("CPU") {
+            let second = notice.lines().nth(1).unwrap_or_default();
+            assert!(second.starts_with("CUDA unavailable, running the CPU backend: "), "{notice}");
+        }
+        assert!(backend.draw_buffers().is_none(), "map and CPU draw the renderer's VBOs");
+        backend.release_gl(gl);
+        drop(backend);
+
+        let args = external_config(BackendChoice::Cuda, 0);
+        match make_backend(&args, gl, &info, &vbos, &bodies, params) {
+            Ok((mut b, notice)) => {
+                // A CUDA device shares this GL: map runs, and the notice still says why.
+                assert!(notice.is_some_and(|n| n.ends_with("falling back to --interop map")));
+                b.release_gl(gl);
+            }
+            Err(e) => {
+                let msg = format!("{e:#}");
+                assert!(msg.starts_with(&format!("{why}: falling back to --interop map: ")), "{msg}");
+            }
+        }
+        renderer.destroy(gl);
+    }
+
+    #[test]
+    fn the_external_backend_refuses_a_gl_without_the_table_before_touching_cuda() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        let (info, why) = without_extensions(&ctx);
+        let bodies = initial_bodies("ball", 32, 1, 1.0).expect("bodies");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let args = external_config(BackendChoice::Auto, 0);
+        let mut renderer = Renderer::new(ctx.gl(), &ctx.info, &bodies).expect("renderer");
+        let vbos = *renderer.vbos();
+        let e = CudaBackend::new(&args.cuda, ctx.gl(), &info, &vbos, &bodies, params).err().expect("no external memory on this GL");
+        assert!(is_unsupported(&e), "{e:#}");
+        assert_eq!(format!("{e:#}"), why);
+        // A bad block size is refused first, and is not a reason to fall back.
+        let args = external_config(BackendChoice::Auto, 100);
+        let e = CudaBackend::new(&args.cuda, ctx.gl(), &info, &vbos, &bodies, params).err().expect("bad block size");
+        assert!(!is_unsupported(&e), "{e:#}");
+        renderer.destroy(ctx.gl());
+    }
+
+    /// Where the GL has the extensions but CUDA cannot share the context (Mesa with no NVIDIA
+    /// GPU, this machine), the failure is CUDA's, not external memory's: auto says "CUDA
+    /// unavailable" once, with no map detour.
+    #[test]
+    fn without_cuda_sharing_auto_goes_to_the_cpu_directly() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        if ctx.info.memory_object.is_err() || ctx.info.vendor.contains("NVIDIA") {
+            eprintln!("skipped: needs a non-NVIDIA GL with GL_EXT_memory_object_fd (got {})", ctx.info.summary());
+            return;
+        }
+        let gl = ctx.gl();
+        let bodies = initial_bodies("ball", 32, 1, 1.0).expect("bodies");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let mut renderer = Renderer::new(gl, &ctx.info, &bodies).expect("renderer");
+        let vbos = *renderer.vbos();
+        let args = external_config(BackendChoice::Auto, 0);
+        let (mut backend, notice) = make_backend(&args, gl, &ctx.info, &vbos, &bodies, params).expect("auto never fails");
+        let notice = notice.expect("a notice");
+        assert!(notice.starts_with("CUDA unavailable, running the CPU backend: "), "{notice}");
+        assert!(!notice.contains("falling back to --interop map"), "{notice}");
+        assert!(backend.label().starts_with("CPU"));
+        backend.release_gl(gl);
+        renderer.destroy(gl);
+    }
+}

@@ -1,0 +1,156 @@
+//! Backend selection: `--backend cpu | cuda | auto`, `--interop external` with its fallback to
+//! `map`, and rebuilds when settings need a new backend. The only place that builds a backend.
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+
+use super::cpu::CpuBackend;
+use super::cuda::{CudaBackend, CudaOptions};
+use super::external::is_unsupported;
+use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend};
+use crate::cuda::settings::InteropMode;
+use crate::gfx::buffers::upload_positions;
+use crate::gfx::gl::Gl;
+use crate::gfx::GlInfo;
+use crate::sim::{Bodies, PhysParams};
+
+/// Simulation backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// CUDA when a CUDA device shares the GL context, else the CPU backend (with a notice).
+    Auto,
+    /// CUDA only: exit with an error when it cannot be used.
+    Cuda,
+    /// Multithreaded float32 CPU backend; never touches CUDA.
+    Cpu,
+}
+
+/// What a backend is made from: the choice and, for CUDA, its options.
+#[derive(Debug, Clone)]
+pub struct BackendConfig {
+    /// CPU, CUDA, or CUDA with the CPU as fallback.
+    pub choice: BackendChoice,
+    /// Options of the CUDA backend (ignored for `cpu`).
+    pub cuda: CudaOptions,
+}
+
+/// Make the simulation backend `cfg.choice` asks for, bound to `vbos` (which hold `bodies`).
+///
+/// - `cpu`: [`CpuBackend`]; CUDA is never touched.
+/// - `cuda`: [`CudaBackend::new`]; its error is returned.
+/// - `auto`: CUDA, else the CPU backend; the second value is then the notice
+///   `"CUDA unavailable, running the CPU backend: <error>"` for the overlay (also logged).
+///
+/// With `--interop external` (cuda or auto), where this GL or CUDA cannot do external memory
+/// (e.g. `GL_EXT_memory_object_fd missing on <GL_RENDERER>`, checked before CUDA is touched) the
+/// notice says so, ending in `": falling back to --interop map"`, and the `map` storage is made
+/// as above; a later CPU fallback adds its own line to the notice. Other failures (no CUDA device
+/// shares the GL context) are handled like those of `map`.
+///
+/// # Errors
+/// `--backend cuda` and CUDA cannot be used.
+pub fn make_backend(
+    cfg: &BackendConfig,
+    gl: Gl<'_>,
+    gl_info: &GlInfo,
+    vbos: &PositionVbos,
+    bodies: &Bodies,
+    params: PhysParams,
+) -> anyhow::Result<(Box<dyn SimBackend>, Option<String>)> {
+    if cfg.choice == BackendChoice::Cpu {
+        return Ok((Box::new(CpuBackend::new(bodies, params)), None));
+    }
+    let err = match CudaBackend::new(&cfg.cuda, gl, gl_info, vbos, bodies, params) {
+        Ok(b) => return Ok((Box::new(b), None)),
+        Err(e) => e,
+    };
+    if cfg.cuda.settings.interop != InteropMode::External || !is_unsupported(&err) {
+        // Not about external memory (e.g. CUDA cannot share this GL context).
+        return match cfg.choice {
+            BackendChoice::Auto => Ok(cpu_fallback(&err, bodies, params)),
+            _ => Err(err),
+        };
+    }
+    let first = format!("{err:#}: falling back to --interop map");
+    tracing::warn!("{first}");
+    let mut map_cfg = cfg.clone();
+    map_cfg.cuda.settings.interop = InteropMode::Map;
+    let (backend, notice) = make_backend(&map_cfg, gl, gl_info, vbos, bodies, params).with_context(|| first.clone())?;
+    let notice = match notice {
+        Some(next) => format!("{first}\n{next}"),
+        None => first,
+    };
+    Ok((backend, Some(notice)))
+}
+
+/// What [`apply_settings`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The backend changed its settings itself.
+    InPlace,
+    /// The backend was replaced (another storage, stream or table); the notice of the new one
+    /// (a fallback), if any.
+    Replaced {
+        /// The new notice for the overlay.
+        notice: Option<String>,
+    },
+}
+
+/// Apply overlay settings to `backend`: in place when the backend can
+/// ([`SimBackend::apply_settings`]), else a rebuild. A rebuild reads the state back
+/// (synchronised), writes it into both GL buffers of `vbos` (where map and copy storages expect
+/// it), lets the old backend release its GL objects and go (its registrations of the VBOs
+/// first), and makes the new one with [`make_backend`] from `cfg` with the settings `s`. Where
+/// that fails the backend is made again with its old settings, and the error returned.
+///
+/// # Errors
+/// The backend's error, or the new backend could not be made.
+#[allow(clippy::too_many_arguments)]
+pub fn apply_settings(
+    backend: &mut Box<dyn SimBackend>,
+    cfg: &BackendConfig,
+    gl: Gl<'_>,
+    gl_info: &GlInfo,
+    vbos: &PositionVbos,
+    s: InteropSettings,
+    params: PhysParams,
+) -> anyhow::Result<Applied> {
+    if backend.apply_settings(gl, vbos, s)? == SettingsChange::Applied {
+        return Ok(Applied::InPlace);
+    }
+    let old_settings = backend.settings();
+    let bodies = backend.bodies(gl, vbos).context("reading the state for the backend switch")?;
+    for i in 0..2 {
+        upload_positions(gl, vbos, i, &bodies.pos)?;
+    }
+    let mut new_cfg = cfg.clone();
+    new_cfg.cuda.settings = s;
+    // The old backend goes first: it may hold CUDA registrations of the same VBOs. Until the new
+    // one exists the CPU stands in (it never touches CUDA or the VBOs).
+    let mut old = std::mem::replace(backend, Box::new(CpuBackend::new(&bodies, params)));
+    old.release_gl(gl);
+    drop(old);
+    match make_backend(&new_cfg, gl, gl_info, vbos, &bodies, params) {
+        Ok((new, notice)) => {
+            *backend = new;
+            Ok(Applied::Replaced { notice })
+        }
+        Err(e) => {
+            let mut back = cfg.clone();
+            if let Some(o) = old_settings {
+                back.cuda.settings = o;
+            }
+            if let Ok((b, _)) = make_backend(&back, gl, gl_info, vbos, &bodies, params) {
+                *backend = b;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `--backend auto` without CUDA: the CPU backend, with the notice (also logged) that says why.
+fn cpu_fallback(err: &anyhow::Error, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
+    let notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
+    tracing::warn!("{notice}");
+    (Box::new(CpuBackend::new(bodies, params)), Some(notice))
+}

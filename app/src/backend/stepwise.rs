@@ -1,0 +1,193 @@
+//! Step mode's CUDA side: one frame of `--interop map` taken one step at a time, the mapping held
+//! between the steps ([`StepwiseFrame`]). The states are [`super::step`]'s.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use interop::OwnedMapping;
+
+use super::cuda::{CudaBackend, Storage};
+use super::step::{BufferView, FrameStep, StepState, StepView};
+use crate::cuda::kernels::BODY_BYTES;
+
+/// A frame of `--interop map` taken one step at a time: an explicit state machine
+/// ([`StepState`]) that owns the mapping between the steps.
+///
+/// Invariant: `mapping` is `Some` exactly in the mapped states (`Mapped`, `Pointers`,
+/// `Launched`) — it holds the backend's registered resources then — and `ptrs` exactly in
+/// `Pointers` and `Launched`.
+pub struct StepwiseFrame {
+    state: StepState,
+    mapping: Option<OwnedMapping>,
+    ptrs: Option<[interop::sys::CUdeviceptr; 2]>,
+    /// The buffer GL draws (the newest positions already drawn).
+    shown: usize,
+    /// The buffer the kernel reads this frame (the front at the map).
+    read: usize,
+    /// What the last step did.
+    last: Option<String>,
+}
+
+impl std::fmt::Debug for StepwiseFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepwiseFrame").field("state", &self.state).field("shown", &self.shown).finish_non_exhaustive()
+    }
+}
+
+impl StepwiseFrame {
+    /// A frame that starts unmapped, GL drawing buffer `front`.
+    fn new(front: usize) -> StepwiseFrame {
+        StepwiseFrame { state: StepState::Unmapped, mapping: None, ptrs: None, shown: front, read: front, last: None }
+    }
+}
+
+impl CudaBackend {
+    /// Ok when step mode can run: registered buffers mapped in one call.
+    pub(super) fn step_support(&self) -> Result<(), String> {
+        match (&self.storage, self.opts.separate_maps) {
+            (Some(Storage::Map { .. }), false) => Ok(()),
+            (Some(Storage::Map { .. }), true) => Err("map-separate maps each buffer in its own call".into()),
+            (Some(Storage::Copy { .. }), _) => Err("--interop copy maps nothing (positions reach GL by a copy)".into()),
+            (Some(Storage::External(_)), _) => {
+                Err("step mode walks through map → launch → unmap; --interop external has no map or unmap (use map)".into())
+            }
+            (None, _) => Err("the backend has no storage".into()),
+        }
+    }
+
+    pub(super) fn set_stepwise(&mut self, on: bool) -> anyhow::Result<()> {
+        if on {
+            self.step_support().map_err(|e| anyhow::anyhow!("step mode needs CUDA map mode: {e}"))?;
+            if self.stepwise.is_none() {
+                self.stepwise = Some(StepwiseFrame::new(self.gpu.front));
+            }
+            Ok(())
+        } else {
+            let r = self.leave_mapped_step();
+            self.stepwise = None;
+            r
+        }
+    }
+
+    /// Unmaps a step-mode frame that is mapped and puts the resources back into the storage
+    /// (before anything else maps, reads back or re-registers the buffers). A frame whose kernel
+    /// ran goes on to `AwaitDraw`, others back to `Unmapped`.
+    pub(super) fn leave_mapped_step(&mut self) -> anyhow::Result<()> {
+        let Some(sw) = self.stepwise.as_mut() else { return Ok(()) };
+        sw.ptrs = None;
+        let r = match sw.mapping.take() {
+            Some(m) => {
+                let (back, r) = m.unmap();
+                if let Some(Storage::Map { resources }) = self.storage.as_mut() {
+                    *resources = back;
+                }
+                r
+            }
+            None => Ok(()),
+        };
+        if sw.state.mapped() {
+            sw.state = if sw.state == StepState::Launched { StepState::AwaitDraw } else { StepState::Unmapped };
+            sw.last = Some("unmapped early (the buffers were needed elsewhere)".into());
+        }
+        r.context("cuGraphicsUnmapResources (leaving the step-mode frame)")
+    }
+
+    /// Takes the next step of the step-mode frame.
+    pub(super) fn step_once(&mut self, steps: u32) -> anyhow::Result<FrameStep> {
+        let bytes = self.n * BODY_BYTES;
+        let sw = self.stepwise.as_mut().context("not in step mode")?;
+        let Some(Storage::Map { resources }) = self.storage.as_mut() else { bail!("step mode needs --interop map") };
+        let step = sw.state.next_step();
+        let t0 = Instant::now();
+        let gpu = &mut self.gpu;
+        let r: anyhow::Result<String> = (|| match step {
+            FrameStep::Map => {
+                CudaBackend::set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;
+                // The mapping takes the resources (and a share of the stream) until the unmap step
+                // or `leave_mapped_step` hands them back.
+                match OwnedMapping::map(std::mem::take(resources), self.stream.clone()) {
+                    Ok(m) => sw.mapping = Some(m),
+                    Err((e, back)) => {
+                        *resources = back;
+                        return Err(anyhow::Error::new(e).context("cuGraphicsMapResources"));
+                    }
+                }
+                sw.read = gpu.front;
+                Ok("both buffers mapped on the frame's stream; CUDA owns them, GL must not touch them".to_string())
+            }
+            FrameStep::GetPointers => {
+                let m = sw.mapping.as_ref().context("not mapped")?;
+                let pa = m.pointer(0).context("cuGraphicsResourceGetMappedPointer (buffer 0)")?;
+                let pb = m.pointer(1).context("cuGraphicsResourceGetMappedPointer (buffer 1)")?;
+                let (a, sa, b, sb) = (pa.device_ptr(), pa.size(), pb.device_ptr(), pb.size());
+                if sa < bytes || sb < bytes {
+                    bail!("mapped sizes {sa} and {sb} bytes, {bytes} needed");
+                }
+                sw.ptrs = Some([a, b]);
+                Ok(format!("device pointers {a:#x} ({sa} B) and {b:#x} ({sb} B)"))
+            }
+            FrameStep::Launch => {
+                sw.ptrs.context("no device pointers")?;
+                let m = sw.mapping.as_ref().context("not mapped")?;
+                // Both buffers stay mapped (`sw.mapping`) until the unmap step, which is ordered
+                // after the kernels on the same stream.
+                let pos = [m.pointer(0)?.require(bytes)?.view(), m.pointer(1)?.require(bytes)?.view()];
+                gpu.launch_steps(pos, steps, &self.stream)?;
+                Ok(format!("{steps} step(s) launched: buffer {} → buffer {}", gpu.front ^ (steps as usize & 1), gpu.front))
+            }
+            FrameStep::Unmap => {
+                sw.ptrs = None;
+                let (back, r) = sw.mapping.take().context("not mapped")?.unmap();
+                *resources = back;
+                r.context("cuGraphicsUnmapResources")?;
+                Ok("unmapped on the stream: GL may use both buffers (its commands are ordered after the kernel)".into())
+            }
+            FrameStep::Draw => {
+                sw.shown = gpu.front;
+                Ok(format!("GL draws buffer {}", gpu.front))
+            }
+        })();
+        let host_us = t0.elapsed().as_secs_f64() * 1e6;
+        match r {
+            Ok(msg) => {
+                sw.state = sw.state.after();
+                sw.last = Some(format!("{}: {msg} ({host_us:.0} µs host)", step.label()));
+                Ok(step)
+            }
+            Err(e) => {
+                sw.last = Some(format!("{} failed: {e:#}", step.label()));
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn stepwise_view(&self) -> Option<StepView> {
+        let sw = self.stepwise.as_ref()?;
+        let Some(Storage::Map { resources }) = &self.storage else { return None };
+        // While mapped, the resources are inside the step's mapping.
+        let resources = sw.mapping.as_ref().map_or(resources.as_slice(), OwnedMapping::resources);
+        let mapped = sw.state.mapped();
+        let buffers = resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BufferView {
+                index: i,
+                gl_buffer: r.gl_buffer(),
+                registered: true,
+                mapped,
+                side: sw.state.side(),
+                role: match (sw.state, i == sw.read, i == sw.shown, i == self.gpu.front) {
+                    (StepState::Mapped | StepState::Pointers, true, _, _) => "front: the kernel will read it".into(),
+                    (StepState::Mapped | StepState::Pointers, false, _, _) => "back: the kernel will write it".into(),
+                    (StepState::Launched, true, _, _) => "the kernel reads it".into(),
+                    (StepState::Launched, false, _, _) => "the kernel writes it".into(),
+                    (StepState::AwaitDraw, _, true, _) => "GL draws it (previous positions)".into(),
+                    (StepState::AwaitDraw, _, _, true) => "new positions, not drawn yet".into(),
+                    (_, _, true, _) => "GL draws it".into(),
+                    _ => String::new(),
+                },
+            })
+            .collect();
+        Some(StepView { state: sw.state, buffers, display_front: (!mapped).then_some(sw.shown), pointers: sw.ptrs, last: sw.last.clone() })
+    }
+}

@@ -1,0 +1,73 @@
+//! The CUDA settings a user picks (interop mode, register/map flags, stream, context
+//! scheduling): domain types that the backends, the overlay and the command line share. They
+//! derive clap's `ValueEnum` so that the command line ([`crate::cli`]) takes them as they are.
+
+use clap::ValueEnum;
+use interop::sys::register_flags;
+
+/// How results reach GL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InteropMode {
+    /// Registered GL buffers mapped every frame (cuGraphicsMapResources).
+    Map,
+    /// CUDA device buffer → pinned host memory → glBufferSubData.
+    Copy,
+    /// CUDA allocates the buffers (cuMemCreate), GL imports them (GL_EXT_memory_object_fd):
+    /// no map/unmap per frame, a CUDA event and a GL fence order the two APIs.
+    External,
+}
+
+/// Register or map flags (CU_GRAPHICS_REGISTER_FLAGS_* / CU_GRAPHICS_MAP_RESOURCE_FLAGS_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResourceFlags {
+    /// No hint.
+    None,
+    /// CUDA only reads the buffer.
+    ReadOnly,
+    /// CUDA overwrites the whole buffer; its old contents may be discarded.
+    WriteDiscard,
+}
+
+/// Stream kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamKind {
+    /// The legacy default stream (entry points resolved with CU_GET_PROC_ADDRESS_LEGACY_STREAM).
+    Legacy,
+    /// The per-thread default stream (entry points resolved with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
+    PerThread,
+    /// A created stream with CU_STREAM_NON_BLOCKING (priority: the demo's `--stream-priority`, else 0).
+    NonBlocking,
+}
+
+/// Context scheduling flag (CU_CTX_SCHED_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CtxSched {
+    /// CU_CTX_SCHED_AUTO.
+    Auto,
+    /// CU_CTX_SCHED_SPIN.
+    Spin,
+    /// CU_CTX_SCHED_YIELD.
+    Yield,
+    /// CU_CTX_SCHED_BLOCKING_SYNC.
+    Blocking,
+}
+
+impl ResourceFlags {
+    /// The `CU_GRAPHICS_REGISTER_FLAGS_*` bits of `cuGraphicsGLRegisterBuffer` for this value.
+    pub fn register_bits(self) -> u32 {
+        match self {
+            ResourceFlags::None => register_flags::NONE,
+            ResourceFlags::ReadOnly => register_flags::READ_ONLY,
+            ResourceFlags::WriteDiscard => register_flags::WRITE_DISCARD,
+        }
+    }
+
+    /// The value's name as the command line spells it (`none`, `read-only`, `write-discard`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ResourceFlags::None => "none",
+            ResourceFlags::ReadOnly => "read-only",
+            ResourceFlags::WriteDiscard => "write-discard",
+        }
+    }
+}

@@ -1,0 +1,786 @@
+//! The demo's frame state ([`Scene`]) and the frame itself ([`Scene::frame`]), shared by the
+//! windowed and the headless loop: apply requests → simulate → UI pass (no GL) → render the
+//! bodies ([`super::frame::render_bodies`]) → paint egui. The caller presents or finishes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context as _};
+
+use super::frame::render_bodies;
+use super::Summary;
+use crate::backend::select::make_backend;
+use crate::backend::{PositionVbos, SimBackend, SimTimings};
+use crate::cli::DemoArgs;
+use crate::gfx::camera::OrbitCamera;
+use crate::gfx::gl::{CurrentContext, Gl};
+use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
+use crate::gfx::{screenshot, GlInfo};
+use crate::sim::init::initial_bodies;
+use crate::sim::{Bodies, PhysParams};
+use crate::trace::Recorder;
+use crate::ui::overlay::{Action, BackendView, Controls, FrameStats, Overlay};
+use crate::ui::workflow::WorkflowView;
+
+/// Everything a frame needs besides the GL context and the window.
+///
+/// Teardown order (the field order, and [`Scene::destroy`], which `Drop` runs, enforces it):
+/// 1. `backend` — `release_gl` deletes the GL objects it owns (external memory), then dropping
+///    it unregisters any CUDA graphics resources of the VBOs and frees its CUDA memory;
+/// 2. GL objects — `renderer` (VBOs, VAO, program, timer queries) and `offscreen` (FBO);
+/// 3. `painter` — egui's GL objects (`Painter::destroy`);
+/// 4. the GL context and the window, which the owner of the scene drops after it.
+pub struct Scene {
+    backend: Option<Box<dyn SimBackend>>,
+    renderer: Renderer,
+    /// The headless run's FBO, deleted with the scene's other GL objects.
+    pub offscreen: Option<OffscreenTarget>,
+    painter: egui_glow::Painter,
+    current: CurrentContext,
+    egui_ctx: egui::Context,
+    overlay: Overlay,
+    camera: OrbitCamera,
+    args: DemoArgs,
+    gl_info: GlInfo,
+    notice: Option<String>,
+    pending: Vec<Action>,
+    frame: u64,
+    last_frame_start: Option<Instant>,
+    first_frame_start: Option<Instant>,
+    last_frame_end: Option<Instant>,
+    /// Simulation time between the two VBOs (dt · steps of the last simulate that stepped).
+    time_span: f32,
+    start: Instant,
+    destroyed: bool,
+    /// The API trace while it is on (Workflow panel open, or `--trace`); see [`crate::trace`].
+    recorder: Option<Recorder>,
+    /// The `--trace` recorder, kept for the whole run.
+    trace_file: Option<Recorder>,
+    /// "next step" was asked for (step mode).
+    step_next: bool,
+    /// Address of the table the recorder was last installed on (0: none).
+    traced_api: usize,
+    /// The backend's device panel and entry-point rows, made once per backend (and again after
+    /// its settings change), not every frame.
+    panels: Option<Panels>,
+    /// Lines for stdout (diagnostics) made during the last frame; the loop prints them after it.
+    reports: Vec<String>,
+}
+
+/// What the overlay's device and entry-point panels show: built once per backend.
+#[derive(Debug, Default)]
+struct Panels {
+    device: Vec<(String, String)>,
+    entry_points: Vec<[String; 5]>,
+}
+
+impl Scene {
+    /// Make the renderer (VBOs from `bodies`), the egui painter and the backend, in the current
+    /// context.
+    ///
+    /// # Errors
+    /// Shader, GL allocation or backend failures.
+    ///
+    /// `current` proves the context current; the scene keeps it until it drops, so its owner
+    /// drops the scene before the context.
+    pub fn new(current: CurrentContext, gl_info: GlInfo, args: &DemoArgs, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Self> {
+        let gl = current.gl();
+        let mut painter =
+            egui_glow::Painter::new(current.shared(), "", None, false).map_err(|e| anyhow!("creating the egui painter: {e}"))?;
+        let mut renderer = match Renderer::new(gl, &gl_info, bodies) {
+            Ok(r) => r,
+            Err(e) => {
+                painter.destroy();
+                return Err(e.context("creating the body renderer"));
+            }
+        };
+        renderer.set_sprite_cap(args.max_sprite_px);
+        let camera = framing_camera(&renderer);
+        let egui_ctx = egui::Context::default();
+        crate::ui::overlay::install_fonts(&egui_ctx);
+        let controls = Controls {
+            params,
+            steps_per_frame: args.sim.steps_per_frame.max(1),
+            paused: false,
+            reset_init: if crate::ui::overlay::RESET_INITS.contains(&args.sim.init.as_str()) {
+                args.sim.init.clone()
+            } else {
+                "plummer".into()
+            },
+            reset_n: args.bodies.max(1),
+        };
+        let mut scene = Self {
+            backend: None,
+            renderer,
+            offscreen: None,
+            painter,
+            current: current.clone(),
+            egui_ctx,
+            overlay: Overlay::new(controls),
+            camera,
+            args: args.clone(),
+            gl_info,
+            notice: None,
+            pending: Vec::new(),
+            frame: 0,
+            last_frame_start: None,
+            first_frame_start: None,
+            last_frame_end: None,
+            time_span: 0.0,
+            start: Instant::now(),
+            destroyed: false,
+            recorder: None,
+            trace_file: None,
+            step_next: false,
+            traced_api: 0,
+            panels: None,
+            reports: Vec::new(),
+        };
+        // With --trace the backend's setup (registration included) is traced too.
+        scene.start_trace_file()?;
+        // On error `scene` drops here, which tears down in order.
+        let (backend, notice) = make_backend(&scene.args.backend_config(), gl, &scene.gl_info, scene.renderer.vbos(), bodies, params)?;
+        tracing::info!(backend = %backend.label(), gl = %scene.gl_info.summary(), "demo backend ready");
+        scene.backend = Some(backend);
+        scene.notice = notice;
+        if scene.args.step_mode {
+            scene.set_step_mode(true);
+        }
+        Ok(scene)
+    }
+
+    /// The GL calls of the scene's context (current while the scene lives: `Scene::new`).
+    fn gl(&self) -> Gl<'_> {
+        self.current.gl()
+    }
+
+    fn backend(&mut self) -> anyhow::Result<&mut Box<dyn SimBackend>> {
+        self.backend.as_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))
+    }
+
+    /// The egui context (windowed runs feed it through egui-winit).
+    pub fn egui_ctx(&self) -> &egui::Context {
+        &self.egui_ctx
+    }
+
+    /// The camera.
+    pub fn camera_mut(&mut self) -> &mut OrbitCamera {
+        &mut self.camera
+    }
+
+    /// Largest texture side egui may use.
+    pub fn max_texture_side(&self) -> usize {
+        self.painter.max_texture_side()
+    }
+
+    /// Apply the overlay's requests of the last frame; returns true for a single step.
+    fn apply_actions(&mut self) -> anyhow::Result<bool> {
+        let mut single = false;
+        for action in std::mem::take(&mut self.pending) {
+            match action {
+                Action::SetParams(p) => {
+                    let cur = self.current.clone();
+                    self.backend()?.set_params(cur.gl(), p)
+                }
+                Action::SingleStep => single = true,
+                Action::ApplySettings(s) => {
+                    let cur = self.current.clone();
+        let gl = cur.gl();
+                    let vbos = *self.renderer.vbos();
+                    let params = self.overlay.controls.params;
+                    let backend = self.backend.as_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
+                    // Another storage, stream or table replaces the backend (select::apply_settings).
+                    match crate::backend::select::apply_settings(backend, &self.args.backend_config(), gl, &self.gl_info, &vbos, s, params) {
+                        Ok(applied) => {
+                            if let crate::backend::select::Applied::Replaced { notice } = applied {
+                                self.notice = notice;
+                            }
+                            self.panels = None;
+                            self.overlay.set_message(None)
+                        }
+                        Err(e) => {
+                            tracing::warn!("settings not applied: {e:#}");
+                            self.overlay.set_message(Some(format!("settings not applied: {e:#}")));
+                        }
+                    }
+                }
+                Action::ComputeDiagnostics => self.compute_diagnostics()?,
+                Action::SetStepMode(on) => self.set_step_mode(on),
+                Action::NextStep => self.step_next = true,
+                Action::RunLab(name) => self.run_lab(&name),
+                Action::Reset { init, n } => self.reset(&init, n)?,
+            }
+        }
+        Ok(single)
+    }
+
+    /// Reset: drop the backend FIRST (it may hold CUDA registrations of the VBOs), then recreate
+    /// the VBOs, then make a new backend.
+    fn reset(&mut self, init: &str, n: usize) -> anyhow::Result<()> {
+        let params = self.overlay.controls.params;
+        let bodies = match initial_bodies(init, n, self.args.sim.seed, params.g) {
+            Ok(b) => b,
+            Err(e) => {
+                self.overlay.set_message(Some(format!("reset failed: {e:#}")));
+                return Ok(());
+            }
+        };
+        self.drop_backend();
+        self.renderer.recreate_vbos(self.current.gl(), &bodies).context("reset: recreating the position VBOs")?;
+        let mut args = self.args.clone();
+        args.sim.init = init.to_owned();
+        args.bodies = n;
+        let (backend, notice) =
+            make_backend(&args.backend_config(), self.current.gl(), &self.gl_info, self.renderer.vbos(), &bodies, params).context("reset: making the backend")?;
+        self.backend = Some(backend);
+        self.panels = None;
+        self.notice = notice;
+        self.camera = framing_camera(&self.renderer);
+        self.time_span = 0.0;
+        self.overlay.clear();
+        self.overlay.set_message(None);
+        tracing::info!(init, n = bodies.len(), "reset");
+        Ok(())
+    }
+
+    fn compute_diagnostics(&mut self) -> anyhow::Result<()> {
+        let cur = self.current.clone();
+        let gl = cur.gl();
+        let vbos = *self.renderer.vbos();
+        let d = self.backend()?.diagnostics(gl, &vbos).context("computing diagnostics")?;
+        let frame = self.frame;
+        self.reports.push(format!(
+            "diagnostics frame {frame}: E={:.9e} K={:.9e} U={:.9e} P=({:.3e}, {:.3e}, {:.3e}) L=({:.6e}, {:.6e}, {:.6e})",
+            d.total,
+            d.kinetic,
+            d.potential,
+            d.momentum[0],
+            d.momentum[1],
+            d.momentum[2],
+            d.angular_momentum[0],
+            d.angular_momentum[1],
+            d.angular_momentum[2]
+        ));
+        self.overlay.set_diagnostics(frame, d);
+        Ok(())
+    }
+
+    /// One frame: apply requests → simulate → UI pass → render bodies into `target` → paint
+    /// egui. The caller presents (swap) or finishes. `pixels_per_point` scales sprite sizes;
+    /// `wait_timer` reads the GL timer query of this frame at once (headless).
+    ///
+    /// Returns egui's platform output (cursor, clipboard) for the windowed integration.
+    ///
+    /// # Errors
+    /// A backend failure (CUDA or GL), with the failing call named.
+    pub fn frame(
+        &mut self,
+        raw_input: egui::RawInput,
+        target: RenderTarget,
+        pixels_per_point: f32,
+        wait_timer: bool,
+    ) -> anyhow::Result<egui::PlatformOutput> {
+        let t0 = Instant::now();
+        let host_frame_ms = self.last_frame_start.map_or(0.0, |t| (t0 - t).as_secs_f64() * 1e3);
+        self.last_frame_start = Some(t0);
+        self.first_frame_start.get_or_insert(t0);
+
+        // The API trace: on while the Workflow panel is open or with --trace.
+        self.sync_trace();
+        if let Some(r) = &self.recorder {
+            r.begin_frame(self.frame);
+        }
+
+        // 1. Requests from the last UI pass.
+        let single = self.apply_actions()?;
+
+        // 2. Simulate (no GL drawing).
+        let c = &self.overlay.controls;
+        let steps = if !c.paused || single { c.steps_per_frame } else { 0 };
+        let dt = c.params.dt;
+        let cur = self.current.clone();
+        let gl = cur.gl();
+        let vbos = *self.renderer.vbos();
+        // In step mode the frame takes (at most) one step of the workflow instead.
+        let timings = self.simulate_or_step(gl, &vbos, steps)?;
+        let n = self.backend()?.n();
+        if steps > 0 {
+            self.time_span = dt * steps as f32;
+        }
+        let k = self.args.diagnostics_interval;
+        if k > 0 && (self.frame + 1) % k == 0 {
+            self.compute_diagnostics()?;
+        }
+        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: self.renderer.draw_ms(), n, steps });
+
+        // 3. UI pass (no GL).
+        let mut full_output = None;
+        let mut scene_left = 0.0;
+        if !self.args.no_overlay {
+            let (trace_frame, calls) = self.recorder.as_ref().map(Recorder::last_frame).unwrap_or_default();
+            let tracing = self.recorder.is_some();
+            let backend = self.backend.as_deref().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
+            let step_view = backend.step_view();
+            let step_unavailable = backend.step_mode_unavailable();
+            let label = backend.label();
+            let settings = backend.settings();
+            if self.panels.is_none() {
+                self.panels = Some(Panels { device: backend.device_panel(), entry_points: backend.entry_points() });
+            }
+            let panels = self.panels.as_ref().context("panels")?;
+            let view = BackendView {
+                label: &label,
+                notice: self.notice.as_deref(),
+                settings,
+                device_panel: &panels.device,
+                entry_points: &panels.entry_points,
+                gl_info: &self.gl_info,
+                workflow: WorkflowView {
+                    calls: &calls,
+                    frame: trace_frame,
+                    tracing,
+                    step: step_view.as_ref(),
+                    step_unavailable: step_unavailable.as_deref(),
+                },
+            };
+            let overlay = &mut self.overlay;
+            let mut actions = Vec::new();
+            let out = self.egui_ctx.run_ui(raw_input, |ui| actions = overlay.ui(ui, &view));
+            self.pending.extend(actions);
+            scene_left = self.overlay.panel_width() * out.pixels_per_point;
+            full_output = Some(out);
+        }
+
+        // 4. Render the bodies into the target.
+        // In step mode GL must not touch mapped buffers: `None` skips the body draw.
+        let shown = self.shown_front()?;
+        let params = DrawParams { camera: &self.camera, front: shown.unwrap_or(0), time_span: self.time_span, pixels_per_point, scene_left };
+        let t_draw = Instant::now();
+        let backend = self.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
+        render_bodies(gl, &mut self.renderer, backend, &target, &params, wait_timer, shown.is_some());
+        self.trace_draw(t_draw, shown);
+
+        // 5. Paint egui into the same framebuffer.
+        let mut platform_output = egui::PlatformOutput::default();
+        if let Some(mut out) = full_output {
+            target.bind(gl);
+            let prims = self.egui_ctx.tessellate(std::mem::take(&mut out.shapes), out.pixels_per_point);
+            self.painter.paint_and_update_textures(target.size(), out.pixels_per_point, &prims, &mut out.textures_delta);
+            platform_output = out.platform_output;
+        }
+        if let Some(r) = &self.recorder {
+            r.end_frame();
+        }
+        self.frame += 1;
+        self.last_frame_end = Some(Instant::now());
+        Ok(platform_output)
+    }
+
+    /// Save `target`'s current contents (bodies and overlay) as PNG.
+    ///
+    /// # Errors
+    /// The file cannot be written (the message names the path and the cause).
+    pub fn screenshot(&self, target: &RenderTarget, path: &Path) -> anyhow::Result<()> {
+        let [w, h] = target.size();
+        target.bind(self.current.gl());
+        if matches!(target, RenderTarget::Default { .. }) {
+            self.gl().read_buffer(glow::BACK);
+        }
+        let rgba = screenshot::read_rgba(self.current.gl(), w, h)?;
+        screenshot::write_png(path, w, h, &rgba)?;
+        tracing::info!(path = %path.display(), "screenshot saved");
+        Ok(())
+    }
+
+    /// End of run: write `--save-state` and return the summary.
+    ///
+    /// # Errors
+    /// Reading the state back or writing the file failed.
+    pub fn finish(&mut self) -> anyhow::Result<Summary> {
+        if let Some(path) = self.args.save_state.clone() {
+            let cur = self.current.clone();
+        let gl = cur.gl();
+            let vbos = *self.renderer.vbos();
+            let bodies = self.backend()?.bodies(gl, &vbos).context("reading the final state")?;
+            crate::sim::state_csv::write_state(&path, &bodies).with_context(|| format!("writing --save-state {}", path.display()))?;
+            tracing::info!(path = %path.display(), n = bodies.len(), "state saved");
+        }
+        if let Some(r) = &self.trace_file {
+            r.finish().context("--trace")?;
+        }
+        let wall = match (self.first_frame_start, self.last_frame_end) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64() * 1e3,
+            _ => 0.0,
+        };
+        let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
+        Ok(Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, label })
+    }
+
+    /// The stdout lines (diagnostics) made since the last call; the frame loop prints them.
+    pub fn take_reports(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.reports)
+    }
+
+    /// Tear down in order: backend → GL objects → egui painter. Runs once; `Drop` calls it.
+    /// The GL context must still be current.
+    pub fn destroy(&mut self) {
+        if self.destroyed {
+            return;
+        }
+        self.destroyed = true;
+        self.drop_backend();
+        // The backend's teardown (unregister) is in the trace; now flush it and stop tracing.
+        self.stop_trace();
+        self.renderer.destroy(self.current.gl());
+        if let Some(t) = self.offscreen.take() {
+            t.destroy(self.current.gl());
+        }
+        self.painter.destroy();
+    }
+
+    /// Drop the backend, letting it first delete the GL objects it owns (`release_gl`; the
+    /// context is current while the scene lives).
+    fn drop_backend(&mut self) {
+        if let Some(mut b) = self.backend.take() {
+            b.release_gl(self.current.gl());
+        }
+    }
+
+    /// Pause the simulation (the following frames take no steps).
+    pub fn pause(&mut self) {
+        self.overlay.controls.paused = true;
+    }
+
+    /// Frames drawn so far.
+    pub fn frames(&self) -> u64 {
+        self.frame
+    }
+
+    /// Seconds since the scene was made (egui's clock).
+    pub fn time(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        self.destroy();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Teaching the workflow: API trace, step mode, mistake lab (crate::trace, crate::workflow, crate::lab)
+
+impl Scene {
+    /// `--trace PATH`: a recorder writing every call, active before the backend is made.
+    fn start_trace_file(&mut self) -> anyhow::Result<()> {
+        if let Some(path) = &self.args.trace {
+            let r = Recorder::to_file(path)?;
+            crate::trace::set_active(Some(r.clone()));
+            tracing::info!(path = %path.display(), "tracing every driver call (one JSON object per line)");
+            self.trace_file = Some(r.clone());
+            self.recorder = Some(r);
+        }
+        Ok(())
+    }
+
+    /// Tracing is on while the Workflow panel is open or with `--trace`, off otherwise (then a
+    /// driver call costs one relaxed atomic load more). Installs the recorder on the backend's
+    /// table, again whenever the backend was re-made.
+    fn sync_trace(&mut self) {
+        let want = self.trace_file.is_some() || (!self.args.no_overlay && self.overlay.workflow.open);
+        let api = self.backend.as_ref().and_then(|b| b.api());
+        let addr = api.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize);
+        match (want, &self.recorder) {
+            (true, Some(r)) if addr != self.traced_api => {
+                if let Some(a) = &api {
+                    r.install(a);
+                }
+                self.traced_api = addr;
+            }
+            (true, None) => {
+                let r = Recorder::new();
+                if let Some(a) = &api {
+                    r.install(a);
+                }
+                crate::trace::set_active(Some(r.clone()));
+                self.recorder = Some(r);
+                self.traced_api = addr;
+            }
+            (false, Some(_)) => {
+                if let Some(a) = &api {
+                    a.set_tracer(None);
+                }
+                crate::trace::set_active(None);
+                self.recorder = None;
+                self.traced_api = 0;
+            }
+            _ => {}
+        }
+    }
+
+    /// Stops tracing and flushes the `--trace` file (after the backend's teardown).
+    fn stop_trace(&mut self) {
+        crate::trace::set_active(None);
+        self.recorder = None;
+        if let Some(r) = self.trace_file.take() {
+            match r.finish() {
+                Ok(()) => tracing::info!(calls = r.count(), "trace written"),
+                Err(e) => tracing::warn!("{e:#}"),
+            }
+        }
+    }
+
+    /// Adds the GL draw (with the renderer's timer-query time) to the trace.
+    fn trace_draw(&self, t0: Instant, shown: Option<usize>) {
+        if let (Some(r), Some(i)) = (&self.recorder, shown) {
+            let buffer = self.renderer.vbos().buffers[i.min(1)].0.get();
+            r.gl_draw(self.renderer.draw_ms(), t0.elapsed().as_secs_f64() * 1e6, buffer);
+        }
+    }
+
+    /// Turns the backend's step mode on or off; the overlay shows why it cannot.
+    fn set_step_mode(&mut self, on: bool) {
+        let r = match self.backend.as_mut() {
+            Some(b) => b.set_step_mode(on),
+            None => Err(anyhow!("no simulation backend")),
+        };
+        match r {
+            Ok(()) => self.overlay.workflow.step_mode = on,
+            Err(e) => {
+                tracing::warn!("step mode: {e:#}");
+                self.overlay.workflow.step_mode = false;
+                self.overlay.set_message(Some(format!("step mode: {e:#}")));
+            }
+        }
+    }
+
+    /// `simulate`, or in step mode the next step of the frame when one was asked for (headless
+    /// `--step-mode` runs take one step every frame).
+    fn simulate_or_step(
+        &mut self,
+        gl: Gl<'_>,
+        vbos: &PositionVbos,
+        steps: u32,
+    ) -> anyhow::Result<SimTimings> {
+        let per_frame = self.overlay.controls.steps_per_frame.max(1);
+        let auto = self.args.headless && self.args.step_mode;
+        let next = std::mem::take(&mut self.step_next) || auto;
+        if self.overlay.workflow.step_mode && self.backend()?.step_view().is_none() {
+            // The backend was re-made (new settings): step mode again, if it still can.
+            self.set_step_mode(true);
+        }
+        let backend = self.backend()?;
+        if backend.step_view().is_none() {
+            return backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.label()));
+        }
+        let mut t = SimTimings::default();
+        if next {
+            let t0 = Instant::now();
+            let r = backend.next_step(gl, vbos, per_frame);
+            t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
+            match r {
+                Ok(step) => tracing::debug!(?step, frame = self.frame, "step mode"),
+                Err(e) if auto => return Err(e.context("step mode")),
+                Err(e) => self.overlay.set_message(Some(format!("step failed: {e:#}"))),
+            }
+        }
+        Ok(t)
+    }
+
+    /// The buffer GL may draw now: the backend's front, or in step mode the one the state
+    /// machine allows (`None` while the buffers are mapped).
+    fn shown_front(&mut self) -> anyhow::Result<Option<usize>> {
+        let b = self.backend()?;
+        Ok(match b.step_view() {
+            Some(v) => v.display_front,
+            None => Some(b.front()),
+        })
+    }
+
+    /// Runs a mistake-lab case against the live contexts, on scratch resources.
+    fn run_lab(&mut self, name: &str) {
+        let ctx = self.backend.as_ref().and_then(|b| b.cuda_context());
+        let o = crate::teach::lab::run_live(name, self.current.gl(), ctx.as_ref());
+        tracing::info!(case = %o.case, got = %o.got_summary(), ok = o.ok, "mistake lab");
+        self.overlay.workflow.lab.push(o);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::backend::SettingsChange;
+    use crate::cli::Cli;
+    use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
+    use crate::demo::headless::headless_input;
+
+    fn args(extra: &[&str]) -> DemoArgs {
+        let mut v = vec!["nbody-interop", "--headless", "--backend", "cpu", "--bodies", "200"];
+        v.extend_from_slice(extra);
+        if !extra.contains(&"--width") {
+            v.extend_from_slice(&["--width", "96", "--height", "64"]);
+        }
+        Cli::try_parse_from(v).expect("arguments parse").demo
+    }
+
+    /// Headless scene on Mesa's software EGL device (or whatever device this machine has).
+    fn scene(a: &DemoArgs) -> (Scene, RenderTarget, HeadlessContext) {
+        let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).expect("headless GL");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let bodies = initial_bodies(&a.sim.init, a.bodies, a.sim.seed, params.g).expect("bodies");
+        let mut s = Scene::new(ctx.current().clone(), ctx.info.clone(), a, &bodies, params).expect("scene");
+        let fbo = OffscreenTarget::new(ctx.gl(), a.width, a.height).expect("fbo");
+        s.offscreen = Some(fbo);
+        (s, RenderTarget::Offscreen(fbo), ctx)
+    }
+
+    fn frame(s: &mut Scene, t: RenderTarget) {
+        let [w, h] = t.size();
+        s.frame(headless_input(w, h, s.time()), t, 1.0, true).expect("frame");
+    }
+
+    #[test]
+    fn reset_recreates_vbos_and_backend_with_the_new_n() {
+        let a = args(&[]);
+        let (mut s, t, ctx) = scene(&a);
+        frame(&mut s, t);
+        s.pending.push(Action::Reset { init: "ball".into(), n: 300 });
+        frame(&mut s, t);
+        assert_eq!(s.renderer.vbos().n, 300);
+        assert_eq!(s.backend.as_ref().map(|b| b.n()), Some(300));
+        assert_eq!(s.overlay.controls.reset_n, 200, "the reset combo keeps its own value");
+        // A bad reset is shown in the overlay and keeps the old state.
+        s.pending.push(Action::Reset { init: "nosuch".into(), n: 10 });
+        frame(&mut s, t);
+        assert_eq!(s.renderer.vbos().n, 300);
+        drop(s);
+        drop(ctx);
+    }
+
+    /// A backend with CUDA-like settings and tables, to exercise the overlay's CUDA panels.
+    struct Fake(Option<crate::backend::InteropSettings>);
+
+    impl SimBackend for Fake {
+        fn label(&self) -> String {
+            "CUDA map · fake device".into()
+        }
+        fn n(&self) -> usize {
+            200
+        }
+        fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<SimTimings> {
+            Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None })
+        }
+        fn front(&self) -> usize {
+            0
+        }
+        fn set_params(&mut self, _: Gl<'_>, _: PhysParams) {}
+        fn bodies(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<Bodies> {
+            anyhow::bail!("fake")
+        }
+        fn diagnostics(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
+            Ok(crate::sim::Diagnostics::default())
+        }
+        fn settings(&self) -> Option<crate::backend::InteropSettings> {
+            self.0
+        }
+        fn apply_settings(
+            &mut self,
+            _: Gl<'_>,
+            _: &PositionVbos,
+            s: crate::backend::InteropSettings,
+        ) -> anyhow::Result<SettingsChange> {
+            self.0 = Some(s);
+            Ok(SettingsChange::Applied)
+        }
+        fn device_panel(&self) -> Vec<(String, String)> {
+            vec![("device".into(), "Fake GPU".into()), ("SMs".into(), "132".into())]
+        }
+        fn entry_points(&self) -> Vec<[String; 5]> {
+            vec![["cuGraphicsMapResources".into(), "3000".into(), "legacy".into(), "found".into(), "".into()]]
+        }
+    }
+
+    #[test]
+    fn overlay_with_cuda_panels_and_settings_change() {
+        use crate::backend::InteropSettings;
+        use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
+        let a = args(&["--width", "900", "--height", "700"]);
+        let (mut s, t, ctx) = scene(&a);
+        let settings = InteropSettings {
+            interop: InteropMode::Map,
+            register_flags: ResourceFlags::None,
+            map_flags: ResourceFlags::WriteDiscard,
+            stream: StreamKind::NonBlocking,
+            stream_priority: -1,
+            block_size: 256,
+        };
+        s.backend = Some(Box::new(Fake(Some(settings))));
+        s.notice = Some("CUDA unavailable, running the CPU backend: example notice".into());
+        for _ in 0..3 {
+            frame(&mut s, t);
+        }
+        if let Some(path) = std::env::var_os("NBODY_OVERLAY_PNG") {
+            s.screenshot(&t, std::path::Path::new(&path)).expect("screenshot");
+        }
+        let changed = InteropSettings { interop: InteropMode::Copy, ..settings };
+        s.pending.push(Action::ApplySettings(changed));
+        frame(&mut s, t);
+        assert_eq!(s.backend.as_ref().and_then(|b| b.settings()), Some(changed));
+        drop(s);
+        drop(ctx);
+    }
+
+    #[test]
+    fn pause_single_step_and_params() {
+        let a = args(&["--steps-per-frame", "2"]);
+        let (mut s, t, ctx) = scene(&a);
+        s.overlay.controls.paused = true;
+        let cur = s.current.clone();
+        let gl = cur.gl();
+        let vbos = *s.renderer.vbos();
+        let before = s.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+        frame(&mut s, t);
+        let paused = s.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+        assert_eq!(before.pos, paused.pos, "paused frames do not step");
+        s.pending.push(Action::SingleStep);
+        // What the overlay does when dt is edited: new controls, and an action for the backend.
+        let p = PhysParams { g: 1.0, dt: 2e-3, softening: 0.02 };
+        s.overlay.controls.params = p;
+        s.pending.push(Action::SetParams(p));
+        frame(&mut s, t);
+        let stepped = s.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+        assert_ne!(before.pos, stepped.pos, "single step advances");
+        assert_eq!(s.time_span, 2.0 * 2e-3, "time span = dt · steps of the last stepping frame");
+        drop(s);
+        drop(ctx);
+    }
+
+    #[test]
+    fn workflow_panel_traces_and_explains_what_needs_cuda() {
+        let a = args(&[]);
+        let (mut s, t, ctx) = scene(&a);
+        frame(&mut s, t);
+        assert!(s.recorder.is_none(), "no tracing while the Workflow panel is closed");
+        // What opening the panel does (the UI pass sets `open` from the collapsing header).
+        s.overlay.workflow.open = true;
+        frame(&mut s, t);
+        let (_, calls) = s.recorder.as_ref().expect("tracing while the panel is open").last_frame();
+        assert!(calls.iter().any(|c| c.name == "glDrawArrays" && c.step == crate::trace::Step::Draw), "{calls:?}");
+        // The CPU backend: the lab says what a case needs, step mode says why it cannot run.
+        s.pending.push(Action::RunLab("ptx-version-too-new".into()));
+        s.pending.push(Action::SetStepMode(true));
+        frame(&mut s, t);
+        let o = s.overlay.workflow.lab.last().expect("a lab outcome");
+        assert!(o.is_unavailable() && o.got_text.contains("CUDA backend"), "{o:?}");
+        assert!(!s.overlay.workflow.step_mode);
+        // The panel closed again (the test's UI pass leaves it collapsed): tracing stops.
+        frame(&mut s, t);
+        assert!(s.recorder.is_none());
+        drop(s);
+        drop(ctx);
+    }
+}

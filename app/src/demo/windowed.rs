@@ -1,0 +1,263 @@
+//! The windowed loop: a winit `ApplicationHandler` whose state ([`WindowState`]) is made in
+//! `resumed` — the window context ([`WindowContext`]), the scene and egui-winit — and whose
+//! redraws run [`Scene::frame`] and present. Mouse: left drag orbits, right drag pans, the wheel
+//! zooms.
+
+use anyhow::{anyhow, Context as _};
+use winit::application::ApplicationHandler;
+use winit::dpi::{PhysicalPosition, PhysicalSize};
+use winit::event::{ElementState, MouseButton, MouseScrollDelta, WindowEvent};
+use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop};
+use winit::window::WindowId;
+
+use super::scene::Scene;
+use super::Summary;
+use crate::cli::DemoArgs;
+use crate::gfx::renderer::RenderTarget;
+use crate::gfx::window::WindowContext;
+use crate::sim::{Bodies, PhysParams};
+
+/// The windowed state, made in `resumed`.
+///
+/// Teardown order = field order: `scene` (backend → GL objects → egui painter), then the
+/// egui-winit state, then the window context (GL surface, GL context, and last the window).
+struct WindowState {
+    scene: Scene,
+    egui_winit: egui_winit::State,
+    win: WindowContext,
+    size: PhysicalSize<u32>,
+    cursor: Option<PhysicalPosition<f64>>,
+    drag: Option<MouseButton>,
+    presented: u64,
+    screenshot_taken: bool,
+    /// The window was destroyed under us: no more GL calls on its surface.
+    window_gone: bool,
+}
+
+/// winit application: `state` is `None` until `resumed` makes the window.
+struct App {
+    args: DemoArgs,
+    start: Option<(Bodies, PhysParams)>,
+    state: Option<WindowState>,
+    error: Option<anyhow::Error>,
+    summary: Option<Summary>,
+}
+
+/// Run the demo in a window until it is closed (or `--frames` were presented), then the
+/// screenshot, the state and the summary.
+///
+/// # Errors
+/// No display or GL context, or a failure while running or writing the outputs.
+pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Result<()> {
+    let event_loop = EventLoop::new().context("opening the display (winit event loop); use --headless without a display")?;
+    event_loop.set_control_flow(ControlFlow::Poll);
+    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None };
+    event_loop.run_app(&mut app).context("winit event loop")?;
+    // Normally `exiting` tore down already; this covers an event loop that ended otherwise.
+    app.teardown();
+    if let Some(e) = app.error.take() {
+        return Err(e);
+    }
+    if let Some(s) = &app.summary {
+        s.print();
+    }
+    Ok(())
+}
+
+impl App {
+    fn fail(&mut self, event_loop: &ActiveEventLoop, e: anyhow::Error) {
+        tracing::error!("{e:#}");
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+        event_loop.exit();
+    }
+
+    /// Final screenshot (if not taken), save state, summary, then drop in order.
+    fn teardown(&mut self) {
+        let Some(mut st) = self.state.take() else { return };
+        if let (Some(path), false) = (self.args.screenshot.clone(), st.screenshot_taken) {
+            if self.error.is_none() && !st.window_gone && st.size.width > 0 && st.size.height > 0 {
+                // Render one more frame (no steps) and read it back before any swap.
+                st.scene.pause();
+                let target = RenderTarget::Default { width: st.size.width, height: st.size.height };
+                let input = st.egui_winit.take_egui_input(st.win.window());
+                let ppp = st.win.window().scale_factor() as f32;
+                let r = st.scene.frame(input, target, ppp, false).and_then(|_| st.scene.screenshot(&target, &path));
+                if let Err(e) = r {
+                    self.error = Some(e);
+                }
+            }
+        }
+        match st.scene.finish() {
+            Ok(s) => self.summary = Some(s),
+            Err(e) => {
+                if self.error.is_none() {
+                    self.error = Some(e);
+                }
+            }
+        }
+        st.scene.destroy();
+        drop(st);
+    }
+
+    fn create(&mut self, event_loop: &ActiveEventLoop) -> anyhow::Result<WindowState> {
+        let (bodies, params) = self.start.take().ok_or_else(|| anyhow!("window state made twice"))?;
+        let win = WindowContext::new(event_loop, "nbody-interop", self.args.width, self.args.height, !self.args.no_vsync)?;
+        tracing::info!(gl = %win.info.summary(), "windowed GL");
+        // WindowState drops the scene (and its share of the proof) before the window context.
+        let scene = Scene::new(win.current().clone(), win.info.clone(), &self.args, &bodies, params)?;
+        let window = win.window();
+        let egui_winit = egui_winit::State::new(
+            scene.egui_ctx().clone(),
+            egui::ViewportId::ROOT,
+            window,
+            Some(window.scale_factor() as f32),
+            window.theme(),
+            Some(scene.max_texture_side()),
+        );
+        let size = window.inner_size();
+        Ok(WindowState { scene, egui_winit, win, size, cursor: None, drag: None, presented: 0, screenshot_taken: false, window_gone: false })
+    }
+
+    fn redraw(&mut self, event_loop: &ActiveEventLoop) -> anyhow::Result<()> {
+        let frames = self.args.frames;
+        let screenshot = self.args.screenshot.clone();
+        let Some(st) = self.state.as_mut() else { return Ok(()) };
+        let size = st.win.window().inner_size();
+        if size.width == 0 || size.height == 0 || st.win.window().is_minimized() == Some(true) {
+            // Minimised: no frame and no GL calls until the window comes back.
+            return Ok(());
+        }
+        if size != st.size {
+            st.size = size;
+            st.win.resize_surface();
+        }
+        let target = RenderTarget::Default { width: size.width, height: size.height };
+        let input = st.egui_winit.take_egui_input(st.win.window());
+        let ppp = st.win.window().scale_factor() as f32;
+        let platform_output = st.scene.frame(input, target, ppp, false)?;
+        for line in st.scene.take_reports() {
+            println!("{line}");
+        }
+        st.egui_winit.handle_platform_output(st.win.window(), platform_output);
+        let last = frames.is_some_and(|n| st.presented + 1 >= n);
+        if last {
+            if let Some(path) = &screenshot {
+                st.scene.screenshot(&target, path)?;
+                st.screenshot_taken = true;
+            }
+        }
+        st.win.swap_buffers()?;
+        st.presented += 1;
+        if last {
+            event_loop.exit();
+        } else {
+            st.win.window().request_redraw();
+        }
+        Ok(())
+    }
+
+    fn camera_input(st: &mut WindowState, event: &WindowEvent) {
+        let over_egui = st.scene.egui_ctx().is_pointer_over_egui() || st.scene.egui_ctx().egui_wants_pointer_input();
+        let scale = st.win.window().scale_factor() as f32;
+        match event {
+            WindowEvent::MouseInput { state: ElementState::Pressed, button, .. } if !over_egui => {
+                if matches!(button, MouseButton::Left | MouseButton::Right) {
+                    st.drag = Some(*button);
+                }
+            }
+            WindowEvent::MouseInput { state: ElementState::Released, button, .. } if st.drag == Some(*button) => st.drag = None,
+            WindowEvent::CursorMoved { position, .. } => {
+                if let (Some(prev), Some(button)) = (st.cursor, st.drag) {
+                    let (dx, dy) = ((position.x - prev.x) as f32, (position.y - prev.y) as f32);
+                    let h = st.size.height as f32;
+                    match button {
+                        MouseButton::Left => st.scene.camera_mut().orbit(dx / scale, dy / scale),
+                        _ => st.scene.camera_mut().pan(dx, dy, h),
+                    }
+                }
+                st.cursor = Some(*position);
+            }
+            WindowEvent::CursorLeft { .. } => st.cursor = None,
+            WindowEvent::MouseWheel { delta, .. } if !over_egui => {
+                let steps = match delta {
+                    MouseScrollDelta::LineDelta(_, y) => *y,
+                    MouseScrollDelta::PixelDelta(p) => p.y as f32 / (40.0 * scale),
+                };
+                st.scene.camera_mut().zoom(steps);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl ApplicationHandler for App {
+    fn resumed(&mut self, event_loop: &ActiveEventLoop) {
+        if self.state.is_some() || self.start.is_none() {
+            return;
+        }
+        match self.create(event_loop) {
+            Ok(st) => {
+                st.win.window().request_redraw();
+                self.state = Some(st);
+            }
+            Err(e) => self.fail(event_loop, e),
+        }
+    }
+
+    fn window_event(&mut self, event_loop: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
+        match event {
+            WindowEvent::CloseRequested => {
+                event_loop.exit();
+                return;
+            }
+            WindowEvent::Destroyed => {
+                if let Some(st) = self.state.as_mut() {
+                    st.window_gone = true;
+                }
+                event_loop.exit();
+                return;
+            }
+            WindowEvent::RedrawRequested => {
+                if let Err(e) = self.redraw(event_loop) {
+                    self.fail(event_loop, e);
+                }
+                return;
+            }
+            _ => {}
+        }
+        let Some(st) = self.state.as_mut() else { return };
+        let response = st.egui_winit.on_window_event(st.win.window(), &event);
+        if !response.consumed {
+            Self::camera_input(st, &event);
+        } else if let WindowEvent::CursorMoved { position, .. } = event {
+            st.cursor = Some(position);
+        }
+        match event {
+            WindowEvent::Resized(size) if size.width > 0 && size.height > 0 => {
+                st.size = size;
+                st.win.resize_surface();
+                st.win.window().request_redraw();
+            }
+            WindowEvent::Occluded(false) | WindowEvent::ScaleFactorChanged { .. } => st.win.window().request_redraw(),
+            _ => {}
+        }
+    }
+
+    fn about_to_wait(&mut self, event_loop: &ActiveEventLoop) {
+        if let Some(st) = &self.state {
+            if st.win.window().is_minimized() == Some(true) {
+                // Nothing to draw: sleep until an event instead of spinning.
+                event_loop.set_control_flow(ControlFlow::Wait);
+            } else {
+                event_loop.set_control_flow(ControlFlow::Poll);
+                st.win.window().request_redraw();
+            }
+        }
+    }
+
+    fn exiting(&mut self, _event_loop: &ActiveEventLoop) {
+        self.teardown();
+    }
+}

@@ -1,0 +1,76 @@
+//! The two position vertex buffers (VBOs) the bodies are drawn from, and uploads into them.
+
+use anyhow::anyhow;
+
+use super::gl::Gl;
+use crate::sim::Bodies;
+
+/// The two GL position vertex buffers, each `[N][4]` f32 (x, y, z, mass), at least `16 * N`
+/// bytes: made by the renderer (`GL_ARRAY_BUFFER`, `GL_DYNAMIC_DRAW`), or imported from CUDA
+/// by the CUDA backend's external-memory storage (`SimBackend::draw_buffers`).
+#[derive(Debug, Clone, Copy)]
+pub struct PositionVbos {
+    /// The GL buffer names.
+    pub buffers: [glow::NativeBuffer; 2],
+    /// Number of bodies N each buffer holds.
+    pub n: usize,
+}
+
+pub(super) fn create_vbos(gl: &Gl<'_>, bodies: &Bodies) -> anyhow::Result<PositionVbos> {
+    let bytes: &[u8] = as_bytes(&bodies.pos);
+    let mut made = Vec::with_capacity(2);
+    for i in 0..2 {
+        match gl.create_buffer() {
+            Ok(b) => {
+                gl.bind_buffer(glow::ARRAY_BUFFER, Some(b));
+                gl.buffer_data_u8_slice(glow::ARRAY_BUFFER, bytes, glow::DYNAMIC_DRAW);
+                gl.bind_buffer(glow::ARRAY_BUFFER, None);
+                made.push(b);
+            }
+            Err(e) => {
+                for b in made {
+                    gl.delete_buffer(b);
+                }
+                return Err(anyhow!("glGenBuffers (position VBO {i}): {e}"));
+            }
+        }
+    }
+    if gl.get_error() == glow::OUT_OF_MEMORY {
+        for b in made {
+            gl.delete_buffer(b);
+        }
+        anyhow::bail!("glBufferData: out of memory for 2 × {} bytes", bytes.len());
+    }
+    Ok(PositionVbos { buffers: [made[0], made[1]], n: bodies.len() })
+}
+
+pub(super) fn delete_vbos(gl: &Gl<'_>, vbos: &PositionVbos) {
+    // n = 0 marks buffers already deleted (callers set it), so each goes once.
+    if vbos.n == 0 {
+        return;
+    }
+    for b in vbos.buffers {
+        gl.delete_buffer(b);
+    }
+}
+
+/// View `[[f32; 4]]` as bytes (for buffer uploads).
+pub fn as_bytes(v: &[[f32; 4]]) -> &[u8] {
+    // SAFETY: [f32; 4] has no padding and every bit pattern is a valid u8; the slice covers
+    // exactly size_of_val(v) bytes of the same allocation and borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// Upload positions into one VBO (`glBufferSubData` from offset 0).
+///
+/// # Errors
+/// `pos` is longer than the buffer.
+pub fn upload_positions(gl: Gl<'_>, vbos: &PositionVbos, index: usize, pos: &[[f32; 4]]) -> anyhow::Result<()> {
+    if pos.len() > vbos.n || index > 1 {
+        anyhow::bail!("upload of {} bodies into VBO {index} of {} bodies", pos.len(), vbos.n);
+    }
+    gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[index]));
+    gl.buffer_sub_data_u8_slice(glow::ARRAY_BUFFER, 0, as_bytes(pos));
+    gl.bind_buffer(glow::ARRAY_BUFFER, None);
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! Teaching tools that make driver calls on purpose: the mistake lab. Its deliberate raw calls
+//! (through `interop`'s layer-2 `Api`, where the safe types make the mistake impossible) are fenced
+//! in [`lab`]; the API trace they are shown with is [`crate::trace`].
+
+pub mod lab;

@@ -1,0 +1,304 @@
+//! The project's own kernels (`kernels/nbody.cu`, loaded as PTX) as safe, typed functions.
+//!
+//! Their ABI and what each kernel reads and writes are specified in `kernels/README.md`; this
+//! module is the one place that restates them. Each kernel is checked against its parameter list
+//! when it is looked up ([`StepKernel::new`], [`PotentialKernel::new`]: a PTX file with other
+//! parameters is refused), and each launch checks what the specification needs for the kernel
+//! to stay inside its buffers — a valid block size, `1 ≤ N ≤ MAX_BODIES`, buffers of at least N
+//! bodies that do not overlap — and computes the grid and the shared memory itself. That is why
+//! the single `unsafe` block of each launch is sound, and why callers need none.
+
+use crate::error::{Error, Result};
+use crate::launch::Launch;
+use crate::memory::DevicePtr;
+use crate::module::{Function, Module, PtxParam};
+use crate::stream::Stream;
+
+/// Bytes of one body in a position or velocity buffer (`float4`).
+pub const BODY_BYTES: usize = 16;
+
+/// Largest N the kernels take (`kernels/README.md`: `1 ≤ N < 2^31 − 4096`, so that the last
+/// tile's indices stay within `int`).
+pub const MAX_BODIES: usize = (i32::MAX as usize) - 4096;
+
+/// Bodies per thread the step kernels come in (`nbody_step_p1`, `_p2`, `_p4`).
+pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
+
+/// Parameters of `nbody_step_pP`: `(const float4* pos_in, float4* pos_out, float4* vel, int n,
+/// float dt_drift, float kick, float eps2, float g)`.
+pub const STEP_PARAMS: [PtxParam; 8] =
+    [PtxParam::B64, PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32, PtxParam::F32, PtxParam::F32, PtxParam::F32];
+
+/// Parameters of `nbody_potential`: `(const float4* pos, float* phi, int n, float eps2)`.
+pub const POTENTIAL_PARAMS: [PtxParam; 4] = [PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32];
+
+/// True for the block sizes the kernels take: multiples of 32 from 32 to 1024 (other sizes
+/// read past the shared-memory tile, `kernels/README.md`).
+pub fn valid_block(block: u32) -> bool {
+    (32..=1024).contains(&block) && block % 32 == 0
+}
+
+fn lookup(module: &Module, name: &str, want: &[PtxParam]) -> Result<Function> {
+    let f = module.function(name)?;
+    match f.params() {
+        Some(p) if p == want => Ok(f),
+        Some(p) => Err(Error::InvalidArgument(format!(
+            "kernel {name} of this PTX takes {p:?}, but this build launches it with {want:?} (kernels/README.md, ABI)"
+        ))),
+        None => Err(Error::InvalidArgument(format!("kernel {name}: the PTX text has no .entry {name} to check its parameters against"))),
+    }
+}
+
+/// N as the kernels' `int`, checked against [`MAX_BODIES`].
+fn checked_n(n: usize) -> Result<i32> {
+    if n == 0 || n > MAX_BODIES {
+        return Err(Error::InvalidArgument(format!("N = {n} is out of range for the kernels (1 ≤ N ≤ {MAX_BODIES})")));
+    }
+    i32::try_from(n).map_err(|_| Error::InvalidArgument(format!("N = {n} does not fit the kernels' int")))
+}
+
+fn check_block(block: u32) -> Result<()> {
+    if valid_block(block) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("block size {block}: the kernels take multiples of 32 from 32 to 1024")))
+    }
+}
+
+fn check_len<T: crate::DeviceCopy>(what: &str, v: &DevicePtr<'_, T>, n: usize) -> Result<()> {
+    if v.len() < n {
+        return Err(Error::InvalidArgument(format!("{what} holds {} values, the kernel needs N = {n}", v.len())));
+    }
+    Ok(())
+}
+
+/// The scalars of one leapfrog step (`kernels/README.md`, Semantics).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepScalars {
+    /// Drift time: `pos_out = pos_in + vel · dt_drift` (0 for a synchronising half kick).
+    pub dt_drift: f32,
+    /// Kick time: `vel += a · g · kick`.
+    pub kick: f32,
+    /// Softening squared ε² (0: exact gravity).
+    pub eps2: f32,
+    /// Gravitational constant G.
+    pub g: f32,
+}
+
+/// `nbody_step_pP` of a loaded module, its parameters checked against [`STEP_PARAMS`].
+#[derive(Debug, Clone)]
+pub struct StepKernel {
+    function: Function,
+    p: u32,
+}
+
+impl StepKernel {
+    /// Looks up `nbody_step_p{p}` in `module` and checks its PTX parameter list.
+    ///
+    /// # Errors
+    /// `p` is not 1, 2 or 4; the module has no such kernel (`CUDA_ERROR_NOT_FOUND`); its
+    /// parameters differ from [`STEP_PARAMS`] ([`Error::InvalidArgument`]).
+    pub fn new(module: &Module, p: u32) -> Result<Self> {
+        if !BODIES_PER_THREAD.contains(&p) {
+            return Err(Error::InvalidArgument(format!("no step kernel for P = {p} (1, 2 or 4)")));
+        }
+        Ok(StepKernel { function: lookup(module, &format!("nbody_step_p{p}"), &STEP_PARAMS)?, p })
+    }
+
+    /// The kernel (attributes, occupancy).
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
+    /// Bodies per thread P.
+    pub fn p(&self) -> u32 {
+        self.p
+    }
+
+    /// One leapfrog step for `n` bodies: `vel += G a(pos_in) kick`, `pos_out = pos_in + vel
+    /// dt_drift`, on `stream`, with `block` threads per block, `ceil(n / (block·P))` blocks and
+    /// `block · 16` bytes of shared memory. Buffers are `[N][4]` f32.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid block size or N, a buffer of fewer than N
+    /// bodies, or overlapping buffers; the driver's launch error.
+    #[allow(clippy::too_many_arguments)]
+    #[doc(alias = "cuLaunchKernel")]
+    pub fn launch(
+        &self,
+        block: u32,
+        n: usize,
+        pos_in: DevicePtr<'_, [f32; 4]>,
+        pos_out: DevicePtr<'_, [f32; 4]>,
+        vel: DevicePtr<'_, [f32; 4]>,
+        s: StepScalars,
+        stream: &Stream,
+    ) -> Result<()> {
+        check_block(block)?;
+        let nn = checked_n(n)?;
+        check_len("pos_in", &pos_in, n)?;
+        check_len("pos_out", &pos_out, n)?;
+        check_len("vel", &vel, n)?;
+        if pos_in.overlaps(&pos_out) || pos_in.overlaps(&vel) || pos_out.overlaps(&vel) {
+            return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
+        }
+        let grid = u32::try_from(n.div_ceil(block as usize * self.p as usize))
+            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        let launch = Launch::new(&self.function)
+            .grid(grid)
+            .block(block)
+            .shared_bytes(block * BODY_BYTES as u32)
+            .ptr(pos_in)
+            .ptr(pos_out)
+            .ptr(vel)
+            .i32(nn)
+            .f32(s.dt_drift)
+            .f32(s.kick)
+            .f32(s.eps2)
+            .f32(s.g);
+        // SAFETY: the parameter list is STEP_PARAMS (checked at `new` against the PTX, and by
+        // `launch` against the arguments). Per kernels/README.md the kernel reads pos_in[0..n)
+        // and writes pos_out[0..n) and vel[0..n) only, for a block size that is a multiple of 32
+        // from 32 to 1024, grid ceil(n / (B·P)) and B·16 bytes of shared memory — all checked or
+        // computed here — and 1 ≤ n ≤ MAX_BODIES (checked); each buffer holds ≥ n bodies and they
+        // do not overlap (checked). The views borrow their owners for this call; the owners
+        // keep the memory until the stream has finished with it (their teardown synchronises the
+        // stream or unmaps on it).
+        unsafe { launch.launch(stream) }
+    }
+}
+
+/// `nbody_potential` of a loaded module, its parameters checked against [`POTENTIAL_PARAMS`].
+#[derive(Debug, Clone)]
+pub struct PotentialKernel {
+    function: Function,
+}
+
+impl PotentialKernel {
+    /// Looks up `nbody_potential` in `module` and checks its PTX parameter list.
+    ///
+    /// # Errors
+    /// The module has no such kernel; its parameters differ from [`POTENTIAL_PARAMS`].
+    pub fn new(module: &Module) -> Result<Self> {
+        Ok(PotentialKernel { function: lookup(module, "nbody_potential", &POTENTIAL_PARAMS)? })
+    }
+
+    /// The kernel.
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
+    /// `phi[i] = −Σ_{j≠i} m_j / sqrt(r² + ε²)` for `n` bodies of `pos` (`[N][4]` f32) into `phi`
+    /// (`[N]` f32), with `block` threads per block, `ceil(n / block)` blocks and `block · 16`
+    /// bytes of shared memory.
+    ///
+    /// # Errors
+    /// As [`StepKernel::launch`].
+    #[doc(alias = "cuLaunchKernel")]
+    pub fn launch(&self, block: u32, n: usize, pos: DevicePtr<'_, [f32; 4]>, phi: DevicePtr<'_, f32>, eps2: f32, stream: &Stream) -> Result<()> {
+        check_block(block)?;
+        let nn = checked_n(n)?;
+        check_len("pos", &pos, n)?;
+        check_len("phi", &phi, n)?;
+        if pos.overlaps(&phi) {
+            return Err(Error::InvalidArgument("pos and phi must not overlap".into()));
+        }
+        let grid = u32::try_from(n.div_ceil(block as usize))
+            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        let launch =
+            Launch::new(&self.function).grid(grid).block(block).shared_bytes(block * BODY_BYTES as u32).ptr(pos).ptr(phi).i32(nn).f32(eps2);
+        // SAFETY: the parameter list is POTENTIAL_PARAMS (checked at `new` and by `launch`). Per
+        // kernels/README.md the kernel reads pos[0..n) and writes phi[0..n) only, for a valid
+        // block size, grid ceil(n / B) and B·16 bytes of shared memory (checked or computed here);
+        // both buffers hold ≥ n values and do not overlap (checked); their owners keep the memory
+        // until the stream has finished with it.
+        unsafe { launch.launch(stream) }
+    }
+}
+
+/// PTX of `nbody_touch(u32* p, u32 v)`: one thread stores `v` at `p[0]`. The context-switch
+/// probe's work that is too small to matter.
+pub const TOUCH_PTX: &str = "\
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry nbody_touch(.param .u64 p, .param .u32 v)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<2>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [v];
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+";
+
+/// Parameters of `nbody_touch`: `(unsigned* p, unsigned v)`.
+pub const TOUCH_PARAMS: [PtxParam; 2] = [PtxParam::B64, PtxParam::B32];
+
+/// `nbody_touch` ([`TOUCH_PTX`]) loaded into a context.
+#[derive(Debug, Clone)]
+pub struct TouchKernel {
+    function: Function,
+}
+
+impl TouchKernel {
+    /// Loads [`TOUCH_PTX`] into `ctx`.
+    ///
+    /// # Errors
+    /// The JIT fails; the kernel is missing or has other parameters.
+    pub fn load(ctx: &std::sync::Arc<crate::Context>) -> Result<Self> {
+        let module = Module::from_ptx(ctx, TOUCH_PTX.as_bytes())?;
+        Ok(TouchKernel { function: lookup(&module, "nbody_touch", &TOUCH_PARAMS)? })
+    }
+
+    /// One thread stores `v` into `dst[0]` on `stream` (grid 1, block 1).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty `dst`; the driver's launch error.
+    #[doc(alias = "cuLaunchKernel")]
+    pub fn launch(&self, dst: DevicePtr<'_, u32>, v: u32, stream: &Stream) -> Result<()> {
+        if dst.is_empty() {
+            return Err(Error::InvalidArgument("nbody_touch needs a buffer of at least one u32".into()));
+        }
+        let launch = Launch::new(&self.function).ptr(dst).u32(v);
+        // SAFETY: the parameter list is TOUCH_PARAMS (checked at `load` and by `launch`); the
+        // kernel (TOUCH_PTX above) stores 4 bytes at dst[0] only, which exists (checked); the
+        // owner of `dst` keeps it until the stream has finished with it.
+        unsafe { launch.launch(stream) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::ptx_entries;
+
+    #[test]
+    fn the_committed_ptx_declares_the_parameters_this_module_launches() {
+        let ptx = include_str!("../../kernels/nbody.ptx");
+        let entries = ptx_entries(ptx);
+        for p in BODIES_PER_THREAD {
+            let name = format!("nbody_step_p{p}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_PARAMS, "{name}");
+        }
+        let e = entries.iter().find(|(n, _)| n == "nbody_potential").expect("nbody_potential");
+        assert_eq!(e.1, POTENTIAL_PARAMS);
+        assert_eq!(ptx_entries(TOUCH_PTX), vec![("nbody_touch".to_string(), TOUCH_PARAMS.to_vec())]);
+    }
+
+    #[test]
+    fn entries_parse_types_and_skip_what_is_not_an_entry() {
+        let ptx = ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .f64 k_param_1,\n\t.param .align 4 .b8 k_param_2[12],\n\t.param .s32 k_param_3\n)\n{\n}\n// .entry not really";
+        assert_eq!(ptx_entries(ptx), vec![("k".to_string(), vec![PtxParam::B64, PtxParam::F64, PtxParam::Other, PtxParam::B32])]);
+    }
+
+    #[test]
+    fn block_sizes_follow_the_kernel_rule() {
+        assert!(valid_block(32) && valid_block(1024) && valid_block(256));
+        assert!(!valid_block(0) && !valid_block(48) && !valid_block(2048));
+        assert!(checked_n(0).is_err() && checked_n(MAX_BODIES + 1).is_err() && checked_n(1).is_ok());
+    }
+}
