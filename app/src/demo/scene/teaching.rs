@@ -1,0 +1,148 @@
+//! The scene's teaching side: the API trace (`--trace`, the Workflow panel), step mode and the
+//! mistake lab run from the overlay ([`crate::trace`], [`crate::backend::step`], [`crate::teach::lab`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context as _};
+
+use super::Scene;
+use crate::backend::{PositionVbos, SimTimings};
+use crate::gfx::gl::Gl;
+use crate::trace::Recorder;
+
+impl Scene {
+    /// `--trace PATH`: a recorder writing every call, active before the backend is made.
+    pub(super) fn start_trace_file(&mut self) -> anyhow::Result<()> {
+        if let Some(path) = &self.args.trace {
+            let r = Recorder::to_file(path)?;
+            crate::trace::set_active(Some(r.clone()));
+            tracing::info!(path = %path.display(), "tracing every driver call (one JSON object per line)");
+            self.trace_file = Some(r.clone());
+            self.recorder = Some(r);
+        }
+        Ok(())
+    }
+
+    /// Tracing is on while the Workflow panel is open or with `--trace`, off otherwise (then a
+    /// driver call costs one relaxed atomic load more). Installs the recorder on the backend's
+    /// table, again whenever the backend was re-made.
+    pub(super) fn sync_trace(&mut self) {
+        let want = self.trace_file.is_some() || (!self.args.no_overlay && self.overlay.workflow.open);
+        let api = self.backend.as_ref().and_then(|b| b.api());
+        let addr = api.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize);
+        match (want, &self.recorder) {
+            (true, Some(r)) if addr != self.traced_api => {
+                if let Some(a) = &api {
+                    r.install(a);
+                }
+                self.traced_api = addr;
+            }
+            (true, None) => {
+                let r = Recorder::new();
+                if let Some(a) = &api {
+                    r.install(a);
+                }
+                crate::trace::set_active(Some(r.clone()));
+                self.recorder = Some(r);
+                self.traced_api = addr;
+            }
+            (false, Some(_)) => {
+                if let Some(a) = &api {
+                    a.set_tracer(None);
+                }
+                crate::trace::set_active(None);
+                self.recorder = None;
+                self.traced_api = 0;
+            }
+            _ => {}
+        }
+    }
+
+    /// Stops tracing and flushes the `--trace` file (after the backend's teardown).
+    pub(super) fn stop_trace(&mut self) {
+        crate::trace::set_active(None);
+        self.recorder = None;
+        if let Some(r) = self.trace_file.take() {
+            match r.finish() {
+                Ok(()) => tracing::info!(calls = r.count(), "trace written"),
+                Err(e) => tracing::warn!("{e:#}"),
+            }
+        }
+    }
+
+    /// Adds the GL draw (with the renderer's timer-query time) to the trace.
+    pub(super) fn trace_draw(&self, t0: Instant, shown: Option<usize>) {
+        if let (Some(r), Some(i)) = (&self.recorder, shown) {
+            let buffer = self.renderer.vbos().buffers[i.min(1)].0.get();
+            r.gl_draw(self.renderer.draw_ms(), t0.elapsed().as_secs_f64() * 1e6, buffer);
+        }
+    }
+
+    /// Turns the backend's step mode on or off; the overlay shows why it cannot.
+    pub(super) fn set_step_mode(&mut self, on: bool) {
+        let r = match self.backend.as_mut() {
+            Some(b) => b.set_step_mode(on),
+            None => Err(anyhow!("no simulation backend")),
+        };
+        match r {
+            Ok(()) => self.overlay.workflow.step_mode = on,
+            Err(e) => {
+                tracing::warn!("step mode: {e:#}");
+                self.overlay.workflow.step_mode = false;
+                self.overlay.set_message(Some(format!("step mode: {e:#}")));
+            }
+        }
+    }
+
+    /// `simulate`, or in step mode the next step of the frame when one was asked for (headless
+    /// `--step-mode` runs take one step every frame).
+    pub(super) fn simulate_or_step(
+        &mut self,
+        gl: Gl<'_>,
+        vbos: &PositionVbos,
+        steps: u32,
+    ) -> anyhow::Result<SimTimings> {
+        let per_frame = self.overlay.controls.steps_per_frame.max(1);
+        let auto = self.args.headless && self.args.step_mode;
+        let next = std::mem::take(&mut self.step_next) || auto;
+        if self.overlay.workflow.step_mode && self.backend()?.step_view().is_none() {
+            // The backend was re-made (new settings): step mode again, if it still can.
+            self.set_step_mode(true);
+        }
+        let backend = self.backend()?;
+        if backend.step_view().is_none() {
+            return backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.label()));
+        }
+        let mut t = SimTimings::default();
+        if next {
+            let t0 = Instant::now();
+            let r = backend.next_step(gl, vbos, per_frame);
+            t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
+            match r {
+                Ok(step) => tracing::debug!(?step, frame = self.frame, "step mode"),
+                Err(e) if auto => return Err(e.context("step mode")),
+                Err(e) => self.overlay.set_message(Some(format!("step failed: {e:#}"))),
+            }
+        }
+        Ok(t)
+    }
+
+    /// The buffer GL may draw now: the backend's front, or in step mode the one the state
+    /// machine allows (`None` while the buffers are mapped).
+    pub(super) fn shown_front(&mut self) -> anyhow::Result<Option<usize>> {
+        let b = self.backend()?;
+        Ok(match b.step_view() {
+            Some(v) => v.display_front,
+            None => Some(b.front()),
+        })
+    }
+
+    /// Runs a mistake-lab case against the live contexts, on scratch resources.
+    pub(super) fn run_lab(&mut self, name: &str) {
+        let ctx = self.backend.as_ref().and_then(|b| b.cuda_context());
+        let o = crate::teach::lab::run_live(name, self.current.gl(), ctx.as_ref());
+        tracing::info!(case = %o.case, got = %o.got_summary(), ok = o.ok, "mistake lab");
+        self.overlay.workflow.lab.push(o);
+    }
+}
