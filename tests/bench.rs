@@ -188,7 +188,7 @@ fn interrupted_run_keeps_finished_rows() {
         &[("NBODY_BENCH_STOP_AFTER_ROWS", "1")],
     );
     assert!(!o.status.success(), "an interrupted run fails: {}", text(&o));
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(130), "interrupted: 128 + SIGINT {}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", text(&o));
     let (doc, rows) = json_rows(&dir);
     assert_eq!(doc["status"], "interrupted");

@@ -1,12 +1,13 @@
-//! docs/workflow.md links to source lines (`[`map_resources`](../app/src/cuda_backend.rs#L123)`).
-//! Each such link must still point at its call: the inline-code identifier of the link text
-//! (its last `::`/`.` segment) must appear on the linked line or within ±2 lines, so the test fails
-//! when the code moves and tells where the identifier is now. Links to files must name files that exist.
+//! docs/workflow.md links to source lines (`[`map_resources`](../app/src/backend/cuda.rs#L123)`).
+//! Each such link must land exactly on its call: the inline-code identifier of the link text (its
+//! last `::`/`.` segment) must appear on the linked line itself — no slack — as a call
+//! (`name(`, `.name(`, `name::<…>(`) or a definition (`fn`, `struct`, `enum`, `const`, `static`,
+//! `type`, `trait`, `mod`, `union` before the name, or the entry table's `name @ version`), and
+//! not in a comment. So a link to the wrong branch or to a neighbouring line fails, and the
+//! message tells where the identifier is called or defined now. Links to files must name files
+//! that exist.
 
 use std::path::{Path, PathBuf};
-
-/// Lines of slack either side of the linked line.
-const SLACK: usize = 2;
 
 const DOCS: &[&str] = &["docs/workflow.md"];
 
@@ -57,6 +58,83 @@ fn identifier(text: &str) -> Option<String> {
     (!last.is_empty()).then(|| last.to_string())
 }
 
+fn is_ident_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Keywords that, right before a name, make the line the name's definition.
+const DEFINERS: &[&str] = &["fn", "struct", "enum", "const", "static", "type", "trait", "mod", "union"];
+
+/// Whether `line` calls or defines `id`: the whole word `id`, outside a comment line, followed by
+/// `(` or a turbofish `::<` (a call, or a `fn` with no generics), or preceded by a defining
+/// keyword, or declared in the entry table (`id @ version`).
+fn lands(line: &str, id: &str) -> bool {
+    let code = line.trim_start();
+    if code.starts_with("//") || code.starts_with("/*") || code.starts_with('*') {
+        return false;
+    }
+    if code.strip_prefix(id).is_some_and(|rest| rest.trim_start().starts_with('@')) {
+        return true;
+    }
+    let mut from = 0;
+    while let Some(k) = line[from..].find(id) {
+        let start = from + k;
+        let end = start + id.len();
+        from = end;
+        let before_ok = !line[..start].chars().next_back().is_some_and(is_ident_char);
+        let after_ok = !line[end..].chars().next().is_some_and(is_ident_char);
+        if !(before_ok && after_ok) {
+            continue;
+        }
+        let after = line[end..].trim_start();
+        if after.starts_with('(') || after.starts_with("::<") {
+            return true;
+        }
+        let prev_word = line[..start].trim_end().rsplit(|c: char| !is_ident_char(c)).next().unwrap_or("");
+        if DEFINERS.contains(&prev_word) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether the link to line `n` (1-based) of `source` lands on a call or definition of `id`; the
+/// error says where `id` is called or defined instead.
+fn check_link(source: &str, n: usize, id: &str) -> Result<(), String> {
+    let lines: Vec<&str> = source.lines().collect();
+    if n == 0 || n > lines.len() {
+        return Err(format!("L{n} is past the end ({} lines)", lines.len()));
+    }
+    if lands(lines[n - 1], id) {
+        return Ok(());
+    }
+    let now: Vec<String> = lines.iter().enumerate().filter(|(_, l)| lands(l, id)).map(|(k, _)| format!("L{}", k + 1)).take(8).collect();
+    Err(format!(
+        "`{id}` is not called or defined on L{n} ({:?}); it is at {}",
+        lines[n - 1].trim(),
+        if now.is_empty() { "no line of that file".to_string() } else { now.join(", ") }
+    ))
+}
+
+#[test]
+fn a_link_lands_only_on_its_call_or_definition() {
+    let src = "/// Calls `step` once.\nfn outer() {\n    let step = 1;\n    stepper(step);\n    step(1);\n    self.gpu.step (2);\n}\npub struct Step {\n    cuCtxCreate @ 3020, \"cuCtxCreate_v2\";\n    pub const CASES: &[u8] = &[];\n    let m = map::<u8>(x);\n// step(3) in a comment\n";
+    // The line of the call passes; the lines around it do not (no slack).
+    assert_eq!(check_link(src, 5, "step"), Ok(()));
+    assert_eq!(check_link(src, 6, "step"), Ok(()), "a method call with a space before the parenthesis");
+    for (n, why) in [(1, "a doc comment"), (3, "a variable, not a call"), (4, "another identifier and an argument"), (7, "a brace"), (12, "a comment")] {
+        let e = check_link(src, n, "step").expect_err(why);
+        assert!(e.contains("L5, L6"), "{why}: {e}");
+    }
+    assert_eq!(check_link(src, 2, "outer"), Ok(()));
+    assert_eq!(check_link(src, 8, "Step"), Ok(()));
+    assert_eq!(check_link(src, 9, "cuCtxCreate"), Ok(()), "an entry-table declaration");
+    assert_eq!(check_link(src, 10, "CASES"), Ok(()));
+    assert_eq!(check_link(src, 11, "map"), Ok(()), "a turbofish call");
+    assert!(check_link(src, 99, "step").expect_err("past the end").contains("past the end"));
+    assert!(check_link(src, 3, "nosuch").expect_err("absent").contains("no line of that file"));
+}
+
 #[test]
 fn extracts_links_and_identifiers() {
     let md = "see [`Mapping::unmap`](../interop/src/graphics.rs#L12) and [the README](../README.md).\n```\n[`x`](nope#L1)\n```\n";
@@ -90,23 +168,15 @@ fn every_source_link_points_at_its_call() {
                 continue;
             };
             let Some(n) = anchor.and_then(|a| a.strip_prefix('L')).and_then(|n| n.parse::<usize>().ok()) else { continue };
-            let lines: Vec<&str> = source.lines().collect();
-            if n == 0 || n > lines.len() {
-                problems.push(format!("{doc}:{}: {file}#L{n} is past the end ({} lines)", link.line, lines.len()));
+            let Some(id) = identifier(&link.text) else {
+                if n == 0 || n > source.lines().count() {
+                    problems.push(format!("{doc}:{}: {file}#L{n} is past the end", link.line));
+                }
                 continue;
-            }
-            let Some(id) = identifier(&link.text) else { continue };
+            };
             checked += 1;
-            let lo = n.saturating_sub(SLACK).max(1);
-            let hi = (n + SLACK).min(lines.len());
-            if !(lo..=hi).any(|k| lines[k - 1].contains(id.as_str())) {
-                let now: Vec<String> =
-                    lines.iter().enumerate().filter(|(_, l)| l.contains(id.as_str())).map(|(k, _)| format!("L{}", k + 1)).take(8).collect();
-                problems.push(format!(
-                    "{doc}:{}: `{id}` is not at {file}#L{n} (±{SLACK}); it appears at {}",
-                    link.line,
-                    if now.is_empty() { "no line of that file".to_string() } else { now.join(", ") }
-                ));
+            if let Err(e) = check_link(&source, n, &id) {
+                problems.push(format!("{doc}:{}: {file}#L{n}: {e}", link.line));
             }
         }
     }

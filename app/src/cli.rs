@@ -117,7 +117,7 @@ pub struct DemoArgs {
     #[command(flatten)]
     pub sim: SimArgs,
     /// Number of bodies N (ignored for `figure-eight` and CSV input, which fix N).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, allow_negative_numbers = true)]
     pub bodies: usize,
     /// Which simulation backend to use.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
@@ -125,10 +125,17 @@ pub struct DemoArgs {
     /// How CUDA's results reach the GL vertex buffers.
     #[arg(long, value_enum, default_value_t = InteropMode::Map)]
     pub interop: InteropMode,
-    /// Flags given to cuGraphicsGLRegisterBuffer.
+    /// Flags given to cuGraphicsGLRegisterBuffer (`--interop map`): only `none`. A registration
+    /// lasts the buffer's life, and each ping-pong buffer is read by the kernel in one frame and
+    /// written in the next, so `read-only` ("CUDA will not write") and `write-discard` ("CUDA will
+    /// not read") are refused; use `--map-flags` for the per-frame roles.
     #[arg(long = "register-flags", value_enum, default_value_t = ResourceFlags::None)]
     pub register_flags: ResourceFlags,
-    /// Flags given to cuGraphicsResourceSetMapFlags before each map.
+    /// Flags given to cuGraphicsResourceSetMapFlags before each map, by role: `read-only` marks
+    /// the buffer the kernel only reads (front) CU_GRAPHICS_MAP_RESOURCE_FLAGS_READ_ONLY,
+    /// `write-discard` marks the buffer it only writes (back) CU_GRAPHICS_MAP_RESOURCE_FLAGS_WRITE_DISCARD;
+    /// the other buffer gets none. Only with `--steps-per-frame 1`: with more, both buffers are
+    /// read and written in a frame and no hint is given.
     #[arg(long = "map-flags", value_enum, default_value_t = ResourceFlags::None)]
     pub map_flags: ResourceFlags,
     /// Stream the frame's CUDA work goes to.
@@ -143,6 +150,10 @@ pub struct DemoArgs {
     /// Run without a window on an EGL device, rendering into an FBO.
     #[arg(long)]
     pub headless: bool,
+    /// Start even when one step is estimated to take over 10 s (N² interactions at the backend's
+    /// nominal rate); without it such a run is refused with the estimate.
+    #[arg(long = "allow-slow")]
+    pub allow_slow: bool,
     /// Stop after this many frames.
     #[arg(long)]
     pub frames: Option<u64>,
@@ -190,7 +201,7 @@ pub struct BenchArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub modes: Vec<BenchMode>,
     /// Body counts N to time, comma separated (default 16384,65536,262144,1048576).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub bodies: Vec<usize>,
     /// Untimed frames before measuring, per (mode, N) and round.
     #[arg(long, default_value_t = 20)]
@@ -210,10 +221,14 @@ pub struct BenchArgs {
     /// Stream the frame's CUDA work goes to.
     #[arg(long, value_enum, default_value_t = StreamKind::Legacy)]
     pub stream: StreamKind,
-    /// Flags given to cuGraphicsGLRegisterBuffer.
+    /// Flags given to cuGraphicsGLRegisterBuffer by the map modes (map, map-separate): only
+    /// `none`, as for the demo (`read-only` and `write-discard` cannot hold for ping-pong buffers,
+    /// each read in one frame and written in the next); use `--map-flags` for the roles.
     #[arg(long = "register-flags", value_enum, default_value_t = ResourceFlags::None)]
     pub register_flags: ResourceFlags,
-    /// Flags given to cuGraphicsResourceSetMapFlags.
+    /// Flags given to cuGraphicsResourceSetMapFlags before each map, by role (map modes): `read-only`
+    /// on the buffer the kernel only reads, `write-discard` on the one it only writes, none on the
+    /// other; with `--steps-per-frame` above 1 no hint is given (both are read and written).
     #[arg(long = "map-flags", value_enum, default_value_t = ResourceFlags::None)]
     pub map_flags: ResourceFlags,
     /// Time budget of the cpu mode per frame, in ms: larger N are skipped.
@@ -257,6 +272,19 @@ pub enum BenchMode {
     Cpu,
     /// CUDA-allocated buffers imported into GL (GL_EXT_memory_object_fd), event + fence sync.
     External,
+}
+
+impl BenchMode {
+    /// The interop storage of a CUDA interop mode (`map` and `map-separate` register and map the
+    /// GL buffers); `None` for the modes without one (compute, draw, cpu).
+    pub fn interop(self) -> Option<InteropMode> {
+        match self {
+            BenchMode::Map | BenchMode::MapSeparate => Some(InteropMode::Map),
+            BenchMode::Copy => Some(InteropMode::Copy),
+            BenchMode::External => Some(InteropMode::External),
+            BenchMode::Compute | BenchMode::Draw | BenchMode::Cpu => None,
+        }
+    }
 }
 
 impl DemoArgs {

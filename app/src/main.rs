@@ -23,9 +23,20 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_interrupted(&e) => {
+            eprintln!("{e:#}");
+            ExitCode::from(nbody_app::stop::EXIT_INTERRUPTED)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// True when `e` says the run was interrupted (after writing its outputs).
+fn is_interrupted(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<nbody_app::stop::Interrupted>() || c.is::<nbody_app::bench::Interrupted>() || c.is::<nbody_app::probe::switch::SwitchInterrupted>()
+    })
 }

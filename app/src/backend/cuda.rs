@@ -80,6 +80,58 @@ pub struct CudaBackend {
     pub(super) n: usize,
 }
 
+/// Refuses register flags whose promise the ping-pong position buffers cannot keep.
+///
+/// `cuGraphicsGLRegisterBuffer` documents `CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY` as "Specifies
+/// that CUDA will not write to this resource" and `CU_GRAPHICS_REGISTER_FLAGS_WRITE_DISCARD` as
+/// "Specifies that CUDA will not read from this resource and will write over the entire contents
+/// of the resource". A registration holds for the buffer's whole life, but each of the two
+/// buffers is read by the kernel in one frame (as the front buffer) and written in the next (as
+/// the back one), and with `--steps-per-frame` ≥ 2 both are read and written in the same frame:
+/// neither promise holds, so `map` accepts only `none`. The role of a buffer in *this* frame is
+/// told to the driver with the map flags instead (`--map-flags`, [`role_map_flag`]). That the
+/// promise matters was seen on the H200 (driver 580): with both buffers registered `READ_ONLY`,
+/// GL read the old positions (relative error 4e-4 against the reference step).
+///
+/// `copy` and `external` register nothing and ignore the flag; where `external` falls back to
+/// `map` ([`super::select::make_backend`]) the fallback is checked with this function.
+///
+/// # Errors
+/// `interop` is `map` and `flags` is `read-only` or `write-discard`; the message says why and
+/// what to use instead (`--register-flags none` with `--map-flags`).
+pub fn check_register_flags(interop: InteropMode, flags: ResourceFlags) -> anyhow::Result<()> {
+    if interop != InteropMode::Map || flags == ResourceFlags::None {
+        return Ok(());
+    }
+    let (promise, role) = match flags {
+        ResourceFlags::ReadOnly => ("CUDA will not write to this resource", "only reads"),
+        _ => ("CUDA will not read from this resource and will write over the entire contents of the resource", "only writes"),
+    };
+    bail!(
+        "--register-flags {name} cannot be used with the map interop (registered GL buffers): \
+         CU_GRAPHICS_REGISTER_FLAGS_{flag} promises the driver, for as long as the buffer is registered, that \
+         \"{promise}\", but the two position buffers are ping-pong buffers: each is read by the kernel in one frame and \
+         written in the next (with --steps-per-frame 2 or more, read and written in the same frame). Use \
+         --register-flags none with --map-flags {name}, which sets CU_GRAPHICS_MAP_RESOURCE_FLAGS_{flag} before each \
+         map on the buffer the kernel {role} in that frame (with --steps-per-frame 1; with more, no hint is given)",
+        name = flags.name(),
+        flag = flags.name().to_uppercase().replace('-', "_"),
+    )
+}
+
+/// The map flag (`CU_GRAPHICS_MAP_RESOURCE_FLAGS_*`) of one position buffer for one frame, by its
+/// role: with one step per frame the kernel only reads the front buffer and only writes (all of)
+/// the back one, so `read-only` marks the front buffer `READ_ONLY` and `write-discard` marks the
+/// back buffer `WRITE_DISCARD`; the other buffer gets `NONE`. With `steps` ≥ 2 both buffers are
+/// read and written within the frame, so every buffer gets `NONE`; `none` always gives `NONE`.
+pub fn role_map_flag(wanted: ResourceFlags, is_front: bool, steps: u32) -> u32 {
+    match (wanted, is_front, steps == 1) {
+        (ResourceFlags::ReadOnly, true, true) => map_flags::READ_ONLY,
+        (ResourceFlags::WriteDiscard, false, true) => map_flags::WRITE_DISCARD,
+        _ => map_flags::NONE,
+    }
+}
+
 /// The two mapped buffers of a mapping as kernel views, each checked to hold `bytes`.
 fn mapped_views<'m>(mapping: &'m Mapping<'_>, bytes: usize) -> anyhow::Result<[DevicePtr<'m, [f32; 4]>; 2]> {
     Ok([mapping.pointer(0)?.require(bytes)?.view(), mapping.pointer(1)?.require(bytes)?.view()])
@@ -92,9 +144,10 @@ impl CudaBackend {
     ///
     /// # Errors
     /// CUDA missing or not sharing the GL context; N too large for the device; an invalid block
-    /// size; a PTX load or registration failure. For `external`, [`Unsupported`] (in the chain)
-    /// when this GL or CUDA cannot do external memory (the GL table is checked before CUDA is
-    /// touched): the caller may fall back to `map`.
+    /// size; a PTX load or registration failure; for `map`, register flags other than `none`
+    /// ([`check_register_flags`]: they cannot hold for the ping-pong buffers). For `external`,
+    /// [`Unsupported`] (in the chain) when this GL or CUDA cannot do external memory (the GL table
+    /// is checked before CUDA is touched): the caller may fall back to `map`.
     pub fn new(opts: &CudaOptions, gl: Gl<'_>, gl_info: &GlInfo, vbos: &PositionVbos, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Self> {
         let s = opts.settings;
         validate_block_size(s.block_size)?;
@@ -102,12 +155,6 @@ impl CudaBackend {
             InteropMode::External => Some(gl_info.memory_object.clone().map_err(Unsupported)?),
             _ => None,
         };
-        if s.interop == InteropMode::Map && s.register_flags == ResourceFlags::ReadOnly {
-            tracing::warn!(
-                "--register-flags read-only promises the driver that CUDA will not write the buffers, but the kernel \
-                 writes one of them every frame: GL may draw stale positions (use none or write-discard)"
-            );
-        }
         let n = bodies.len();
         let (ctx, stream, info) = open_for_gl(gl_info, s.stream, s.stream_priority, opts.ctx_sched)?;
         check_fits(n, if s.interop == InteropMode::Copy { 5 } else { 3 }, info.total_memory_bytes)?;
@@ -160,16 +207,16 @@ impl CudaBackend {
         }
     }
 
-    /// Sets the per-frame map flags by role (the buffer CUDA reads gets READ_ONLY for
-    /// `read-only`, the one it writes gets WRITE_DISCARD for `write-discard`); with several steps
-    /// per frame both buffers are read and written, so no hint is given.
+    /// Sets the per-frame map flags by role (`cuGraphicsResourceSetMapFlags`, before the map):
+    /// each buffer gets [`role_map_flag`]`(wanted, i == front, steps)`. A flag is set only when
+    /// it differs from the one in force (it takes effect at the next map).
+    ///
+    /// # Errors
+    /// The driver's error of `cuGraphicsResourceSetMapFlags`.
+    #[doc(alias = "cuGraphicsResourceSetMapFlags")]
     pub(super) fn set_role_map_flags(resources: &mut [GraphicsResource], front: usize, wanted: ResourceFlags, steps: u32) -> anyhow::Result<()> {
         for (i, r) in resources.iter_mut().enumerate() {
-            let bits = match (wanted, i == front, steps == 1) {
-                (ResourceFlags::ReadOnly, true, true) => map_flags::READ_ONLY,
-                (ResourceFlags::WriteDiscard, false, true) => map_flags::WRITE_DISCARD,
-                _ => map_flags::NONE,
-            };
+            let bits = role_map_flag(wanted, i == front, steps);
             if r.map_flags() != bits {
                 r.set_map_flags(bits).context("cuGraphicsResourceSetMapFlags")?;
             }
@@ -338,6 +385,7 @@ fn make_storage(ctx: &Arc<Context>, vbos: &PositionVbos, bodies: &Bodies, s: Int
     }
     Ok(match s.interop {
         InteropMode::Map => {
+            check_register_flags(s.interop, s.register_flags)?;
             let mut resources = Vec::with_capacity(2);
             for b in vbos.buffers {
                 resources.push(
@@ -450,6 +498,8 @@ impl SimBackend for CudaBackend {
             return Ok(SettingsChange::Applied);
         }
         validate_block_size(s.block_size)?;
+        // Before a rebuild too: a refused registration must not fall back to the CPU backend.
+        check_register_flags(s.interop, s.register_flags)?;
         if s.interop != old.interop || s.stream != old.stream || s.stream_priority != old.stream_priority {
             // A new storage, table (semantics) or stream: a new backend from the current state.
             return Ok(SettingsChange::Rebuild);
@@ -526,5 +576,64 @@ impl SimBackend for CudaBackend {
 
     fn step_view(&self) -> Option<super::step::StepView> {
         self.stepwise_view()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_flags_that_break_ping_pong_are_refused_for_map() {
+        for (flags, promise) in [(ResourceFlags::ReadOnly, "will not write"), (ResourceFlags::WriteDiscard, "will not read")] {
+            let e = check_register_flags(InteropMode::Map, flags).expect_err("refused").to_string();
+            let name = flags.name();
+            for want in [
+                format!("--register-flags {name} cannot be used"),
+                promise.to_string(),
+                "ping-pong".to_string(),
+                "read by the kernel in one frame and written in the next".to_string(),
+                format!("--register-flags none with --map-flags {name}"),
+            ] {
+                assert!(e.contains(&want), "{name}: {want:?} missing from: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn register_flags_none_is_accepted_and_other_storages_ignore_the_flag() {
+        for interop in [InteropMode::Map, InteropMode::Copy, InteropMode::External] {
+            check_register_flags(interop, ResourceFlags::None).expect("none is always accepted");
+        }
+        for flags in [ResourceFlags::ReadOnly, ResourceFlags::WriteDiscard] {
+            // copy and external register nothing (external's fallback to map is checked in select).
+            check_register_flags(InteropMode::Copy, flags).expect("copy registers nothing");
+            check_register_flags(InteropMode::External, flags).expect("external registers nothing");
+        }
+    }
+
+    #[test]
+    fn role_map_flags_are_the_documented_ones() {
+        use ResourceFlags::{None as N, ReadOnly as Ro, WriteDiscard as Wd};
+        // (wanted, is_front, steps) → flag: read-only on the buffer the kernel only reads (front),
+        // write-discard on the one it only writes (back), only with one step per frame.
+        let table = [
+            (N, true, 1, map_flags::NONE),
+            (N, false, 1, map_flags::NONE),
+            (Ro, true, 1, map_flags::READ_ONLY),
+            (Ro, false, 1, map_flags::NONE),
+            (Wd, true, 1, map_flags::NONE),
+            (Wd, false, 1, map_flags::WRITE_DISCARD),
+            (Ro, true, 2, map_flags::NONE),
+            (Ro, false, 2, map_flags::NONE),
+            (Wd, true, 2, map_flags::NONE),
+            (Wd, false, 2, map_flags::NONE),
+            (Wd, false, 8, map_flags::NONE),
+            (N, false, 8, map_flags::NONE),
+        ];
+        for (wanted, is_front, steps, want) in table {
+            assert_eq!(role_map_flag(wanted, is_front, steps), want, "{wanted:?}, front {is_front}, {steps} steps");
+        }
+        assert_ne!(map_flags::READ_ONLY, map_flags::WRITE_DISCARD);
     }
 }

@@ -48,7 +48,8 @@ pub struct BackendConfig {
 /// shares the GL context) are handled like those of `map`.
 ///
 /// # Errors
-/// `--backend cuda` and CUDA cannot be used.
+/// `--backend cuda` and CUDA cannot be used; the fallback from `external` to `map` with register
+/// flags that `map` refuses ([`super::cuda::check_register_flags`]).
 pub fn make_backend(
     cfg: &BackendConfig,
     gl: Gl<'_>,
@@ -72,6 +73,8 @@ pub fn make_backend(
         };
     }
     let first = format!("{err:#}: falling back to --interop map");
+    // Refused register flags end here as an error, not in the CPU fallback of `auto`.
+    super::cuda::check_register_flags(InteropMode::Map, cfg.cuda.settings.register_flags).with_context(|| first.clone())?;
     tracing::warn!("{first}");
     let mut map_cfg = cfg.clone();
     map_cfg.cuda.settings.interop = InteropMode::Map;

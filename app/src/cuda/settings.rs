@@ -18,13 +18,19 @@ pub enum InteropMode {
 }
 
 /// Register or map flags (CU_GRAPHICS_REGISTER_FLAGS_* / CU_GRAPHICS_MAP_RESOURCE_FLAGS_*).
+///
+/// As register flags (`--register-flags`) a value is a promise for the buffer's whole life, which
+/// the ping-pong position buffers cannot keep for `read-only` or `write-discard`: the map storage
+/// refuses them (`backend::cuda::check_register_flags`). As map flags (`--map-flags`) the value
+/// is applied per frame by role (`backend::cuda::role_map_flag`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ResourceFlags {
-    /// No hint.
+    /// No hint: CUDA may read and write the buffer.
     None,
-    /// CUDA only reads the buffer.
+    /// "CUDA will not write to this resource" (as map flag: on the buffer the kernel only reads).
     ReadOnly,
-    /// CUDA overwrites the whole buffer; its old contents may be discarded.
+    /// "CUDA will not read from this resource and will write over the entire contents" (as map
+    /// flag: on the buffer the kernel only writes).
     WriteDiscard,
 }
 

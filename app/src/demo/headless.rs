@@ -1,16 +1,14 @@
 //! The headless loop: an EGL context on the CUDA device's EGL device, an offscreen FBO, and the
 //! frames of [`Scene::frame`] each followed by `glFinish`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use anyhow::Context as _;
+use anyhow::{anyhow, Context as _};
 
 use super::scene::Scene;
 use crate::cli::DemoArgs;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::gfx::renderer::{OffscreenTarget, RenderTarget};
 use crate::sim::{Bodies, PhysParams};
+use crate::stop::Interrupted;
 
 /// Egui input of a headless frame: `width` × `height` points at 1 pixel per point.
 pub(crate) fn headless_input(width: u32, height: u32, time: f64) -> egui::RawInput {
@@ -24,10 +22,14 @@ pub(crate) fn headless_input(width: u32, height: u32, time: f64) -> egui::RawInp
 }
 
 /// Run the demo headless: EGL context, offscreen FBO, `--frames` frames (or until Ctrl-C), then
-/// the screenshot, the state and the summary.
+/// the screenshot, the state and the summary. An interrupt (SIGINT/SIGTERM) ends the run at the
+/// next frame boundary; a diverging run ends at the diagnostics sample that finds it. Every
+/// output is written in every case, each even when another fails.
 ///
 /// # Errors
-/// No headless GL context, or a failure while running or writing the outputs.
+/// No headless GL context; a failure while running (the outputs are still written); outputs
+/// that could not be written (each named); [`super::scene::Diverged`]; with `--frames`, an
+/// interrupt before the last frame ([`Interrupted`], exit code 130).
 pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Result<()> {
     // Declared first, dropped last: the context outlives the scene.
     let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).context("headless GL context")?;
@@ -39,28 +41,49 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
     scene.offscreen = Some(fbo);
     let target = RenderTarget::Offscreen(fbo);
 
-    let stop = Arc::new(AtomicBool::new(false));
+    crate::stop::reset();
+    crate::stop::install();
     if args.frames.is_none() {
-        let s = Arc::clone(&stop);
-        match ctrlc::set_handler(move || s.store(true, Ordering::SeqCst)) {
-            Ok(()) => eprintln!("headless without --frames: running until Ctrl-C (the screenshot and state are saved then)"),
-            Err(e) => tracing::warn!("no Ctrl-C handler ({e}); stop with --frames"),
-        }
+        eprintln!("headless without --frames: running until Ctrl-C (the screenshot and state are saved then)");
     }
-    while args.frames.is_none_or(|n| scene.frames() < n) && !stop.load(Ordering::SeqCst) {
+    let mut failure = None;
+    while args.frames.is_none_or(|n| scene.frames() < n) && !crate::stop::stopped() && scene.diverged().is_none() {
         let input = headless_input(args.width, args.height, scene.time());
-        scene.frame(input, target, 1.0, true)?;
+        let r = scene.frame(input, target, 1.0, true);
         ctx.gl().finish();
         for line in scene.take_reports() {
             println!("{line}");
         }
+        if let Err(e) = r {
+            failure = Some(e);
+            break;
+        }
     }
+    let interrupted = args.frames.is_some_and(|n| scene.frames() < n) && crate::stop::stopped();
+    let mut errors: Vec<anyhow::Error> = Vec::new();
     if let Some(path) = &args.screenshot {
-        scene.screenshot(&target, path)?;
+        if let Err(e) = scene.screenshot(&target, path) {
+            errors.push(e);
+        }
     }
-    let summary = scene.finish()?;
+    let finished = scene.finish();
+    let summary = scene.summary();
     drop(scene);
     drop(ctx);
     summary.print();
-    Ok(())
+    if let Err(e) = finished {
+        errors.push(e);
+    }
+    if let Some(f) = failure {
+        for e in errors {
+            tracing::error!("{e:#}");
+        }
+        return Err(f);
+    }
+    match errors.len() {
+        0 if interrupted => Err(Interrupted(format!("after {} of {} frames", summary.frames, args.frames.unwrap_or(0))).into()),
+        0 => Ok(()),
+        1 => Err(errors.remove(0)),
+        _ => Err(anyhow!("{}", errors.iter().map(|e| format!("{e:#}")).collect::<Vec<_>>().join("; "))),
+    }
 }

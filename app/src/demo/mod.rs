@@ -28,8 +28,20 @@ use crate::sim::PhysParams;
 /// `--backend cuda` without CUDA, or a failure while running; each names what failed.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     validate(args)?;
+    // Before anything is made: the nominal rate of the backend asked for (`auto`: the GPU's; a
+    // fallback to the CPU is checked again once the backend is made, `Scene::new`). A file fixes
+    // N itself: it is checked once read.
+    let cpu = args.backend == crate::cli::BackendChoice::Cpu;
+    let from_file = std::path::Path::new(&args.sim.init).is_file();
+    if !from_file {
+        check_step_time(args.bodies, cpu, args.allow_slow)?;
+        check_host_memory(args)?;
+    }
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
     let bodies = initial_bodies(&args.sim.init, args.bodies, args.sim.seed, params.g)?;
+    if from_file {
+        check_step_time(bodies.len(), cpu, args.allow_slow)?;
+    }
     if args.headless {
         headless::run(args, bodies, params)
     } else {
@@ -60,6 +72,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
         bail!("--steps-per-frame must be at least 1");
     }
     crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
+    crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
     if args.bodies == 0 || args.bodies > crate::cuda::kernels::MAX_BODIES {
         bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernels::MAX_BODIES, args.bodies);
     }
@@ -81,9 +94,126 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
                     bail!("cannot write {flag} file {}: directory {} does not exist", p.display(), dir.display());
                 }
             }
+            check_writable(flag, p)?;
         }
     }
+    if let Some(n) = cpu_notice(args) {
+        eprintln!("notice: {n}");
+    }
     Ok(())
+}
+
+/// With `--backend cpu`, the CUDA options given that it ignores (a notice, not silence).
+fn cpu_notice(args: &DemoArgs) -> Option<String> {
+    use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags, StreamKind};
+    if args.backend != crate::cli::BackendChoice::Cpu {
+        return None;
+    }
+    let given = [
+        ("--interop", args.interop != InteropMode::Map),
+        ("--register-flags", args.register_flags != ResourceFlags::None),
+        ("--map-flags", args.map_flags != ResourceFlags::None),
+        ("--stream", args.stream != StreamKind::Legacy),
+        ("--stream-priority", args.stream_priority != 0),
+        ("--ctx-sched", args.ctx_sched != CtxSched::Auto),
+        ("--block-size", args.sim.block_size != 0),
+        ("--kernel", args.sim.kernel.is_some()),
+    ];
+    let names: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    (!names.is_empty()).then(|| {
+        format!("{} do(es) not apply to --backend cpu (the CPU backend never touches CUDA) and are ignored", names.join(", "))
+    })
+}
+
+/// Checks up front that `path` can be written, so that a run never learns it only at its end: an
+/// existing file is opened for appending (nothing is changed), a new one is created and removed.
+fn check_writable(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    let r = std::fs::OpenOptions::new().append(true).create(true).open(path);
+    match r {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => bail!("cannot write {flag} file {}: {e}; choose a path you can write", path.display()),
+    }
+}
+
+/// Nominal all-pairs rate of the CPU backend per thread (interactions/s): 1.37e9 was measured on
+/// the 2-core CI machine (`bench --modes cpu`, N = 16384), rounded down.
+pub const CPU_INTERACTIONS_PER_THREAD: f64 = 0.6e9;
+/// Nominal all-pairs rate of the CUDA backend (interactions/s): 2.0e12 measured on an H200
+/// (`bench --modes compute`, N ≥ 131072).
+pub const GPU_INTERACTIONS_NOMINAL: f64 = 2.0e12;
+/// A step estimated to take longer than this (s) needs `--allow-slow`.
+pub const SLOW_STEP_S: f64 = 10.0;
+/// Host bytes per body the demo needs at most (initial state, the last finite copy, the CPU
+/// backend's arrays, the renderer's scratch, upload staging).
+pub const HOST_BYTES_PER_BODY: u64 = 256;
+
+/// Refuses N whose estimated step time exceeds [`SLOW_STEP_S`] unless `allow_slow`.
+///
+/// # Errors
+/// The estimate, the rate it assumed and the remedy.
+pub fn check_step_time(n: usize, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+    let (rate, what) = if cpu {
+        (CPU_INTERACTIONS_PER_THREAD * rayon::current_num_threads() as f64, format!("the CPU backend on {} threads", rayon::current_num_threads()))
+    } else {
+        (GPU_INTERACTIONS_NOMINAL, "an H200-class GPU".to_string())
+    };
+    let interactions = (n as f64) * (n as f64);
+    let secs = interactions / rate;
+    if secs > SLOW_STEP_S {
+        let msg = format!(
+            "one step of N = {n} bodies is estimated at {} ({interactions:.2e} interactions at {rate:.2e} interactions/s, the \
+             nominal rate of {what})",
+            human_seconds(secs)
+        );
+        if !allow_slow {
+            bail!("{msg}; use fewer bodies, or pass --allow-slow to run anyway");
+        }
+        tracing::warn!("{msg}; running anyway (--allow-slow)");
+    }
+    Ok(())
+}
+
+fn human_seconds(s: f64) -> String {
+    match s {
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
+        s if s < 172_800.0 => format!("{:.1} h", s / 3600.0),
+        s => format!("{:.0} days", s / 86400.0),
+    }
+}
+
+/// Refuses a preset N whose host memory would not fit what this machine has available
+/// (`MemAvailable` of `/proc/meminfo`; where that cannot be read nothing is checked).
+///
+/// # Errors
+/// The bytes needed and available, and the remedy.
+fn check_host_memory(args: &DemoArgs) -> anyhow::Result<()> {
+    let Some(avail) = available_host_memory() else { return Ok(()) };
+    let need = (args.bodies as u64).saturating_mul(HOST_BYTES_PER_BODY);
+    if need > avail {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        bail!(
+            "--bodies {} needs about {:.1} GiB of host memory, more than the {:.1} GiB this machine has available; use fewer bodies",
+            args.bodies,
+            gib(need),
+            gib(avail)
+        );
+    }
+    Ok(())
+}
+
+/// `MemAvailable` of `/proc/meminfo`, bytes (`None` where it cannot be read).
+fn available_host_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// What a finished run reports.

@@ -68,6 +68,33 @@ pub struct Scene {
     panels: Option<Panels>,
     /// Lines for stdout (diagnostics) made during the last frame; the loop prints them after it.
     reports: Vec<String>,
+    /// The newest state known to be finite and its frame: the initial state, then each
+    /// diagnostics sample that was finite. `--save-state` writes it when the run diverged.
+    last_finite: (u64, Bodies),
+    /// The frame at which non-finite positions or velocities were found (the run diverged).
+    diverged: Option<u64>,
+    /// The overlay was hidden with `h`.
+    overlay_hidden: bool,
+}
+
+/// The run diverged: positions or velocities became non-finite (NaN or ±∞).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the simulation diverged: non-finite positions or velocities found at frame {frame} (the last finite state is \
+     frame {last_finite}{saved}); use a smaller --dt or a larger --softening"
+)]
+pub struct Diverged {
+    /// Frame at which it was found.
+    pub frame: u64,
+    /// Frame of the last finite state.
+    pub last_finite: u64,
+    /// `", saved to PATH"` when `--save-state` wrote it.
+    pub saved: String,
+}
+
+/// True when every position and velocity component is finite.
+fn all_finite(b: &Bodies) -> bool {
+    b.pos.iter().chain(&b.vel).all(|v| v.iter().all(|x| x.is_finite()))
 }
 
 /// What the overlay's device and entry-point panels show: built once per backend.
@@ -138,12 +165,19 @@ impl Scene {
             traced_api: 0,
             panels: None,
             reports: Vec::new(),
+            last_finite: (0, bodies.clone()),
+            diverged: None,
+            overlay_hidden: false,
         };
         // With --trace the backend's setup (registration included) is traced too.
         scene.start_trace_file()?;
         // On error `scene` drops here, which tears down in order.
         let (backend, notice) = make_backend(&scene.args.backend_config(), gl, &scene.gl_info, scene.renderer.vbos(), bodies, params)?;
         tracing::info!(backend = %backend.label(), gl = %scene.gl_info.summary(), "demo backend ready");
+        if backend.cuda_context().is_none() {
+            // `auto` fell back to the CPU (or `cpu` was asked for): its rate decides.
+            super::check_step_time(bodies.len(), true, scene.args.allow_slow)?;
+        }
         scene.backend = Some(backend);
         scene.notice = notice;
         if scene.args.step_mode {
@@ -212,6 +246,10 @@ impl Scene {
                 Action::NextStep => self.step_next = true,
                 Action::RunLab(name) => self.run_lab(&name),
                 Action::Reset { init, n } => self.reset(&init, n)?,
+                Action::Restart => {
+                    let (init, n) = (self.args.sim.init.clone(), self.args.bodies);
+                    self.reset(&init, n)?
+                }
             }
         }
         Ok(single)
@@ -240,6 +278,8 @@ impl Scene {
         self.notice = notice;
         self.camera = framing_camera(&self.renderer);
         self.time_span = 0.0;
+        self.last_finite = (self.frame, bodies.clone());
+        self.diverged = None;
         self.overlay.clear();
         self.overlay.set_message(None);
         tracing::info!(init, n = bodies.len(), "reset");
@@ -252,6 +292,9 @@ impl Scene {
         let vbos = *self.renderer.vbos();
         let d = self.backend()?.diagnostics(gl, &vbos).context("computing diagnostics")?;
         let frame = self.frame;
+        // The velocities are synchronised now: reading the state adds no step.
+        let bodies = self.backend()?.bodies(gl, &vbos).context("reading the state for the divergence check")?;
+        self.check_finite(frame, bodies);
         self.reports.push(format!(
             "diagnostics frame {frame}: E={:.9e} K={:.9e} U={:.9e} P=({:.3e}, {:.3e}, {:.3e}) L=({:.6e}, {:.6e}, {:.6e})",
             d.total,
@@ -319,7 +362,7 @@ impl Scene {
         // 3. UI pass (no GL).
         let mut full_output = None;
         let mut scene_left = 0.0;
-        if !self.args.no_overlay {
+        if !self.args.no_overlay && !self.overlay_hidden {
             let (trace_frame, calls) = self.recorder.as_ref().map(Recorder::last_frame).unwrap_or_default();
             let tracing = self.recorder.is_some();
             let backend = self.backend.as_deref().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
@@ -400,23 +443,87 @@ impl Scene {
     /// # Errors
     /// Reading the state back or writing the file failed.
     pub fn finish(&mut self) -> anyhow::Result<Summary> {
-        if let Some(path) = self.args.save_state.clone() {
-            let cur = self.current.clone();
+        // Every output is attempted, whatever another one did; the error names each that failed.
+        let mut failed: Vec<String> = Vec::new();
+        let cur = self.current.clone();
         let gl = cur.gl();
-            let vbos = *self.renderer.vbos();
-            let bodies = self.backend()?.bodies(gl, &vbos).context("reading the final state")?;
-            crate::sim::state_csv::write_state(&path, &bodies).with_context(|| format!("writing --save-state {}", path.display()))?;
-            tracing::info!(path = %path.display(), n = bodies.len(), "state saved");
+        let vbos = *self.renderer.vbos();
+        let end = match self.backend.as_deref_mut() {
+            Some(b) => b.bodies(gl, &vbos).context("reading the final state"),
+            None => Err(anyhow!("no simulation backend (a reset failed)")),
+        };
+        let frame = self.frame;
+        let end = match end {
+            Ok(b) => Some(b).filter(|b| self.check_finite(frame, b.clone())),
+            Err(e) => {
+                failed.push(format!("{e:#}"));
+                None
+            }
+        };
+        let mut saved = String::new();
+        if let Some(path) = self.args.save_state.clone() {
+            // A diverged run saves its last finite state, not NaNs.
+            let (state, which) = match &end {
+                Some(b) => (b, frame),
+                None => (&self.last_finite.1, self.last_finite.0),
+            };
+            match crate::sim::state_csv::write_state(&path, state).with_context(|| format!("writing --save-state {}", path.display())) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");
+                    saved = format!(", saved to {}", path.display());
+                }
+                Err(e) => failed.push(format!("{e:#}")),
+            }
         }
         if let Some(r) = &self.trace_file {
-            r.finish().context("--trace")?;
+            if let Err(e) = r.finish().context("--trace") {
+                failed.push(format!("{e:#}"));
+            }
         }
+        if !failed.is_empty() {
+            anyhow::bail!("{} output(s) could not be written: {}", failed.len(), failed.join("; "));
+        }
+        if let Some(at) = self.diverged {
+            return Err(Diverged { frame: at, last_finite: self.last_finite.0, saved }.into());
+        }
+        Ok(self.summary())
+    }
+
+    /// Frames, mean frame time and the backend, as the run ends.
+    pub fn summary(&self) -> Summary {
         let wall = match (self.first_frame_start, self.last_frame_end) {
             (Some(a), Some(b)) => (b - a).as_secs_f64() * 1e3,
             _ => 0.0,
         };
         let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
-        Ok(Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, label })
+        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, label }
+    }
+
+    /// Checks the state read at `frame` for non-finite values: keeps it as the last finite
+    /// state, or marks the run diverged (once: banner, warning, the simulation paused). Returns
+    /// whether it was finite.
+    fn check_finite(&mut self, frame: u64, bodies: Bodies) -> bool {
+        if all_finite(&bodies) {
+            self.last_finite = (frame, bodies);
+            return true;
+        }
+        if self.diverged.is_none() {
+            self.diverged = Some(frame);
+            let msg = format!(
+                "diverged: non-finite positions or velocities at frame {frame} (last finite state: frame {}); the \
+                 simulation is paused. Use a smaller dt or a larger softening ε",
+                self.last_finite.0
+            );
+            tracing::warn!("{msg}");
+            self.overlay.set_message(Some(msg));
+            self.overlay.controls.paused = true;
+        }
+        false
+    }
+
+    /// The frame at which the run diverged (non-finite state found), if it did.
+    pub fn diverged(&self) -> Option<u64> {
+        self.diverged
     }
 
     /// The stdout lines (diagnostics) made since the last call; the frame loop prints them.
@@ -447,6 +554,26 @@ impl Scene {
         if let Some(mut b) = self.backend.take() {
             b.release_gl(self.current.gl());
         }
+    }
+
+    /// Queue an action as if the overlay had asked for it (keyboard controls).
+    pub fn push_action(&mut self, a: Action) {
+        self.pending.push(a);
+    }
+
+    /// Pause or resume (space).
+    pub fn toggle_pause(&mut self) {
+        self.overlay.controls.paused = !self.overlay.controls.paused;
+    }
+
+    /// Hide or show the overlay (h); with `--no-overlay` it stays hidden.
+    pub fn toggle_overlay(&mut self) {
+        self.overlay_hidden = !self.overlay_hidden;
+    }
+
+    /// Number of bodies N of the current state.
+    pub fn bodies(&self) -> usize {
+        self.renderer.vbos().n
     }
 
     /// Pause the simulation (the following frames take no steps).

@@ -1,13 +1,16 @@
 //! The windowed loop: a winit `ApplicationHandler` whose state ([`WindowState`]) is made in
 //! `resumed` — the window context ([`WindowContext`]), the scene and egui-winit — and whose
 //! redraws run [`Scene::frame`] and present. Mouse: left drag orbits, right drag pans, the wheel
-//! zooms.
+//! zooms. Keys: Esc/q quit, space pause, `.` one step (paused), r restart from `--init`, s save a
+//! screenshot (`nbody-interop-PID-K.png`), h hide or show the overlay, 1–4 the presets plummer,
+//! galaxies, ball, figure-eight.
 
 use anyhow::{anyhow, Context as _};
 use winit::application::ApplicationHandler;
 use winit::dpi::{PhysicalPosition, PhysicalSize};
 use winit::event::{ElementState, MouseButton, MouseScrollDelta, WindowEvent};
 use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop};
+use winit::keyboard::{Key, NamedKey};
 use winit::window::WindowId;
 
 use super::scene::Scene;
@@ -16,6 +19,19 @@ use crate::cli::DemoArgs;
 use crate::gfx::renderer::RenderTarget;
 use crate::gfx::window::WindowContext;
 use crate::sim::{Bodies, PhysParams};
+use crate::stop::Interrupted;
+use crate::ui::overlay::{Action, RESET_INITS};
+
+/// What a key press did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyOutcome {
+    /// End the run (Esc, q).
+    Quit,
+    /// A control acted.
+    Handled,
+    /// Not a control.
+    Ignored,
+}
 
 /// The windowed state, made in `resumed`.
 ///
@@ -30,6 +46,10 @@ struct WindowState {
     drag: Option<MouseButton>,
     presented: u64,
     screenshot_taken: bool,
+    /// `s` was pressed: the next frame is saved before it is presented.
+    shot_next: bool,
+    /// Screenshots taken with `s`.
+    shots: u32,
     /// The window was destroyed under us: no more GL calls on its surface.
     window_gone: bool,
 }
@@ -41,6 +61,8 @@ struct App {
     state: Option<WindowState>,
     error: Option<anyhow::Error>,
     summary: Option<Summary>,
+    /// Frames presented (kept after the window state goes).
+    presented: u64,
 }
 
 /// Run the demo in a window until it is closed (or `--frames` were presented), then the
@@ -51,15 +73,21 @@ struct App {
 pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Result<()> {
     let event_loop = EventLoop::new().context("opening the display (winit event loop); use --headless without a display")?;
     event_loop.set_control_flow(ControlFlow::Poll);
-    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None };
+    crate::stop::reset();
+    crate::stop::install();
+    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None, presented: 0 };
     event_loop.run_app(&mut app).context("winit event loop")?;
     // Normally `exiting` tore down already; this covers an event loop that ended otherwise.
     app.teardown();
+    if let Some(s) = &app.summary {
+        s.print();
+    }
     if let Some(e) = app.error.take() {
         return Err(e);
     }
-    if let Some(s) = &app.summary {
-        s.print();
+    // Asked for N frames and ended before them (Ctrl-C, SIGTERM, the window closed): interrupted.
+    if let Some(n) = args.frames.filter(|&n| app.presented < n) {
+        return Err(Interrupted(format!("after {} of {n} frames", app.presented)).into());
     }
     Ok(())
 }
@@ -73,11 +101,15 @@ impl App {
         event_loop.exit();
     }
 
-    /// Final screenshot (if not taken), save state, summary, then drop in order.
+    /// Final screenshot (if not taken), save state, summary, then drop in order. Every output
+    /// is attempted even when the run failed or another output fails; the errors are kept in
+    /// `self.error` (the first as is, the others logged).
     fn teardown(&mut self) {
         let Some(mut st) = self.state.take() else { return };
+        self.presented = st.presented;
+        let mut errors = Vec::new();
         if let (Some(path), false) = (self.args.screenshot.clone(), st.screenshot_taken) {
-            if self.error.is_none() && !st.window_gone && st.size.width > 0 && st.size.height > 0 {
+            if !st.window_gone && st.size.width > 0 && st.size.height > 0 {
                 // Render one more frame (no steps) and read it back before any swap.
                 st.scene.pause();
                 let target = RenderTarget::Default { width: st.size.width, height: st.size.height };
@@ -85,20 +117,25 @@ impl App {
                 let ppp = st.win.window().scale_factor() as f32;
                 let r = st.scene.frame(input, target, ppp, false).and_then(|_| st.scene.screenshot(&target, &path));
                 if let Err(e) = r {
-                    self.error = Some(e);
+                    errors.push(e.context(format!("writing --screenshot {}", path.display())));
                 }
+            } else {
+                errors.push(anyhow!("--screenshot {}: the window was gone before it could be read", path.display()));
             }
         }
-        match st.scene.finish() {
-            Ok(s) => self.summary = Some(s),
-            Err(e) => {
-                if self.error.is_none() {
-                    self.error = Some(e);
-                }
-            }
+        if let Err(e) = st.scene.finish() {
+            errors.push(e);
         }
+        self.summary = Some(st.scene.summary());
         st.scene.destroy();
         drop(st);
+        for e in errors {
+            if self.error.is_none() {
+                self.error = Some(e);
+            } else {
+                tracing::error!("{e:#}");
+            }
+        }
     }
 
     fn create(&mut self, event_loop: &ActiveEventLoop) -> anyhow::Result<WindowState> {
@@ -117,7 +154,7 @@ impl App {
             Some(scene.max_texture_side()),
         );
         let size = window.inner_size();
-        Ok(WindowState { scene, egui_winit, win, size, cursor: None, drag: None, presented: 0, screenshot_taken: false, window_gone: false })
+        Ok(WindowState { scene, egui_winit, win, size, cursor: None, drag: None, presented: 0, screenshot_taken: false, shot_next: false, shots: 0, window_gone: false })
     }
 
     fn redraw(&mut self, event_loop: &ActiveEventLoop) -> anyhow::Result<()> {
@@ -141,6 +178,14 @@ impl App {
             println!("{line}");
         }
         st.egui_winit.handle_platform_output(st.win.window(), platform_output);
+        if std::mem::take(&mut st.shot_next) {
+            st.shots += 1;
+            let path = std::path::PathBuf::from(format!("nbody-interop-{}-{}.png", std::process::id(), st.shots));
+            match st.scene.screenshot(&target, &path) {
+                Ok(()) => eprintln!("screenshot saved: {}", path.display()),
+                Err(e) => tracing::warn!("screenshot: {e:#}"),
+            }
+        }
         let last = frames.is_some_and(|n| st.presented + 1 >= n);
         if last {
             if let Some(path) = &screenshot {
@@ -156,6 +201,34 @@ impl App {
             st.win.window().request_redraw();
         }
         Ok(())
+    }
+
+    /// The keyboard controls (README, "Controls"; the overlay's help line lists them).
+    fn key(st: &mut WindowState, key: &Key) -> KeyOutcome {
+        let Key::Character(c) = key else {
+            return match key {
+                Key::Named(NamedKey::Escape) => KeyOutcome::Quit,
+                Key::Named(NamedKey::Space) => {
+                    st.scene.toggle_pause();
+                    KeyOutcome::Handled
+                }
+                _ => KeyOutcome::Ignored,
+            };
+        };
+        match c.as_str() {
+            "q" | "Q" => return KeyOutcome::Quit,
+            "." => st.scene.push_action(Action::SingleStep),
+            "r" | "R" => st.scene.push_action(Action::Restart),
+            "s" | "S" => st.shot_next = true,
+            "h" | "H" => st.scene.toggle_overlay(),
+            "1" | "2" | "3" | "4" => {
+                let i = c.as_str().parse::<usize>().unwrap_or(1) - 1;
+                let init = RESET_INITS[i.min(RESET_INITS.len() - 1)];
+                st.scene.push_action(Action::Reset { init: init.to_string(), n: st.scene.bodies() });
+            }
+            _ => return KeyOutcome::Ignored,
+        }
+        KeyOutcome::Handled
     }
 
     fn camera_input(st: &mut WindowState, event: &WindowEvent) {
@@ -231,6 +304,13 @@ impl ApplicationHandler for App {
         let response = st.egui_winit.on_window_event(st.win.window(), &event);
         if !response.consumed {
             Self::camera_input(st, &event);
+            if let WindowEvent::KeyboardInput { event: key, .. } = &event {
+                let typing = st.scene.egui_ctx().egui_wants_keyboard_input();
+                if key.state == ElementState::Pressed && !typing && Self::key(st, &key.logical_key) == KeyOutcome::Quit {
+                    event_loop.exit();
+                    return;
+                }
+            }
         } else if let WindowEvent::CursorMoved { position, .. } = event {
             st.cursor = Some(position);
         }
@@ -246,10 +326,16 @@ impl ApplicationHandler for App {
     }
 
     fn about_to_wait(&mut self, event_loop: &ActiveEventLoop) {
+        if crate::stop::stopped() {
+            // Ctrl-C or SIGTERM: end at this frame boundary; `exiting` writes the outputs.
+            event_loop.exit();
+            return;
+        }
         if let Some(st) = &self.state {
             if st.win.window().is_minimized() == Some(true) {
-                // Nothing to draw: sleep until an event instead of spinning.
-                event_loop.set_control_flow(ControlFlow::Wait);
+                // Nothing to draw: sleep until an event (or 100 ms, to see an interrupt).
+                let wake = std::time::Instant::now() + std::time::Duration::from_millis(100);
+                event_loop.set_control_flow(ControlFlow::WaitUntil(wake));
             } else {
                 event_loop.set_control_flow(ControlFlow::Poll);
                 st.win.window().request_redraw();

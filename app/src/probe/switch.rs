@@ -582,8 +582,8 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         variants: Vec::new(),
         derived: Derived::default(),
     };
-    crate::bench::STOP.store(false, std::sync::atomic::Ordering::SeqCst);
-    crate::bench::install_ctrlc();
+    crate::stop::reset();
+    crate::stop::install();
     let mut accs: Vec<(Variant, Acc)> = VARIANTS.iter().map(|v| (*v, Acc::default())).collect();
     let write = |doc: &SwitchDoc| -> anyhow::Result<()> {
         let mut json = serde_json::to_vec_pretty(doc).context("serialising switch.json")?;
@@ -597,7 +597,7 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         for (v, acc) in &mut accs {
             let mut samples = Vec::with_capacity(count as usize);
             for i in 0..args.warmup + count {
-                if crate::bench::stopped() {
+                if crate::stop::stopped() {
                     outcome = Err(SwitchInterrupted { rounds: round, path: path.clone() }.into());
                     break 'rounds;
                 }

@@ -95,7 +95,9 @@ const NOT_MAPPED: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_NOT_MAPPED)];
 const BUFFER_ZERO: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_VALUE)];
 const DELETED_BUFFER: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_HANDLE)];
 
-/// Every case, with its expected codes (the one table).
+/// Every case, with its expected codes (the one table). Each explanation says what happens and
+/// why, then, apart, what the driver API reference says (quoted from `cuda.h`/`cudaGL.h`, with
+/// the function named) and what the H200 showed (driver 580.159, 2026-11-30, `lab.jsonl`).
 pub const CASES: &[Case] = &[
     Case {
         name: "map-already-mapped",
@@ -105,7 +107,9 @@ pub const CASES: &[Case] = &[
         explanation: "A registered buffer belongs to GL or to CUDA, never both: the map hands it to CUDA until the \
                       unmap, and a second map before that is refused. interop::map_resources makes this mistake a \
                       compile error (the Mapping borrows the resources mutably), so the lab calls the raw \
-                      Api::cuGraphicsMapResources to show the driver's answer.",
+                      Api::cuGraphicsMapResources to show the driver's answer. Reference (cuGraphicsMapResources): \
+                      \"If any of resources are presently mapped for access by CUDA then CUDA_ERROR_ALREADY_MAPPED \
+                      is returned.\" H200: 208 CUDA_ERROR_ALREADY_MAPPED.",
         fix: "Map once per frame, unmap (drop the Mapping) before the next map, and map all the frame's resources \
               in one call.",
     },
@@ -114,9 +118,11 @@ pub const CASES: &[Case] = &[
         call: "cuGraphicsResourceGetMappedPointer on a registered resource that is not mapped",
         needs: Needs::GlInterop,
         expected: NOT_MAPPED,
-        explanation: "A GL buffer has a CUDA device address only between map and unmap, and the address may change \
-                      with every map. interop hands out a MappedPtr only from a live Mapping, borrowing it, so this \
-                      cannot be written with the safe types; the lab calls the raw Api method.",
+        explanation: "A GL buffer has a CUDA device address only between map and unmap. interop hands out a \
+                      MappedPtr only from a live Mapping, borrowing it, so this cannot be written with the safe \
+                      types; the lab calls the raw Api method. Reference (cuGraphicsResourceGetMappedPointer): \"If \
+                      resource is not mapped then CUDA_ERROR_NOT_MAPPED is returned\", and \"The value set in \
+                      pPointer may change every time that resource is mapped.\" H200: 211 CUDA_ERROR_NOT_MAPPED.",
         fix: "Map first, then ask for the pointer after every map; never keep a mapped pointer across frames.",
     },
     Case {
@@ -126,7 +132,9 @@ pub const CASES: &[Case] = &[
         expected: NOT_MAPPED,
         explanation: "Unmapping gives the buffer back to GL; a second unmap finds nothing mapped. Mapping::unmap \
                       consumes the guard and its Drop unmaps only if that did not happen, so the safe types unmap \
-                      exactly once; the lab calls the raw Api method a second time.",
+                      exactly once; the lab calls the raw Api method a second time. Reference \
+                      (cuGraphicsUnmapResources): \"If any of resources are not presently mapped for access by CUDA \
+                      then CUDA_ERROR_NOT_MAPPED is returned.\" H200: 211 CUDA_ERROR_NOT_MAPPED.",
         fix: "Unmap exactly once per map: let the guard do it (Mapping::unmap to see the error, or drop).",
     },
     Case {
@@ -134,9 +142,13 @@ pub const CASES: &[Case] = &[
         call: "cuGraphicsGLRegisterBuffer(buffer = 0)",
         needs: Needs::GlInterop,
         expected: BUFFER_ZERO,
-        explanation: "GL name 0 means \"no buffer\". The driver checks the name against the current GL context and \
-                      refuses it. The safe GraphicsResource::register_gl_buffer takes any GLuint, so this mistake \
-                      is possible with it; it returns the driver's error.",
+        explanation: "GL name 0 means \"no buffer\", and the driver refuses it. The safe \
+                      GraphicsResource::register_gl_buffer takes any GLuint, so this mistake is possible with it; it \
+                      returns the driver's error. Reference (cuGraphicsGLRegisterBuffer): the returns listed are \
+                      CUDA_SUCCESS, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_ALREADY_MAPPED, CUDA_ERROR_INVALID_CONTEXT \
+                      and CUDA_ERROR_OPERATING_SYSTEM; it does not say what a name that is no buffer gets. H200: 1 \
+                      CUDA_ERROR_INVALID_VALUE, a code that list does not name (another driver may answer \
+                      differently).",
         fix: "Register a name from glGenBuffers whose storage exists (glBufferData) in the GL context that is \
               current, on a CUDA device that shares it (cuGLGetDevices).",
     },
@@ -145,9 +157,12 @@ pub const CASES: &[Case] = &[
         call: "cuGraphicsGLRegisterBuffer of a buffer deleted with glDeleteBuffers",
         needs: Needs::GlInterop,
         expected: DELETED_BUFFER,
-        explanation: "After glDeleteBuffers the name is free again and names no buffer object; the driver refuses \
-                      it as an invalid handle (name 0 gets CUDA_ERROR_INVALID_VALUE instead). The mirror-image mistake — deleting a buffer that is still registered — \
-                      is why teardown unregisters before GL deletes its buffers.",
+        explanation: "After glDeleteBuffers the name is free again and names no buffer object, and the driver \
+                      refuses it. The mirror-image mistake — deleting a buffer that is still registered — is why \
+                      teardown unregisters before GL deletes its buffers. Reference (cuGraphicsGLRegisterBuffer): \
+                      CUDA_ERROR_INVALID_HANDLE is among the listed returns, but the reference does not say which \
+                      code a deleted name gets. H200: 400 CUDA_ERROR_INVALID_HANDLE (name 0 got \
+                      CUDA_ERROR_INVALID_VALUE instead).",
         fix: "Register after glGenBuffers + glBufferData; unregister (drop the GraphicsResource) before \
               glDeleteBuffers, and register again after re-creating the buffer.",
     },
@@ -156,24 +171,32 @@ pub const CASES: &[Case] = &[
         call: "cuGetProcAddress(\"cuMemAllocAsync\", 11010, CU_GET_PROC_ADDRESS_LEGACY_STREAM)",
         needs: Needs::Driver,
         expected: &[Expect::Status(CUdriverProcAddressQueryResult::VERSION_NOT_SUFFICIENT)],
-        explanation: "cuMemAllocAsync first appeared in CUDA 11.2 (ABI version 11020). cuGetProcAddress returns the \
-                      newest variant whose version is ≤ the one asked; asking below the function's first version \
-                      finds none, and symbolStatus says VERSION_NOT_SUFFICIENT (the call returns \
-                      CUDA_ERROR_NOT_FOUND and a null pointer). This table once asked cuLaunchKernel at 4000 with \
-                      per-thread flags and got the same answer: the _ptsz variants start at 7000 \
-                      (interop::entry::PER_THREAD_VERSION).",
+        explanation: "cuMemAllocAsync first appeared in CUDA 11.2 (its typedef is PFN_cuMemAllocAsync_v11020). \
+                      cuGetProcAddress returns the newest variant whose version is ≤ the one asked; asking below \
+                      the function's first version finds none. The call itself succeeds: the answer is in the null \
+                      pointer and symbolStatus. Reference (cuGetProcAddress): \"The API will return CUDA_SUCCESS and \
+                      set the returned pfn to NULL if [...] no ABI compatible driver function exists for the \
+                      specified cudaVersion\", with symbolStatus CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, \"The \
+                      requested symbol was found but is not supported by cudaVersion specified\". H200: CUDA_SUCCESS, \
+                      a null pointer and symbolStatus 2 (VERSION_NOT_SUFFICIENT); asked at 11020 it is found. This \
+                      table once asked cuLaunchKernel at 4000 with per-thread flags and got the same answer: the \
+                      _ptsz variants start at 7000 (interop::entry::PER_THREAD_VERSION).",
         fix: "Ask with the version of the PFN_<name>_v<version> typedef your signature copies (cudaTypedefs.h) — \
-              never older than the function, and never the driver's version (which silently returns a newer \
-              signature: cuCtxCreate has 3020, 11040 and 12050).",
+              never older than the function, never above the driver's version (the reference: \
+              CUDA_ERROR_INVALID_VALUE; the bug of passing a newer header's CUDA_VERSION), and never the driver's \
+              version itself (which silently returns a newer signature: cuCtxCreate has 3020, 11040 and 12050).",
     },
     Case {
         name: "proc-address-misspelt",
         call: "cuGetProcAddress(\"cuLaunchKernal\", 4000, CU_GET_PROC_ADDRESS_LEGACY_STREAM)",
         needs: Needs::Driver,
         expected: &[Expect::Status(CUdriverProcAddressQueryResult::SYMBOL_NOT_FOUND)],
-        explanation: "The driver has no function of that name, which it cannot tell apart from a function newer \
-                      than itself: symbolStatus is SYMBOL_NOT_FOUND and the pointer is null. Calling a null pointer \
-                      would crash; interop stores each entry as an Option and refuses to call a missing one.",
+        explanation: "The driver has no function of that name. As for a too-old version, the call succeeds and the \
+                      answer is a null pointer with a symbolStatus; calling that pointer would crash, so interop \
+                      stores each entry as an Option and refuses to call a missing one. Reference \
+                      (cuGetProcAddress): CUDA_SUCCESS and pfn set to NULL \"if the driver symbol is invalid\", with \
+                      symbolStatus CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, \"The requested symbol was not found\". \
+                      H200: CUDA_SUCCESS, a null pointer and symbolStatus 1 (SYMBOL_NOT_FOUND).",
         fix: "Take names from one table checked against the headers (tests/interop_headers.rs), and turn a null \
               pointer into an error that names the function, its version and the status.",
     },
@@ -182,9 +205,12 @@ pub const CASES: &[Case] = &[
         call: "cuModuleLoadDataEx of PTX with `.version 99.0`",
         needs: Needs::Context,
         expected: &[Expect::Cu(CuResult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION)],
-        explanation: "PTX is compiled by the driver's JIT at load time, and a driver knows the PTX ISA versions up to \
-                      its own CUDA version (ISA 9.0 for CUDA 13.0). A newer .version is refused; the JIT error log \
-                      says why. It is the classic symptom of PTX built with a newer toolkit than the driver.",
+        explanation: "PTX is compiled by the driver's JIT at load time, and the JIT refuses a PTX ISA version newer \
+                      than it knows; the JIT error log says why. It is the classic symptom of PTX built with a newer \
+                      toolkit than the driver. Reference (cuModuleLoadDataEx): CUDA_ERROR_UNSUPPORTED_PTX_VERSION is \
+                      among its returns, and that code \"indicates that the provided PTX was compiled with an \
+                      unsupported toolchain\". H200: 222 CUDA_ERROR_UNSUPPORTED_PTX_VERSION, JIT log \"Unsupported \
+                      .version 99.0; current version is '9.0'\" (driver 580, CUDA 13.0, knows PTX ISA 9.0).",
         fix: "Generate PTX with a toolkit no newer than the oldest driver you support (kernels/nbody.ptx is ISA 7.8), \
               or ship a cubin/fatbin for the target GPUs; always print the JIT error log.",
     },
@@ -194,9 +220,11 @@ pub const CASES: &[Case] = &[
         needs: Needs::Context,
         expected: &[Expect::Cu(CuResult::CUDA_ERROR_NOT_READY)],
         explanation: "An event gets its GPU timestamp when the stream reaches it; until then there is no time to \
-                      subtract, and cuEventElapsedTime answers CUDA_ERROR_NOT_READY — not a failure of the work. \
-                      interop's Event::elapsed_ms turns this code into Ok(None), so the lab calls the raw Api \
-                      method to show the real code.",
+                      subtract — not a failure of the work. interop's Event::elapsed_ms turns this code into \
+                      Ok(None), so the lab calls the raw Api method to show the real code. Reference \
+                      (cuEventElapsedTime): \"If cuEventRecord() has been called on both events but one or both of \
+                      them has not yet been completed [...], CUDA_ERROR_NOT_READY is returned.\" H200: 600 \
+                      CUDA_ERROR_NOT_READY; after cuEventSynchronize(end) the elapsed time was 100.0 ms.",
         fix: "Wait for the end event (cuEventSynchronize, or poll cuEventQuery) before cuEventElapsedTime; in a frame \
               loop read the events of an earlier frame instead of stalling.",
     },
@@ -714,6 +742,26 @@ mod tests {
         assert!(!o.ok && o.is_unavailable());
         assert_eq!(o.got_text, "unavailable: no driver here");
         assert_eq!(o.expected, ["CUDA_ERROR_ALREADY_MAPPED"]);
+    }
+
+    #[test]
+    fn every_explanation_names_its_documented_result() {
+        for c in CASES {
+            let e = c.explanation;
+            for x in c.expected {
+                // A symbolStatus is named as cuda.h spells it (CU_GET_PROC_ADDRESS_…).
+                let name = x.name();
+                assert!(e.contains(&name), "{}: the explanation does not name {name}", c.name);
+            }
+            assert!(e.contains("Reference ("), "{}: no reference statement (\"Reference (<function>): …\")", c.name);
+            assert!(e.contains("H200:"), "{}: no statement of what the H200 showed (\"H200: …\")", c.name);
+            let (reference, h200) = (e.find("Reference (").unwrap_or(0), e.find("H200:").unwrap_or(0));
+            assert!(reference < h200, "{}: the reference comes first, then the H200", c.name);
+        }
+        // The old mistake: cuGetProcAddress succeeds (CUDA_SUCCESS + NULL), it does not return NOT_FOUND.
+        let old = find("proc-address-old-version").expect("case");
+        assert!(!old.explanation.contains("CUDA_ERROR_NOT_FOUND"), "{}", old.explanation);
+        assert!(old.explanation.contains("CUDA_SUCCESS") && old.explanation.contains("NULL"), "{}", old.explanation);
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub enum Action {
     SetParams(PhysParams),
     /// Do one frame's worth of steps while paused.
     SingleStep,
+    /// Restart from the initial condition the run started with (`--init` as given: the CSV
+    /// file, or the preset with `--bodies` and `--seed`).
+    Restart,
     /// Drop the backend, recreate the VBOs from a new initial condition, make a new backend.
     Reset {
         /// Initial condition name (as `--init`).
@@ -222,7 +225,8 @@ impl Overlay {
                     ui.label(RichText::new(format!("EGL device: {d}")).small());
                 }
                 ui.separator();
-                self.timings_ui(ui);
+                ui.label(RichText::new(HELP).small()).on_hover_text(HELP_LONG);
+                self.timings_ui(ui, view.settings.map(|s| s.interop));
                 ui.separator();
                 self.sim_ui(ui, &mut actions);
                 ui.separator();
@@ -237,7 +241,7 @@ impl Overlay {
                     egui::Grid::new("device").striped(true).show(ui, |ui| {
                         for (k, v) in view.device_panel {
                             ui.label(k);
-                            ui.label(v);
+                            ui.label(bundled_glyphs(v));
                             ui.end_row();
                         }
                     });
@@ -271,16 +275,27 @@ impl Overlay {
         self.panel_width
     }
 
-    fn timings_ui(&mut self, ui: &mut egui::Ui) {
+    fn timings_ui(&mut self, ui: &mut egui::Ui, mode: Option<InteropMode>) {
         let s = self.last;
         egui::Grid::new("timings").num_columns(2).show(ui, |ui| {
             ui.label("frame (host)");
-            ui.label(format!("{:.2} ms ({:.0} fps)", s.host_frame_ms, 1e3 / s.host_frame_ms.max(1e-6)));
+            if s.frame == 0 || s.host_frame_ms <= 0.0 {
+                // The first frame has no previous one to measure from.
+                ui.label("— (first frame)");
+            } else {
+                ui.label(format!("{:.2} ms ({:.0} fps)", s.host_frame_ms, 1e3 / s.host_frame_ms));
+            }
             ui.end_row();
+            // Each row is named for what this mode measures (external memory maps nothing: its
+            // two host waits stand where map and unmap are).
+            let (map, unmap) = match mode {
+                Some(InteropMode::External) => ("GL fence wait (host)", "CUDA event wait (host)"),
+                _ => ("map (CUDA events)", "unmap (CUDA events)"),
+            };
             for (name, v) in [
-                ("map", s.sim.map_ms),
+                (map, s.sim.map_ms),
                 ("kernel", s.sim.kernel_ms),
-                ("unmap", s.sim.unmap_ms),
+                (unmap, s.sim.unmap_ms),
                 ("upload", s.sim.upload_ms),
                 ("GL draw", s.draw_ms),
             ] {
@@ -343,16 +358,16 @@ impl Overlay {
         ui.label(format!("N = {}", self.last.n));
         egui::Grid::new("sim").num_columns(2).show(ui, |ui| {
             ui.label("dt");
-            ui.add(egui::DragValue::new(&mut p.dt).speed(1e-5).range(1e-7..=1.0).max_decimals(6));
+            ui.add(keep(egui::DragValue::new(&mut p.dt).speed(1e-5).range(1e-12..=1e6)));
             ui.end_row();
             ui.label("softening ε");
-            ui.add(egui::DragValue::new(&mut p.softening).speed(1e-4).range(0.0..=10.0).max_decimals(5));
+            ui.add(keep(egui::DragValue::new(&mut p.softening).speed(1e-4).range(0.0..=1e6)));
             ui.end_row();
             ui.label("G");
-            ui.add(egui::DragValue::new(&mut p.g).speed(1e-3).range(1e-6..=1e6).max_decimals(4));
+            ui.add(keep(egui::DragValue::new(&mut p.g).speed(1e-3).range(1e-12..=1e12)));
             ui.end_row();
             ui.label("steps / frame");
-            ui.add(egui::DragValue::new(&mut c.steps_per_frame).range(1..=1000));
+            ui.add(keep(egui::DragValue::new(&mut c.steps_per_frame).range(1..=u32::MAX)));
             ui.end_row();
         });
         if p != c.params {
@@ -376,12 +391,15 @@ impl Overlay {
                 ui.label("N = 3 (fixed)");
             } else {
                 ui.label("N");
-                ui.add(egui::DragValue::new(&mut c.reset_n).range(1..=16_777_216).speed(64));
+                ui.add(keep(egui::DragValue::new(&mut c.reset_n).range(1..=usize::MAX).speed(64)));
             }
-            if ui.button("reset").clicked() {
+            if ui.button("load").on_hover_text("replace the bodies with this preset").clicked() {
                 actions.push(Action::Reset { init: c.reset_init.clone(), n: c.reset_n });
             }
         });
+        if ui.button("reset").on_hover_text("restart from the run's own initial condition (--init)").clicked() {
+            actions.push(Action::Restart);
+        }
     }
 
     fn diagnostics_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<Action>) {
@@ -443,8 +461,18 @@ fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, actions: &m
         let mut s = old;
         let flags = [(ResourceFlags::None, "none"), (ResourceFlags::ReadOnly, "read-only"), (ResourceFlags::WriteDiscard, "write-discard")];
         combo(ui, "interop mode", &mut s.interop, &[(InteropMode::Map, "map"), (InteropMode::Copy, "copy"), (InteropMode::External, "external")]);
-        combo(ui, "register flags", &mut s.register_flags, &flags);
-        combo(ui, "map flags", &mut s.map_flags, &flags);
+        // Registration and mapping exist only in map mode: elsewhere the flags are shown disabled.
+        let maps = s.interop == InteropMode::Map;
+        ui.add_enabled_ui(maps, |ui| {
+            // Register flags that promise "CUDA will not write" (read-only) or "will not read"
+            // (write-discard) cannot hold for ping-pong buffers: only none is offered; the roles
+            // go into the per-frame map flags.
+            combo(ui, "register flags", &mut s.register_flags, &flags[..1]);
+            combo(ui, "map flags", &mut s.map_flags, &flags);
+        });
+        if !maps {
+            ui.label(RichText::new("(register and map flags apply to --interop map only: this mode registers and maps nothing)").small());
+        }
         combo(
             ui,
             "stream",
@@ -453,13 +481,38 @@ fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, actions: &m
         );
         ui.horizontal(|ui| {
             ui.label("priority");
-            ui.add(egui::DragValue::new(&mut s.stream_priority).range(-10..=10));
+            ui.add(keep(egui::DragValue::new(&mut s.stream_priority).range(-1000..=1000)));
         });
         combo(ui, "block size", &mut s.block_size, &[(0, "auto"), (64, "64"), (128, "128"), (256, "256"), (512, "512"), (1024, "1024")]);
         if s != old {
             actions.push(Action::ApplySettings(s));
         }
     });
+}
+
+/// The controls, in one line under the heading (all glyphs in egui's bundled fonts).
+pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, 1-4 presets";
+
+/// The controls in full (hover text of [`HELP`]).
+pub const HELP_LONG: &str = "Esc or q: quit (the outputs asked for are written)\n\
+space: pause / resume\n\
+. (period): one step while paused\n\
+r: restart from the run's own initial condition (--init)\n\
+s: save a screenshot (nbody-interop-PID-K.png)\n\
+h: hide / show this overlay\n\
+1 2 3 4: presets plummer, galaxies, ball, figure-eight (same N)\n\
+mouse: left drag orbits, right drag pans, wheel zooms";
+
+/// `s` with arrows written as `->`: egui's bundled proportional font has no U+2192.
+pub fn bundled_glyphs(s: &str) -> String {
+    s.replace('→', "->")
+}
+
+/// A drag value that shows the value in force as it is: the range bounds only what a drag or an
+/// edit makes, never a value the user gave on the command line (HOUSE-STYLE 16), and no decimals
+/// are rounded away.
+fn keep(d: egui::DragValue<'_>) -> egui::DragValue<'_> {
+    d.clamp_existing_to_range(false)
 }
 
 /// System fonts tried, in order, when egui was built without its `default_fonts` feature:

@@ -54,7 +54,7 @@ impl WorkflowPanel {
 
     /// The panel's contents (shown while it is open).
     pub fn body(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
-        ui.label(RichText::new("register → map → get pointer → launch → unmap → draw → unregister").small());
+        ui.label(RichText::new("register -> map -> get pointer -> launch -> unmap -> draw -> unregister").small());
         egui::Grid::new("workflow_times").num_columns(2).show(ui, |ui| {
             for (name, v) in [
                 ("map (CUDA events)", stats.sim.map_ms),
@@ -124,7 +124,7 @@ impl WorkflowPanel {
             ui.label(RichText::new(format!("device pointers: {:#x}, {:#x} (valid until the unmap)", p[0], p[1])).small());
         }
         if let Some(l) = &s.last {
-            ui.label(RichText::new(l).small());
+            ui.label(RichText::new(super::overlay::bundled_glyphs(l)).small());
         }
     }
 
@@ -180,7 +180,7 @@ fn calls_ui(ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats) {
             ui.label(RichText::new(head).color(Color32::from_rgb(255, 230, 90)));
             ui.end_row();
             for c in g.calls {
-                let name = if c.export != c.name { format!("{} → {}", c.name, c.export) } else { c.name.clone() };
+                let name = if c.export != c.name { format!("{} -> {}", c.name, c.export) } else { c.name.clone() };
                 ui.label(RichText::new(name).monospace()).on_hover_text(format!("{} @ {}", c.args, c.address));
                 ui.label(if c.version > 0 { format!("v{}", c.version) } else { String::new() });
                 let color = if c.code == 0 { Color32::GRAY } else { Color32::from_rgb(255, 140, 60) };

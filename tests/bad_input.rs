@@ -1,0 +1,243 @@
+//! The bad-input suite: every way a user can hand the binary something wrong — command-line
+//! values, initial-condition and state files, output paths, sizes it cannot run, options that do
+//! not apply to the chosen backend — and what must happen then: the exit code, the key words of
+//! the message (the cause and the remedy), no panic. Then the runs that go wrong while running:
+//! interrupts (SIGINT, SIGTERM) at a frame boundary keep every output, a diverging run exits
+//! non-zero and saves its last finite state, and the overlay never changes a setting.
+//!
+//! Everything runs on the CPU backend (headless on Mesa's EGL device where a GL context is
+//! needed) with small N: no GPU, a few seconds in all.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(BIN).args(args).env("RUST_LOG", "warn").output().expect("spawn nbody-interop")
+}
+
+fn text(o: &Output) -> String {
+    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// One case: the arguments, the exit code, and words the output (stderr or stdout) must hold.
+struct Case {
+    name: &'static str,
+    args: Vec<String>,
+    code: i32,
+    words: &'static [&'static str],
+}
+
+fn case(name: &'static str, args: &[&str], code: i32, words: &'static [&'static str]) -> Case {
+    Case { name, args: args.iter().map(|s| s.to_string()).collect(), code, words }
+}
+
+/// Headless CPU demo arguments, `extra` replacing the defaults it names (clap refuses an option twice).
+fn demo(extra: &[&str]) -> Vec<String> {
+    let mut v = vec!["--headless".to_string()];
+    for (k, val) in [("--backend", "cpu"), ("--bodies", "64"), ("--frames", "2"), ("--width", "64"), ("--height", "64")] {
+        if !extra.contains(&k) {
+            v.extend([k.to_string(), val.to_string()]);
+        }
+    }
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn demo_case(name: &'static str, extra: &[&str], code: i32, words: &'static [&'static str]) -> Case {
+    Case { name, args: demo(extra), code, words }
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, body).expect("write fixture");
+    p.to_str().expect("utf-8 path").to_string()
+}
+
+#[test]
+fn every_bad_input_is_a_clear_error_without_a_panic() {
+    let dir = scratch("inputs");
+    let d = dir.to_str().expect("utf-8 path").to_string();
+    let bad_number = write(&dir, "bad-number.csv", "x,y,z,vx,vy,vz,mass\n0,0,0,0,0,0,1\n1,0,zero,0,0,0,1\n");
+    let short_row = write(&dir, "short-row.csv", "x,y,z,vx,vy,vz,mass\n0,0,0,0,0,0,1\n1,0,0\n");
+    let nan_row = write(&dir, "nan.csv", "x,y,z,vx,vy,vz,mass\n0,0,0,0,0,0,1\nNaN,0,0,0,0,0,1\n");
+    let empty = write(&dir, "empty.csv", "");
+    let missing = format!("{d}/missing.csv");
+    let ptx = write(&dir, "kernel.ptx", ".version 7.8\n");
+    let out_dir = format!("{d}/bench-out");
+    let cases = vec![
+        // Command-line values.
+        demo_case("bodies 0", &["--bodies", "0"], 1, &["--bodies", "1"]),
+        demo_case("bodies negative", &["--bodies", "-5"], 2, &["--bodies"]),
+        demo_case("bodies not a number", &["--bodies", "many"], 2, &["--bodies", "many"]),
+        demo_case("dt 0", &["--dt", "0"], 1, &["--dt", "> 0"]),
+        demo_case("dt negative", &["--dt", "-1"], 1, &["--dt"]),
+        demo_case("dt NaN", &["--dt", "NaN"], 1, &["--dt", "finite"]),
+        demo_case("dt infinite", &["--dt", "inf"], 1, &["--dt", "finite"]),
+        demo_case("softening negative", &["--softening", "-0.1"], 1, &["--softening"]),
+        demo_case("G zero", &["--gravitational-constant", "0"], 1, &["--gravitational-constant"]),
+        demo_case("width 0", &["--width", "0"], 1, &["--width"]),
+        demo_case("height 0", &["--height", "0"], 1, &["--height"]),
+        demo_case("frames 0", &["--frames", "0"], 1, &["--frames"]),
+        demo_case("steps per frame 0", &["--steps-per-frame", "0"], 1, &["--steps-per-frame"]),
+        demo_case("block size not a multiple of 32", &["--block-size", "100"], 1, &["--block-size", "multiple of 32"]),
+        demo_case("block size too large", &["--block-size", "2048"], 1, &["--block-size", "1024"]),
+        demo_case("sprite cap below 1", &["--max-sprite-px", "0"], 1, &["--max-sprite-px"]),
+        demo_case("unknown preset", &["--init", "spiral"], 1, &["spiral"]),
+        demo_case("unknown interop mode", &["--interop", "zero-copy"], 2, &["--interop", "zero-copy"]),
+        demo_case("unknown backend", &["--backend", "gpu"], 2, &["--backend", "gpu"]),
+        demo_case("unknown stream kind", &["--stream", "fast"], 2, &["--stream"]),
+        demo_case("unknown option", &["--turbo"], 2, &["--turbo"]),
+        case("demo option before a subcommand", &["--headless", "info"], 2, &["info"]),
+        // Sizes that cannot run.
+        demo_case("huge N on the CPU", &["--bodies", "100000000"], 1, &["estimated", "interactions/s", "--allow-slow"]),
+        case(
+            "huge N on the GPU",
+            &["--headless", "--backend", "cuda", "--bodies", "200000000", "--frames", "1"],
+            1,
+            &["estimated", "--allow-slow"],
+        ),
+        demo_case("N beyond host memory", &["--bodies", "2000000000", "--allow-slow"], 1, &["host memory", "fewer bodies"]),
+        // Initial-condition and state files.
+        demo_case("missing CSV", &["--init", &missing], 1, &["missing.csv"]),
+        demo_case("empty CSV", &["--init", &empty], 1, &["empty.csv"]),
+        demo_case("directory as CSV", &["--init", &d], 1, &["not a file"]),
+        demo_case("CSV with a bad number", &["--init", &bad_number], 1, &["bad-number.csv", "line"]),
+        demo_case("CSV with a short row", &["--init", &short_row], 1, &["short-row.csv"]),
+        demo_case("CSV with NaN", &["--init", &nan_row], 1, &["nan.csv"]),
+        // Output paths, refused before the first frame.
+        demo_case("screenshot not PNG", &["--screenshot", "frame.jpg"], 1, &["frame.jpg", ".png"]),
+        demo_case("screenshot in a missing directory", &["--screenshot", "/nonexistent-dir/x.png"], 1, &["/nonexistent-dir", "does not exist"]),
+        demo_case("save-state is a directory", &["--save-state", &d], 1, &["--save-state", "directory"]),
+        demo_case("save-state not writable", &["--save-state", "/proc/nbody-state.csv"], 1, &["--save-state", "/proc/nbody-state.csv", "cannot write"]),
+        demo_case("trace in a missing directory", &["--trace", "/nonexistent-dir/t.jsonl"], 1, &["--trace", "does not exist"]),
+        // Options that do not apply: a notice, and the run goes on.
+        demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do(es) not apply"]),
+        // bench.
+        case("bench bodies 0", &["bench", "--bodies", "0", "--out", &out_dir], 1, &["--bodies", "N = 0"]),
+        case("bench unknown mode", &["bench", "--modes", "warp", "--out", &out_dir], 2, &["warp"]),
+        case("bench cpu budget 0", &["bench", "--modes", "cpu", "--cpu-budget-ms", "0", "--out", &out_dir], 1, &["--cpu-budget-ms"]),
+        case(
+            "bench that measures nothing",
+            &["bench", "--modes", "cpu", "--bodies", "8192", "--cpu-budget-ms", "0.001", "--frames", "2", "--rounds", "1", "--out", &out_dir],
+            1,
+            &["no row was measured", "--cpu-budget-ms"],
+        ),
+        // lab.
+        case("lab unknown case", &["lab", "map-twice-over"], 1, &["map-twice-over"]),
+    ];
+    assert!(cases.len() >= 40, "the suite has {} cases", cases.len());
+    let mut failures = Vec::new();
+    for c in &cases {
+        let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        let all = text(&o);
+        let mut why = Vec::new();
+        if o.status.code() != Some(c.code) {
+            why.push(format!("exit code {:?}, expected {}", o.status.code(), c.code));
+        }
+        if all.contains("panicked") {
+            why.push("it panicked".to_string());
+        }
+        for w in c.words {
+            if !all.contains(w) {
+                why.push(format!("no {w:?} in the output"));
+            }
+        }
+        if !why.is_empty() {
+            failures.push(format!("{} ({}): {}\n{all}", c.name, c.args.join(" "), why.join(", ")));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n\n{}", failures.len(), cases.len(), failures.join("\n\n"));
+}
+
+/// Sends `signal` to a headless run of `frames` frames after `after_s` seconds.
+fn interrupted_run(signal: &str, dir: &Path, frames: Option<&str>) -> (Output, PathBuf, PathBuf) {
+    let state = dir.join("state.csv");
+    let shot = dir.join("shot.png");
+    let mut args = vec!["--headless", "--backend", "cpu", "--bodies", "512", "--width", "64", "--height", "64"];
+    if let Some(f) = frames {
+        args.extend(["--frames", f]);
+    }
+    let (s, p) = (state.to_str().expect("utf-8"), shot.to_str().expect("utf-8"));
+    args.extend(["--save-state", s, "--screenshot", p]);
+    let o = Command::new("timeout").args(["--preserve-status", "-s", signal, "3", BIN]).args(&args).env("RUST_LOG", "warn").output().expect("spawn timeout");
+    (o, state, shot)
+}
+
+fn state_rows(path: &Path) -> Vec<Vec<f64>> {
+    let body = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    body.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#') && !l.starts_with('x'))
+        .map(|l| l.split(',').map(|v| v.trim().parse::<f64>().unwrap_or(f64::NAN)).collect())
+        .collect()
+}
+
+#[test]
+fn an_interrupt_keeps_the_state_and_the_screenshot() {
+    for signal in ["INT", "TERM"] {
+        let dir = scratch(&format!("interrupt-{signal}"));
+        let (o, state, shot) = interrupted_run(signal, &dir, Some("1000000"));
+        assert_eq!(o.status.code(), Some(130), "SIGINT/SIGTERM with --frames exits 130:\n{}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", text(&o));
+        assert_eq!(state_rows(&state).len(), 512, "--save-state written on {signal}:\n{}", text(&o));
+        assert!(std::fs::read(&shot).expect("screenshot written").starts_with(b"\x89PNG"), "--screenshot written on {signal}");
+    }
+}
+
+#[test]
+fn without_frames_ctrl_c_is_the_normal_end() {
+    let dir = scratch("until-ctrl-c");
+    let (o, state, shot) = interrupted_run("INT", &dir, None);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(state_rows(&state).len(), 512);
+    assert!(shot.is_file());
+}
+
+#[test]
+fn a_diverging_run_fails_and_saves_its_last_finite_state() {
+    let dir = scratch("diverge");
+    let state = dir.join("state.csv");
+    let s = state.to_str().expect("utf-8");
+    let o = run(&demo(&["--dt", "1e30", "--frames", "20", "--diagnostics-interval", "1", "--save-state", s]));
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "a diverged run exits non-zero:\n{all}");
+    assert!(all.contains("diverged") && all.contains("--dt") && all.contains("--softening"), "cause and remedy:\n{all}");
+    let rows = state_rows(&state);
+    assert_eq!(rows.len(), 64, "{all}");
+    assert!(rows.iter().flatten().all(|v| v.is_finite()), "the saved state is finite (the last finite one)");
+    // And it can start the next run.
+    let o = run(&demo(&["--init", s, "--frames", "1"]));
+    assert!(o.status.success(), "the saved state is a valid --init:\n{}", text(&o));
+}
+
+#[test]
+fn the_overlay_never_changes_a_setting() {
+    // Values outside the overlay widgets' old ranges (steps 1000, dt 1.0), with and without the
+    // overlay: the saved states must be the same bits.
+    let dir = scratch("overlay-bits");
+    let mut saved = Vec::new();
+    for (name, overlay) in [("with", true), ("without", false)] {
+        let path = dir.join(format!("{name}.csv"));
+        let p = path.to_str().expect("utf-8").to_string();
+        let mut extra = vec!["--init", "ball", "--bodies", "32", "--frames", "3", "--dt", "1.5", "--softening", "2", "--steps-per-frame", "1500"];
+        extra.extend(["--save-state", &p]);
+        if !overlay {
+            extra.push("--no-overlay");
+        }
+        let o = run(&demo(&extra));
+        assert!(o.status.success(), "{name} the overlay:\n{}", text(&o));
+        saved.push(std::fs::read(&path).expect("state"));
+    }
+    assert_eq!(saved[0], saved[1], "the overlay changed the run");
+}
