@@ -403,7 +403,14 @@ impl Scene {
         let params = DrawParams { camera: &self.camera, front: shown.unwrap_or(0), time_span: self.time_span, pixels_per_point, scene_left };
         let t_draw = Instant::now();
         let backend = self.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
-        render_bodies(gl, &mut self.renderer, backend, &target, &params, wait_timer, shown.is_some());
+        match (shown, self.renderer.snapshot()) {
+            // Step mode with the buffers mapped: the copy taken before the map, not the buffers.
+            (None, Some((snap, front))) => {
+                let p = DrawParams { front, ..params };
+                self.renderer.draw_from(gl, &target, &p, wait_timer, Some(snap));
+            }
+            _ => render_bodies(gl, &mut self.renderer, backend, &target, &params, wait_timer, shown.is_some()),
+        }
         self.trace_draw(t_draw, shown);
 
         // 5. Paint egui into the same framebuffer.

@@ -74,3 +74,21 @@ pub fn upload_positions(gl: Gl<'_>, vbos: &PositionVbos, index: usize, pos: &[[f
     gl.bind_buffer(glow::ARRAY_BUFFER, None);
     Ok(())
 }
+
+/// Two buffers of `n` bodies each with undefined contents (`glBufferData` with zeros).
+pub(super) fn create_empty_vbos(gl: &Gl<'_>, n: usize) -> anyhow::Result<PositionVbos> {
+    let zeros = Bodies { pos: vec![[0.0; 4]; n], vel: Vec::new() };
+    create_vbos(gl, &zeros)
+}
+
+/// Copies both buffers of `src` into `dst` on the GPU (`glCopyBufferSubData`), `16 N` bytes each.
+pub(super) fn copy_vbos(gl: &Gl<'_>, src: &PositionVbos, dst: &PositionVbos) {
+    let bytes = (src.n.min(dst.n) * 16) as i32;
+    for i in 0..2 {
+        gl.bind_buffer(glow::COPY_READ_BUFFER, Some(src.buffers[i]));
+        gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(dst.buffers[i]));
+        gl.copy_buffer_sub_data(glow::COPY_READ_BUFFER, glow::COPY_WRITE_BUFFER, 0, 0, bytes);
+    }
+    gl.bind_buffer(glow::COPY_READ_BUFFER, None);
+    gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
+}

@@ -16,7 +16,7 @@ use glam::Vec3;
 use super::camera::OrbitCamera;
 use super::gl::Gl;
 use super::GlInfo;
-use super::buffers::{create_vbos, delete_vbos, PositionVbos};
+use super::buffers::{copy_vbos, create_empty_vbos, create_vbos, delete_vbos, PositionVbos};
 use crate::sim::Bodies;
 
 const VERT_SRC: &str = include_str!("../../../shaders/bodies.vert");
@@ -233,6 +233,9 @@ pub struct Renderer {
     max_point_px: f32,
     /// Cap on the sprite diameter in points (`--max-sprite-px`).
     sprite_cap: f32,
+    /// GL-owned copies of both VBOs and the front index at the copy (step mode): what is drawn
+    /// while CUDA has the VBOs mapped and GL may not touch them. Made on first use.
+    snapshot: Option<(PositionVbos, usize)>,
     destroyed: bool,
 }
 
@@ -339,6 +342,7 @@ impl Renderer {
             bounds: (Vec3::ZERO, 1.0),
             max_point_px,
             sprite_cap: 64.0,
+            snapshot: None,
             destroyed: false,
         };
         r.measure(bodies);
@@ -396,9 +400,38 @@ impl Renderer {
         let gl = &g;
         delete_vbos(gl, &self.vbos);
         self.vbos = PositionVbos { buffers: self.vbos.buffers, n: 0 };
+        if let Some((s, _)) = self.snapshot.take() {
+            delete_vbos(gl, &s);
+        }
         self.vbos = create_vbos(gl, bodies)?;
         self.measure(bodies);
         Ok(())
+    }
+
+    /// Copies both VBOs into GL-owned snapshot buffers (`glCopyBufferSubData`) and remembers
+    /// `front`: step mode takes it right before CUDA maps the VBOs, so that the view keeps the
+    /// last image while GL may not touch them ([`Renderer::snapshot`]).
+    ///
+    /// # Errors
+    /// The snapshot buffers cannot be made.
+    pub fn take_snapshot(&mut self, gl: Gl<'_>, front: usize) -> anyhow::Result<()> {
+        let snap = match self.snapshot {
+            Some((s, _)) if s.n == self.vbos.n => s,
+            other => {
+                if let Some((s, _)) = other {
+                    delete_vbos(&gl, &s);
+                }
+                create_empty_vbos(&gl, self.vbos.n)?
+            }
+        };
+        copy_vbos(&gl, &self.vbos, &snap);
+        self.snapshot = Some((snap, front.min(1)));
+        Ok(())
+    }
+
+    /// The snapshot taken by [`Renderer::take_snapshot`] and its front index.
+    pub fn snapshot(&self) -> Option<(PositionVbos, usize)> {
+        self.snapshot
     }
 
     /// GL time of the newest finished body draw (ms), `None` without timer queries.
@@ -488,6 +521,9 @@ impl Renderer {
             return;
         }
         self.destroyed = true;
+        if let Some((s, _)) = self.snapshot.take() {
+            delete_vbos(gl, &s);
+        }
         self.timer.destroy(gl);
         delete_vbos(gl, &self.vbos);
         self.vbos.n = 0;

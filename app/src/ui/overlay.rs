@@ -266,6 +266,17 @@ impl Overlay {
             });
         });
         self.panel_width = panel.response.rect.right().max(0.0);
+        if view.workflow.step.is_some_and(|s| s.state.mapped()) {
+            // Step mode between map and unmap: say why the image does not change.
+            egui::Area::new(egui::Id::unique("mapped_banner")).anchor(egui::Align2::RIGHT_TOP, [-12.0, 12.0]).show(ui.ctx(), |ui| {
+                egui::Frame::popup(ui.style()).show(ui, |ui| {
+                    ui.label(
+                        RichText::new("CUDA has both buffers mapped: GL may not touch them now.\nThe view shows a copy taken right before the map.")
+                            .color(Color32::YELLOW),
+                    );
+                });
+            });
+        }
         actions
     }
 

@@ -48,7 +48,8 @@ fn ms(v: Option<f64>) -> String {
 impl WorkflowPanel {
     /// Builds the panel (a collapsing section of the overlay).
     pub fn ui(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
-        let r = egui::CollapsingHeader::new("Workflow").default_open(false).show(ui, |ui| self.body(ui, view, stats, actions));
+        // Open from the start in step mode (--step-mode): the panel is the lesson then.
+        let r = egui::CollapsingHeader::new("Workflow").default_open(self.step_mode).show(ui, |ui| self.body(ui, view, stats, actions));
         self.open = r.body_returned.is_some();
     }
 

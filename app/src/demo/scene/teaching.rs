@@ -116,6 +116,14 @@ impl Scene {
         }
         let mut t = SimTimings::default();
         if next {
+            if backend.step_view().is_some_and(|v| v.state.next_step() == crate::backend::step::FrameStep::Map) {
+                // GL's last look at the buffers before CUDA takes them: keep a copy to show.
+                let front = backend.front();
+                if let Err(e) = self.renderer.take_snapshot(gl, front) {
+                    tracing::warn!("step mode snapshot: {e:#}");
+                }
+            }
+            let backend = self.backend()?;
             let t0 = Instant::now();
             let r = backend.next_step(gl, vbos, per_frame);
             t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
