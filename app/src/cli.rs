@@ -185,6 +185,11 @@ pub struct DemoArgs {
     /// Write every driver call (one JSON object per line, with its frame index) to this file.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Write a timeline of the run to this file in the Trace Event Format (JSON; open it in
+    /// ui.perfetto.dev or chrome://tracing): host calls, the CUDA stream's map/kernel/unmap, GL
+    /// draws, frame markers and counters.
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
     /// Start in step mode (CUDA map backend): the frame pauses between map, get pointers, launch,
     /// unmap and draw. Headless runs take one step per frame.
     #[arg(long = "step-mode")]

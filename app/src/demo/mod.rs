@@ -84,7 +84,12 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
             bail!("--screenshot {}: screenshots are written as PNG; give a file name ending in .png", p.display());
         }
     }
-    for (flag, path) in [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace)] {
+    if args.timeline.is_some() && !interop::entry::TRACING_COMPILED {
+        bail!("--timeline needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
+    }
+    for (flag, path) in
+        [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace), ("--timeline", &args.timeline)]
+    {
         if let Some(p) = path {
             if p.is_dir() {
                 bail!("cannot write {flag} file {}: it is a directory; give a file name", p.display());

@@ -349,6 +349,18 @@ impl Scene {
         let vbos = *self.renderer.vbos();
         // In step mode the frame takes (at most) one step of the workflow instead.
         let timings = self.simulate_or_step(gl, &vbos, steps)?;
+        if let Some(r) = &self.recorder {
+            // The stream's spans: map, kernel and unmap in map mode; external memory's map and
+            // unmap columns are host waits, copy's upload includes host work: only the kernel.
+            let mode = self.backend.as_ref().and_then(|b| b.settings()).map(|s| s.interop);
+            match mode {
+                Some(crate::cuda::settings::InteropMode::Map) => {
+                    r.stream_spans(&[("map", timings.map_ms), ("kernel", timings.kernel_ms), ("unmap", timings.unmap_ms)]);
+                }
+                Some(_) => r.stream_spans(&[("kernel", timings.kernel_ms)]),
+                None => {}
+            }
+        }
         let n = self.backend()?.n();
         if steps > 0 {
             self.time_span = dt * steps as f32;
@@ -356,6 +368,14 @@ impl Scene {
         let k = self.args.diagnostics_interval;
         if k > 0 && (self.frame + 1) % k == 0 {
             self.compute_diagnostics()?;
+        }
+        if let Some(r) = &self.recorder {
+            if self.frame > 0 {
+                r.counter("frame ms", host_frame_ms);
+            }
+            if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0) {
+                r.counter("interactions/s", crate::sim::interactions(n, steps) / (t * 1e-3));
+            }
         }
         self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: self.renderer.draw_ms(), n, steps });
 

@@ -14,13 +14,23 @@ use crate::trace::Recorder;
 impl Scene {
     /// `--trace PATH`: a recorder writing every call, active before the backend is made.
     pub(super) fn start_trace_file(&mut self) -> anyhow::Result<()> {
-        if let Some(path) = &self.args.trace {
-            let r = Recorder::to_file(path)?;
-            crate::trace::set_active(Some(r.clone()));
-            tracing::info!(path = %path.display(), "tracing every driver call (one JSON object per line)");
-            self.trace_file = Some(r.clone());
-            self.recorder = Some(r);
+        if self.args.trace.is_none() && self.args.timeline.is_none() {
+            return Ok(());
         }
+        let mut r = match &self.args.trace {
+            Some(path) => {
+                tracing::info!(path = %path.display(), "tracing every driver call (one JSON object per line)");
+                Recorder::to_file(path)?
+            }
+            None => Recorder::new(),
+        };
+        if let Some(path) = &self.args.timeline {
+            tracing::info!(path = %path.display(), "writing a timeline (Trace Event Format)");
+            r = r.with_timeline(path);
+        }
+        crate::trace::set_active(Some(r.clone()));
+        self.trace_file = Some(r.clone());
+        self.recorder = Some(r);
         Ok(())
     }
 

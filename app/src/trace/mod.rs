@@ -11,13 +11,16 @@
 //! it belongs to ([`Step`]). The GL draw, which is not a driver call, is added by the demo with
 //! its GL timer-query time ([`Recorder::gl_draw`]).
 //!
-//! `--trace` writes one JSON object per line ([`Call`]); example:
+//! `--trace` writes one JSON object per line ([`Call`]); `--timeline` writes the same calls, with
+//! the GPU's spans beside them, as a Trace Event Format file ([`timeline`]). Example of a line:
 //!
 //! ```text
 //! {"seq":41,"frame":3,"step":"map","api":"cuda","name":"cuGraphicsMapResources","version":3000,
 //!  "export":"cuGraphicsMapResources","address":"0x7f3a1c2b4e10","args":"count=2 resources=0x… h_stream=0x0 ",
 //!  "code":0,"result":"CUDA_SUCCESS","host_us":12.4,"gpu_ms":null}
 //! ```
+
+pub mod timeline;
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -180,10 +183,15 @@ struct Inner {
     last_frame: Option<u64>,
     sink: Option<Sink>,
     error: Option<String>,
+    timeline: Option<timeline::Timeline>,
 }
 
 impl Inner {
     fn push(&mut self, call: Call) {
+        if let Some(t) = self.timeline.as_mut() {
+            let args = serde_json::json!({ "result": call.result, "version": call.version, "export": call.export, "args": call.args, "step": call.step.label() });
+            t.call(&call.name, call.host_us, args);
+        }
         if let Some(s) = self.sink.as_mut() {
             let line = serde_json::to_string(&call).map_err(|e| e.to_string());
             let r = line.and_then(|l| writeln!(s.out, "{l}").map_err(|e| e.to_string()));
@@ -236,6 +244,27 @@ impl Recorder {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Also writes a Trace Event Format timeline to `path` at [`Recorder::finish`] ([`timeline`]).
+    #[must_use]
+    pub fn with_timeline(self, path: &Path) -> Recorder {
+        self.lock().timeline = Some(timeline::Timeline::new(path, std::time::Instant::now()));
+        self
+    }
+
+    /// GPU spans of the frame's stream (name, ms), ending now (`--timeline` only).
+    pub fn stream_spans(&self, spans: &[(&str, Option<f64>)]) {
+        if let Some(t) = self.lock().timeline.as_mut() {
+            t.stream_spans(spans);
+        }
+    }
+
+    /// A counter sample (`--timeline` only).
+    pub fn counter(&self, name: &str, value: f64) {
+        if let Some(t) = self.lock().timeline.as_mut() {
+            t.counter(name, value);
+        }
+    }
+
     /// Whether this recorder writes a file.
     pub fn writes_file(&self) -> bool {
         self.lock().sink.is_some()
@@ -271,13 +300,20 @@ impl Recorder {
 
     /// Marks the start of frame `frame`.
     pub fn begin_frame(&self, frame: u64) {
-        self.lock().frame = Some(frame);
+        let mut i = self.lock();
+        i.frame = Some(frame);
+        if let Some(t) = i.timeline.as_mut() {
+            t.begin_frame(frame);
+        }
     }
 
     /// Marks the end of the current frame: its calls (and those recorded outside a frame since the
     /// last one) become [`Recorder::last_frame`]; the file is flushed.
     pub fn end_frame(&self) {
         let mut i = self.lock();
+        if let Some(t) = i.timeline.as_mut() {
+            t.end_frame();
+        }
         i.last = std::mem::take(&mut i.current);
         i.last_frame = i.frame.take();
         let err = i.sink.as_mut().and_then(|s| s.out.flush().err().map(|e| format!("writing the trace {}: {e}", s.path.display())));
@@ -305,6 +341,10 @@ impl Recorder {
             host_us,
             gpu_ms,
         };
+        if let Some(t) = i.timeline.as_mut() {
+            let start = t.now_us() - host_us;
+            t.gl_draw(start, gpu_ms, buffer);
+        }
         i.push(call);
     }
 
@@ -327,6 +367,9 @@ impl Recorder {
         let mut i = self.lock();
         if let Some(s) = i.sink.as_mut() {
             s.out.flush().with_context(|| format!("writing the trace {}", s.path.display()))?;
+        }
+        if let Some(t) = i.timeline.as_ref() {
+            t.write()?;
         }
         match i.error.take() {
             Some(e) => Err(anyhow::anyhow!(e)),
