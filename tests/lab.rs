@@ -1,6 +1,8 @@
 //! The mistake lab and the API trace without a GPU: `lab` lists its cases, every case against a
 //! missing driver is reported "unavailable" with the load error (never a crash), and `--trace`
-//! writes JSON lines. The cases themselves run on the GPU machine (`.ci/gpu-check run`).
+//! writes JSON lines; `lab --quiz` hides the expected codes until a case ran, and `lab --replay`
+//! shows the results recorded on the H200 (`docs/results/2026-11-30-h200/lab.jsonl`) as README's
+//! table gives them. The cases themselves run on the GPU machine (`.ci/gpu-check run`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -147,4 +149,215 @@ fn trace_to_an_unwritable_path_is_a_clear_error() {
     assert!(!o.status.success());
     let (_, err) = text(&o);
     assert!(err.contains("--trace") && err.contains("/nonexistent/dir/t.jsonl"), "{err}");
+}
+
+// --- For a class: `lab --quiz` and `lab --replay` (issue 17, item 5) ---------------------------
+
+/// The workspace root (tests run in `app/`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The lab results recorded on the H200 and committed.
+fn committed_lab_jsonl() -> PathBuf {
+    root().join("docs/results/2026-11-30-h200/lab.jsonl")
+}
+
+/// Every expected code name of this build's table.
+fn expected_names() -> Vec<String> {
+    CASES.iter().flat_map(|c| c.expected.iter().map(|e| e.name())).collect()
+}
+
+/// A scratch file under the test's temporary directory with `text` in it.
+fn scratch_file(name: &str, text: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lab-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("scratch file");
+    path
+}
+
+/// README's "Learn the workflow" table: (case, code, name) from the "got on the H200" column,
+/// e.g. "208 `CUDA_ERROR_ALREADY_MAPPED`" or "result 0, symbolStatus 2 `VERSION_NOT_SUFFICIENT`"
+/// (the number right before the name is the code the lab reports).
+fn readme_table() -> Vec<(String, i32, String)> {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let section = readme.split("\n## Learn the workflow").nth(1).expect("a \"Learn the workflow\" section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let cells = |l: &str| l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect::<Vec<_>>();
+    let mut lines = section.lines().skip_while(|l| !(l.starts_with('|') && l.contains("got on the H200")));
+    let header = cells(lines.next().expect("the table's header"));
+    let got = header.iter().position(|h| h.starts_with("got on the H200")).expect("a \"got on the H200\" column");
+    let mut rows = Vec::new();
+    for l in lines.skip(1).take_while(|l| l.starts_with('|')) {
+        let c = cells(l);
+        let case = c[0].trim_matches('`').to_string();
+        let cell = &c[got];
+        let (before, name) = cell.rsplit_once('`').and_then(|(b, _)| b.rsplit_once('`')).expect("a `NAME` in the got column");
+        let code = before.rsplit(|ch: char| !ch.is_ascii_digit()).find(|t| !t.is_empty()).expect("a code before the name");
+        rows.push((case, code.parse().expect("a number"), name.to_string()));
+    }
+    assert!(!rows.is_empty(), "no rows in README's lab table");
+    rows
+}
+
+#[test]
+fn replay_of_the_committed_lab_jsonl_reproduces_the_readme_table_without_a_gpu() {
+    let file = committed_lab_jsonl();
+    let f = file.to_str().expect("utf-8 path");
+    let table = readme_table();
+
+    let o = run(&["lab", "--replay", f, "all", "--json"], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "every recorded case has its expected code:\n{err}");
+    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let replayed: Vec<&str> = rows.iter().map(|r| r["case"].as_str().expect("case")).collect();
+    let in_table: Vec<&str> = table.iter().map(|(c, _, _)| c.as_str()).collect();
+    assert_eq!(replayed, in_table, "the file and README's table hold the same cases, in the same order");
+    for ((case, code, name), r) in table.iter().zip(&rows) {
+        assert_eq!(r["got_code"], *code, "{case}: README says {code} {name}, the file {r}");
+        assert!(r["got_name"].as_str().is_some_and(|n| n.ends_with(name.as_str())), "{case}: README says {name}, the file {r}");
+    }
+
+    // The text replay: each case as `lab` prints it, marked as replayed from the file.
+    let o = run(&["lab", "--replay", f], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.starts_with(&format!("replayed from {f} (the file records no driver information)")), "{out}");
+    assert!(out.contains("no driver call is made here"), "{out}");
+    for ((case, code, _), r) in table.iter().zip(&rows) {
+        assert!(out.contains(&format!("{case} — ok (replayed)")), "{case} missing:\n{out}");
+        let got = format!("  got:       {} ({code})", r["got_name"].as_str().unwrap_or_default());
+        assert!(out.contains(&got), "{got} missing:\n{out}");
+    }
+    assert!(!out.contains("unavailable") && !out.contains("UNEXPECTED"), "{out}");
+}
+
+#[test]
+fn replay_json_prints_the_recorded_objects() {
+    let file = committed_lab_jsonl();
+    let recorded = std::fs::read_to_string(&file).expect("lab.jsonl");
+    let o = run(&["lab", "--json", "--replay", file.to_str().expect("utf-8")], Some("/nonexistent/libcuda.so.1"));
+    assert!(o.status.success());
+    let (out, _) = text(&o);
+    let want: Vec<&str> = recorded.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(out.lines().collect::<Vec<_>>(), want);
+    let one = run(&["lab", "--json", "--replay", file.to_str().expect("utf-8"), "unmap-twice"], None);
+    assert!(one.status.success());
+    let (out, _) = text(&one);
+    assert_eq!(out.lines().collect::<Vec<_>>(), want.iter().copied().filter(|l| l.contains(r#""case":"unmap-twice""#)).collect::<Vec<_>>());
+}
+
+#[test]
+fn replay_shows_the_recorded_driver_and_fails_on_a_code_that_is_not_expected() {
+    let recorded = std::fs::read_to_string(committed_lab_jsonl()).expect("lab.jsonl");
+    let unmap = recorded.lines().find(|l| l.contains(r#""case":"unmap-twice""#)).expect("unmap-twice recorded");
+    let wrong = unmap.replace(r#""got_code":211"#, r#""got_code":208"#).replace(r#""got_name":"CUDA_ERROR_NOT_MAPPED""#, r#""got_name":"CUDA_ERROR_ALREADY_MAPPED""#);
+    let path = scratch_file("wrong.jsonl", &format!("{{\"gpu\":\"NVIDIA H200\",\"driver\":\"580.159.04\"}}\n{wrong}\n"));
+    let o = run(&["lab", "--replay", path.to_str().expect("utf-8")], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "a replayed case with another code is a failure:\n{out}");
+    assert!(out.contains("recorded with gpu NVIDIA H200, driver 580.159.04"), "{out}");
+    assert!(out.contains("unmap-twice — UNEXPECTED (replayed)"), "{out}");
+    assert!(err.contains("replayed lab case(s) from") && err.contains("unmap-twice (got CUDA_ERROR_ALREADY_MAPPED (208))"), "{err}");
+
+    // A result recorded on a machine that could not run it is not a pass either.
+    let gone = run(&["lab", "all", "--json"], Some("/nonexistent/libcuda.so.1"));
+    let path = scratch_file("unavailable.jsonl", &String::from_utf8_lossy(&gone.stdout));
+    let o = run(&["lab", "--replay", path.to_str().expect("utf-8"), "ptx-version-too-new"], None);
+    assert!(!o.status.success());
+    let (out, err) = text(&o);
+    assert!(out.contains("ptx-version-too-new — UNAVAILABLE (replayed)"), "{out}");
+    assert!(err.contains("was recorded as not run"), "{err}");
+}
+
+#[test]
+fn replay_errors_name_the_file_the_line_and_the_cases_it_holds() {
+    let o = run(&["lab", "--replay", "/nonexistent/dir/lab.jsonl"], None);
+    assert_no_panic(&o);
+    assert!(!o.status.success());
+    let (_, err) = text(&o);
+    assert!(err.contains("cannot read the recorded lab results /nonexistent/dir/lab.jsonl"), "{err}");
+    assert!(err.contains("lab all --json"), "the remedy says how to record one:\n{err}");
+
+    let recorded = std::fs::read_to_string(committed_lab_jsonl()).expect("lab.jsonl");
+    let first = recorded.lines().next().expect("a line");
+    let bad = scratch_file("bad.jsonl", &format!("{first}\n\n{{\"case\": \"unmap-twice\", oops}}\n"));
+    let o = run(&["lab", "--replay", bad.to_str().expect("utf-8")], None);
+    assert_no_panic(&o);
+    assert!(!o.status.success());
+    let (out, err) = text(&o);
+    assert!(out.is_empty(), "nothing is replayed from a file with a bad line:\n{out}");
+    assert!(err.contains(&format!("{} line 3 is not JSON", bad.display())), "{err}");
+
+    let missing_field = scratch_file("field.jsonl", "{\"case\": \"unmap-twice\", \"got_code\": 211}\n");
+    let (_, err) = text(&run(&["lab", "--replay", missing_field.to_str().expect("utf-8")], None));
+    assert!(err.contains("line 1 is not a lab result") && err.contains("got_name"), "{err}");
+
+    let one = scratch_file("one.jsonl", &format!("{first}\n"));
+    let o = run(&["lab", "--replay", one.to_str().expect("utf-8"), "unmap-twice"], None);
+    assert_no_panic(&o);
+    assert!(!o.status.success());
+    let (_, err) = text(&o);
+    assert!(err.contains("lab case `unmap-twice` is not recorded in") && err.contains("it holds: map-already-mapped"), "{err}");
+
+    let empty = scratch_file("empty.jsonl", "\n");
+    let (_, err) = text(&run(&["lab", "--replay", empty.to_str().expect("utf-8")], None));
+    assert!(err.contains("holds no lab results"), "{err}");
+}
+
+#[test]
+fn lab_quiz_lists_the_calls_without_the_expected_codes() {
+    let o = run(&["lab", "--quiz"], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for c in CASES {
+        assert!(out.contains(c.name) && out.contains(c.call), "{} or its call missing from:\n{out}", c.name);
+    }
+    for name in expected_names() {
+        assert!(!out.contains(&name), "the quiz list gives away {name}:\n{out}");
+    }
+    assert!(!out.contains("expects"), "{out}");
+
+    let o = run(&["lab", "--quiz", "--json"], Some("/nonexistent/libcuda.so.1"));
+    assert!(o.status.success());
+    let (out, _) = text(&o);
+    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert_eq!(rows.len(), CASES.len());
+    assert!(rows.iter().all(|r| r.get("expected").is_none() && r["call"].is_string()), "{out}");
+}
+
+#[test]
+fn a_quiz_asks_every_call_before_it_shows_any_answer() {
+    let file = committed_lab_jsonl();
+    let o = run(&["lab", "--quiz", "--replay", file.to_str().expect("utf-8"), "all"], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let mark = out.find(" (replayed)\n").expect("the answers");
+    let first_answer = out[..mark].rfind('\n').map_or(0, |i| i + 1);
+    let (questions, answers) = out.split_at(first_answer);
+    for (i, c) in CASES.iter().enumerate() {
+        assert!(questions.contains(&format!("{}. {}", i + 1, c.name)) && questions.contains(c.call), "{} not asked:\n{questions}", c.name);
+        for e in c.expected {
+            assert!(!questions.contains(&e.name()), "{} given away before the answers:\n{questions}", e.name());
+        }
+        assert!(!questions.contains(c.explanation) && !questions.contains(c.fix), "{}: explanation or fix before the run", c.name);
+        // Each answer: what came back, then the expected code, then why and the fix.
+        let block = answers.split(&format!("{} — ", c.name)).nth(1).expect("answered");
+        let (got, expected, why) = (block.find("  got:"), block.find("  expected:"), block.find("  why:"));
+        assert!(got < expected && expected < why && got.is_some(), "{}: order of got/expected/why in\n{block}", c.name);
+    }
+
+    // A live quiz without a driver says how to do the lab without a GPU.
+    let o = run(&["lab", "--quiz", "unmap-twice"], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    assert!(!o.status.success());
+    let (out, err) = text(&o);
+    assert!(out.find("1. unmap-twice").expect("asked") < out.find("expected:").expect("answered"), "{out}");
+    assert!(err.contains("--replay"), "{err}");
 }

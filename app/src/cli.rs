@@ -61,11 +61,22 @@ pub struct SwitchArgs {
 /// Options of `lab`.
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// Case to run, or `all`; without it the cases are listed.
+    /// Case to run, or `all`; without it the cases are listed (with `--replay`: every recorded
+    /// case is replayed).
     pub name: Option<String>,
-    /// Print one JSON object per case.
+    /// Print one JSON object per case (with `--replay`: the file's own lines).
     #[arg(long)]
     pub json: bool,
+    /// Predict-then-run: show each case's call without its expected code, run it, then show what
+    /// came back, the expected code, the explanation and the fix; on a terminal each case asks
+    /// for a prediction first. Without NAME the cases are listed with their calls only.
+    #[arg(long)]
+    pub quiz: bool,
+    /// Replay the results recorded in this file (the JSON lines `lab NAME --json` prints, e.g.
+    /// docs/results/2026-11-30-h200/lab.jsonl) instead of calling the driver: no GPU needed.
+    /// Exits non-zero when a replayed case did not get its expected code.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub replay: Option<PathBuf>,
 }
 
 /// Options of `info`.

@@ -18,7 +18,12 @@ fn main() -> ExitCode {
         None => nbody_app::demo::run(&cli.demo),
         Some(Command::Info(a)) => nbody_app::info::run(a),
         Some(Command::Bench(a)) => nbody_app::bench::run(a),
-        Some(Command::Lab(a)) => nbody_app::teach::lab::run(a.name.as_deref(), a.json),
+        Some(Command::Lab(a)) => nbody_app::teach::lab::run(&nbody_app::teach::lab::LabOptions {
+            name: a.name.clone(),
+            json: a.json,
+            quiz: a.quiz,
+            replay: a.replay.clone(),
+        }),
         Some(Command::Switch(a)) => nbody_app::probe::switch::run(a),
     };
     match result {

@@ -9,10 +9,10 @@
 //! works on its own scratch resources (a GL buffer of 256 bytes, a module, a stream, events),
 //! never on the demo's, and releases them before it returns, so the demo goes on normally.
 //!
-//! The expected codes are kept in one table, [`CASES`].
+//! The expected codes are kept in one table, [`CASES`]; [`super::replay`] prints the results (the
+//! list, the `--quiz`, and the `--replay FILE.jsonl` of recorded results without a GPU).
 
 use std::ffi::c_void;
-use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::bail;
@@ -267,7 +267,9 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn new(c: &Case, got_code: Option<i32>, got_name: String, got_text: String, detail: Option<String>) -> Outcome {
+    /// The outcome of `c` when the driver answered `got_code` (`None`: the case did not run);
+    /// `ok` when that is one of the expected codes.
+    pub fn new(c: &Case, got_code: Option<i32>, got_name: String, got_text: String, detail: Option<String>) -> Outcome {
         let ok = got_code.is_some_and(|g| c.expected.iter().any(|e| e.code() == g))
             && !got_name.starts_with("unavailable")
             && got_name != "setup failed";
@@ -645,81 +647,52 @@ fn plain_context() -> anyhow::Result<Arc<Context>> {
     Ok(Context::primary(&Device::get(&api, 0)?, SchedFlag::Auto)?)
 }
 
-fn print_text(out: &mut impl Write, o: &Outcome) -> std::io::Result<()> {
-    let mark = if o.ok { "ok" } else if o.is_unavailable() { "UNAVAILABLE" } else { "UNEXPECTED" };
-    writeln!(out, "{} — {}", o.case, mark)?;
-    writeln!(out, "  call:      {}", o.call)?;
-    writeln!(out, "  expected:  {}", o.expected.join(" or "))?;
-    writeln!(out, "  got:       {}", o.got_summary())?;
-    if o.got_code.is_some() && !o.got_text.is_empty() {
-        writeln!(out, "  driver:    {}", o.got_text)?;
-    }
-    if let Some(d) = &o.detail {
-        writeln!(out, "  detail:    {d}")?;
-    }
-    writeln!(out, "  why:       {}", o.explanation)?;
-    writeln!(out, "  fix:       {}", o.fix)?;
-    writeln!(out)
+/// Options of `nbody-interop lab` (the command line's `LabArgs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabOptions {
+    /// Case to run, or `all`; `None` lists the cases (with `replay`: replays every recorded one).
+    pub name: Option<String>,
+    /// One JSON object per case (with `replay`: the file's own lines).
+    pub json: bool,
+    /// Hide the expected codes, the explanation and the fix until the case ran (the list: the
+    /// calls only); on a terminal each case first asks for a prediction.
+    pub quiz: bool,
+    /// Replay the results recorded in this file (JSON lines of `lab NAME --json`) instead of
+    /// calling the driver.
+    pub replay: Option<std::path::PathBuf>,
 }
 
-fn list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
-    for c in CASES {
-        let expected: Vec<String> = c.expected.iter().map(|e| e.name()).collect();
-        if json {
-            writeln!(out, "{}", serde_json::json!({ "case": c.name, "call": c.call, "needs": c.needs, "expected": expected }))?;
-        } else {
-            let needs = serde_json::to_value(c.needs)?.as_str().unwrap_or_default().to_string();
-            writeln!(out, "{:<26} {:<11} expects {}", c.name, needs, expected.join(" or "))?;
-            writeln!(out, "{:<26} {}", "", c.call)?;
-        }
-    }
-    if !json {
-        writeln!(out, "\nrun one with `nbody-interop lab NAME`, all with `nbody-interop lab all` (--json: one object per case)")?;
-    }
-    Ok(())
-}
-
-/// `nbody-interop lab [NAME|all] [--json]`: without `name` the cases are listed; `json`
-/// prints one JSON object per case.
+/// `nbody-interop lab [NAME|all] [--json] [--quiz] [--replay FILE.jsonl]`: without `name` the
+/// cases are listed; otherwise they run headless (or, with `replay`, the recorded results are
+/// shown: [`super::replay::replay`]) and are printed as text, JSON lines, or quiz answers.
 ///
 /// # Errors
 /// An unknown case name; a case that could not run (the reason is in the message) or did not
-/// produce an expected code; stdout cannot be written.
-pub fn run(name: Option<&str>, json: bool) -> anyhow::Result<()> {
+/// produce an expected code; stdout cannot be written or stdin (a quiz's predictions) read; with
+/// `replay`, a file that cannot be read or parsed or lacks the case.
+pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
     let mut out = std::io::stdout().lock();
-    let Some(name) = name else {
-        return list(&mut out, json);
+    let stdin = std::io::stdin();
+    let ask = opts.quiz && !opts.json && stdin.is_terminal();
+    let mut lock = stdin.lock();
+    let input = ask.then_some(&mut lock as &mut dyn std::io::BufRead);
+    if let Some(file) = &opts.replay {
+        return super::replay::replay(&mut out, file, opts.name.as_deref(), opts.json, opts.quiz, input);
+    }
+    let Some(name) = opts.name.as_deref() else {
+        return super::replay::list(&mut out, opts.json, opts.quiz);
     };
     let cases: Vec<&Case> = if name == "all" { CASES.iter().collect() } else { vec![find(name)?] };
+    let predictions = if opts.quiz && !opts.json {
+        let calls: Vec<(&str, &str)> = cases.iter().map(|c| (c.name, c.call)).collect();
+        Some(super::replay::ask(&mut out, &calls, input)?)
+    } else {
+        None
+    };
     let outcomes = run_headless(&cases);
-    for o in &outcomes {
-        if json {
-            writeln!(out, "{}", serde_json::to_string(o)?)?;
-        } else {
-            print_text(&mut out, o)?;
-        }
-    }
-    out.flush()?;
-    let unavailable: Vec<&Outcome> = outcomes.iter().filter(|o| o.is_unavailable()).collect();
-    let unexpected: Vec<String> =
-        outcomes.iter().filter(|o| !o.ok && !o.is_unavailable()).map(|o| format!("{} (got {})", o.case, o.got_summary())).collect();
-    let mut why = Vec::new();
-    if !unexpected.is_empty() {
-        why.push(format!("{} did not produce the expected code: {}", unexpected.len(), unexpected.join("; ")));
-    }
-    if let Some(first) = unavailable.first() {
-        let names: Vec<&str> = unavailable.iter().map(|o| o.case.as_str()).collect();
-        if unavailable.iter().all(|o| o.got_text == first.got_text) {
-            why.push(format!("{} could not run ({}): {}", unavailable.len(), names.join(", "), first.got_text));
-        } else {
-            let each: Vec<String> = unavailable.iter().map(|o| format!("{}: {}", o.case, o.got_text)).collect();
-            why.push(format!("{} could not run: {}", unavailable.len(), each.join("; ")));
-        }
-    }
-    if !why.is_empty() {
-        bail!("{} of {} lab case(s) failed; {}", unexpected.len() + unavailable.len(), outcomes.len(), why.join("; "));
-    }
-    Ok(())
+    super::replay::show(&mut out, &outcomes, opts.json, predictions.as_deref(), false)?;
+    super::replay::verdict(&outcomes, None, opts.quiz)
 }
 
 #[cfg(test)]

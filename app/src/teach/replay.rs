@@ -1,0 +1,531 @@
+//! How the mistake lab's results are shown, and the replay of recorded ones: the case list
+//! (`lab`; `lab --quiz` without the expected codes), the text of one outcome, the quiz (predict
+//! each call's answer, run, then see the expected code, the explanation and the fix) and
+//! `lab --replay FILE.jsonl`, which shows results recorded on a GPU machine — the JSON lines that
+//! `lab NAME --json` prints, e.g. `docs/results/2026-11-30-h200/lab.jsonl` — without calling the
+//! driver, so a class can do the lab on machines without a GPU.
+//!
+//! A replay judges each recorded answer against this build's table ([`CASES`]): the code, name,
+//! text and detail shown are the file's; the call, expected codes, explanation and fix are this
+//! build's (a case this build does not have keeps the file's). `--json` prints the file's own
+//! lines.
+//!
+//! The file may also hold driver information, shown with the replay: a line that is a JSON object
+//! without `"case"` but with any of [`DRIVER_KEYS`] (e.g. `{"gpu":"NVIDIA H200","driver":"580.159.04"}`),
+//! or a `"driver"` field in a result.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::lab::{Outcome, CASES};
+
+/// Keys of a line that describes the machine the results were recorded on, in the order shown.
+pub const DRIVER_KEYS: [&str; 8] = ["gpu", "device", "devices", "driver", "driver_version", "cuda_version", "library", "date"];
+
+/// How to make a file to replay, for error messages.
+const RECORD_HINT: &str = "record one on a machine with the GPU with `nbody-interop lab all --json > FILE.jsonl` \
+                           (one is committed: docs/results/2026-11-30-h200/lab.jsonl)";
+
+fn mark(o: &Outcome) -> &'static str {
+    if o.ok {
+        "ok"
+    } else if o.is_unavailable() {
+        "UNAVAILABLE"
+    } else {
+        "UNEXPECTED"
+    }
+}
+
+/// `lab` without a name: every case with what it needs and its call, one JSON object per case
+/// with `json`. With `quiz` the expected codes are left out (a predict-then-run exercise).
+///
+/// # Errors
+/// `out` cannot be written.
+pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> {
+    for c in CASES {
+        let expected: Vec<String> = c.expected.iter().map(|e| e.name()).collect();
+        if json {
+            let mut row = serde_json::json!({ "case": c.name, "call": c.call, "needs": c.needs, "expected": expected });
+            if quiz {
+                if let Some(m) = row.as_object_mut() {
+                    m.remove("expected");
+                }
+            }
+            writeln!(out, "{row}")?;
+        } else {
+            let needs = serde_json::to_value(c.needs)?.as_str().unwrap_or_default().to_string();
+            if quiz {
+                writeln!(out, "{:<26} {}", c.name, needs)?;
+            } else {
+                writeln!(out, "{:<26} {:<11} expects {}", c.name, needs, expected.join(" or "))?;
+            }
+            writeln!(out, "{:<26} {}", "", c.call)?;
+        }
+    }
+    if json {
+        return Ok(());
+    }
+    if quiz {
+        writeln!(
+            out,
+            "\npredict what the driver returns for each call, then run one with `nbody-interop lab --quiz NAME`, all with \
+             `nbody-interop lab --quiz all` (no GPU here: add `--replay FILE.jsonl`, e.g. docs/results/2026-11-30-h200/lab.jsonl)"
+        )?;
+    } else {
+        writeln!(out, "\nrun one with `nbody-interop lab NAME`, all with `nbody-interop lab all` (--json: one object per case)")?;
+    }
+    Ok(())
+}
+
+/// One outcome as `lab NAME` prints it; `replayed` marks it as read from a file.
+///
+/// # Errors
+/// `out` cannot be written.
+pub fn print_text(out: &mut impl Write, o: &Outcome, replayed: bool) -> std::io::Result<()> {
+    writeln!(out, "{} — {}{}", o.case, mark(o), if replayed { " (replayed)" } else { "" })?;
+    writeln!(out, "  call:      {}", o.call)?;
+    writeln!(out, "  expected:  {}", o.expected.join(" or "))?;
+    got_lines(out, o)?;
+    writeln!(out, "  why:       {}", o.explanation)?;
+    writeln!(out, "  fix:       {}", o.fix)?;
+    writeln!(out)
+}
+
+fn got_lines(out: &mut impl Write, o: &Outcome) -> std::io::Result<()> {
+    writeln!(out, "  got:       {}", o.got_summary())?;
+    if o.got_code.is_some() && !o.got_text.is_empty() {
+        writeln!(out, "  driver:    {}", o.got_text)?;
+    }
+    if let Some(d) = &o.detail {
+        writeln!(out, "  detail:    {d}")?;
+    }
+    Ok(())
+}
+
+/// The quiz's first half: each case's name and call, numbered, with nothing of its answer. With
+/// `input` (stdin on a terminal) it asks for a prediction per case, one line each (empty: none;
+/// end of input: no more questions). Returns the predictions in the order of `calls`
+/// (`(name, call)` pairs).
+///
+/// # Errors
+/// `out` cannot be written, or `input` cannot be read.
+pub fn ask(out: &mut impl Write, calls: &[(&str, &str)], mut input: Option<&mut dyn BufRead>) -> anyhow::Result<Vec<Option<String>>> {
+    writeln!(out, "quiz: predict what the driver returns for each call (a CUresult or symbolStatus name, or its number);")?;
+    writeln!(out, "the answers, the expected codes and the explanations follow once the case(s) ran.")?;
+    writeln!(out)?;
+    let mut predictions = Vec::with_capacity(calls.len());
+    for (i, (name, call)) in calls.iter().enumerate() {
+        writeln!(out, "{}. {name}", i + 1)?;
+        writeln!(out, "   call:      {call}")?;
+        let mut prediction = None;
+        if let Some(r) = input.as_mut() {
+            write!(out, "   predict:   ")?;
+            out.flush()?;
+            let mut line = String::new();
+            if r.read_line(&mut line).context("reading a prediction from stdin")? == 0 {
+                input = None;
+                writeln!(out)?;
+            }
+            let t = line.trim();
+            prediction = (!t.is_empty()).then(|| t.to_string());
+        }
+        predictions.push(prediction);
+    }
+    writeln!(out)?;
+    Ok(predictions)
+}
+
+/// Strips a `cuda.h` prefix (`CUDA_ERROR_`, `CU_GET_PROC_ADDRESS_`, `CUDA_`) from an upper-case name.
+fn core(name: &str) -> &str {
+    ["CUDA_ERROR_", "CU_GET_PROC_ADDRESS_", "CUDA_"].iter().find_map(|p| name.strip_prefix(p)).unwrap_or(name)
+}
+
+/// Whether `prediction` names what came back: its number, its name, or its name without the
+/// `cuda.h` prefix (`ALREADY_MAPPED` for `CUDA_ERROR_ALREADY_MAPPED`), in any case. `None` when
+/// the case did not run (nothing to compare with).
+pub fn prediction_matches(prediction: &str, o: &Outcome) -> Option<bool> {
+    let got = o.got_code?;
+    let p = prediction.trim();
+    if let Ok(n) = p.parse::<i32>() {
+        return Some(n == got);
+    }
+    let (p, name) = (p.to_ascii_uppercase(), o.got_name.to_ascii_uppercase());
+    Some(p == name || core(&p) == core(&name))
+}
+
+/// The quiz's second half for one outcome: what came back first, then the expected codes, the
+/// prediction judged, the explanation and the fix.
+///
+/// # Errors
+/// `out` cannot be written.
+pub fn reveal(out: &mut impl Write, o: &Outcome, prediction: Option<&str>, replayed: bool) -> std::io::Result<()> {
+    writeln!(out, "{} — {}{}", o.case, mark(o), if replayed { " (replayed)" } else { "" })?;
+    writeln!(out, "  call:      {}", o.call)?;
+    got_lines(out, o)?;
+    writeln!(out, "  expected:  {}", o.expected.join(" or "))?;
+    if let Some(p) = prediction {
+        let verdict = match prediction_matches(p, o) {
+            Some(true) => "right".to_string(),
+            Some(false) => format!("not what came back ({})", o.got_summary()),
+            None => "cannot tell: the case did not run".to_string(),
+        };
+        writeln!(out, "  predicted: {p} — {verdict}")?;
+    }
+    writeln!(out, "  why:       {}", o.explanation)?;
+    writeln!(out, "  fix:       {}", o.fix)?;
+    writeln!(out)
+}
+
+/// Prints `outcomes`: JSON lines, the quiz's answers (with `predictions`, by index) or the text
+/// of `lab NAME`; `replayed` marks them as read from a file.
+///
+/// # Errors
+/// `out` cannot be written.
+pub fn show(out: &mut impl Write, outcomes: &[Outcome], json: bool, quiz: Option<&[Option<String>]>, replayed: bool) -> anyhow::Result<()> {
+    for (i, o) in outcomes.iter().enumerate() {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(o)?)?;
+        } else if let Some(p) = quiz {
+            reveal(out, o, p.get(i).and_then(|p| p.as_deref()), replayed)?;
+        } else {
+            print_text(out, o, replayed)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `Ok` when every outcome got an expected code; otherwise an error that says which did not,
+/// and why (`replayed`: the file they were read from). `quiz`: a case that could not run here
+/// gets the remedy of a class without a GPU (`--replay`).
+///
+/// # Errors
+/// As said: a case that could not run (or was recorded so) or did not produce an expected code.
+pub fn verdict(outcomes: &[Outcome], replayed: Option<&Path>, quiz: bool) -> anyhow::Result<()> {
+    let unavailable: Vec<&Outcome> = outcomes.iter().filter(|o| o.is_unavailable()).collect();
+    let unexpected: Vec<String> =
+        outcomes.iter().filter(|o| !o.ok && !o.is_unavailable()).map(|o| format!("{} (got {})", o.case, o.got_summary())).collect();
+    let ran = if replayed.is_some() { "was recorded as not run" } else { "could not run" };
+    let mut why = Vec::new();
+    if !unexpected.is_empty() {
+        why.push(format!("{} did not produce the expected code: {}", unexpected.len(), unexpected.join("; ")));
+    }
+    if let Some(first) = unavailable.first() {
+        let names: Vec<&str> = unavailable.iter().map(|o| o.case.as_str()).collect();
+        if unavailable.iter().all(|o| o.got_text == first.got_text) {
+            why.push(format!("{} {ran} ({}): {}", unavailable.len(), names.join(", "), first.got_text));
+        } else {
+            let each: Vec<String> = unavailable.iter().map(|o| format!("{}: {}", o.case, o.got_text)).collect();
+            why.push(format!("{} {ran}: {}", unavailable.len(), each.join("; ")));
+        }
+        if quiz && replayed.is_none() {
+            why.push("without a GPU, replay results recorded on one: `nbody-interop lab --quiz --replay FILE.jsonl NAME` (e.g. docs/results/2026-11-30-h200/lab.jsonl)".into());
+        }
+    }
+    if why.is_empty() {
+        return Ok(());
+    }
+    let failed = unexpected.len() + unavailable.len();
+    match replayed {
+        None => bail!("{failed} of {} lab case(s) failed; {}", outcomes.len(), why.join("; ")),
+        Some(f) => bail!("{failed} of {} replayed lab case(s) from {} failed; {}", outcomes.len(), f.display(), why.join("; ")),
+    }
+}
+
+/// A result as `lab NAME --json` wrote it (only `case` and `got_name` are required).
+#[derive(Debug, Deserialize)]
+struct Recorded {
+    case: String,
+    #[serde(default)]
+    call: String,
+    #[serde(default)]
+    expected: Vec<String>,
+    got_code: Option<i32>,
+    got_name: String,
+    #[serde(default)]
+    got_text: String,
+    #[serde(default)]
+    explanation: String,
+    #[serde(default)]
+    fix: String,
+    detail: Option<String>,
+    driver: Option<Value>,
+}
+
+/// One recorded result.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    /// Its line in the file (1-based).
+    pub line: usize,
+    /// The line as written (what `--replay --json` prints).
+    pub raw: String,
+    /// The outcome it shows, judged against this build's table.
+    pub outcome: Outcome,
+}
+
+/// A file of recorded results.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The machine it was recorded on, as the file says (its driver lines and `driver` fields).
+    pub driver: Option<String>,
+    /// The results, in file order.
+    pub results: Vec<Replayed>,
+}
+
+/// A driver-info value in short form: a string as is, an array item by item, an object by its
+/// `name` (a device of `info --json`) or as `key value` pairs.
+fn short(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(short).collect::<Vec<_>>().join("; "),
+        Value::Object(o) => match o.get("name") {
+            Some(n) => short(n),
+            None => o.iter().map(|(k, v)| format!("{k} {}", short(v))).collect::<Vec<_>>().join(", "),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn driver_line(m: &Map<String, Value>) -> Option<String> {
+    let parts: Vec<String> = DRIVER_KEYS.iter().filter_map(|k| m.get(*k).map(|v| format!("{k} {}", short(v)))).collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+impl Recording {
+    /// Reads `path`.
+    ///
+    /// # Errors
+    /// The file cannot be read (the message says how to record one), or [`Recording::parse`] fails.
+    pub fn read(path: &Path) -> anyhow::Result<Recording> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the recorded lab results {}; {RECORD_HINT}", path.display()))?;
+        Recording::parse(path, &text)
+    }
+
+    /// Parses `text` (the contents of `path`): one JSON object per line, blank lines skipped.
+    /// Each recorded case is judged against this build's table ([`CASES`]); one this build does
+    /// not have against the codes the file expected.
+    ///
+    /// # Errors
+    /// A line that is not a JSON object, a result with a missing or mistyped field, an object
+    /// that is neither a result nor driver information, or no result at all — each naming the
+    /// line number.
+    pub fn parse(path: &Path, text: &str) -> anyhow::Result<Recording> {
+        let file = path.display();
+        let mut drivers: Vec<String> = Vec::new();
+        let mut results = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let (line, raw) = (i + 1, raw.trim());
+            if raw.is_empty() {
+                continue;
+            }
+            let v: Value = serde_json::from_str(raw)
+                .with_context(|| format!("{file} line {line} is not JSON; each line must be one object that `lab NAME --json` printed"))?;
+            let Some(m) = v.as_object() else {
+                bail!("{file} line {line} is not a JSON object (it is {raw:.40}); each line must be one object that `lab NAME --json` printed");
+            };
+            if !m.contains_key("case") {
+                match driver_line(m) {
+                    Some(d) => drivers.push(d),
+                    None => bail!(
+                        "{file} line {line} is neither a lab result (no \"case\") nor driver information (none of {})",
+                        DRIVER_KEYS.join(", ")
+                    ),
+                }
+                continue;
+            }
+            let r: Recorded = serde_json::from_value(v.clone())
+                .with_context(|| format!("{file} line {line} is not a lab result as `lab NAME --json` prints it"))?;
+            if let Some(d) = &r.driver {
+                drivers.push(short(d));
+            }
+            results.push(Replayed { line, raw: raw.to_string(), outcome: judge(r) });
+        }
+        if results.is_empty() {
+            bail!("{file} holds no lab results (no line with \"case\"); {RECORD_HINT}");
+        }
+        drivers.dedup();
+        let driver = (!drivers.is_empty()).then(|| drivers.join("; "));
+        Ok(Recording { path: path.to_path_buf(), driver, results })
+    }
+
+    /// The results for `name` (`None` or `all`: every one, in file order; a case recorded twice
+    /// is replayed twice).
+    ///
+    /// # Errors
+    /// `name` is not recorded in the file (the message lists what is).
+    pub fn select(&self, name: Option<&str>) -> anyhow::Result<Vec<&Replayed>> {
+        let all = matches!(name, None | Some("all"));
+        let chosen: Vec<&Replayed> = self.results.iter().filter(|r| all || Some(r.outcome.case.as_str()) == name).collect();
+        if chosen.is_empty() {
+            let mut held: Vec<&str> = self.results.iter().map(|r| r.outcome.case.as_str()).collect();
+            held.dedup();
+            let n = name.unwrap_or_default();
+            let known = if CASES.iter().any(|c| c.name == n) { "a case of this build" } else { "not a case of this build either" };
+            bail!(
+                "lab case `{n}` is not recorded in {} ({known}); it holds: {} (or `all`)",
+                self.path.display(),
+                held.join(", ")
+            );
+        }
+        Ok(chosen)
+    }
+}
+
+/// The outcome a recorded result shows: against this build's case when it has one (recomputing
+/// `ok` from the recorded code), else against the codes the file expected.
+fn judge(r: Recorded) -> Outcome {
+    if let Some(c) = CASES.iter().find(|c| c.name == r.case) {
+        return Outcome::new(c, r.got_code, r.got_name, r.got_text, r.detail);
+    }
+    let ok = r.got_code.is_some() && r.expected.contains(&r.got_name);
+    Outcome {
+        case: r.case,
+        call: r.call,
+        expected: r.expected,
+        got_code: r.got_code,
+        got_name: r.got_name,
+        got_text: r.got_text,
+        ok,
+        explanation: r.explanation,
+        fix: r.fix,
+        detail: r.detail,
+    }
+}
+
+/// `lab --replay FILE [NAME|all]`: shows the recorded results for `name` (`None`: all) as `lab`
+/// would, marked as replayed from `file` with its driver information; `json` prints the file's
+/// lines instead; `quiz` asks first (`input`: see [`ask`]). Makes no driver call.
+///
+/// # Errors
+/// The file cannot be read or parsed, `name` is not recorded in it, `out` cannot be written, or
+/// a replayed case did not get an expected code (see [`verdict`]).
+pub fn replay(out: &mut impl Write, file: &Path, name: Option<&str>, json: bool, quiz: bool, input: Option<&mut dyn BufRead>) -> anyhow::Result<()> {
+    let rec = Recording::read(file)?;
+    let chosen = rec.select(name)?;
+    let outcomes: Vec<Outcome> = chosen.iter().map(|r| r.outcome.clone()).collect();
+    if json {
+        for r in &chosen {
+            writeln!(out, "{}", r.raw)?;
+        }
+        out.flush()?;
+        return verdict(&outcomes, Some(file), quiz);
+    }
+    let driver = rec.driver.as_deref().map_or_else(|| "the file records no driver information".to_string(), |d| format!("recorded with {d}"));
+    writeln!(out, "replayed from {} ({driver}): {} recorded result(s); no driver call is made here.", file.display(), outcomes.len())?;
+    writeln!(out, "The code, name, text and detail are the file's; the call, expected codes, explanation and fix are this build's.")?;
+    writeln!(out)?;
+    let predictions = if quiz {
+        let calls: Vec<(&str, &str)> = outcomes.iter().map(|o| (o.case.as_str(), o.call.as_str())).collect();
+        Some(ask(out, &calls, input)?)
+    } else {
+        None
+    };
+    show(out, &outcomes, false, predictions.as_deref(), true)?;
+    verdict(&outcomes, Some(file), quiz)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"case":"unmap-twice","call":"old call","expected":["CUDA_ERROR_NOT_MAPPED"],"got_code":211,"got_name":"CUDA_ERROR_NOT_MAPPED","got_text":"resource not mapped","ok":true,"explanation":"old","fix":"old","detail":null}"#;
+
+    fn parse(text: &str) -> anyhow::Result<Recording> {
+        Recording::parse(Path::new("rec.jsonl"), text)
+    }
+
+    #[test]
+    fn a_known_case_is_judged_against_this_build_and_shows_its_text() {
+        let rec = parse(&format!("\n{LINE}\n\n")).expect("parses");
+        assert_eq!(rec.driver, None);
+        let r = &rec.results[0];
+        assert_eq!(r.line, 2);
+        assert_eq!(r.raw, LINE);
+        assert!(r.outcome.ok);
+        let case = CASES.iter().find(|c| c.name == "unmap-twice").expect("case");
+        assert_eq!(r.outcome.call, case.call);
+        assert_eq!(r.outcome.explanation, case.explanation);
+        // The recorded `ok` is not trusted: another code is UNEXPECTED.
+        let wrong = LINE.replace("\"got_code\":211", "\"got_code\":999");
+        assert!(!parse(&wrong).expect("parses").results[0].outcome.ok);
+    }
+
+    #[test]
+    fn an_unknown_case_is_judged_against_the_file() {
+        let line = r#"{"case":"from-the-future","call":"cuX()","expected":["CUDA_ERROR_X"],"got_code":7,"got_name":"CUDA_ERROR_X"}"#;
+        let o = &parse(line).expect("parses").results[0].outcome;
+        assert!(o.ok && o.call == "cuX()" && o.got_text.is_empty());
+    }
+
+    #[test]
+    fn driver_lines_and_fields_are_summarised() {
+        let header = r#"{"gpu":"NVIDIA H200","driver":"580.159.04","devices":[{"name":"NVIDIA H200","ordinal":0}]}"#;
+        let rec = parse(&format!("{header}\n{LINE}")).expect("parses");
+        assert_eq!(rec.driver.as_deref(), Some("gpu NVIDIA H200, devices NVIDIA H200, driver 580.159.04"));
+        let with_field = LINE.replace("\"detail\":null", r#""detail":null,"driver":{"version":"580","cuda":"13.0"}"#);
+        let d = parse(&with_field).expect("parses").driver.expect("driver info");
+        assert!(d.contains("cuda 13.0") && d.contains("version 580"), "{d}");
+    }
+
+    #[test]
+    fn bad_lines_name_their_number() {
+        let e = format!("{:#}", parse(&format!("{LINE}\nnot json")).unwrap_err());
+        assert!(e.contains("rec.jsonl line 2 is not JSON"), "{e}");
+        let e = format!("{:#}", parse(&format!("{LINE}\n\n[1, 2]")).unwrap_err());
+        assert!(e.contains("line 3 is not a JSON object"), "{e}");
+        let e = format!("{:#}", parse(r#"{"case":"unmap-twice"}"#).unwrap_err());
+        assert!(e.contains("line 1 is not a lab result") && e.contains("got_name"), "{e}");
+        let e = format!("{:#}", parse(r#"{"colour":"blue"}"#).unwrap_err());
+        assert!(e.contains("line 1 is neither a lab result"), "{e}");
+        let e = format!("{:#}", parse("\n\n").unwrap_err());
+        assert!(e.contains("holds no lab results") && e.contains("lab all --json"), "{e}");
+    }
+
+    #[test]
+    fn select_names_what_the_file_holds() {
+        let rec = parse(LINE).expect("parses");
+        assert_eq!(rec.select(None).expect("all").len(), 1);
+        assert_eq!(rec.select(Some("unmap-twice")).expect("named").len(), 1);
+        let e = rec.select(Some("map-already-mapped")).unwrap_err().to_string();
+        assert!(e.contains("not recorded in rec.jsonl (a case of this build)") && e.contains("holds: unmap-twice"), "{e}");
+        let e = rec.select(Some("nosuch")).unwrap_err().to_string();
+        assert!(e.contains("not a case of this build either"), "{e}");
+    }
+
+    #[test]
+    fn predictions_match_by_number_name_or_short_name() {
+        let o = parse(LINE).expect("parses").results[0].outcome.clone();
+        for p in ["211", "CUDA_ERROR_NOT_MAPPED", "not_mapped", " NOT_MAPPED "] {
+            assert_eq!(prediction_matches(p, &o), Some(true), "{p}");
+        }
+        for p in ["208", "MAPPED", "ALREADY_MAPPED", ""] {
+            assert_eq!(prediction_matches(p, &o), Some(false), "{p}");
+        }
+        let gone = Outcome::unavailable(&CASES[0], "no driver");
+        assert_eq!(prediction_matches("208", &gone), None);
+    }
+
+    #[test]
+    fn the_quiz_asks_before_it_tells() {
+        let mut out = Vec::new();
+        let mut input: &[u8] = b"not_mapped\n\n";
+        let p = ask(&mut out, &[("unmap-twice", "call one"), ("b", "call two"), ("c", "call three")], Some(&mut input)).expect("asks");
+        assert_eq!(p, [Some("not_mapped".to_string()), None, None]);
+        let asked = String::from_utf8(out).expect("utf-8");
+        assert!(asked.contains("1. unmap-twice") && asked.contains("call three") && !asked.contains("NOT_MAPPED"), "{asked}");
+        let o = parse(LINE).expect("parses").results[0].outcome.clone();
+        let mut out = Vec::new();
+        reveal(&mut out, &o, Some("not_mapped"), true).expect("reveals");
+        let told = String::from_utf8(out).expect("utf-8");
+        assert!(told.starts_with("unmap-twice — ok (replayed)"), "{told}");
+        assert!(told.find("got:").expect("got") < told.find("expected:").expect("expected"), "{told}");
+        assert!(told.contains("predicted: not_mapped — right"), "{told}");
+    }
+}
