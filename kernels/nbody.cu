@@ -151,6 +151,79 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
     }
 }
 
+// The j-split tile loop (small N): S threads share each body i. Thread t of a block of B threads
+// belongs to split lane s = t / T (T = B / S bodies per block) and takes slots [s*T, (s+1)*T) of
+// every tile, so each thread makes N / S interactions and a block covers T bodies: S times more
+// warps for the same N, which is what hides the latency when N / B is below a few blocks per SM.
+// T must be a multiple of 32 (B a multiple of 32 * S): every warp then has one s (its loop bounds
+// and shared-memory reads are warp-uniform: each LDS.128 is a broadcast). Returns this thread's
+// partial sum; step_split adds the S partials in the order s = 0, 1, ..., S - 1 (deterministic).
+template <int S, bool Soft>
+__device__ __forceinline__ float3 accumulate_split(const float4* __restrict__ pos_in, const int n, const float eps2,
+                                                   const float3 xi) {
+    constexpr int U = 32;
+    const int B = blockDim.x;
+    const int T = B / S;
+    const int t = threadIdx.x;
+    const int lo = (t / T) * T;
+    float3 acc = make_float3(0.0f, 0.0f, 0.0f);
+    float4 next = t < n ? pos_in[t] : pad_body();
+#pragma unroll 1
+    for (int base = 0; base < n; base += B) {
+        nbody_tile[t] = next;
+        __syncthreads();
+        const int j = base + B + t;
+        next = j < n ? pos_in[j] : pad_body();
+        // This lane's slots below N, rounded up to U (the padding slots are massless). Warp-uniform.
+        const int rem = max(0, n - base - lo);
+        const int used = min(T, (rem + (U - 1)) & ~(U - 1));
+#pragma unroll 1
+        for (int s = 0; s < used; s += U) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                interact<Soft>(nbody_tile[lo + s + u], xi, acc, eps2);
+            }
+        }
+        __syncthreads();
+    }
+    return acc;
+}
+
+// One leapfrog step with the j-split (one body per S threads; README.md "j-split").
+template <int S>
+__device__ __forceinline__ void step_split(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
+                                           float4* __restrict__ vel, const int n, const float dt_drift,
+                                           const float kick, const float eps2, const float g) {
+    const int T = blockDim.x / S;
+    const int t = threadIdx.x;
+    const int li = t % T;
+    const int i = blockIdx.x * T + li;
+    const float4 b = i < n ? pos_in[i] : pad_body();
+    const float3 xi = make_float3(b.x, b.y, b.z);
+    // Block-uniform (a kernel parameter): no divergence. With ftz a denormal eps2 counts as 0.
+    float3 acc = eps2 > 0.0f ? accumulate_split<S, true>(pos_in, n, eps2, xi) : accumulate_split<S, false>(pos_in, n, eps2, xi);
+    // The tile loop ended with a barrier: the tile memory is free for the S partial sums.
+    nbody_tile[t] = make_float4(acc.x, acc.y, acc.z, 0.0f);
+    __syncthreads();
+    if (t < T && i < n) {
+#pragma unroll
+        for (int q = 1; q < S; ++q) {
+            const float4 p = nbody_tile[q * T + t];
+            acc.x += p.x;
+            acc.y += p.y;
+            acc.z += p.z;
+        }
+        const float gk = g * kick;
+        float4 v = vel[i];
+        v.x = fmaf(acc.x, gk, v.x);
+        v.y = fmaf(acc.y, gk, v.y);
+        v.z = fmaf(acc.z, gk, v.z);
+        v.w = 0.0f;
+        vel[i] = v;
+        pos_out[i] = make_float4(fmaf(v.x, dt_drift, xi.x), fmaf(v.y, dt_drift, xi.y), fmaf(v.z, dt_drift, xi.z), b.w);
+    }
+}
+
 // Potential tile loop: sum_j m_j / sqrt(r^2 + eps^2) over j != i (Soft: by index) or over
 // r^2 != 0 (unsoftened). Per-tile fp32 partial sums are added with Kahan compensation.
 // Diagnostics only: not tuned.
@@ -209,6 +282,18 @@ __device__ __forceinline__ float potential_sum(const float4* __restrict__ pos, c
 NBODY_STEP_KERNEL(nbody_step_p1, 1)
 NBODY_STEP_KERNEL(nbody_step_p2, 2)
 NBODY_STEP_KERNEL(nbody_step_p4, 4)
+
+// The j-split variants (one body per S threads, for small N): the same parameters.
+#define NBODY_SPLIT_KERNEL(NAME, S)                                                                   \
+    extern "C" __global__ void __launch_bounds__(1024)                                               \
+        NAME(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, \
+             int n, float dt_drift, float kick, float eps2, float g) {                               \
+        nbody::step_split<S>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g);                          \
+    }
+
+NBODY_SPLIT_KERNEL(nbody_step_s2, 2)
+NBODY_SPLIT_KERNEL(nbody_step_s4, 4)
+NBODY_SPLIT_KERNEL(nbody_step_s8, 8)
 
 // phi[i] = -sum_{j != i} m_j / sqrt(r_ij^2 + eps2); with eps2 == 0 the sum skips r^2 == 0.
 // No G and no m_i: the host multiplies (in f64). One body per thread, grid = ceil(N / B).

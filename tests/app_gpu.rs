@@ -25,7 +25,7 @@ use nbody_app::gfx::context::HeadlessContext;
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use nbody_app::sim::cpu::step_reference_f64;
 use nbody_app::sim::diagnostics::potentials_f64;
-use nbody_app::cuda::kernels::{Kernels, BODY_BYTES};
+use nbody_app::cuda::kernels::{Kernels, Launch, BODY_BYTES};
 use nbody_app::sim::init::InitialCondition;
 use nbody_app::sim::{Bodies, PhysParams};
 
@@ -65,7 +65,14 @@ fn rel_err3(a: &[[f32; 4]], b: &[[f64; 3]]) -> f64 {
 type StepOut = (Vec<[f32; 4]>, Vec<[f32; 4]>, bool);
 
 /// One kernel call on the GPU (P, block) from `bodies`.
-fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, p: u32, block: u32, kick: f32) -> Result<StepOut, Failed> {
+/// Every step kernel as (P bodies per thread, S threads per body).
+const VARIANTS: [(u32, u32); 6] = [(1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (1, 8)];
+
+fn launch(p: u32, split: u32, block: u32) -> Launch {
+    Launch { block, p, split }
+}
+
+fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, l: Launch, kick: f32) -> Result<StepOut, Failed> {
     let n = bodies.len();
     let tail = 64;
     let poison = [f32::from_bits(0x7fc0_dead); 4];
@@ -75,7 +82,7 @@ fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams
     let vel = DeviceBuffer::from_slice(ctx, &bodies.vel)?;
     let stream = Stream::create(ctx, stream_flags::NON_BLOCKING, 0)?;
     // Three distinct buffers of ≥ N bodies (pout holds N + tail: the kernel must not write past N).
-    k.launch_step(p, block, n, (pin.view(), pout.view(), vel.view()), params.dt, kick, params, &stream)?;
+    k.launch_step(l, n, (pin.view(), pout.view(), vel.view()), params.dt, kick, params, &stream)?;
     stream.synchronize()?;
     pout.copy_to_host(&mut out_host)?;
     let tail_ok = out_host[n..].iter().all(|v| v.iter().zip(poison).all(|(a, b)| a.to_bits() == b.to_bits()));
@@ -89,12 +96,12 @@ fn one_step_matches_float64_reference() -> Result<(), Failed> {
     let bodies = plummer(4096, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let (rp, rv) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
-    for p in [1, 2, 4] {
-        for block in [128, 256] {
-            let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, p, block, 0.5 * params.dt)?;
+    for (p, s) in VARIANTS {
+        for block in [256, 1024] {
+            let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, block), 0.5 * params.dt)?;
             let (ep, ev) = (rel_err(&pos, &rp), rel_err3(&vel, &rv));
-            eprintln!("P={p} block={block}: position rel. error {ep:.2e}, velocity {ev:.2e}");
-            ensure(ep <= 1e-5 && ev <= 1e-5, format!("P={p} block={block}: errors {ep:e} / {ev:e} > 1e-5"))?;
+            eprintln!("P={p} S={s} block={block}: position rel. error {ep:.2e}, velocity {ev:.2e}");
+            ensure(ep <= 1e-5 && ev <= 1e-5, format!("P={p} S={s} block={block}: errors {ep:e} / {ev:e} > 1e-5"))?;
         }
     }
     Ok(())
@@ -107,11 +114,11 @@ fn n_not_a_multiple_of_the_block_size() -> Result<(), Failed> {
     for n in [1usize, 3, 33, 1000, 4097] {
         let bodies = plummer(n, fresh_seed())?;
         let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
-        for p in [1, 2, 4] {
-            let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, p, 256, params.dt)?;
-            ensure(tail_ok, format!("N={n} P={p}: wrote past N"))?;
+        for (p, s) in VARIANTS {
+            let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, 256), params.dt)?;
+            ensure(tail_ok, format!("N={n} P={p} S={s}: wrote past N"))?;
             let e = rel_err(&pos, &rp);
-            ensure(e <= 1e-5, format!("N={n} P={p}: rel. error {e:e}"))?;
+            ensure(e <= 1e-5, format!("N={n} P={p} S={s}: rel. error {e:e}"))?;
         }
     }
     Ok(())
@@ -123,11 +130,11 @@ fn exact_gravity_with_distinct_bodies_is_finite() -> Result<(), Failed> {
     let bodies = plummer(2048, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-4, softening: 0.0 };
     let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
-    for p in [1, 2, 4] {
-        let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, p, 256, params.dt)?;
-        ensure(pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())), format!("P={p}: non-finite value with ε = 0"))?;
+    for (p, s) in VARIANTS {
+        let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, 256), params.dt)?;
+        ensure(pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())), format!("P={p} S={s}: non-finite value with ε = 0"))?;
         let e = rel_err(&pos, &rp);
-        ensure(e <= 1e-5, format!("P={p}: ε = 0 rel. error {e:e}"))?;
+        ensure(e <= 1e-5, format!("P={p} S={s}: ε = 0 rel. error {e:e}"))?;
     }
     Ok(())
 }

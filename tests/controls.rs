@@ -36,9 +36,9 @@ done
 sleep 1
 # Real (XTEST) key presses go to the focused window; synthetic XSendEvent ones are ignored by winit.
 xdotool windowfocus --sync "$wid" 2>/dev/null || xdotool windowactivate --sync "$wid" 2>/dev/null
-xdotool key space; sleep 0.5
-xdotool key s; sleep 0.5
-xdotool key s; sleep 0.5
+xdotool key space; sleep 1
+xdotool key s; sleep 1
+xdotool key s; sleep 1
 xdotool key Escape
 for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 kill -0 $pid 2>/dev/null && {{ echo "still running after Escape"; kill -INT $pid; }}

@@ -24,6 +24,10 @@ pub const MAX_BODIES: usize = (i32::MAX as usize) - 4096;
 /// Bodies per thread the step kernels come in (`nbody_step_p1`, `_p2`, `_p4`).
 pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
 
+/// Threads per body of the j-split step kernels (`nbody_step_s2`, `_s4`, `_s8`; one body per
+/// thread group; `kernels/README.md`, "j-split").
+pub const SPLITS: [u32; 3] = [2, 4, 8];
+
 /// Parameters of `nbody_step_pP`: `(const float4* pos_in, float4* pos_out, float4* vel, int n,
 /// float dt_drift, float kick, float eps2, float g)`.
 pub const STEP_PARAMS: [PtxParam; 8] =
@@ -85,11 +89,13 @@ pub struct StepScalars {
     pub g: f32,
 }
 
-/// `nbody_step_pP` of a loaded module, its parameters checked against [`STEP_PARAMS`].
+/// `nbody_step_pP` or `nbody_step_sS` of a loaded module, its parameters checked against
+/// [`STEP_PARAMS`].
 #[derive(Debug, Clone)]
 pub struct StepKernel {
     function: Function,
     p: u32,
+    split: u32,
 }
 
 impl StepKernel {
@@ -102,7 +108,35 @@ impl StepKernel {
         if !BODIES_PER_THREAD.contains(&p) {
             return Err(Error::InvalidArgument(format!("no step kernel for P = {p} (1, 2 or 4)")));
         }
-        Ok(StepKernel { function: lookup(module, &format!("nbody_step_p{p}"), &STEP_PARAMS)?, p })
+        Ok(StepKernel { function: lookup(module, &format!("nbody_step_p{p}"), &STEP_PARAMS)?, p, split: 1 })
+    }
+
+    /// Looks up the j-split kernel `nbody_step_s{s}` (S threads per body, P = 1) in `module`
+    /// and checks its PTX parameter list.
+    ///
+    /// # Errors
+    /// `s` is not 2, 4 or 8; the module has no such kernel; its parameters differ from [`STEP_PARAMS`].
+    pub fn new_split(module: &Module, s: u32) -> Result<Self> {
+        if !SPLITS.contains(&s) {
+            return Err(Error::InvalidArgument(format!("no j-split step kernel for S = {s} (2, 4 or 8)")));
+        }
+        Ok(StepKernel { function: lookup(module, &format!("nbody_step_s{s}"), &STEP_PARAMS)?, p: 1, split: s })
+    }
+
+    /// Threads per body S (1 for the `nbody_step_pP` kernels).
+    pub fn split(&self) -> u32 {
+        self.split
+    }
+
+    /// True for the block sizes this kernel takes: those of [`valid_block`] that are also a
+    /// multiple of 32 · S (each split lane then owns whole warps).
+    pub fn takes_block(&self, block: u32) -> bool {
+        valid_block(block) && block % (32 * self.split) == 0
+    }
+
+    /// Bodies one block integrates: `block · P`, or `block / S` for a j-split kernel.
+    pub fn bodies_per_block(&self, block: u32) -> u32 {
+        block / self.split * self.p
     }
 
     /// The kernel (attributes, occupancy).
@@ -116,8 +150,8 @@ impl StepKernel {
     }
 
     /// One leapfrog step for `n` bodies: `vel += G a(pos_in) kick`, `pos_out = pos_in + vel
-    /// dt_drift`, on `stream`, with `block` threads per block, `ceil(n / (block·P))` blocks and
-    /// `block · 16` bytes of shared memory. Buffers are `[N][4]` f32.
+    /// dt_drift`, on `stream`, with `block` threads per block, `ceil(n / bodies_per_block)`
+    /// blocks and `block · 16` bytes of shared memory. Buffers are `[N][4]` f32.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an invalid block size or N, a buffer of fewer than N
@@ -135,6 +169,13 @@ impl StepKernel {
         stream: &Stream,
     ) -> Result<()> {
         check_block(block)?;
+        if !self.takes_block(block) {
+            return Err(Error::InvalidArgument(format!(
+                "block size {block}: the j-split kernel {} takes multiples of {} up to 1024",
+                self.function.name(),
+                32 * self.split
+            )));
+        }
         let nn = checked_n(n)?;
         check_len("pos_in", &pos_in, n)?;
         check_len("pos_out", &pos_out, n)?;
@@ -142,7 +183,7 @@ impl StepKernel {
         if pos_in.overlaps(&pos_out) || pos_in.overlaps(&vel) || pos_out.overlaps(&vel) {
             return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
         }
-        let grid = u32::try_from(n.div_ceil(block as usize * self.p as usize))
+        let grid = u32::try_from(n.div_ceil(self.bodies_per_block(block) as usize))
             .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
         let launch = Launch::new(&self.function)
             .grid(grid)
@@ -156,12 +197,13 @@ impl StepKernel {
             .f32(s.kick)
             .f32(s.eps2)
             .f32(s.g);
-        // SAFETY: the parameter list is STEP_PARAMS (checked at `new` against the PTX, and by
-        // `launch` against the arguments). Per kernels/README.md the kernel reads pos_in[0..n)
-        // and writes pos_out[0..n) and vel[0..n) only, for a block size that is a multiple of 32
-        // from 32 to 1024, grid ceil(n / (B·P)) and B·16 bytes of shared memory — all checked or
-        // computed here — and 1 ≤ n ≤ MAX_BODIES (checked); each buffer holds ≥ n bodies and they
-        // do not overlap (checked). The views borrow their owners for this call; the owners
+        // SAFETY: the parameter list is STEP_PARAMS (checked at `new`/`new_split` against the
+        // PTX, and by `launch` against the arguments). Per kernels/README.md the kernel reads
+        // pos_in[0..n) and writes pos_out[0..n) and vel[0..n) only, for a block size that is a
+        // multiple of 32 (of 32·S for a j-split kernel) from 32 to 1024, grid ceil(n / (B·P)) (or
+        // ceil(n / (B/S))) and B·16 bytes of shared memory — all checked or computed here — and
+        // 1 ≤ n ≤ MAX_BODIES (checked); each buffer holds ≥ n bodies and they do not overlap
+        // (checked). The views borrow their owners for this call; the owners
         // keep the memory until the stream has finished with it (their teardown synchronises the
         // stream or unmaps on it).
         unsafe { launch.launch(stream) }
@@ -281,6 +323,11 @@ mod tests {
         let entries = ptx_entries(ptx);
         for p in BODIES_PER_THREAD {
             let name = format!("nbody_step_p{p}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_PARAMS, "{name}");
+        }
+        for s in SPLITS {
+            let name = format!("nbody_step_s{s}");
             let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, STEP_PARAMS, "{name}");
         }

@@ -188,9 +188,9 @@ impl CudaBackend {
         &self.info
     }
 
-    /// Block size and bodies per thread of the step kernel in use.
-    pub fn launch_config(&self) -> (u32, u32) {
-        (self.gpu.block, self.gpu.p)
+    /// Block size, bodies per thread and threads per body (j-split) of the step kernel in use.
+    pub fn launch_config(&self) -> (u32, u32, u32) {
+        (self.gpu.block, self.gpu.p, self.gpu.split)
     }
 
     /// The context.
@@ -545,7 +545,14 @@ impl SimBackend for CudaBackend {
         }
         rows.push((
             "kernel".into(),
-            format!("{} · P = {} · block {}{}", self.gpu.kernels.source(), self.gpu.p, self.gpu.block, if s.block_size == 0 { " (auto)" } else { "" }),
+            format!(
+                "{} · P = {}{} · block {}{}",
+                self.gpu.kernels.source(),
+                self.gpu.p,
+                if self.gpu.split > 1 { format!(" · j-split S = {}", self.gpu.split) } else { String::new() },
+                self.gpu.block,
+                if s.block_size == 0 { " (auto)" } else { "" }
+            ),
         ));
         rows.push(("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)));
         if let Some(Ok(a)) = self.gpu.kernels.step_function(self.gpu.p).map(|f| f.attributes()) {

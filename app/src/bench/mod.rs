@@ -191,7 +191,7 @@ struct Acc {
     draw: Vec<f64>,
     round_medians: Vec<f64>,
     /// (block size, bodies per thread) of the kernel, for CUDA modes.
-    launch: Option<(u32, u32)>,
+    launch: Option<(u32, u32, u32)>,
 }
 
 impl Acc {
@@ -634,6 +634,7 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                         steps_per_frame: steps,
                         block_size: acc.launch.map(|l| l.0),
                         bodies_per_thread: acc.launch.map(|l| l.1),
+                        threads_per_body: acc.launch.map(|l| l.2),
                         frames: acc.frame.len(),
                         rounds: args.rounds,
                         warmup: args.warmup,

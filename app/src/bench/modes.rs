@@ -222,9 +222,9 @@ impl ComputeRunner {
         Ok(ComputeRunner { pos, events, gpu, stream, ctx })
     }
 
-    /// Block size and bodies per thread of the step kernel.
-    pub fn launch_config(&self) -> (u32, u32) {
-        (self.gpu.block, self.gpu.p)
+    /// Block size, bodies per thread and threads per body of the step kernel.
+    pub fn launch_config(&self) -> (u32, u32, u32) {
+        (self.gpu.block, self.gpu.p, self.gpu.split)
     }
 
     /// One frame: `steps` launches between two events, then wait for the second.
@@ -275,7 +275,7 @@ impl Runner {
     }
 
     /// Block size and bodies per thread of the kernel, for CUDA modes.
-    pub fn launch_config(&self) -> Option<(u32, u32)> {
+    pub fn launch_config(&self) -> Option<(u32, u32, u32)> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => None,
             Runner::Cuda(b) => Some(b.launch_config()),
