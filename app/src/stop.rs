@@ -1,8 +1,10 @@
 //! Interrupts. SIGINT (Ctrl-C), SIGTERM and SIGHUP set one flag ([`stopped`]) that every frame
 //! loop — the demo's (headless and windowed), the bench's, the switch probe's — reads at each
 //! frame boundary; the loop then ends and writes every output the user asked for (state,
-//! screenshot, trace, bench rows) before returning [`Interrupted`], for which `main` exits 130
-//! (128 + SIGINT, the shell convention).
+//! screenshot, trace, bench rows). A run that was asked for a count (`--frames N`, a bench's
+//! rows) and ended before it returns [`Interrupted`], for which `main` exits 130 (128 + SIGINT,
+//! the shell convention); a run told to go until interrupted (the demo without `--frames`)
+//! exits 0. A second interrupt before the frame boundary (a long step) exits 130 at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
@@ -18,7 +20,15 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        if let Err(e) = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst)) {
+        let handler = || {
+            // A second interrupt while the first waits for a frame boundary (a long step):
+            // end now, without the outputs.
+            if STOP.swap(true, Ordering::SeqCst) {
+                eprintln!("second interrupt: exiting now, without writing the outputs");
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
+            }
+        };
+        if let Err(e) = ctrlc::set_handler(handler) {
             tracing::warn!("no Ctrl-C/SIGTERM handler ({e}): an interrupt would end the run without writing its outputs");
         }
     });

@@ -6,7 +6,10 @@
 //! parameters is refused), and each launch checks what the specification needs for the kernel
 //! to stay inside its buffers — a valid block size, `1 ≤ N ≤ MAX_BODIES`, buffers of at least N
 //! bodies that do not overlap — and computes the grid and the shared memory itself. That is why
-//! the single `unsafe` block of each launch is sound, and why callers need none.
+//! the single `unsafe` block of each launch is sound, and why callers need none. That rests on the
+//! module being the project's PTX (`kernels/nbody.ptx`) or a file a user gives in its place
+//! (`--kernel`, for tuning), which is trusted like the program itself: a kernel with the right
+//! parameters but other accesses is outside what these checks can see.
 
 use crate::error::{Error, Result};
 use crate::launch::Launch;
@@ -104,6 +107,7 @@ impl StepKernel {
     /// # Errors
     /// `p` is not 1, 2 or 4; the module has no such kernel (`CUDA_ERROR_NOT_FOUND`); its
     /// parameters differ from [`STEP_PARAMS`] ([`Error::InvalidArgument`]).
+    #[doc(alias = "cuModuleGetFunction")]
     pub fn new(module: &Module, p: u32) -> Result<Self> {
         if !BODIES_PER_THREAD.contains(&p) {
             return Err(Error::InvalidArgument(format!("no step kernel for P = {p} (1, 2 or 4)")));
@@ -116,6 +120,7 @@ impl StepKernel {
     ///
     /// # Errors
     /// `s` is not 2, 4 or 8; the module has no such kernel; its parameters differ from [`STEP_PARAMS`].
+    #[doc(alias = "cuModuleGetFunction")]
     pub fn new_split(module: &Module, s: u32) -> Result<Self> {
         if !SPLITS.contains(&s) {
             return Err(Error::InvalidArgument(format!("no j-split step kernel for S = {s} (2, 4 or 8)")));
@@ -221,6 +226,7 @@ impl PotentialKernel {
     ///
     /// # Errors
     /// The module has no such kernel; its parameters differ from [`POTENTIAL_PARAMS`].
+    #[doc(alias = "cuModuleGetFunction")]
     pub fn new(module: &Module) -> Result<Self> {
         Ok(PotentialKernel { function: lookup(module, "nbody_potential", &POTENTIAL_PARAMS)? })
     }

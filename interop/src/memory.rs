@@ -194,19 +194,24 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         unsafe { self.ctx.api().cuMemcpyDtoHAsync(dst.ptr.cast::<c_void>(), self.ptr, self.bytes(), stream.raw()) }
     }
 
-    /// Device → pinned host copy on `stream` (`cuMemcpyDtoHAsync`), safe: the pinned buffer
-    /// stays borrowed by the returned [`PendingCopy`] until the copy is waited for
-    /// ([`PendingCopy::wait`]) or, when it drops unwaited, until the stream is synchronised.
+    /// Device → pinned host copy on `stream` (`cuMemcpyDtoHAsync`), safe: the returned
+    /// [`PendingCopy`] owns the pinned buffer and the view of this buffer until the copy has been
+    /// waited for ([`PendingCopy::wait`] gives the buffer back); dropped unwaited, it waits for
+    /// the stream first; forgotten (`mem::forget`), it leaks the pinned buffer, which is then
+    /// never read or freed.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when lengths differ; the driver's error.
+    /// [`Error::InvalidArgument`] when lengths differ; the driver's error (the buffer is then
+    /// returned with it).
     #[doc(alias = "cuMemcpyDtoHAsync")]
-    pub fn copy_to_pinned<'a>(&self, dst: &'a mut PinnedBuffer<T>, stream: &'a Stream) -> Result<PendingCopy<'a, T>> {
-        // SAFETY: `dst` is borrowed mutably by the returned value until it has waited for the
-        // copy (an event recorded after it, or the stream), so it is neither read, written nor
-        // dropped before the copy completes.
-        unsafe { self.copy_to_pinned_async(dst, stream) }?;
-        Ok(PendingCopy { dst: Some(dst), stream, event: None })
+    pub fn copy_to_pinned<'a>(&'a self, mut dst: PinnedBuffer<T>, stream: &'a Stream) -> std::result::Result<PendingCopy<'a, T>, (Error, PinnedBuffer<T>)> {
+        // SAFETY: the returned value owns `dst` and borrows `self` until it has waited for the
+        // copy (an event recorded after it, or the stream), so `dst` is neither read, written nor
+        // freed, and the source is not freed, before the copy completes.
+        match unsafe { self.copy_to_pinned_async(&mut dst, stream) } {
+            Ok(()) => Ok(PendingCopy { dst: Some(dst), stream, event: None, _src: std::marker::PhantomData }),
+            Err(e) => Err((e, dst)),
+        }
     }
 
     /// Device → device copy of the whole buffer on `stream` (`cuMemcpyDtoDAsync`) into `dst`
@@ -236,20 +241,23 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
-        // SAFETY: allocated in `alloc`; freed once. Pending work that uses it must have been
-        // synchronised by the owner (the backends synchronise before dropping).
+        // Work queued on any stream of the context may still use the buffer (a launch made
+        // through a view that no longer borrows it): wait for it before the memory goes.
+        drop(self.ctx.synchronize());
+        // SAFETY: allocated in `alloc`; freed once, after the context's work (above).
         drop(unsafe { self.ctx.api().cuMemFree(self.ptr) });
     }
 }
 
 /// An asynchronous device → pinned host copy in flight ([`DeviceBuffer::copy_to_pinned`]): it
-/// holds the pinned buffer until the copy has completed.
+/// owns the pinned buffer (and borrows the source) until the copy has completed.
 #[derive(Debug)]
-#[must_use = "wait for the copy to read the pinned buffer"]
+#[must_use = "wait for the copy to get the pinned buffer back"]
 pub struct PendingCopy<'a, T: DeviceCopy> {
-    dst: Option<&'a mut PinnedBuffer<T>>,
+    dst: Option<PinnedBuffer<T>>,
     stream: &'a Stream,
     event: Option<&'a crate::stream::Event>,
+    _src: std::marker::PhantomData<&'a DeviceBuffer<T>>,
 }
 
 impl<'a, T: DeviceCopy> PendingCopy<'a, T> {
@@ -268,26 +276,31 @@ impl<'a, T: DeviceCopy> PendingCopy<'a, T> {
     }
 
     /// Waits for the copy (`cuEventSynchronize` of the recorded event, else
-    /// `cuStreamSynchronize`) and gives the pinned data.
+    /// `cuStreamSynchronize`) and gives the pinned buffer back, complete.
     ///
     /// # Errors
-    /// The driver's error; the buffer stays borrowed until the stream is synchronised then.
+    /// The driver's error; the buffer is then freed after a stream synchronisation (`Drop`).
     #[doc(alias = "cuEventSynchronize")]
-    pub fn wait(mut self) -> Result<&'a [T]> {
+    #[doc(alias = "cuStreamSynchronize")]
+    pub fn wait(mut self) -> Result<PinnedBuffer<T>> {
         match self.event {
             Some(e) => e.synchronize()?,
             None => self.stream.synchronize()?,
         }
-        let dst = self.dst.take().ok_or_else(|| Error::InvalidArgument("copy already waited for".into()))?;
-        Ok(dst.as_slice())
+        self.dst.take().ok_or_else(|| Error::InvalidArgument("copy already waited for".into()))
     }
 }
 
 impl<T: DeviceCopy> Drop for PendingCopy<'_, T> {
     fn drop(&mut self) {
-        if self.dst.is_some() {
-            // Not waited for (an error path): the copy may still write the buffer, so wait.
-            drop(self.stream.synchronize());
+        if let Some(dst) = self.dst.take() {
+            // Not waited for (an error path): the copy may still write the buffer, so wait
+            // before it is freed; if the wait fails, leak it rather than free memory in use.
+            if self.stream.synchronize().is_ok() {
+                drop(dst);
+            } else {
+                std::mem::forget(dst);
+            }
         }
     }
 }

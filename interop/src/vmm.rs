@@ -181,8 +181,10 @@ impl ExportableBuffer {
 impl Drop for ExportableBuffer {
     fn drop(&mut self) {
         let api = self.ctx.api();
-        // SAFETY: undoes `new` in reverse order, once each; pending GPU work on the range must
-        // have been synchronised by the owner (the backends synchronise before dropping).
+        // Work queued on any stream of the context may still use the range (a launch made
+        // through a view that no longer borrows it): wait for it before the memory goes.
+        drop(self.ctx.synchronize());
+        // SAFETY: undoes `new` in reverse order, once each, after the context's work (above).
         unsafe {
             drop(api.cuMemUnmap(self.ptr, self.size));
             drop(api.cuMemAddressFree(self.ptr, self.size));

@@ -55,7 +55,8 @@ pub(super) enum Storage {
     /// Two device buffers and a pinned staging buffer; GL gets a copy each frame.
     /// `gl_front`: the GL buffer holding the newest upload; uploads alternate between the two so
     /// that the other one keeps the previous frame's positions (the renderer colours by speed).
-    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: PinnedBuffer<[f32; 4]>, cur: usize, gl_front: usize },
+    /// `pinned` is `None` only while a copy into it is in flight (inside `frame`).
+    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: Option<PinnedBuffer<[f32; 4]>>, cur: usize, gl_front: usize },
     /// CUDA allocations imported into GL.
     External(ExternalStorage),
 }
@@ -347,12 +348,19 @@ impl CudaBackend {
                     self.gpu.launch_steps([pos[0].view(), pos[1].view()], steps, stream)?;
                     *cur = self.gpu.front;
                     e1.record(stream)?;
-                    let mut copy = pos[*cur].copy_to_pinned(pinned, stream).context("cuMemcpyDtoHAsync")?;
+                    let buf = pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;
+                    let mut copy = match pos[*cur].copy_to_pinned(buf, stream) {
+                        Ok(c) => c,
+                        Err((e, buf)) => {
+                            *pinned = Some(buf);
+                            return Err(anyhow::Error::new(e).context("cuMemcpyDtoHAsync"));
+                        }
+                    };
                     copy.record(e2)?;
-                    let host = copy.wait().context("cuEventSynchronize")?;
+                    let host = pinned.insert(copy.wait().context("cuEventSynchronize")?);
                     let up = Instant::now();
                     // The pinned data is complete: its copy's event was waited on.
-                    upload_positions(gl, vbos, 1 - *gl_front, host)?;
+                    upload_positions(gl, vbos, 1 - *gl_front, host.as_slice())?;
                     *gl_front = 1 - *gl_front;
                     let upload_host = up.elapsed().as_secs_f64() * 1e3;
                     t.kernel_ms = ms(e0, e1)?;
@@ -398,7 +406,7 @@ fn make_storage(ctx: &Arc<Context>, vbos: &PositionVbos, bodies: &Bodies, s: Int
         InteropMode::Copy => {
             let pos = [DeviceBuffer::from_slice(ctx, &bodies.pos)?, DeviceBuffer::alloc(ctx, bodies.len())?];
             let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
-            Storage::Copy { pos, pinned, cur: 0, gl_front: 0 }
+            Storage::Copy { pos, pinned: Some(pinned), cur: 0, gl_front: 0 }
         }
         InteropMode::External => bail!("external storage is made by ExternalStorage::new, with the GL context"),
     })
@@ -555,7 +563,7 @@ impl SimBackend for CudaBackend {
             ),
         ));
         rows.push(("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)));
-        if let Some(Ok(a)) = self.gpu.kernels.step_function(self.gpu.p).map(|f| f.attributes()) {
+        if let Some(Ok(a)) = self.gpu.kernels.step_kernel(self.gpu.p, self.gpu.split).map(|k| k.function().attributes()) {
             rows.push(("kernel registers / local".into(), format!("{} / {} B", a.registers, a.local_bytes)));
         }
         rows

@@ -143,10 +143,16 @@ pub fn apply_settings(
             if let Some(o) = old_settings {
                 back.cuda.settings = o;
             }
-            if let Ok((b, _)) = make_backend(&back, gl, gl_info, vbos, &bodies, params) {
-                *backend = b;
+            match make_backend(&back, gl, gl_info, vbos, &bodies, params) {
+                Ok((b, _)) => {
+                    *backend = b;
+                    Err(e)
+                }
+                // The CPU backend stays in its place (same state): say so, with both reasons.
+                Err(again) => Err(e.context(format!(
+                    "the backend could not be made again with its old settings either ({again:#}): the CPU backend runs in its place"
+                ))),
             }
-            Err(e)
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct StepwiseFrame {
     read: usize,
     /// What the last step did.
     last: Option<String>,
+    /// Steps per frame the map flags were set for at the map step: the launch step uses the
+    /// same count, so a flag set by role (READ_ONLY on the buffer the kernel only reads) holds.
+    steps: u32,
 }
 
 impl std::fmt::Debug for StepwiseFrame {
@@ -37,7 +40,7 @@ impl std::fmt::Debug for StepwiseFrame {
 impl StepwiseFrame {
     /// A frame that starts unmapped, GL drawing buffer `front`.
     fn new(front: usize) -> StepwiseFrame {
-        StepwiseFrame { state: StepState::Unmapped, mapping: None, ptrs: None, shown: front, read: front, last: None }
+        StepwiseFrame { state: StepState::Unmapped, mapping: None, ptrs: None, shown: front, read: front, last: None, steps: 1 }
     }
 }
 
@@ -113,6 +116,7 @@ impl CudaBackend {
                     }
                 }
                 sw.read = gpu.front;
+                sw.steps = steps;
                 Ok("both buffers mapped on the frame's stream; CUDA owns them, GL must not touch them".to_string())
             }
             FrameStep::GetPointers => {
@@ -132,6 +136,7 @@ impl CudaBackend {
                 // Both buffers stay mapped (`sw.mapping`) until the unmap step, which is ordered
                 // after the kernels on the same stream.
                 let pos = [m.pointer(0)?.require(bytes)?.view(), m.pointer(1)?.require(bytes)?.view()];
+                let steps = sw.steps;
                 gpu.launch_steps(pos, steps, &self.stream)?;
                 Ok(format!("{steps} step(s) launched: buffer {} → buffer {}", gpu.front ^ (steps as usize & 1), gpu.front))
             }

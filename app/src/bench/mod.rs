@@ -6,7 +6,7 @@
 //! `map` (CUDA backend, both VBOs mapped in one call per frame), `map-separate` (one map/unmap
 //! call per VBO), `copy` (device buffer → pinned host → `glBufferSubData`), `external` (CUDA
 //! allocations imported into GL, a GL fence and a CUDA event instead of map/unmap; see
-//! [`crate::external`]), `compute` (the step
+//! the external storage of [`crate::backend::cuda::CudaBackend`]), `compute` (the step
 //! kernel alone on device buffers, no GL) and `cpu` (CPU backend + upload + draw). A mode this
 //! machine cannot run (CUDA ones without a driver or GPU, GL ones without EGL) is reported once as
 //! `skipped: <reason>`; that is an error only for modes named in `--modes`, and then only after
@@ -25,7 +25,7 @@
 //! A table on stdout, and `bench.json`, `bench.csv` and `bench.png` in `--out` (columns: see
 //! [`report`]). The two tables are rewritten after every finished (mode, N), so Ctrl-C (which
 //! stops after the current frame) or an error keeps every finished row; the run then exits
-//! non-zero (status 1) with the reason.
+//! non-zero with the reason (130 after an interrupt, 1 after an error).
 //!
 //! # Test hook
 //! `NBODY_BENCH_STOP_AFTER_ROWS=K` acts exactly like a Ctrl-C arriving right after the K-th row
@@ -379,10 +379,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
 
-    outcome?;
+    // A failed write is reported even when the run also failed or was interrupted.
     if let Some(e) = write_err {
-        return Err(e);
+        return Err(match outcome {
+            Err(o) => e.context(format!("the run also ended with: {o:#}")),
+            Ok(()) => e,
+        });
     }
+    outcome?;
     if !requested_missing.is_empty() {
         bail!("requested mode(s) could not run here:\n  {}", requested_missing.join("\n  "));
     }

@@ -220,6 +220,11 @@ impl Kernels {
         }
         match best {
             Some((_, l)) => Ok(l),
+            None if force_p.is_some() || force_s.is_some() => bail!(
+                "no step kernel matches {FORCE_P_ENV}={force_p:?} and {FORCE_SPLIT_ENV}={force_s:?} with {} threads per block \
+                 (a j-split kernel has P = 1 and takes multiples of 32·S); change or unset them",
+                if block == AUTO_BLOCK { "any".to_string() } else { block.to_string() }
+            ),
             None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1 }),
             None => bail!("no step kernel can be launched with {block} threads per block on this device"),
         }

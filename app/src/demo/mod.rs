@@ -199,13 +199,20 @@ fn human_seconds(s: f64) -> String {
 /// # Errors
 /// The bytes needed and available, and the remedy.
 fn check_host_memory(args: &DemoArgs) -> anyhow::Result<()> {
+    check_host_memory_n(args.bodies).map_err(|e| anyhow::anyhow!("--bodies {}: {e}", args.bodies))
+}
+
+/// [`check_host_memory`] for `n` bodies (the overlay's reset too).
+///
+/// # Errors
+/// The bytes needed and available, and the remedy.
+pub fn check_host_memory_n(n: usize) -> anyhow::Result<()> {
     let Some(avail) = available_host_memory() else { return Ok(()) };
-    let need = (args.bodies as u64).saturating_mul(HOST_BYTES_PER_BODY);
+    let need = (n as u64).saturating_mul(HOST_BYTES_PER_BODY);
     if need > avail {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         bail!(
-            "--bodies {} needs about {:.1} GiB of host memory, more than the {:.1} GiB this machine has available; use fewer bodies",
-            args.bodies,
+            "{n} bodies need about {:.1} GiB of host memory, more than the {:.1} GiB this machine has available; use fewer bodies",
             gib(need),
             gib(avail)
         );

@@ -259,6 +259,20 @@ impl Scene {
     /// the VBOs, then make a new backend.
     fn reset(&mut self, init: &str, n: usize) -> anyhow::Result<()> {
         let params = self.overlay.controls.params;
+        // The same refusals as at the start: no impossible N from the overlay either.
+        let cpu = self.backend.as_ref().is_none_or(|b| b.cuda_context().is_none());
+        let preset = !std::path::Path::new(init).is_file();
+        let checks = if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
+            Err(anyhow!("N must be from 1 to {}", crate::cuda::kernels::MAX_BODIES))
+        } else if preset {
+            super::check_step_time(n, cpu, self.args.allow_slow).and_then(|()| super::check_host_memory_n(n))
+        } else {
+            Ok(())
+        };
+        if let Err(e) = checks {
+            self.overlay.set_message(Some(format!("reset refused: {e:#}")));
+            return Ok(());
+        }
         let bodies = match initial_bodies(init, n, self.args.sim.seed, params.g) {
             Ok(b) => b,
             Err(e) => {
@@ -356,6 +370,10 @@ impl Scene {
             match mode {
                 Some(crate::cuda::settings::InteropMode::Map) => {
                     r.stream_spans(&[("map", timings.map_ms), ("kernel", timings.kernel_ms), ("unmap", timings.unmap_ms)]);
+                }
+                // Copy: the kernel, then the copy and the GL upload, which end as simulate returns.
+                Some(crate::cuda::settings::InteropMode::Copy) => {
+                    r.stream_spans(&[("kernel", timings.kernel_ms), ("copy + upload", timings.upload_ms)]);
                 }
                 Some(_) => r.stream_spans(&[("kernel", timings.kernel_ms)]),
                 None => {}

@@ -75,17 +75,22 @@ fn context_attempts() -> Vec<(Api, glutin::context::ContextAttributes, &'static 
 
 /// A headless GL context on an EGL device, current on the creating thread.
 ///
-/// Field order is drop order: the glow handle, then the EGL context, then its pbuffer (if any),
-/// then the EGL display. GL objects made in this context must be deleted before it drops, and
-/// every clone of [`HeadlessContext::current`] dropped (the context is current while they live).
+/// The EGL objects of a headless context. Field order is drop order: the EGL context, then its
+/// pbuffer (if any), then the EGL display.
+struct EglParts {
+    _context: egl::context::PossiblyCurrentContext,
+    _pbuffer: Option<egl::surface::Surface<PbufferSurface>>,
+    _display: egl::display::Display,
+}
+
+/// The EGL objects are shared by the clones of the proof ([`CurrentContext`]), which keep them
+/// alive: the context goes with the last of them. GL objects made in this context must be
+/// deleted before then.
 pub struct HeadlessContext {
     /// The GL function table of the context, with the proof that it is current on this thread.
     current: CurrentContext,
     /// Vendor, renderer, version and the EGL device.
     pub info: GlInfo,
-    _context: egl::context::PossiblyCurrentContext,
-    _pbuffer: Option<egl::surface::Surface<PbufferSurface>>,
-    _display: egl::display::Display,
 }
 
 impl std::fmt::Debug for HeadlessContext {
@@ -243,11 +248,17 @@ impl HeadlessContext {
             // SAFETY: the context is current on this thread and the loader returns entry points
             // of that context's EGL library (eglGetProcAddress), as glow requires.
             let gl = unsafe { glow::Context::from_loader_function_cstr(|s| display.get_proc_address(s)) };
-            // SAFETY: the context was made current on this thread just above, and stays current
-            // until `Self` drops (nothing here releases it); `Self` is not `Send`.
-            let current = unsafe { CurrentContext::assume_current(Arc::new(gl)) };
-            let info = GlInfo::query(current.gl(), label, cuda, fns).with_memory_object(current.gl(), |s| display.get_proc_address(s));
-            return Ok(Self { current, info, _context: context, _pbuffer: pbuffer, _display: display });
+            let fns_mo = |s: &CStr| display.get_proc_address(s);
+            let info = {
+                // SAFETY: the context is current on this thread (made so just above).
+                let g = unsafe { Gl::new(&gl) };
+                GlInfo::query(g, label, cuda, fns).with_memory_object(g, fns_mo)
+            };
+            let keep: std::rc::Rc<dyn std::any::Any> = std::rc::Rc::new(EglParts { _context: context, _pbuffer: pbuffer, _display: display });
+            // SAFETY: the context was made current on this thread just above, `keep` owns it, and
+            // nothing releases it from this thread.
+            let current = unsafe { CurrentContext::assume_current(Arc::new(gl), keep) };
+            return Ok(Self { current, info });
         }
         Err(anyhow!("{}", errors.join("; ")))
     }

@@ -26,12 +26,13 @@ use std::sync::Arc;
 
 use glow::HasContext as _;
 
-/// A GL context made current on this thread by its owner, who keeps it current for as long as
-/// any clone of this value lives: the owned form of the proof [`Gl`] borrows from. Not `Send`.
+/// A GL context made current on this thread by its owner: the owned form of the proof [`Gl`]
+/// borrows from. Every clone keeps the context itself alive (`keep`: the EGL/glutin objects), so
+/// no clone can outlive it; `Rc` makes it neither `Send` nor `Sync`.
 #[derive(Clone)]
 pub struct CurrentContext {
     gl: Arc<glow::Context>,
-    _not_send: PhantomData<*const ()>,
+    _keep: std::rc::Rc<dyn std::any::Any>,
 }
 
 impl std::fmt::Debug for CurrentContext {
@@ -41,19 +42,19 @@ impl std::fmt::Debug for CurrentContext {
 }
 
 impl CurrentContext {
-    /// Wrap the function table of a context that was just made current.
+    /// Wrap the function table of a context that was just made current; `keep` owns the
+    /// context (and its surface and display), which then lives as long as any clone.
     ///
     /// # Safety
-    /// `gl`'s context must be current on this thread, and stay current on it for as long as
-    /// this value or a clone of it lives (its owner drops every clone before releasing or
-    /// destroying the context).
-    pub unsafe fn assume_current(gl: Arc<glow::Context>) -> Self {
-        CurrentContext { gl, _not_send: PhantomData }
+    /// `gl`'s context must be current on this thread, owned by `keep`, and never released from
+    /// this thread (made not current) while this value or a clone lives.
+    pub unsafe fn assume_current(gl: Arc<glow::Context>, keep: std::rc::Rc<dyn std::any::Any>) -> Self {
+        CurrentContext { gl, _keep: keep }
     }
 
     /// The proof for GL calls, borrowed from this value.
     pub fn gl(&self) -> Gl<'_> {
-        Gl { gl: &self.gl }
+        Gl { gl: &self.gl, _not_send: PhantomData }
     }
 
     /// The function table, shared (egui's painter keeps one).
@@ -67,6 +68,8 @@ impl CurrentContext {
 #[derive(Clone, Copy)]
 pub struct Gl<'a> {
     gl: &'a glow::Context,
+    /// Not `Send` or `Sync`: the proof holds on the thread it was made on only.
+    _not_send: PhantomData<*const ()>,
 }
 
 impl std::fmt::Debug for Gl<'_> {
@@ -97,7 +100,7 @@ impl<'a> Gl<'a> {
     /// # Safety
     /// `gl`'s context must be current on this thread for as long as the wrapper is used.
     pub unsafe fn new(gl: &'a glow::Context) -> Self {
-        Self { gl }
+        Self { gl, _not_send: PhantomData }
     }
 
     /// The wrapped glow context.

@@ -22,18 +22,22 @@ use super::context::{force_gles, query_fns_loaded};
 use super::gl::{CurrentContext, Gl};
 use super::GlInfo;
 
-/// A window with a current GL context.
-///
-/// Field order is drop order: the proof of currency (`current`; every clone of it, such as the
-/// demo scene's, must be dropped before this value), the GL surface, the context, and last the
-/// window whose handle both of them hold.
+/// The window and its GL objects. Field order is drop order: the GL surface, the context, and
+/// last the window whose handle both of them hold.
+struct WindowParts {
+    surface: glutin::surface::Surface<WindowSurface>,
+    context: glutin::context::PossiblyCurrentContext,
+    window: Window,
+}
+
+/// A window with a current GL context. The window and its GL objects are shared by the clones of
+/// the proof ([`CurrentContext`], e.g. the demo scene's), which keep them alive: they go with the
+/// last of them.
 pub struct WindowContext {
     current: CurrentContext,
     /// Vendor, renderer and version of the context.
     pub info: GlInfo,
-    surface: glutin::surface::Surface<WindowSurface>,
-    context: glutin::context::PossiblyCurrentContext,
-    window: Window,
+    parts: std::rc::Rc<WindowParts>,
 }
 
 impl std::fmt::Debug for WindowContext {
@@ -105,11 +109,17 @@ impl WindowContext {
         let fns = query_fns_loaded(|s| display.get_proc_address(s));
         // SAFETY: the context is current on this thread; the loader gives its entry points.
         let gl = unsafe { glow::Context::from_loader_function_cstr(|s| display.get_proc_address(s)) };
-        // SAFETY: the context was made current on this (the event-loop) thread just above and
-        // stays so: nothing releases it, and Self drops `current` before the context.
-        let current = unsafe { CurrentContext::assume_current(Arc::new(gl)) };
-        let info = GlInfo::query(current.gl(), None, None, fns).with_memory_object(current.gl(), |s| display.get_proc_address(s));
-        Ok(WindowContext { current, info, surface, context, window })
+        let info = {
+            // SAFETY: the context is current on this thread (made so just above).
+            let g = unsafe { Gl::new(&gl) };
+            GlInfo::query(g, None, None, fns).with_memory_object(g, |s| display.get_proc_address(s))
+        };
+        let parts = std::rc::Rc::new(WindowParts { surface, context, window });
+        let keep: std::rc::Rc<dyn std::any::Any> = parts.clone();
+        // SAFETY: the context was made current on this (the event-loop) thread just above, the
+        // parts `keep` holds own it, and nothing releases it from this thread.
+        let current = unsafe { CurrentContext::assume_current(Arc::new(gl), keep) };
+        Ok(WindowContext { current, info, parts })
     }
 
     /// The proof that the context is current, for GL calls.
@@ -124,12 +134,12 @@ impl WindowContext {
 
     /// The window.
     pub fn window(&self) -> &Window {
-        &self.window
+        &self.parts.window
     }
 
     /// Resize the GL surface to the window's inner size.
     pub fn resize_surface(&self) {
-        self.window.resize_surface(&self.surface, &self.context);
+        self.parts.window.resize_surface(&self.parts.surface, &self.parts.context);
     }
 
     /// Present the back buffer (`eglSwapBuffers` / `glXSwapBuffers`).
@@ -137,6 +147,6 @@ impl WindowContext {
     /// # Errors
     /// The windowing system's error.
     pub fn swap_buffers(&self) -> anyhow::Result<()> {
-        self.surface.swap_buffers(&self.context).map_err(|e| anyhow!("eglSwapBuffers/glXSwapBuffers: {e}"))
+        self.parts.surface.swap_buffers(&self.parts.context).map_err(|e| anyhow!("eglSwapBuffers/glXSwapBuffers: {e}"))
     }
 }

@@ -632,8 +632,14 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         println!("{}", table(&doc));
         println!("wrote {}", path.display());
     }
-    outcome?;
-    write_err.map_or(Ok(()), Err)
+    // A failed write is reported even when the run also failed or was interrupted.
+    if let Some(e) = write_err {
+        return Err(match outcome {
+            Err(o) => e.context(format!("the run also ended with: {o:#}")),
+            Ok(()) => e,
+        });
+    }
+    outcome
 }
 
 #[cfg(test)]
