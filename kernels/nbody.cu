@@ -272,28 +272,22 @@ __device__ __forceinline__ float potential_sum(const float4* __restrict__ pos, c
 }  // namespace nbody
 
 // Every entry point allows up to 1024 threads per block: ptxas keeps them at <= 64 registers.
-#define NBODY_STEP_KERNEL(NAME, P)                                                                    \
+// One macro for all step kernels: the same parameters (README.md, ABI), STEP the body.
+#define NBODY_STEP_KERNEL(NAME, STEP)                                                                 \
     extern "C" __global__ void __launch_bounds__(1024)                                               \
         NAME(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, \
              int n, float dt_drift, float kick, float eps2, float g) {                               \
-        nbody::step<P>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g);                                   \
+        STEP(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g);                                       \
     }
 
-NBODY_STEP_KERNEL(nbody_step_p1, 1)
-NBODY_STEP_KERNEL(nbody_step_p2, 2)
-NBODY_STEP_KERNEL(nbody_step_p4, 4)
+NBODY_STEP_KERNEL(nbody_step_p1, nbody::step<1>)
+NBODY_STEP_KERNEL(nbody_step_p2, nbody::step<2>)
+NBODY_STEP_KERNEL(nbody_step_p4, nbody::step<4>)
 
-// The j-split variants (one body per S threads, for small N): the same parameters.
-#define NBODY_SPLIT_KERNEL(NAME, S)                                                                   \
-    extern "C" __global__ void __launch_bounds__(1024)                                               \
-        NAME(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, \
-             int n, float dt_drift, float kick, float eps2, float g) {                               \
-        nbody::step_split<S>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g);                          \
-    }
-
-NBODY_SPLIT_KERNEL(nbody_step_s2, 2)
-NBODY_SPLIT_KERNEL(nbody_step_s4, 4)
-NBODY_SPLIT_KERNEL(nbody_step_s8, 8)
+// The j-split variants (one body per S threads, for small N).
+NBODY_STEP_KERNEL(nbody_step_s2, nbody::step_split<2>)
+NBODY_STEP_KERNEL(nbody_step_s4, nbody::step_split<4>)
+NBODY_STEP_KERNEL(nbody_step_s8, nbody::step_split<8>)
 
 // phi[i] = -sum_{j != i} m_j / sqrt(r_ij^2 + eps2); with eps2 == 0 the sum skips r^2 == 0.
 // No G and no m_i: the host multiplies (in f64). One body per thread, grid = ceil(N / B).
