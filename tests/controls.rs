@@ -35,7 +35,11 @@ done
 [ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
 sleep 1
 # Real (XTEST) key presses go to the focused window; synthetic XSendEvent ones are ignored by winit.
-xdotool windowfocus --sync "$wid" 2>/dev/null || xdotool windowactivate --sync "$wid" 2>/dev/null
+# Under load the window may not take the focus at once: retry until it has it (up to 5 s).
+for i in $(seq 50); do
+  xdotool windowfocus "$wid" 2>/dev/null
+  [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ] && break; sleep 0.1
+done
 xdotool key space; sleep 1
 xdotool key s; sleep 1
 xdotool key s; sleep 1
