@@ -21,6 +21,13 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// One Xvfb at a time: `xvfb-run -a` picks the first display without a lock file, and two tests
+/// starting together can pick the same one (then one of them finds no X server).
+fn xvfb_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env("RUST_LOG", "info").output().expect("spawn nbody-interop")
 }
@@ -131,6 +138,7 @@ fn headless_cpu_screenshot_has_bodies_and_overlay() {
 
 #[test]
 fn windowed_under_xvfb_draws_and_exits() {
+    let _x = xvfb_lock();
     let have_xvfb = Command::new("sh").args(["-c", "command -v xvfb-run"]).output().is_ok_and(|o| o.status.success());
     if !have_xvfb {
         assert!(std::env::var_os("CI").is_none(), "xvfb-run is required in CI (apt-get install xvfb)");
@@ -185,6 +193,7 @@ x.XFlush(d)
 
 #[test]
 fn closing_the_window_mid_run_exits_cleanly_within_a_second() {
+    let _x = xvfb_lock();
     let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
     let missing: Vec<_> = ["xvfb-run", "xwininfo", "python3"].into_iter().filter(|t| !have(t)).collect();
     if !missing.is_empty() {
