@@ -131,6 +131,20 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     Ok(Plan { modes, explicit, bodies, params, stop_after_rows })
 }
 
+/// The run's outcome, with a failed output write taking precedence: the write error is reported
+/// even when the run also failed or was interrupted (whose reason it then carries). Shared with
+/// the switch probe.
+///
+/// # Errors
+/// The write error (with the run's error as context), else the run's error.
+pub(crate) fn with_write_error(outcome: anyhow::Result<()>, write_err: Option<anyhow::Error>) -> anyhow::Result<()> {
+    match (write_err, outcome) {
+        (Some(e), Err(o)) => Err(e.context(format!("the run also ended with: {o:#}"))),
+        (Some(e), Ok(())) => Err(e),
+        (None, outcome) => outcome,
+    }
+}
+
 /// Check a measured count (`--frames`, `--iters`) against `--rounds`: both at least 1, and
 /// every round gets at least one.
 ///
@@ -379,14 +393,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
 
-    // A failed write is reported even when the run also failed or was interrupted.
-    if let Some(e) = write_err {
-        return Err(match outcome {
-            Err(o) => e.context(format!("the run also ended with: {o:#}")),
-            Ok(()) => e,
-        });
-    }
-    outcome?;
+    with_write_error(outcome, write_err)?;
     if !requested_missing.is_empty() {
         bail!("requested mode(s) could not run here:\n  {}", requested_missing.join("\n  "));
     }

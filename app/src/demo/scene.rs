@@ -497,21 +497,14 @@ impl Scene {
             Some(b) => b.bodies(gl, &vbos).context("reading the final state"),
             None => Err(anyhow!("no simulation backend (a reset failed)")),
         };
-        let frame = self.frame;
-        let end = match end {
-            Ok(b) => Some(b).filter(|b| self.check_finite(frame, b.clone())),
-            Err(e) => {
-                failed.push(format!("{e:#}"));
-                None
-            }
-        };
+        // A finite final state becomes the last finite one; a diverged run keeps the one before.
+        match end {
+            Ok(b) => self.check_finite(self.frame, b),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
         let mut saved = String::new();
         if let Some(path) = self.args.save_state.clone() {
-            // A diverged run saves its last finite state, not NaNs.
-            let (state, which) = match &end {
-                Some(b) => (b, frame),
-                None => (&self.last_finite.1, self.last_finite.0),
-            };
+            let (which, state) = (self.last_finite.0, &self.last_finite.1);
             match crate::sim::state_csv::write_state(&path, state).with_context(|| format!("writing --save-state {}", path.display())) {
                 Ok(()) => {
                     tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");
@@ -545,12 +538,11 @@ impl Scene {
     }
 
     /// Checks the state read at `frame` for non-finite values: keeps it as the last finite
-    /// state, or marks the run diverged (once: banner, warning, the simulation paused). Returns
-    /// whether it was finite.
-    fn check_finite(&mut self, frame: u64, bodies: Bodies) -> bool {
+    /// state, or marks the run diverged (once: banner, warning, the simulation paused).
+    fn check_finite(&mut self, frame: u64, bodies: Bodies) {
         if all_finite(&bodies) {
             self.last_finite = (frame, bodies);
-            return true;
+            return;
         }
         if self.diverged.is_none() {
             self.diverged = Some(frame);
@@ -563,7 +555,6 @@ impl Scene {
             self.overlay.set_message(Some(msg));
             self.overlay.controls.paused = true;
         }
-        false
     }
 
     /// The frame at which the run diverged (non-finite state found), if it did.

@@ -632,14 +632,7 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         println!("{}", table(&doc));
         println!("wrote {}", path.display());
     }
-    // A failed write is reported even when the run also failed or was interrupted.
-    if let Some(e) = write_err {
-        return Err(match outcome {
-            Err(o) => e.context(format!("the run also ended with: {o:#}")),
-            Ok(()) => e,
-        });
-    }
-    outcome
+    crate::bench::with_write_error(outcome, write_err)
 }
 
 #[cfg(test)]
