@@ -303,7 +303,7 @@ fn external_frames(ctx: &HeadlessContext, backend: &mut CudaBackend, renderer: &
                 moved += 1;
             }
             last = want;
-            let p = DrawParams { camera: &camera, front, time_span: dt, pixels_per_point: 1.0, scene_left: 0.0 };
+            let p = DrawParams { camera: &camera, front, time_span: dt, pixels_per_point: 1.0, scene_left: 0.0, advanced: true };
             renderer.draw_from(gl, &RenderTarget::Offscreen(target), &p, false, backend.draw_buffers());
             // The next step waits on this fence; the readback above was waited for already
             // (glGetBufferSubData of its result), as after_draw's contract asks.

@@ -63,6 +63,26 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
     p.to_str().expect("utf-8 path").to_string()
 }
 
+/// A little-endian tipsy file of two dark particles with its last `cut` bytes removed; `cut = 0`
+/// writes a file whose header is no tipsy header (ndim 9).
+fn tipsy_fixture(dir: &Path, name: &str, cut: usize) -> String {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0f64.to_le_bytes());
+    for f in [2i32, if cut == 0 { 9 } else { 3 }, 0, 2, 0, 0] {
+        b.extend_from_slice(&f.to_le_bytes());
+    }
+    for i in 0..2i32 {
+        for v in [1.0f32, i as f32, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&i.to_le_bytes());
+    }
+    b.truncate(b.len() - cut);
+    let p = dir.join(name);
+    std::fs::write(&p, b).expect("write fixture");
+    p.to_str().expect("utf-8 path").to_string()
+}
+
 #[test]
 fn every_bad_input_is_a_clear_error_without_a_panic() {
     let dir = scratch("inputs");
@@ -73,6 +93,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
     let empty = write(&dir, "empty.csv", "");
     let missing = format!("{d}/missing.csv");
     let ptx = write(&dir, "kernel.ptx", ".version 7.8\n");
+    let (truncated_tipsy, not_tipsy) = (tipsy_fixture(&dir, "cut.tipsy", 20), tipsy_fixture(&dir, "garbage.tipsy", 0));
     let out_dir = format!("{d}/bench-out");
     let cases = vec![
         // Command-line values.
@@ -89,6 +110,9 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("height 0", &["--height", "0"], 1, &["--height"]),
         demo_case("frames 0", &["--frames", "0"], 1, &["--frames"]),
         demo_case("steps per frame 0", &["--steps-per-frame", "0"], 1, &["--steps-per-frame"]),
+        demo_case("steps per frame neither number nor auto", &["--steps-per-frame", "many"], 2, &["--steps-per-frame", "auto"]),
+        demo_case("target fps 0", &["--target-fps", "0"], 1, &["--target-fps", "> 0"]),
+        demo_case("ui scale 0", &["--ui-scale", "0"], 1, &["--ui-scale", "0.25"]),
         demo_case("block size not a multiple of 32", &["--block-size", "100"], 1, &["--block-size", "multiple of 32"]),
         demo_case("block size too large", &["--block-size", "2048"], 1, &["--block-size", "1024"]),
         demo_case("sprite cap below 1", &["--max-sprite-px", "0"], 1, &["--max-sprite-px"]),
@@ -114,6 +138,8 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("CSV with a bad number", &["--init", &bad_number], 1, &["bad-number.csv", "line"]),
         demo_case("CSV with a short row", &["--init", &short_row], 1, &["short-row.csv"]),
         demo_case("CSV with NaN", &["--init", &nan_row], 1, &["nan.csv"]),
+        demo_case("truncated tipsy", &["--init", &truncated_tipsy], 1, &["cut.tipsy", "truncated at byte", "particle 1 (dark record 1)"]),
+        demo_case("not a tipsy file", &["--init", &not_tipsy], 1, &["garbage.tipsy", "not a tipsy snapshot"]),
         // Output paths, refused before the first frame.
         demo_case("screenshot not PNG", &["--screenshot", "frame.jpg"], 1, &["frame.jpg", ".png"]),
         demo_case("screenshot in a missing directory", &["--screenshot", "/nonexistent-dir/x.png"], 1, &["/nonexistent-dir", "does not exist"]),
@@ -125,6 +151,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         // bench.
         case("bench bodies 0", &["bench", "--bodies", "0", "--out", &out_dir], 1, &["--bodies", "N = 0"]),
         case("bench unknown mode", &["bench", "--modes", "warp", "--out", &out_dir], 2, &["warp"]),
+        case("bench auto steps", &["bench", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame", "fixed count"]),
         case("bench cpu budget 0", &["bench", "--modes", "cpu", "--cpu-budget-ms", "0", "--out", &out_dir], 1, &["--cpu-budget-ms"]),
         case(
             "bench that measures nothing",

@@ -69,6 +69,7 @@ const COLUMNS: &[&str] = &[
     "overhead_us",
     "overhead_pct",
     "spread_pct",
+    "diverged",
     "gpu_name",
     "driver_version",
     "gl_vendor",
@@ -103,6 +104,22 @@ fn positive(row: &serde_json::Value, key: &str) -> f64 {
     v
 }
 
+/// A run whose state becomes NaN/∞ is written, its row marked `diverged`, and the bench exits 1
+/// naming the row and the remedy.
+#[test]
+fn diverged_rows_are_marked_and_fail_the_run() {
+    let dir = out_dir("diverged");
+    let args = ["--modes", "cpu", "--bodies", "64", "--frames", "3", "--warmup", "1", "--rounds", "1", "--dt", "1e30", "--softening", "0"];
+    let o = bench(&args, &dir, &[]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("diverged") && all.contains("cpu N=64") && all.contains("--dt"), "{all}");
+    assert!(!all.contains("panicked"), "{all}");
+    let (_, rows) = json_rows(&dir);
+    assert_eq!(rows.len(), 1, "{all}");
+    assert_eq!(rows[0]["diverged"], true);
+}
+
 #[test]
 fn cpu_mode_writes_json_csv_and_png() {
     let dir = out_dir("cpu");
@@ -126,6 +143,7 @@ fn cpu_mode_writes_json_csv_and_png() {
         assert_eq!(row["frames"].as_u64(), Some(20));
         assert_eq!(row["rounds"].as_u64(), Some(2));
         assert_eq!(row["steps_per_frame"].as_u64(), Some(1));
+        assert_eq!(row["diverged"], false);
         for key in [
             "frame_ms_median",
             "frame_ms_p95",

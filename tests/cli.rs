@@ -159,7 +159,55 @@ fn windowed_under_xvfb_draws_and_exits() {
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert_no_panic(&o);
     assert!(out.contains("5 frames"), "summary line missing:\n{out}");
+    assert!(err.contains("window GL context") && err.contains("GLX"), "the route taken is logged (GLX first on X11):\n{err}");
     check_screenshot(&shot, 800, 500);
+}
+
+/// With no GL vendor library that works on either route, the window's error lists each route
+/// tried, in order, with its own error, and the remedies; exit 1, no panic.
+#[test]
+fn window_without_gl_lists_every_route_and_the_remedy() {
+    let _x = xvfb_lock();
+    let have_xvfb = Command::new("sh").args(["-c", "command -v xvfb-run"]).output().is_ok_and(|o| o.status.success());
+    if !have_xvfb {
+        assert!(std::env::var_os("CI").is_none(), "xvfb-run is required in CI (apt-get install xvfb)");
+        println!("skipped: xvfb-run not installed");
+        return;
+    }
+    // An X server without the GLX extension fails the GLX route; glvnd then finds no EGL vendor
+    // (ICD) file and the EGL route fails too.
+    let o = Command::new("xvfb-run")
+        .args(["-a", "-s", "-screen 0 640x480x24 -extension GLX", BIN, "--backend", "cpu", "--bodies", "64", "--frames", "2"])
+        .env("RUST_LOG", "warn")
+        .env("__EGL_VENDOR_LIBRARY_FILENAMES", "/nonexistent/nbody-no-such-vendor.json")
+        .output()
+        .expect("spawn xvfb-run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
+    assert_no_panic(&o);
+    for words in ["tried, in order", "1. GLX (X11, glvnd)", "2. EGL on the window system", "--headless", "DISPLAY"] {
+        assert!(err.contains(words), "no {words:?} in:\n{err}");
+    }
+    assert_eq!(err.matches("tried, in order").count(), 1, "the error is printed once:\n{err}");
+}
+
+/// `--steps-per-frame auto` runs more than one step per frame where steps are cheap (N = 256 on
+/// the CPU, 30 frames/s to fill) and says so in the summary.
+#[test]
+fn auto_steps_per_frame_fills_the_frame() {
+    let o = run(&[
+        "--headless", "--backend", "cpu", "--bodies", "256", "--frames", "40", "--no-overlay", "--width", "32", "--height", "32",
+        "--steps-per-frame", "auto", "--target-fps", "30",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    let per_frame: f64 = out
+        .split(" per frame")
+        .next()
+        .and_then(|s| s.rsplit('(').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no steps per frame in the summary:\n{out}"));
+    assert!(per_frame > 2.0, "auto ran {per_frame} steps per frame:\n{out}");
 }
 
 /// Python (ctypes + libX11) that sends WM_DELETE_WINDOW to the window given in argv[1], as a
@@ -310,6 +358,31 @@ fn save_state_and_diagnostics_interval() {
     let body = std::fs::read_to_string(&csv).expect("state file written");
     let rows = body.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).count();
     assert_eq!(rows, 257, "header + 256 bodies");
+}
+
+/// A tipsy snapshot written by `--save-state x.tipsy` is bit-exact (encoding the bodies it holds
+/// gives the same bytes), and `--init x.tipsy` starts from exactly the bodies that `--init` of
+/// the same state as CSV gives (the two runs save the same CSV).
+#[test]
+fn tipsy_round_trips_through_save_state() {
+    use nbody_app::sim::{state_csv, tipsy};
+    let dir = scratch("tipsy");
+    let path = |name: &str| dir.join(name).to_str().expect("utf-8 path").to_string();
+    let common = ["--headless", "--backend", "cpu", "--frames", "2", "--no-overlay", "--width", "32", "--height", "32"];
+    let o = run(&[&common[..], &["--bodies", "100", "--save-state", &path("a.tipsy")]].concat());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let bytes = std::fs::read(path("a.tipsy")).expect("tipsy written");
+    assert_eq!(bytes.len(), 32 + 100 * 36, "padded header + 100 dark records");
+    let (_, bodies) = tipsy::parse(Path::new("a.tipsy"), &bytes).expect("parse");
+    // 0.01 is the default --softening, written into every record's eps.
+    assert_eq!(tipsy::encode(Path::new("a.tipsy"), &bodies, 0.0, 0.01).expect("encode"), bytes);
+    state_csv::write_state(Path::new(&path("a.csv")), &bodies).expect("csv");
+    for (from, to) in [("a.tipsy", "from-tipsy.csv"), ("a.csv", "from-csv.csv")] {
+        let o = run(&[&common[..], &["--init", &path(from), "--save-state", &path(to)]].concat());
+        assert!(o.status.success(), "--init {from}: {:?}", text(&o));
+    }
+    let (t, c) = (std::fs::read(path("from-tipsy.csv")).expect("saved"), std::fs::read(path("from-csv.csv")).expect("saved"));
+    assert_eq!(t, c, "the same run from the tipsy file and from its CSV");
 }
 
 #[test]

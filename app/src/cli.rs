@@ -96,10 +96,12 @@ pub struct SimArgs {
     /// Seed of the initial-condition generator (reproducible runs).
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
-    /// Initial condition: plummer, galaxies, ball, figure-eight, or a path to a CSV file
-    /// with header `x,y,z,vx,vy,vz,mass`.
-    #[arg(long, default_value = "plummer")]
-    pub init: String,
+    /// Initial condition: plummer, galaxies, ball, figure-eight, a path to a CSV file
+    /// with header `x,y,z,vx,vy,vz,mass`, or a tipsy snapshot (`.tipsy`, `.std`, `.bin`; the
+    /// format of NVIDIA's nbody sample, either byte order). Default: galaxies for the demo,
+    /// plummer for `bench` (comparable numbers).
+    #[arg(long)]
+    pub init: Option<String>,
     /// Gravitational constant G (N-body units: 1).
     #[arg(long = "gravitational-constant", default_value_t = 1.0, allow_negative_numbers = true)]
     pub gravitational_constant: f32,
@@ -109,9 +111,11 @@ pub struct SimArgs {
     /// Plummer softening length ε (length units); 0 gives exact Newtonian gravity.
     #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub softening: f32,
-    /// Leapfrog steps per rendered frame.
-    #[arg(long = "steps-per-frame", default_value_t = 1)]
-    pub steps_per_frame: u32,
+    /// Leapfrog steps per rendered frame: a number, or `auto` (as many as fit the frame
+    /// interval: the display's refresh with vsync, else `--target-fps`; measured as it runs).
+    /// Default: `auto` in a window, 1 headless; `bench` needs a number (default 1).
+    #[arg(long = "steps-per-frame")]
+    pub steps_per_frame: Option<StepsPerFrame>,
     /// CUDA threads per block of the N-body kernel (a multiple of 32 up to 1024), or 0 to choose
     /// the block size and bodies per thread from N and the SM count.
     #[arg(long = "block-size", default_value_t = 0)]
@@ -121,15 +125,98 @@ pub struct SimArgs {
     pub kernel: Option<PathBuf>,
 }
 
+/// `--steps-per-frame`: a fixed count of leapfrog steps per frame, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepsPerFrame {
+    /// This many steps every frame (≥ 1; 0 is refused by validation with a message).
+    Fixed(u32),
+    /// As many as fit the frame interval (the demo's pace controller, `demo/pace.rs`).
+    Auto,
+}
+
+impl std::str::FromStr for StepsPerFrame {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("auto") {
+            return Ok(StepsPerFrame::Auto);
+        }
+        t.parse().map(StepsPerFrame::Fixed).map_err(|_| format!("`{t}` is neither `auto` nor a whole number of steps (1, 2, …)"))
+    }
+}
+
+impl std::fmt::Display for StepsPerFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepsPerFrame::Fixed(n) => write!(f, "{n}"),
+            StepsPerFrame::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// The demo's initial condition when `--init` is not given.
+pub const DEMO_INIT: &str = "galaxies";
+/// `bench`'s initial condition when `--init` is not given (the Plummer sphere of the committed
+/// results).
+pub const BENCH_INIT: &str = "plummer";
+/// The demo's N when `--bodies` is not given.
+pub const DEMO_BODIES: usize = 16384;
+/// The demo's N on the CPU backend when `--bodies` is not given.
+pub const CPU_DEMO_BODIES: usize = 4096;
+
+impl SimArgs {
+    /// `--init`, or `default` when it was not given.
+    pub fn init_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.init.as_deref().unwrap_or(default)
+    }
+
+    /// The fixed step count of a run that needs one (`bench`): 1 when not given.
+    ///
+    /// # Errors
+    /// `auto` (the bench compares modes at the same count), or 0.
+    pub fn fixed_steps_per_frame(&self) -> anyhow::Result<u32> {
+        match self.steps_per_frame {
+            None => Ok(1),
+            Some(StepsPerFrame::Fixed(0)) => anyhow::bail!("--steps-per-frame must be at least 1"),
+            Some(StepsPerFrame::Fixed(n)) => Ok(n),
+            Some(StepsPerFrame::Auto) => anyhow::bail!(
+                "--steps-per-frame auto: the bench measures every mode at the same fixed count of steps per frame; give a \
+                 number (the demo's auto pace is measured by `--headless --steps-per-frame auto --target-fps 60`)"
+            ),
+        }
+    }
+}
+
+impl DemoArgs {
+    /// The initial condition of the demo: `--init`, else [`DEMO_INIT`].
+    pub fn init(&self) -> &str {
+        self.sim.init_or(DEMO_INIT)
+    }
+
+    /// N of the demo: `--bodies`, else [`DEMO_BODIES`] (the demo's entry sets
+    /// [`CPU_DEMO_BODIES`] where the CPU backend runs).
+    pub fn n_bodies(&self) -> usize {
+        self.bodies.unwrap_or(DEMO_BODIES)
+    }
+
+    /// The step count the demo starts with: `--steps-per-frame`, else `auto` in a window and 1
+    /// headless (headless runs stay reproducible unless asked otherwise).
+    pub fn steps_per_frame(&self) -> StepsPerFrame {
+        self.sim.steps_per_frame.unwrap_or(if self.headless { StepsPerFrame::Fixed(1) } else { StepsPerFrame::Auto })
+    }
+}
+
 /// Options of the demo.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Physics options.
     #[command(flatten)]
     pub sim: SimArgs,
-    /// Number of bodies N (ignored for `figure-eight` and CSV input, which fix N).
-    #[arg(long, default_value_t = 16384, allow_negative_numbers = true)]
-    pub bodies: usize,
+    /// Number of bodies N (ignored for `figure-eight` and file input, which fix N). Default:
+    /// 16384, or 4096 on the CPU backend (about 100 steps/s on 2 cores, so a window keeps
+    /// 20 frames/s or more).
+    #[arg(long, allow_negative_numbers = true)]
+    pub bodies: Option<usize>,
     /// Which simulation backend to use.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
@@ -171,7 +258,8 @@ pub struct DemoArgs {
     /// Save the last frame, overlay included, to this PNG file.
     #[arg(long)]
     pub screenshot: Option<PathBuf>,
-    /// Write the final state (x,y,z,vx,vy,vz,mass) to this CSV file at full precision.
+    /// Write the final state to this file at full precision: CSV (x,y,z,vx,vy,vz,mass), or a
+    /// little-endian tipsy snapshot when the name ends in `.tipsy`, `.std` or `.bin`.
     #[arg(long = "save-state")]
     pub save_state: Option<PathBuf>,
     /// Compute energy and momentum every this many frames (0: only on demand).
@@ -180,6 +268,10 @@ pub struct DemoArgs {
     /// Disable vsync (windowed runs).
     #[arg(long = "no-vsync")]
     pub no_vsync: bool,
+    /// Frame rate that `--steps-per-frame auto` fills (frames/s). Default: the display's refresh
+    /// rate when vsync is on and the window system reports it, else 60.
+    #[arg(long = "target-fps")]
+    pub target_fps: Option<f64>,
     /// Largest sprite diameter in pixels (at 1 pixel per point). Sprites cost fill rate: smaller
     /// ones draw faster at large N.
     #[arg(long = "max-sprite-px", default_value_t = 64.0)]
@@ -190,6 +282,15 @@ pub struct DemoArgs {
     /// Window or framebuffer height in physical pixels.
     #[arg(long, default_value_t = 800)]
     pub height: u32,
+    /// Draw short trails: the positions of the last 12 frames behind each body, fading with age
+    /// (key `t` and the overlay's box turn them on and off).
+    #[arg(long)]
+    pub trails: bool,
+    /// Zoom of the overlay (egui's zoom factor, on top of the window system's HiDPI scale).
+    /// Default: 1 up to a window 1080 logical pixels high, growing with the height to 2 at 2160
+    /// (4K). Ctrl +/- zoom in a running window too.
+    #[arg(long = "ui-scale")]
+    pub ui_scale: Option<f32>,
     /// Hide the egui overlay.
     #[arg(long = "no-overlay")]
     pub no_overlay: bool,

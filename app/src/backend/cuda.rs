@@ -158,7 +158,9 @@ impl CudaBackend {
         };
         let n = bodies.len();
         let (ctx, stream, info) = open_for_gl(gl_info, s.stream, s.stream_priority, opts.ctx_sched)?;
-        check_fits(n, if s.interop == InteropMode::Copy { 5 } else { 3 }, info.total_memory_bytes)?;
+        // CUDA's own buffers: velocities; copy adds two device position buffers, external allocates
+        // both position buffers itself (map uses GL's VBOs).
+        check_fits(&ctx, n, if s.interop == InteropMode::Map { 1 } else { 3 })?;
         let kernels = Kernels::load(&ctx, opts.kernel.as_deref())?;
         let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
         let events = [0, 1, 2, 3].map(|_| Event::new(&ctx, event_flags::DEFAULT));

@@ -108,9 +108,7 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     if !(args.cpu_budget_ms.is_finite() && args.cpu_budget_ms > 0.0) {
         bail!("--cpu-budget-ms must be a finite number > 0 (got {})", args.cpu_budget_ms);
     }
-    if args.sim.steps_per_frame == 0 {
-        bail!("--steps-per-frame must be at least 1");
-    }
+    args.sim.fixed_steps_per_frame()?;
     if !(args.sim.dt.is_finite() && args.sim.dt > 0.0) {
         bail!("--dt must be a finite number > 0 (got {})", args.sim.dt);
     }
@@ -206,6 +204,8 @@ struct Acc {
     round_medians: Vec<f64>,
     /// (block size, bodies per thread) of the kernel, for CUDA modes.
     launch: Option<(u32, u32, u32)>,
+    /// A visit ended with non-finite positions or velocities.
+    diverged: bool,
 }
 
 impl Acc {
@@ -311,7 +311,8 @@ impl Env {
 /// # Errors
 /// Bad arguments (e.g. `--bodies 0`); a mode named in `--modes` that cannot run here (after the
 /// others were measured); nothing at all can run; Ctrl-C ([`Interrupted`]); a failure while
-/// measuring. Every finished row is in the output files in each case.
+/// measuring; a row that diverged (NaN or ∞ in the state; the row is written, marked). Every
+/// finished row is in the output files in each case.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = validate(args)?;
     let out_existed = args.out.exists();
@@ -403,6 +404,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
              smaller --bodies, or other --modes"
         );
     }
+    let diverged: Vec<String> = rows.iter().filter(|r| r.diverged).map(|r| format!("{} N={}", r.mode, r.n)).collect();
+    if !diverged.is_empty() {
+        bail!(
+            "{} row(s) diverged ({}): NaN or ∞ in the state, so their timings are of non-finite arithmetic (the rows \
+             are written, marked `diverged`); use a smaller --dt or a larger --softening",
+            diverged.len(),
+            diverged.join(", ")
+        );
+    }
     Ok(())
 }
 
@@ -415,7 +425,7 @@ fn cpu_probe(args: &BenchArgs, plan: &Plan, gfx: &mut Gfx, bodies: &Bodies) -> a
     let n0 = bodies.len() as f64;
     gfx.load(bodies)?;
     let mut backend = CpuBackend::new(bodies, plan.params);
-    let steps = args.sim.steps_per_frame;
+    let steps = args.sim.fixed_steps_per_frame()?;
     let span = plan.params.dt * steps as f32;
     gfx.frame(&mut backend, steps, span)?;
     let mut probe = gfx.frame(&mut backend, steps, span)?;
@@ -548,11 +558,12 @@ fn progress_bar(total: u64) -> ProgressBar {
 /// The measuring loop: for each N, each round, each mode. Rows go into `res` (and the files) as
 /// they finish.
 fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, res: &mut Results) -> anyhow::Result<()> {
-    let steps = args.sim.steps_per_frame;
+    let steps = args.sim.fixed_steps_per_frame()?;
     let time_span = plan.params.dt * steps as f32;
     let initial = |n: usize| -> anyhow::Result<Bodies> {
-        let b = initial_bodies(&args.sim.init, n, args.sim.seed, plan.params.g)?;
-        check_count(&args.sim.init, &b, n)?;
+        let init = args.sim.init_or(crate::cli::BENCH_INIT);
+        let b = initial_bodies(init, n, args.sim.seed, plan.params.g)?;
+        check_count(init, &b, n)?;
         Ok(b)
     };
 
@@ -629,6 +640,17 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                     // The visit was cut short: its frames belong to no finished row.
                     continue;
                 }
+                if !r.finite(env.gfx.as_mut()).with_context(ctx)? && !acc.diverged {
+                    acc.diverged = true;
+                    say(
+                        &pb,
+                        format!(
+                            "warning: {}: the state diverged (NaN or ∞ in positions or velocities): the row is marked \
+                             `diverged`; use a smaller --dt or a larger --softening",
+                            ctx()
+                        ),
+                    );
+                }
                 if let Some(g) = env.gfx.as_ref().filter(|_| mode != BenchMode::Compute) {
                     if let Some(e) = g.error() {
                         say(&pb, format!("warning: GL error 0x{e:04X} after {}", ctx()));
@@ -658,6 +680,7 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                         upload: Summary::of(&acc.upload),
                         draw: Summary::of(&acc.draw),
                         round_medians: acc.round_medians,
+                        diverged: acc.diverged,
                         meta: row_meta(args, mode, env),
                     });
                     res.write_tables("running", false).context("writing the results")?;

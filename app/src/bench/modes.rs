@@ -118,12 +118,22 @@ impl Gfx {
         let t0 = Instant::now();
         let sim = backend.simulate(gl, &vbos, steps)?;
         let params =
-            DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0 };
+            DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0, advanced: steps > 0 };
         render_bodies(gl, renderer, backend, &target, &params, true, true);
         gl.finish();
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
         let draw_ms = if self.ctx.info.timer_query { renderer.draw_ms() } else { None };
         Ok(FrameSample { frame_ms, sim, draw_ms })
+    }
+
+    /// The state `backend` holds, read back with synchronised velocities (for the divergence check
+    /// after a visit's frames; the closing half kick changes the state, so call it last).
+    ///
+    /// # Errors
+    /// The backend's read-back error; no VBOs loaded.
+    pub fn state(&mut self, backend: &mut dyn SimBackend) -> anyhow::Result<Bodies> {
+        let vbos = *self.renderer.as_ref().context("no VBOs loaded")?.vbos();
+        backend.bodies(self.ctx.gl(), &vbos)
     }
 
     /// The pending GL error, if any (`glGetError`).
@@ -209,7 +219,7 @@ impl ComputeRunner {
     ) -> anyhow::Result<ComputeRunner> {
         let ctx = Arc::clone(&cc.ctx);
         ctx.make_current().context("cuCtxSetCurrent")?;
-        check_fits(bodies.len(), 3, cc.info.total_memory_bytes)?;
+        check_fits(&ctx, bodies.len(), 3)?;
         let stream = make_stream(&ctx, stream, 0)?;
         let kernels = Kernels::load(&ctx, kernel)?;
         let pos = [
@@ -243,6 +253,18 @@ impl ComputeRunner {
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
         let kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
         Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None })
+    }
+}
+
+impl ComputeRunner {
+    /// True when the newest positions and the velocities are all finite (read back from the device).
+    ///
+    /// # Errors
+    /// A device-to-host copy fails.
+    pub fn finite(&self) -> anyhow::Result<bool> {
+        let finite = |v: Vec<[f32; 4]>| v.iter().all(|b| b.iter().all(|x| x.is_finite()));
+        let pos = self.pos[self.gpu.front].to_vec().context("reading the positions back")?;
+        Ok(finite(pos) && finite(self.gpu.vel.to_vec().context("reading the velocities back")?))
     }
 }
 
@@ -282,6 +304,23 @@ impl Runner {
             Runner::External(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
         }
+    }
+
+    /// True when the simulated state is still finite (no NaN or ∞ in positions or velocities):
+    /// the divergence check after a visit's frames, outside the timed region. It reads the state
+    /// back (and for the backends applies the closing half kick), so the visit's frames are over.
+    ///
+    /// # Errors
+    /// The read-back fails; a GL mode without a GL context.
+    pub fn finite(&mut self, gfx: Option<&mut Gfx>) -> anyhow::Result<bool> {
+        let gfx = || gfx.context("reading the state back needs the GL context");
+        Ok(match self {
+            Runner::Draw(_) => true,
+            Runner::Compute(c) => c.finite()?,
+            Runner::Cpu(b) => gfx()?.state(b)?.is_finite(),
+            Runner::Cuda(b) => gfx()?.state(b.as_mut())?.is_finite(),
+            Runner::External(b) => gfx()?.state(&mut b.backend)?.is_finite(),
+        })
     }
 
     /// One frame.

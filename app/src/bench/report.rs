@@ -30,6 +30,8 @@
 //!   empty for cpu and where compute or draw was not measured;
 //! - `spread_us`, `spread_pct`: max − min of the per-round medians of the frame time, in µs and
 //!   in % of the overall median (0 with one round);
+//! - `diverged`: `true` when the state held NaN or ∞ after a round's frames (checked outside the
+//!   timed frames): the timings are of non-finite arithmetic and the run exits non-zero;
 //! - `gpu_name`, `driver_version` (CUDA modes), `gl_vendor`, `gl_renderer`, `gl_version`,
 //!   `egl_device` (GL modes), `stream`, `register_flags`, `map_flags`, `ctx_sched` (the CUDA
 //!   options the mode ran with; the flags only for the map modes), `build_profile` (`debug`/`release`), `date` (start of the run,
@@ -88,6 +90,8 @@ pub struct Measured {
     pub draw: Option<Summary>,
     /// Median frame time of each round (ms).
     pub round_medians: Vec<f64>,
+    /// The state was non-finite after a round's frames.
+    pub diverged: bool,
     /// Facts about the devices and options.
     pub meta: RowMeta,
 }
@@ -178,6 +182,7 @@ pub struct Row {
     pub interop_us: Option<f64>,
     pub spread_us: f64,
     pub spread_pct: f64,
+    pub diverged: bool,
     pub gpu_name: Option<String>,
     pub driver_version: Option<String>,
     pub gl_vendor: Option<String>,
@@ -310,6 +315,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 interop_us: interop_ms.map(|o| o * 1e3),
                 spread_us: spread_ms * 1e3,
                 spread_pct: 100.0 * spread_ms / m.frame.median,
+                diverged: m.diverged,
                 gpu_name: m.meta.gpu_name.clone(),
                 driver_version: m.meta.driver_version.clone(),
                 gl_vendor: m.meta.gl_vendor.clone(),
@@ -413,6 +419,9 @@ pub fn table(rows: &[Row]) -> String {
             r.gflops,
             r.spread_pct
         );
+        if r.diverged {
+            let _ = writeln!(s, "{:<13} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
+        }
     }
     s
 }

@@ -272,25 +272,32 @@ impl Kernels {
     }
 }
 
-/// Refuses N the device cannot hold, before anything is allocated.
+/// Refuses N the kernel or the device cannot hold, before CUDA allocates anything.
 ///
-/// `buffers_of_16_bytes_per_body` counts the `[N][4]` f32 buffers the mode allocates.
+/// `device_buffers` counts the `[N][4]` f32 buffers (16 bytes per body each) that CUDA allocates
+/// for the mode (the VBOs GL already allocated are not counted: they are in use, so the free
+/// memory `cuMemGetInfo` reports already lacks them); 4 bytes per body are added for the
+/// potentials of the diagnostics.
 ///
 /// # Errors
-/// A message naming N, the bytes needed and the device's total memory.
-pub fn check_fits(n: usize, buffers_of_16_bytes_per_body: usize, total_memory: usize) -> anyhow::Result<()> {
-    let need = n
-        .checked_mul(BODY_BYTES * buffers_of_16_bytes_per_body + 4)
-        .context("N is too large")?;
-    if need > total_memory / 10 * 9 {
-        bail!(
-            "{n} bodies need {:.1} GiB of device memory, more than this GPU holds ({:.1} GiB); use fewer bodies",
-            need as f64 / (1u64 << 30) as f64,
-            total_memory as f64 / (1u64 << 30) as f64
-        );
-    }
+/// N = 0 or above [`MAX_BODIES`]; `cuMemGetInfo` fails; or a message naming N, the bytes needed
+/// and the device's free and total memory, with the remedy.
+#[doc(alias = "cuMemGetInfo")]
+pub fn check_fits(ctx: &Context, n: usize, device_buffers: usize) -> anyhow::Result<()> {
     if n == 0 || n > MAX_BODIES {
         bail!("N = {n} is out of range for the kernel (1 ≤ N ≤ {MAX_BODIES})");
+    }
+    let need = n.checked_mul(BODY_BYTES * device_buffers + 4).context("N is too large")?;
+    let (free, total) = ctx.memory_info().context("cuMemGetInfo")?;
+    if need > free {
+        let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
+        bail!(
+            "{n} bodies need {:.2} GiB of device memory ({device_buffers} buffers of [N][4] f32), more than the GPU has \
+             free ({:.2} GiB free of {:.2} GiB); use fewer bodies, or end the other programs using the GPU (nvidia-smi lists them)",
+            gib(need),
+            gib(free),
+            gib(total)
+        );
     }
     Ok(())
 }

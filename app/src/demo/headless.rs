@@ -10,6 +10,9 @@ use crate::gfx::renderer::{OffscreenTarget, RenderTarget};
 use crate::sim::{Bodies, PhysParams};
 use crate::stop::Interrupted;
 
+/// How often a headless run prints a progress line.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Egui input of a headless frame: `width` × `height` points at 1 pixel per point.
 pub(crate) fn headless_input(width: u32, height: u32, time: f64) -> egui::RawInput {
     let mut raw = egui::RawInput {
@@ -47,7 +50,15 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         eprintln!("headless without --frames: running until Ctrl-C (the screenshot and state are saved then)");
     }
     let mut failure = None;
+    let mut last_progress = std::time::Instant::now();
     while args.frames.is_none_or(|n| scene.frames() < n) && !crate::stop::stopped() && scene.diverged().is_none() {
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            // A long run says how far it is (stderr, so stdout keeps only the results).
+            last_progress = std::time::Instant::now();
+            let s = scene.summary();
+            let of = args.frames.map_or_else(String::new, |n| format!(" of {n}"));
+            eprintln!("frame {}{of}: {} steps, {:.0} steps/s, {:.3} ms per frame", s.frames, s.steps, s.steps_per_s, s.mean_frame_ms);
+        }
         let input = headless_input(args.width, args.height, scene.time());
         let r = scene.frame(input, target, 1.0, true);
         ctx.gl().finish();

@@ -12,6 +12,7 @@
 
 pub mod frame;
 pub mod headless;
+pub mod pace;
 pub mod scene;
 pub mod windowed;
 
@@ -28,17 +29,22 @@ use crate::sim::PhysParams;
 /// `--backend cuda` without CUDA, or a failure while running; each names what failed.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     validate(args)?;
+    let mut args = args.clone();
+    if args.bodies.is_none() && args.backend == crate::cli::BackendChoice::Cpu {
+        args.bodies = Some(crate::cli::CPU_DEMO_BODIES);
+    }
+    let args = &args;
     // Before anything is made: the nominal rate of the backend asked for (`auto`: the GPU's; a
     // fallback to the CPU is checked again once the backend is made, `Scene::new`). A file fixes
     // N itself: it is checked once read.
     let cpu = args.backend == crate::cli::BackendChoice::Cpu;
-    let from_file = std::path::Path::new(&args.sim.init).is_file();
+    let from_file = std::path::Path::new(args.init()).is_file();
     if !from_file {
-        check_step_time(args.bodies, cpu, args.allow_slow)?;
+        check_step_time(args.n_bodies(), cpu, args.allow_slow)?;
         check_host_memory(args)?;
     }
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
-    let bodies = initial_bodies(&args.sim.init, args.bodies, args.sim.seed, params.g)?;
+    let bodies = initial_bodies(args.init(), args.n_bodies(), args.sim.seed, params.g)?;
     if from_file {
         check_step_time(bodies.len(), cpu, args.allow_slow)?;
     }
@@ -68,13 +74,23 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
         bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
     }
-    if args.sim.steps_per_frame == 0 {
-        bail!("--steps-per-frame must be at least 1");
+    if args.steps_per_frame() == crate::cli::StepsPerFrame::Fixed(0) {
+        bail!("--steps-per-frame must be at least 1 (or auto)");
+    }
+    if let Some(z) = args.ui_scale {
+        if !(z.is_finite() && (0.25..=8.0).contains(&z)) {
+            bail!("--ui-scale must be a number from 0.25 to 8 (got {z})");
+        }
+    }
+    if let Some(f) = args.target_fps {
+        if !(f.is_finite() && f > 0.0) {
+            bail!("--target-fps must be a finite number of frames per second > 0 (got {f})");
+        }
     }
     crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
     crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
-    if args.bodies == 0 || args.bodies > crate::cuda::kernels::MAX_BODIES {
-        bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernels::MAX_BODIES, args.bodies);
+    if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernels::MAX_BODIES {
+        bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernels::MAX_BODIES, args.n_bodies());
     }
     if args.trace.is_some() && !interop::entry::TRACING_COMPILED {
         bail!("--trace needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
@@ -199,7 +215,7 @@ fn human_seconds(s: f64) -> String {
 /// # Errors
 /// The bytes needed and available, and the remedy.
 fn check_host_memory(args: &DemoArgs) -> anyhow::Result<()> {
-    check_host_memory_n(args.bodies).map_err(|e| anyhow::anyhow!("--bodies {}: {e}", args.bodies))
+    check_host_memory_n(args.n_bodies()).map_err(|e| anyhow::anyhow!("--bodies {}: {e}", args.n_bodies()))
 }
 
 /// [`check_host_memory`] for `n` bodies (the overlay's reset too).
@@ -235,6 +251,10 @@ pub struct Summary {
     pub frames: u64,
     /// Mean wall time per frame (ms).
     pub mean_frame_ms: f64,
+    /// Leapfrog steps taken (outside step mode).
+    pub steps: u64,
+    /// Steps per second of wall time, first frame's start to last frame's end.
+    pub steps_per_s: f64,
     /// Backend label.
     pub label: String,
 }
@@ -242,6 +262,14 @@ pub struct Summary {
 impl Summary {
     /// Print the one-line summary to stdout.
     pub fn print(&self) {
-        println!("nbody-interop: {} frames, mean frame {:.3} ms, backend: {}", self.frames, self.mean_frame_ms, self.label);
+        println!(
+            "nbody-interop: {} frames, mean frame {:.3} ms, {} steps ({:.1} per frame, {:.0} steps/s), backend: {}",
+            self.frames,
+            self.mean_frame_ms,
+            self.steps,
+            self.steps as f64 / self.frames.max(1) as f64,
+            self.steps_per_s,
+            self.label
+        );
     }
 }

@@ -9,10 +9,11 @@ use std::time::Instant;
 use anyhow::{anyhow, Context as _};
 
 use super::frame::render_bodies;
+use super::pace::Pace;
 use super::Summary;
 use crate::backend::select::make_backend;
 use crate::backend::SimBackend;
-use crate::cli::DemoArgs;
+use crate::cli::{DemoArgs, StepsPerFrame};
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::gl::{CurrentContext, Gl};
 use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
@@ -68,6 +69,13 @@ pub struct Scene {
     panels: Option<Panels>,
     /// Lines for stdout (diagnostics) made during the last frame; the loop prints them after it.
     reports: Vec<String>,
+    /// The step-count controller of `--steps-per-frame auto` (used while the overlay's auto box is
+    /// ticked).
+    pace: Pace,
+    /// Leapfrog steps simulated so far (outside step mode).
+    steps_total: u64,
+    /// The overlay zoom last set (`--ui-scale`, or [`auto_ui_zoom`] of the target's height).
+    ui_zoom: Option<f32>,
     /// The newest state known to be finite and its frame: the initial state, then each
     /// diagnostics sample that was finite. `--save-state` writes it when the run diverged.
     last_finite: (u64, Bodies),
@@ -92,10 +100,17 @@ pub struct Diverged {
     pub saved: String,
 }
 
-/// True when every position and velocity component is finite.
-fn all_finite(b: &Bodies) -> bool {
-    b.pos.iter().chain(&b.vel).all(|v| v.iter().all(|x| x.is_finite()))
+/// The overlay's zoom for a target `height_px` physical pixels high at `pixels_per_point` (the
+/// window system's scale factor): 1 up to 1080 logical pixels, then growing with the height (in
+/// steps of 1/4) up to 2 at 2160 and above, so a 4K window's overlay is as readable as a 1080p
+/// one's. The window system's own HiDPI scale comes on top (egui multiplies the two).
+pub fn auto_ui_zoom(height_px: u32, pixels_per_point: f32) -> f32 {
+    let logical = height_px as f32 / pixels_per_point.max(0.1);
+    ((logical / 1080.0).clamp(1.0, 2.0) * 4.0).floor() / 4.0
 }
+
+/// Frame rate `--steps-per-frame auto` fills without vsync or `--target-fps` (frames/s).
+pub const DEFAULT_TARGET_FPS: f64 = 60.0;
 
 /// What the overlay's device and entry-point panels show: built once per backend.
 #[derive(Debug, Default)]
@@ -130,14 +145,19 @@ impl Scene {
         crate::ui::overlay::install_fonts(&egui_ctx);
         let controls = Controls {
             params,
-            steps_per_frame: args.sim.steps_per_frame.max(1),
+            steps_per_frame: match args.steps_per_frame() {
+                StepsPerFrame::Fixed(n) => n.max(1),
+                StepsPerFrame::Auto => 1,
+            },
+            auto_steps: args.steps_per_frame() == StepsPerFrame::Auto,
+            trails: args.trails,
             paused: false,
-            reset_init: if crate::ui::overlay::RESET_INITS.contains(&args.sim.init.as_str()) {
-                args.sim.init.clone()
+            reset_init: if crate::ui::overlay::RESET_INITS.contains(&args.init()) {
+                args.init().to_owned()
             } else {
                 "plummer".into()
             },
-            reset_n: args.bodies.max(1),
+            reset_n: args.n_bodies().max(1),
         };
         let mut scene = Self {
             backend: None,
@@ -165,6 +185,9 @@ impl Scene {
             traced_api: 0,
             panels: None,
             reports: Vec::new(),
+            steps_total: 0,
+            ui_zoom: None,
+            pace: Pace::new(1e3 / args.target_fps.unwrap_or(DEFAULT_TARGET_FPS)),
             last_finite: (0, bodies.clone()),
             diverged: None,
             overlay_hidden: false,
@@ -174,12 +197,25 @@ impl Scene {
         // On error `scene` drops here, which tears down in order.
         let (backend, notice) = make_backend(&scene.args.backend_config(), gl, &scene.gl_info, scene.renderer.vbos(), bodies, params)?;
         tracing::info!(backend = %backend.label(), gl = %scene.gl_info.summary(), "demo backend ready");
-        if backend.cuda_context().is_none() {
+        let cpu = backend.cuda_context().is_none();
+        if cpu {
             // `auto` fell back to the CPU (or `cpu` was asked for): its rate decides.
             super::check_step_time(bodies.len(), true, scene.args.allow_slow)?;
         }
         scene.backend = Some(backend);
         scene.notice = notice;
+        let preset = crate::sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
+        if cpu && scene.args.bodies.is_none() && preset {
+            // `auto` fell back to the CPU with the default N: start again at the CPU's default N
+            // (the preset with the same seed), which keeps a window at 20 frames/s or more.
+            let init = scene.args.init().to_owned();
+            scene.args.bodies = Some(crate::cli::CPU_DEMO_BODIES);
+            scene.overlay.controls.reset_n = crate::cli::CPU_DEMO_BODIES;
+            scene.reset(&init, crate::cli::CPU_DEMO_BODIES)?;
+            let n = crate::cli::CPU_DEMO_BODIES;
+            let note = format!("N = {n}: the CPU backend's default (--bodies sets N)");
+            scene.notice = Some(scene.notice.take().map_or(note.clone(), |old| format!("{old}\n{note}")));
+        }
         if scene.args.step_mode {
             scene.set_step_mode(true);
         }
@@ -247,7 +283,7 @@ impl Scene {
                 Action::RunLab(name) => self.run_lab(&name),
                 Action::Reset { init, n } => self.reset(&init, n)?,
                 Action::Restart => {
-                    let (init, n) = (self.args.sim.init.clone(), self.args.bodies);
+                    let (init, n) = (self.args.init().to_owned(), self.args.n_bodies());
                     self.reset(&init, n)?
                 }
             }
@@ -283,8 +319,8 @@ impl Scene {
         self.drop_backend();
         self.renderer.recreate_vbos(self.current.gl(), &bodies).context("reset: recreating the position VBOs")?;
         let mut args = self.args.clone();
-        args.sim.init = init.to_owned();
-        args.bodies = n;
+        args.sim.init = Some(init.to_owned());
+        args.bodies = Some(n);
         let (backend, notice) =
             make_backend(&args.backend_config(), self.current.gl(), &self.gl_info, self.renderer.vbos(), &bodies, params).context("reset: making the backend")?;
         self.backend = Some(backend);
@@ -429,6 +465,13 @@ impl Scene {
             };
             let overlay = &mut self.overlay;
             let mut actions = Vec::new();
+            // The overlay's zoom follows the window's size (a 4K window gets a readable overlay);
+            // set only when that size asks for another value, so egui's own Ctrl +/- zoom stays.
+            let zoom = self.args.ui_scale.unwrap_or_else(|| auto_ui_zoom(target.size()[1], pixels_per_point));
+            if self.ui_zoom != Some(zoom) {
+                self.ui_zoom = Some(zoom);
+                self.egui_ctx.set_zoom_factor(zoom);
+            }
             let out = self.egui_ctx.run_ui(raw_input, |ui| actions = overlay.ui(ui, &view));
             self.pending.extend(actions);
             scene_left = self.overlay.panel_width() * out.pixels_per_point;
@@ -438,7 +481,10 @@ impl Scene {
         // 4. Render the bodies into the target.
         // In step mode GL must not touch mapped buffers: `None` skips the body draw.
         let shown = self.shown_front()?;
-        let params = DrawParams { camera: &self.camera, front: shown.unwrap_or(0), time_span: self.time_span, pixels_per_point, scene_left };
+        let advanced = steps > 0 && !self.overlay.workflow.step_mode;
+        self.renderer.set_trails(self.overlay.controls.trails);
+        let params =
+            DrawParams { camera: &self.camera, front: shown.unwrap_or(0), time_span: self.time_span, pixels_per_point, scene_left, advanced };
         let t_draw = Instant::now();
         let backend = self.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
         match (shown, self.renderer.snapshot()) {
@@ -462,9 +508,30 @@ impl Scene {
         if let Some(r) = &self.recorder {
             r.end_frame();
         }
+        if !self.overlay.workflow.step_mode {
+            self.steps_total += u64::from(steps);
+        }
+        let c = &mut self.overlay.controls;
+        if c.auto_steps && !self.overlay.workflow.step_mode {
+            // The frame's work, without the wait for vsync that follows it (the caller presents).
+            c.steps_per_frame = self.pace.next(c.steps_per_frame, steps, t0.elapsed().as_secs_f64() * 1e3);
+        }
         self.frame += 1;
         self.last_frame_end = Some(Instant::now());
         Ok(platform_output)
+    }
+
+    /// Fill frames at the display's refresh rate `hz` with `--steps-per-frame auto`, unless
+    /// `--target-fps` was given (the windowed demo calls this once the window exists, with vsync).
+    pub fn use_display_rate(&mut self, hz: f64) {
+        if self.args.target_fps.is_none() && hz.is_finite() && hz > 0.0 {
+            self.pace.set_interval_ms(1e3 / hz);
+        }
+    }
+
+    /// The frame interval (ms) that `--steps-per-frame auto` fills.
+    pub fn pace_interval_ms(&self) -> f64 {
+        self.pace.interval_ms()
     }
 
     /// Save `target`'s current contents (bodies and overlay) as PNG.
@@ -505,7 +572,9 @@ impl Scene {
         let mut saved = String::new();
         if let Some(path) = self.args.save_state.clone() {
             let (which, state) = (self.last_finite.0, &self.last_finite.1);
-            match crate::sim::state_csv::write_state(&path, state).with_context(|| format!("writing --save-state {}", path.display())) {
+            // The header's time is 0 (the run does not track simulated time across dt changes).
+            let written = crate::sim::write_state_file(&path, state, 0.0, self.args.sim.softening);
+            match written.with_context(|| format!("writing --save-state {}", path.display())) {
                 Ok(()) => {
                     tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");
                     saved = format!(", saved to {}", path.display());
@@ -534,13 +603,14 @@ impl Scene {
             _ => 0.0,
         };
         let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
-        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, label }
+        let steps_per_s = if wall > 0.0 { self.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
+        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.steps_total, steps_per_s, label }
     }
 
     /// Checks the state read at `frame` for non-finite values: keeps it as the last finite
     /// state, or marks the run diverged (once: banner, warning, the simulation paused).
     fn check_finite(&mut self, frame: u64, bodies: Bodies) {
-        if all_finite(&bodies) {
+        if bodies.is_finite() {
             self.last_finite = (frame, bodies);
             return;
         }
@@ -605,6 +675,11 @@ impl Scene {
     /// Hide or show the overlay (h); with `--no-overlay` it stays hidden.
     pub fn toggle_overlay(&mut self) {
         self.overlay_hidden = !self.overlay_hidden;
+    }
+
+    /// Turn the trails on or off (key `t`; the overlay has the same box).
+    pub fn toggle_trails(&mut self) {
+        self.overlay.controls.trails = !self.overlay.controls.trails;
     }
 
     /// Number of bodies N of the current state.

@@ -94,9 +94,11 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
 
 impl App {
     fn fail(&mut self, event_loop: &ActiveEventLoop, e: anyhow::Error) {
-        tracing::error!("{e:#}");
+        // The first error is returned (and printed once by main); later ones are logged.
         if self.error.is_none() {
             self.error = Some(e);
+        } else {
+            tracing::error!("{e:#}");
         }
         event_loop.exit();
     }
@@ -143,8 +145,15 @@ impl App {
         let win = WindowContext::new(event_loop, "nbody-interop", self.args.width, self.args.height, !self.args.no_vsync)?;
         tracing::info!(gl = %win.info.summary(), "windowed GL");
         // WindowState drops the scene (and its share of the proof) before the window context.
-        let scene = Scene::new(win.current().clone(), win.info.clone(), &self.args, &bodies, params)?;
+        let mut scene = Scene::new(win.current().clone(), win.info.clone(), &self.args, &bodies, params)?;
         let window = win.window();
+        // With vsync a frame lasts one refresh interval: --steps-per-frame auto fills that.
+        if !self.args.no_vsync {
+            if let Some(mhz) = window.current_monitor().and_then(|m| m.refresh_rate_millihertz()) {
+                scene.use_display_rate(f64::from(mhz) / 1e3);
+            }
+        }
+        tracing::info!(interval_ms = scene.pace_interval_ms(), "frame interval for --steps-per-frame auto");
         let egui_winit = egui_winit::State::new(
             scene.egui_ctx().clone(),
             egui::ViewportId::ROOT,
@@ -221,6 +230,7 @@ impl App {
             "r" | "R" => st.scene.push_action(Action::Restart),
             "s" | "S" => st.shot_next = true,
             "h" | "H" => st.scene.toggle_overlay(),
+            "t" | "T" => st.scene.toggle_trails(),
             "1" | "2" | "3" | "4" => {
                 let i = c.as_str().parse::<usize>().unwrap_or(1) - 1;
                 let init = RESET_INITS[i.min(RESET_INITS.len() - 1)];

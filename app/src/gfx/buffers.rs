@@ -92,3 +92,13 @@ pub(super) fn copy_vbos(gl: &Gl<'_>, src: &PositionVbos, dst: &PositionVbos) {
     gl.bind_buffer(glow::COPY_READ_BUFFER, None);
     gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
 }
+
+/// Copies the first `16 n` bytes of buffer `src` into `dst` on the GPU (`glCopyBufferSubData`);
+/// both hold at least `n` bodies.
+pub(super) fn copy_buffer(gl: &Gl<'_>, src: glow::NativeBuffer, dst: glow::NativeBuffer, n: usize) {
+    gl.bind_buffer(glow::COPY_READ_BUFFER, Some(src));
+    gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(dst));
+    gl.copy_buffer_sub_data(glow::COPY_READ_BUFFER, glow::COPY_WRITE_BUFFER, 0, 0, (n * 16) as i32);
+    gl.bind_buffer(glow::COPY_READ_BUFFER, None);
+    gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
+}

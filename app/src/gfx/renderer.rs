@@ -7,6 +7,11 @@
 //! spanned (`dt · steps`). A reference speed, the RMS speed of the initial condition, maps it to
 //! the palette. When paused or on the first frame both buffers hold the same positions and every
 //! body is drawn in the "slow" colour.
+//!
+//! Trails (`--trails`, the overlay's box, key `t`): the renderer keeps the positions of the last
+//! [`TRAIL_FRAMES`] frames that moved (GPU copies of the front VBO, `glCopyBufferSubData`, taken
+//! after each draw) and draws them before the bodies, the older the fainter. They live in world
+//! space, so orbiting the camera does not smear them.
 
 use std::collections::VecDeque;
 
@@ -16,7 +21,7 @@ use glam::Vec3;
 use super::camera::OrbitCamera;
 use super::gl::Gl;
 use super::GlInfo;
-use super::buffers::{copy_vbos, create_empty_vbos, create_vbos, delete_vbos, PositionVbos};
+use super::buffers::{copy_buffer, copy_vbos, create_empty_vbos, create_vbos, delete_vbos, PositionVbos};
 use crate::sim::Bodies;
 
 const VERT_SRC: &str = include_str!("../../../shaders/bodies.vert");
@@ -133,6 +138,41 @@ pub struct DrawParams<'a> {
     /// Left edge (physical pixels) of the part of the target not covered by the overlay; the
     /// camera target is centred in `scene_left..width`.
     pub scene_left: f32,
+    /// The bodies moved since the last draw (this frame stepped): the trail takes a new point.
+    pub advanced: bool,
+}
+
+/// Frames of positions `--trails` draws behind the bodies (even: they are kept in pairs).
+pub const TRAIL_FRAMES: usize = 12;
+/// Brightness of the newest trail point relative to a body.
+const TRAIL_GAIN: f32 = 0.5;
+
+/// The positions of the last frames for the trails: slot `k` is `pairs[k / 2].buffers[k % 2]`.
+#[derive(Debug)]
+struct Trail {
+    pairs: Vec<PositionVbos>,
+    /// The slot the next copy goes to.
+    next: usize,
+    /// Slots holding a frame.
+    filled: usize,
+}
+
+impl Trail {
+    fn slot(&self, k: usize) -> glow::NativeBuffer {
+        self.pairs[k / 2].buffers[k % 2]
+    }
+
+    /// The slot `age` frames back (1: the newest).
+    fn aged(&self, age: usize) -> glow::NativeBuffer {
+        self.slot((self.next + TRAIL_FRAMES - age) % TRAIL_FRAMES)
+    }
+
+    fn delete(&mut self, gl: &Gl<'_>) {
+        for p in self.pairs.drain(..) {
+            delete_vbos(gl, &p);
+        }
+        self.filled = 0;
+    }
 }
 
 /// GL timer queries (`GL_TIME_ELAPSED`) in a small ring, read without stalling.
@@ -236,6 +276,10 @@ pub struct Renderer {
     /// GL-owned copies of both VBOs and the front index at the copy (step mode): what is drawn
     /// while CUDA has the VBOs mapped and GL may not touch them. Made on first use.
     snapshot: Option<(PositionVbos, usize)>,
+    /// Draw trails ([`Renderer::set_trails`]).
+    trails: bool,
+    /// The trail's history buffers, made on first use and dropped when trails go off.
+    trail: Option<Trail>,
     destroyed: bool,
 }
 
@@ -343,6 +387,8 @@ impl Renderer {
             max_point_px,
             sprite_cap: 64.0,
             snapshot: None,
+            trails: false,
+            trail: None,
             destroyed: false,
         };
         r.measure(bodies);
@@ -378,6 +424,17 @@ impl Renderer {
         self.sprite_cap = if px.is_finite() { px.max(1.0) } else { 64.0 };
     }
 
+    /// Draw the last [`TRAIL_FRAMES`] frames' positions behind the bodies (`--trails`). Turning
+    /// them off frees the history buffers at the next draw.
+    pub fn set_trails(&mut self, on: bool) {
+        self.trails = on;
+    }
+
+    /// True when trails are drawn.
+    pub fn trails(&self) -> bool {
+        self.trails
+    }
+
     /// Centre and radius (90th percentile) of the body set the VBOs were made from.
     pub fn bounds(&self) -> (Vec3, f32) {
         self.bounds
@@ -402,6 +459,9 @@ impl Renderer {
         self.vbos = PositionVbos { buffers: self.vbos.buffers, n: 0 };
         if let Some((s, _)) = self.snapshot.take() {
             delete_vbos(gl, &s);
+        }
+        if let Some(mut t) = self.trail.take() {
+            t.delete(gl);
         }
         self.vbos = create_vbos(gl, bodies)?;
         self.measure(bodies);
@@ -466,8 +526,7 @@ impl Renderer {
         let ox = left / w as f32;
         let view_proj = glam::Mat4::from_translation(Vec3::new(ox, 0.0, 0.0)) * p.camera.view_proj(aspect);
         let speed_scale = if p.time_span > 0.0 { 1.0 / (p.time_span * 2.0 * self.speed_ref) } else { 0.0 };
-        let n = vbos.n.max(1) as f32;
-        let intensity = (4000.0 / n).clamp(0.15, 1.0);
+        let intensity = (4000.0 / vbos.n.max(1) as f32).clamp(0.15, 1.0);
         self.timer.begin(gl);
         gl.viewport(0, 0, w as i32, h as i32);
         gl.disable(glow::SCISSOR_TEST);
@@ -490,26 +549,82 @@ impl Renderer {
             gl.uniform_1_f32(self.u_min_px.as_ref(), (1.5 * p.pixels_per_point).min(max_px));
             gl.uniform_1_f32(self.u_max_px.as_ref(), max_px);
             gl.uniform_1_f32(self.u_speed_scale.as_ref(), speed_scale);
-            gl.uniform_1_f32(self.u_intensity.as_ref(), intensity);
             gl.bind_vertex_array(Some(self.vao));
-            gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[front]));
-            gl.enable_vertex_attrib_array(0);
-            gl.vertex_attrib_pointer_f32(0, 4, glow::FLOAT, false, 16, 0);
-            gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[back]));
-            gl.enable_vertex_attrib_array(1);
-            gl.vertex_attrib_pointer_f32(1, 4, glow::FLOAT, false, 16, 0);
-            gl.bind_buffer(glow::ARRAY_BUFFER, None);
-            // SAFETY: the VAO enables exactly attributes 0 and 1, each a float4 (16-byte stride,
-            // offset 0) in one of the two buffers, both at least 16·n bytes (`create_vbos`, or the
-            // external backend's `glBufferStorageMemEXT` of 16·n bytes: PositionVbos' invariant),
-            // and we draw vertices 0..n.
-            unsafe { gl.draw_arrays(glow::POINTS, 0, vbos.n as i32) };
+            let n = vbos.n;
+            let draw = |newer: glow::NativeBuffer, older: glow::NativeBuffer, intensity: f32| {
+                gl.uniform_1_f32(self.u_intensity.as_ref(), intensity);
+                gl.bind_buffer(glow::ARRAY_BUFFER, Some(newer));
+                gl.enable_vertex_attrib_array(0);
+                gl.vertex_attrib_pointer_f32(0, 4, glow::FLOAT, false, 16, 0);
+                gl.bind_buffer(glow::ARRAY_BUFFER, Some(older));
+                gl.enable_vertex_attrib_array(1);
+                gl.vertex_attrib_pointer_f32(1, 4, glow::FLOAT, false, 16, 0);
+                gl.bind_buffer(glow::ARRAY_BUFFER, None);
+                // SAFETY: the VAO enables exactly attributes 0 and 1, each a float4 (16-byte
+                // stride, offset 0) in a buffer of at least 16·n bytes (`create_vbos`, the trail's
+                // `create_empty_vbos` of the same n, or the external backend's
+                // `glBufferStorageMemEXT` of 16·n bytes: PositionVbos' invariant), and we draw
+                // vertices 0..n.
+                unsafe { gl.draw_arrays(glow::POINTS, 0, n as i32) };
+            };
+            // The trail, oldest first, each point fainter with age; its colour is the speed
+            // between it and the point before it.
+            let trail = self.trail.as_ref().filter(|t| self.trails && t.pairs.first().is_some_and(|p| p.n == n));
+            if let Some(t) = trail {
+                for age in (1..=t.filled).rev() {
+                    let older = if age < t.filled { t.aged(age + 1) } else { t.aged(age) };
+                    let fade = 1.0 - age as f32 / (TRAIL_FRAMES + 1) as f32;
+                    draw(t.aged(age), older, intensity * TRAIL_GAIN * fade);
+                }
+            }
+            draw(vbos.buffers[front], vbos.buffers[back], intensity);
             gl.bind_vertex_array(None);
             gl.use_program(None);
             gl.disable(glow::BLEND);
         }
         self.timer.end(gl);
         self.timer.poll(gl, wait_timer);
+        self.update_trail(gl, vbos.buffers[front], vbos.n, p.advanced);
+    }
+
+    /// After a draw: with trails on and bodies that moved, copy the drawn positions into the
+    /// trail's next slot (making the history on first use, or for a new N); with trails off,
+    /// free the history.
+    fn update_trail(&mut self, gl: &Gl<'_>, front: glow::NativeBuffer, n: usize, advanced: bool) {
+        if !self.trails || n == 0 {
+            if let Some(mut t) = self.trail.take() {
+                t.delete(gl);
+            }
+            return;
+        }
+        if !advanced {
+            return;
+        }
+        if self.trail.as_ref().is_some_and(|t| t.pairs.first().is_none_or(|p| p.n != n)) {
+            if let Some(mut t) = self.trail.take() {
+                t.delete(gl);
+            }
+        }
+        if self.trail.is_none() {
+            let mut t = Trail { pairs: Vec::with_capacity(TRAIL_FRAMES / 2), next: 0, filled: 0 };
+            for _ in 0..TRAIL_FRAMES / 2 {
+                match create_empty_vbos(gl, n) {
+                    Ok(p) => t.pairs.push(p),
+                    Err(e) => {
+                        tracing::warn!("trails off: their history buffers cannot be made: {e:#}");
+                        t.delete(gl);
+                        self.trails = false;
+                        return;
+                    }
+                }
+            }
+            self.trail = Some(t);
+        }
+        if let Some(t) = self.trail.as_mut() {
+            copy_buffer(gl, front, t.slot(t.next), n);
+            t.next = (t.next + 1) % TRAIL_FRAMES;
+            t.filled = (t.filled + 1).min(TRAIL_FRAMES);
+        }
     }
 
     /// Delete the VBOs, the VAO, the program and the timer queries. Call after the backend has
@@ -523,6 +638,9 @@ impl Renderer {
         self.destroyed = true;
         if let Some((s, _)) = self.snapshot.take() {
             delete_vbos(gl, &s);
+        }
+        if let Some(mut t) = self.trail.take() {
+            t.delete(gl);
         }
         self.timer.destroy(gl);
         delete_vbos(gl, &self.vbos);

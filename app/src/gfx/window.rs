@@ -3,20 +3,28 @@
 //!
 //! Like the headless context it asks for desktop GL 3.3 core first and falls back to OpenGL ES
 //! 3.0 (`NBODY_GL_API=gles` skips desktop GL).
+//!
+//! # Routes
+//! A window's GL context comes through one of two window-system APIs, tried in this order
+//! ([`Route`], [`routes`]): on X11, **GLX** (through glvnd, which loads the GLX vendor library the
+//! X server names: NVIDIA's `libGLX_nvidia.so.0` on an NVIDIA display, Mesa's elsewhere), then
+//! **EGL on X11** (glvnd's `libEGL.so.1` and the vendor libraries its JSON files list); on
+//! Wayland, EGL only. `NBODY_GL_ROUTE=glx` or `egl` tries that route alone. When every route
+//! fails the error lists each with its own error, then the remedies.
 
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context as _};
 use glutin::config::{ConfigTemplateBuilder, GlConfig as _};
 use glutin::context::{ContextApi, ContextAttributesBuilder, GlProfile, Version};
-use glutin::display::{GetGlDisplay as _, GlDisplay as _};
+use glutin::display::{Display, DisplayApiPreference, GlDisplay as _};
 use glutin::prelude::{GlSurface as _, NotCurrentGlContext as _};
 use glutin::surface::{SwapInterval, WindowSurface};
 use glutin_winit::GlWindow as _;
-use raw_window_handle::HasWindowHandle as _;
+use raw_window_handle::{HasDisplayHandle as _, HasWindowHandle as _, RawDisplayHandle};
 use winit::dpi::PhysicalSize;
 use winit::event_loop::ActiveEventLoop;
-use winit::window::Window;
+use winit::window::{Window, WindowAttributes};
 
 use super::context::{force_gles, query_fns_loaded};
 use super::gl::{CurrentContext, Gl};
@@ -46,37 +54,95 @@ impl std::fmt::Debug for WindowContext {
     }
 }
 
+/// A window-system API through which a window gets its GL context (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// GLX on X11, through glvnd's `libGLX.so.0` and the X server's GLX vendor library.
+    Glx,
+    /// EGL on the window system (X11 or Wayland), through `libEGL.so.1`.
+    Egl,
+}
+
+impl Route {
+    /// How the route is named in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::Glx => "GLX (X11, glvnd)",
+            Route::Egl => "EGL on the window system",
+        }
+    }
+}
+
+/// The routes to try for a display, in order: X11 gets GLX then EGL, Wayland (and anything else)
+/// EGL. `NBODY_GL_ROUTE` (`glx` or `egl`) narrows it to one.
+///
+/// # Errors
+/// `NBODY_GL_ROUTE` holds another value, or asks for GLX on a display that is not X11.
+pub fn routes(display: &RawDisplayHandle) -> anyhow::Result<Vec<Route>> {
+    let x11 = matches!(display, RawDisplayHandle::Xlib(_) | RawDisplayHandle::Xcb(_));
+    let all = if x11 { vec![Route::Glx, Route::Egl] } else { vec![Route::Egl] };
+    match std::env::var("NBODY_GL_ROUTE").ok().as_deref().map(str::trim) {
+        None | Some("") => Ok(all),
+        Some(r) if r.eq_ignore_ascii_case("egl") => Ok(vec![Route::Egl]),
+        Some(r) if r.eq_ignore_ascii_case("glx") && x11 => Ok(vec![Route::Glx]),
+        Some(r) if r.eq_ignore_ascii_case("glx") => {
+            anyhow::bail!("NBODY_GL_ROUTE=glx: GLX needs an X11 display, and this one is not; use egl or unset it")
+        }
+        Some(r) => anyhow::bail!("NBODY_GL_ROUTE={r}: unknown route; use glx or egl, or unset it to try both"),
+    }
+}
+
+/// What to do when no route gave a window a GL context.
+const REMEDIES: &str = "run without a window with --headless (on NVIDIA it uses the EGL device and needs no display); \
+     check that DISPLAY (X11) or WAYLAND_DISPLAY names a running display server; install the GL driver of the GPU that \
+     drives that display (NVIDIA: the driver's libGLX_nvidia.so.0 and libEGL_nvidia.so.0, which glvnd picks; \
+     __GLX_VENDOR_LIBRARY_NAME and __EGL_VENDOR_LIBRARY_FILENAMES override its choice); an X server without the \
+     NVIDIA driver (Xvfb, a remote X server) offers NVIDIA's GLX nothing to attach to";
+
 impl WindowContext {
     /// Open a `width` × `height` window titled `title` with a GL 3.3 core (else GLES 3.0)
-    /// context current on this thread; `vsync` sets the swap interval to 1 (else 0).
+    /// context current on this thread; `vsync` sets the swap interval to 1 (else 0). The routes
+    /// of [`routes`] are tried in order; the first that gives a current context wins.
     ///
     /// # Errors
-    /// No GL config, display, window, context or surface could be made; the message names the
-    /// step and the windowing system's error.
+    /// Every route failed: the message lists each route with the step that failed and the
+    /// windowing system's error, then the remedies; or `NBODY_GL_ROUTE` is invalid.
     pub fn new(event_loop: &ActiveEventLoop, title: &str, width: u32, height: u32, vsync: bool) -> anyhow::Result<Self> {
         let attrs = Window::default_attributes().with_title(title).with_inner_size(PhysicalSize::new(width, height)).with_resizable(true);
-        let template = ConfigTemplateBuilder::new().with_alpha_size(8);
-        let builder = glutin_winit::DisplayBuilder::new().with_window_attributes(Some(attrs.clone()));
-        // The picker must return a config; an empty list is reported by unwinding out of it,
-        // caught here and turned into an error (no panic escapes; the default hook, which would
-        // print a panic message, is swapped out for the duration).
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            builder.build(event_loop, template, |configs| {
-                configs
-                    .reduce(|best, c| if c.num_samples() < best.num_samples() { c } else { best })
-                    .unwrap_or_else(|| std::panic::panic_any("no GL config for the window"))
-            })
-        }));
-        std::panic::set_hook(hook);
-        let built = built.map_err(|_| anyhow!("no GL framebuffer config for the window"))?;
-        let (window, config) = built.map_err(|e| anyhow!("creating the GL display and window: {e}"))?;
-        let display = config.display();
-        let window = match window {
-            Some(w) => w,
-            None => glutin_winit::finalize_window(event_loop, attrs, &config).context("creating the window")?,
+        let display = event_loop.display_handle().context("the window system's display handle")?.as_raw();
+        let mut failed = Vec::new();
+        for route in routes(&display)? {
+            match Self::through(event_loop, display, route, attrs.clone(), vsync) {
+                Ok(w) => {
+                    tracing::info!(route = route.name(), renderer = %w.info.renderer, "window GL context");
+                    return Ok(w);
+                }
+                Err(e) => {
+                    tracing::info!(route = route.name(), "no window GL context: {e:#}");
+                    failed.push(format!("{}. {}: {e:#}", failed.len() + 1, route.name()));
+                }
+            }
+        }
+        Err(anyhow!("no GL context for a window; tried, in order:\n  {}\nremedies: {REMEDIES}", failed.join("\n  ")))
+    }
+
+    /// One route: the GL display, a config, the window (with the config's X11 visual), a context
+    /// and its surface, made current.
+    fn through(event_loop: &ActiveEventLoop, raw: RawDisplayHandle, route: Route, attrs: WindowAttributes, vsync: bool) -> anyhow::Result<Self> {
+        let preference = match route {
+            Route::Glx => DisplayApiPreference::Glx(Box::new(winit::platform::x11::register_xlib_error_hook)),
+            Route::Egl => DisplayApiPreference::Egl,
         };
+        // SAFETY: `raw` is the event loop's live display connection, which outlives every window
+        // and GL object made from it (the event loop runs until the demo ends).
+        let display = unsafe { Display::new(raw, preference) }.map_err(|e| anyhow!("opening the GL display: {e}"))?;
+        let template = ConfigTemplateBuilder::new().with_alpha_size(8).build();
+        // SAFETY: the template names no native window, so no handle has to outlive the call.
+        let configs = unsafe { display.find_configs(template) }.map_err(|e| anyhow!("listing GL configs: {e}"))?;
+        let config = configs
+            .reduce(|best, c| if c.num_samples() < best.num_samples() { c } else { best })
+            .context("no GL framebuffer config with 8-bit alpha")?;
+        let window = glutin_winit::finalize_window(event_loop, attrs, &config).context("creating the window")?;
         let raw = window.window_handle().context("window handle")?.as_raw();
         let gl_attrs = ContextAttributesBuilder::new()
             .with_context_api(ContextApi::OpenGl(Some(Version::new(3, 3))))

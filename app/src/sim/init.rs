@@ -15,9 +15,10 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
 use super::state_csv::{read_state, StateFileError};
+use super::tipsy::{has_tipsy_extension, looks_like_tipsy, read_tipsy, TipsyError};
 use super::Bodies;
 
-/// The names [`InitialCondition::parse`] accepts besides a `.csv` path.
+/// The names [`InitialCondition::parse`] accepts besides a `.csv` or tipsy path.
 pub const NAMES: [&str; 4] = ["plummer", "galaxies", "ball", "figure-eight"];
 
 /// Period of the figure-eight choreography for the initial conditions of
@@ -35,7 +36,7 @@ pub enum InitialCondition {
     /// Two colliding disk galaxies of mass ½ each: a heavy central body (60 % of the galaxy's
     /// mass) and a disk of light bodies (radii 0.1–1, surface density ∝ 1/r) on circular orbits,
     /// the two disks tilted against each other and falling together on a parabolic orbit with
-    /// pericentre ≈ 0.5. N is split as evenly as possible between the two.
+    /// pericentre ≈ 0.43 from a separation of 5.2. N is split as evenly as possible between the two.
     Galaxies,
     /// Uniform ball of radius 1 and total mass 1, cold except for a slow solid-body rotation
     /// about z with T_rot/|W| = 0.05.
@@ -47,6 +48,8 @@ pub enum InitialCondition {
     FigureEight,
     /// A state file read with [`read_state`]; fixes N itself.
     Csv(PathBuf),
+    /// A tipsy snapshot read with [`read_tipsy`] (either byte order); fixes N itself.
+    Tipsy(PathBuf),
 }
 
 /// Why an initial condition could not be made.
@@ -55,7 +58,7 @@ pub enum InitError {
     /// The name is neither a known initial condition, nor a `.csv` path, nor an existing file.
     #[error(
         "unknown initial condition `{0}` (and not a file); valid: plummer, galaxies, ball, figure-eight, \
-         or the path of a CSV file (header x,y,z,vx,vy,vz,mass)"
+         the path of a CSV file (header x,y,z,vx,vy,vz,mass) or of a tipsy snapshot (.tipsy, .std, .bin)"
     )]
     UnknownName(String),
     /// A generated initial condition was asked for N = 0 bodies.
@@ -67,12 +70,16 @@ pub enum InitError {
     /// The CSV state file could not be read.
     #[error(transparent)]
     State(#[from] StateFileError),
+    /// The tipsy snapshot could not be read.
+    #[error(transparent)]
+    Tipsy(#[from] TipsyError),
 }
 
 impl InitialCondition {
     /// Parse a name (`plummer`, `galaxies`, `ball`, `figure-eight`), a path ending in `.csv`
-    /// (any case; it need not exist yet, reading it reports that), or the path of an existing
-    /// file with another name, read as CSV. Surrounding whitespace is ignored.
+    /// or in `.tipsy`, `.std`, `.bin` (any case; it need not exist yet, reading it reports that),
+    /// or the path of an existing file with another name: a tipsy snapshot when it starts with a
+    /// valid tipsy header that matches its size, else CSV. Surrounding whitespace is ignored.
     ///
     /// # Errors
     /// [`InitError::UnknownName`], listing the valid names.
@@ -84,31 +91,35 @@ impl InitialCondition {
             "ball" => Ok(Self::UniformBall),
             "figure-eight" => Ok(Self::FigureEight),
             _ if t.len() > 4 && t.to_ascii_lowercase().ends_with(".csv") => Ok(Self::Csv(PathBuf::from(t))),
+            _ if has_tipsy_extension(std::path::Path::new(t)) => Ok(Self::Tipsy(PathBuf::from(t))),
+            _ if looks_like_tipsy(std::path::Path::new(t)) => Ok(Self::Tipsy(PathBuf::from(t))),
             _ if std::path::Path::new(t).is_file() => Ok(Self::Csv(PathBuf::from(t))),
             _ => Err(InitError::UnknownName(t.to_owned())),
         }
     }
 
-    /// The name as [`InitialCondition::parse`] accepts it (the path for CSV input).
+    /// The name as [`InitialCondition::parse`] accepts it (the path for file input).
     pub fn name(&self) -> String {
         match self {
             Self::Plummer => NAMES[0].to_owned(),
             Self::Galaxies => NAMES[1].to_owned(),
             Self::UniformBall => NAMES[2].to_owned(),
             Self::FigureEight => NAMES[3].to_owned(),
-            Self::Csv(path) => path.display().to_string(),
+            Self::Csv(path) | Self::Tipsy(path) => path.display().to_string(),
         }
     }
 
     /// Generate the bodies: `n` bodies for Plummer, galaxies and ball (figure-eight always has 3,
-    /// CSV input as many as the file), from `seed`, with velocities for gravitational constant `g`.
+    /// file input as many as the file), from `seed`, with velocities for gravitational constant `g`.
     ///
     /// # Errors
     /// [`InitError::NoBodies`] for `n = 0` with a generated condition that uses `n`;
-    /// [`InitError::BadG`] when `g` is not finite and > 0; [`InitError::State`] for CSV input.
+    /// [`InitError::BadG`] when `g` is not finite and > 0; [`InitError::State`] for CSV input,
+    /// [`InitError::Tipsy`] for tipsy input.
     pub fn generate(&self, n: usize, seed: u64, g: f32) -> Result<Bodies, InitError> {
         let make: fn(usize, &mut Pcg64) -> System = match self {
             Self::Csv(path) => return Ok(read_state(path)?),
+            Self::Tipsy(path) => return Ok(read_tipsy(path)?),
             Self::FigureEight => |_, _| figure_eight(),
             Self::Plummer => plummer,
             Self::Galaxies => galaxies,
@@ -282,17 +293,18 @@ fn galaxies(n: usize, rng: &mut Pcg64) -> System {
     let mut sys = System::default();
     let n_a = n - n / 2;
     let n_b = n / 2;
-    // Centres at ∓(4, 1, 0): separation d = |(8, 2, 0)|, relative speed of a parabolic orbit
-    // v = sqrt(2 G M / d) along −x. Impact parameter b = 2 gives the pericentre
-    // q = (b v)² / (2 G M) = 4 / d ≈ 0.49 of the point-mass orbit.
-    let d = (8.0f64 * 8.0 + 2.0 * 2.0).sqrt();
+    // Centres at ∓(2.5, 0.75, 0): separation d = |(5, 1.5, 0)| ≈ 5.2 (the disks, radius 1, start
+    // well apart and meet within a few time units), relative speed of a parabolic orbit
+    // v = sqrt(2 G M / d) along −x. Impact parameter b = 1.5 gives the pericentre
+    // q = (b v)² / (2 G M) = b² / d ≈ 0.43 of the point-mass orbit.
+    let d = (5.0f64 * 5.0 + 1.5 * 1.5).sqrt();
     let v_rel = (2.0 * 1.0 / d).sqrt();
     if n_b == 0 {
         disk_galaxy(&mut sys, n_a, 1.0, 0.0, 1.0, ([0.0; 3], [0.0; 3]), rng);
         return sys;
     }
-    disk_galaxy(&mut sys, n_a, 0.5, 0.0, 1.0, ([-4.0, -1.0, 0.0], [0.5 * v_rel, 0.0, 0.0]), rng);
-    disk_galaxy(&mut sys, n_b, 0.5, PI / 3.0, -1.0, ([4.0, 1.0, 0.0], [-0.5 * v_rel, 0.0, 0.0]), rng);
+    disk_galaxy(&mut sys, n_a, 0.5, 0.0, 1.0, ([-2.5, -0.75, 0.0], [0.5 * v_rel, 0.0, 0.0]), rng);
+    disk_galaxy(&mut sys, n_b, 0.5, PI / 3.0, -1.0, ([2.5, 0.75, 0.0], [-0.5 * v_rel, 0.0, 0.0]), rng);
     sys
 }
 
@@ -322,10 +334,10 @@ fn figure_eight() -> System {
     sys
 }
 
-/// Generate the initial bodies for `--init name` (or a CSV path).
+/// Generate the initial bodies for `--init name` (or a CSV or tipsy path).
 ///
 /// # Errors
-/// Unknown name, N = 0, bad G, or an unreadable CSV file.
+/// Unknown name, N = 0, bad G, or an unreadable CSV or tipsy file.
 pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> anyhow::Result<Bodies> {
     let ic = InitialCondition::parse(init).with_context(|| format!("--init {init}"))?;
     let bodies = ic.generate(n, seed, g).with_context(|| format!("generating the `{}` initial condition", ic.name()))?;

@@ -23,6 +23,7 @@ pub mod diagnostics;
 
 pub mod init;
 pub mod state_csv;
+pub mod tipsy;
 
 use serde::Serialize;
 
@@ -47,6 +48,27 @@ impl Bodies {
     pub fn is_empty(&self) -> bool {
         self.pos.is_empty()
     }
+    /// True when every position, mass and velocity is finite (no NaN, no ±∞): the state has not
+    /// diverged.
+    pub fn is_finite(&self) -> bool {
+        self.pos.iter().chain(&self.vel).all(|v| v.iter().all(|x| x.is_finite()))
+    }
+}
+
+/// Write a state file: a tipsy snapshot when `path` ends in `.tipsy`, `.std` or `.bin`
+/// ([`tipsy::write_tipsy`], little-endian, `time` and `softening` in the header and records), else
+/// CSV ([`state_csv::write_state`]). Either reads back with `--init` to the same bits.
+///
+/// # Errors
+/// The file cannot be created or written (the message names it and the OS error), or too many
+/// bodies for a tipsy header.
+pub fn write_state_file(path: &std::path::Path, bodies: &Bodies, time: f64, softening: f32) -> anyhow::Result<()> {
+    if tipsy::has_tipsy_extension(path) {
+        tipsy::write_tipsy(path, bodies, time, softening)?;
+    } else {
+        state_csv::write_state(path, bodies)?;
+    }
+    Ok(())
 }
 
 /// Physical parameters of a step.

@@ -91,8 +91,12 @@ pub struct BackendView<'a> {
 pub struct Controls {
     /// Physical parameters in force.
     pub params: PhysParams,
-    /// Leapfrog steps per frame.
+    /// Leapfrog steps per frame in force (with `auto_steps`, the count the pace controller chose).
     pub steps_per_frame: u32,
+    /// `--steps-per-frame auto`: the frame loop sets `steps_per_frame` to fill the frame interval.
+    pub auto_steps: bool,
+    /// Draw trails behind the bodies (`--trails`).
+    pub trails: bool,
     /// Paused: no steps unless single-stepped.
     pub paused: bool,
     /// Initial condition the next reset uses.
@@ -314,6 +318,24 @@ impl Overlay {
                 ui.label(ms(v));
                 ui.end_row();
             }
+            ui.label("steps / frame");
+            let pace = if self.controls.auto_steps { " (auto)" } else { "" };
+            if s.frame == 0 || s.host_frame_ms <= 0.0 {
+                ui.label(format!("{}{pace}", s.steps));
+            } else {
+                ui.label(format!("{}{pace} · {:.0} steps/s", s.steps, f64::from(s.steps) * 1e3 / s.host_frame_ms));
+            }
+            ui.end_row();
+            // The hand-over between CUDA and GL (map + unmap, the two waits of external memory,
+            // or the upload) as a share of the frame.
+            let handover: f64 = [s.sim.map_ms, s.sim.unmap_ms, s.sim.upload_ms].iter().flatten().sum();
+            ui.label("interop share");
+            if s.frame == 0 || s.host_frame_ms <= 0.0 || handover <= 0.0 {
+                ui.label("—");
+            } else {
+                ui.label(format!("{:.1} % of the frame", 100.0 * handover / s.host_frame_ms));
+            }
+            ui.end_row();
             ui.label("interactions/s");
             match self.throughput() {
                 Some((per_s, gflops)) => {
@@ -378,7 +400,12 @@ impl Overlay {
             ui.add(keep(egui::DragValue::new(&mut p.g).speed(1e-3).range(1e-12..=1e12)));
             ui.end_row();
             ui.label("steps / frame");
-            ui.add(keep(egui::DragValue::new(&mut c.steps_per_frame).range(1..=u32::MAX)));
+            ui.horizontal(|ui| {
+                // With auto the field shows the count in force and is not editable.
+                ui.add_enabled(!c.auto_steps, keep(egui::DragValue::new(&mut c.steps_per_frame).range(1..=u32::MAX)));
+                ui.checkbox(&mut c.auto_steps, "auto")
+                    .on_hover_text("as many steps as fit the frame interval (vsync or --target-fps), measured as it runs");
+            });
             ui.end_row();
         });
         if p != c.params {
@@ -387,6 +414,7 @@ impl Overlay {
         }
         ui.horizontal(|ui| {
             ui.checkbox(&mut c.paused, "pause");
+            ui.checkbox(&mut c.trails, "trails").on_hover_text("the last frames' positions behind each body (key t)");
             if ui.add_enabled(c.paused, egui::Button::new("single step")).clicked() {
                 actions.push(Action::SingleStep);
             }
@@ -502,7 +530,7 @@ fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, actions: &m
 }
 
 /// The controls, in one line under the heading (all glyphs in egui's bundled fonts).
-pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, 1-4 presets";
+pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, t trails, 1-4 presets";
 
 /// The controls in full (hover text of [`HELP`]).
 pub const HELP_LONG: &str = "Esc or q: quit (the outputs asked for are written)\n\
@@ -511,6 +539,7 @@ space: pause / resume\n\
 r: restart from the run's own initial condition (--init)\n\
 s: save a screenshot (nbody-interop-PID-K.png)\n\
 h: hide / show this overlay\n\
+t: trails on / off\n\
 1 2 3 4: presets plummer, galaxies, ball, figure-eight (same N)\n\
 mouse: left drag orbits, right drag pans, wheel zooms";
 

@@ -21,7 +21,7 @@ fn args(extra: &[&str]) -> DemoArgs {
 fn scene(a: &DemoArgs) -> (Scene, RenderTarget, HeadlessContext) {
     let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).expect("headless GL");
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
-    let bodies = initial_bodies(&a.sim.init, a.bodies, a.sim.seed, params.g).expect("bodies");
+    let bodies = initial_bodies(a.init(), a.n_bodies(), a.sim.seed, params.g).expect("bodies");
     let mut s = Scene::new(ctx.current().clone(), ctx.info.clone(), a, &bodies, params).expect("scene");
     let fbo = OffscreenTarget::new(ctx.gl(), a.width, a.height).expect("fbo");
     s.offscreen = Some(fbo);
@@ -172,4 +172,15 @@ fn workflow_panel_traces_and_explains_what_needs_cuda() {
     assert!(s.recorder.is_none());
     drop(s);
     drop(ctx);
+}
+
+#[test]
+fn overlay_zoom_follows_the_window_height() {
+    assert_eq!(auto_ui_zoom(800, 1.0), 1.0);
+    assert_eq!(auto_ui_zoom(1080, 1.0), 1.0);
+    assert_eq!(auto_ui_zoom(1440, 1.0), 1.25);
+    assert_eq!(auto_ui_zoom(2160, 1.0), 2.0);
+    assert_eq!(auto_ui_zoom(4320, 1.0), 2.0);
+    // A HiDPI window (scale 2) of 2160 physical pixels is 1080 logical: egui's scale does it.
+    assert_eq!(auto_ui_zoom(2160, 2.0), 1.0);
 }
