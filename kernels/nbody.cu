@@ -112,8 +112,9 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
 template <int P>
 __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
                                      float4* __restrict__ vel, const int n, const float dt_drift,
-                                     const float kick, const float eps2, const float g) {
-    const int first = blockIdx.x * blockDim.x * P + threadIdx.x;
+                                     const float kick, const float eps2, const float g, const int i_begin,
+                                     const int i_end) {
+    const int first = i_begin + blockIdx.x * blockDim.x * P + threadIdx.x;
 
     float3 xi[P];
     float3 acc[P];
@@ -121,7 +122,7 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
 #pragma unroll
     for (int k = 0; k < P; ++k) {
         const int i = first + k * blockDim.x;
-        const float4 b = i < n ? pos_in[i] : pad_body();
+        const float4 b = i < i_end ? pos_in[i] : pad_body();
         xi[k] = make_float3(b.x, b.y, b.z);
         mass[k] = b.w;
         acc[k] = make_float3(0.0f, 0.0f, 0.0f);
@@ -138,7 +139,7 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
 #pragma unroll
     for (int k = 0; k < P; ++k) {
         const int i = first + k * blockDim.x;
-        if (i < n) {
+        if (i < i_end) {
             float4 v = vel[i];
             v.x = fmaf(acc[k].x, gk, v.x);
             v.y = fmaf(acc[k].y, gk, v.y);
@@ -193,19 +194,20 @@ __device__ __forceinline__ float3 accumulate_split(const float4* __restrict__ po
 template <int S>
 __device__ __forceinline__ void step_split(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
                                            float4* __restrict__ vel, const int n, const float dt_drift,
-                                           const float kick, const float eps2, const float g) {
+                                           const float kick, const float eps2, const float g, const int i_begin,
+                                           const int i_end) {
     const int T = blockDim.x / S;
     const int t = threadIdx.x;
     const int li = t % T;
-    const int i = blockIdx.x * T + li;
-    const float4 b = i < n ? pos_in[i] : pad_body();
+    const int i = i_begin + blockIdx.x * T + li;
+    const float4 b = i < i_end ? pos_in[i] : pad_body();
     const float3 xi = make_float3(b.x, b.y, b.z);
     // Block-uniform (a kernel parameter): no divergence. With ftz a denormal eps2 counts as 0.
     float3 acc = eps2 > 0.0f ? accumulate_split<S, true>(pos_in, n, eps2, xi) : accumulate_split<S, false>(pos_in, n, eps2, xi);
     // The tile loop ended with a barrier: the tile memory is free for the S partial sums.
     nbody_tile[t] = make_float4(acc.x, acc.y, acc.z, 0.0f);
     __syncthreads();
-    if (t < T && i < n) {
+    if (t < T && i < i_end) {
 #pragma unroll
         for (int q = 1; q < S; ++q) {
             const float4 p = nbody_tile[q * T + t];
@@ -272,12 +274,14 @@ __device__ __forceinline__ float potential_sum(const float4* __restrict__ pos, c
 }  // namespace nbody
 
 // Every entry point allows up to 1024 threads per block: ptxas keeps them at <= 64 registers.
-// One macro for all step kernels: the same parameters (README.md, ABI), STEP the body.
+// One macro for all step kernels: the same parameters (README.md, ABI), STEP the body. A launch
+// integrates bodies [i_begin, i_end) against all n (0 <= i_begin < i_end <= n): one launch per
+// step, or several for a long step, so that the host can stop between them.
 #define NBODY_STEP_KERNEL(NAME, STEP)                                                                 \
     extern "C" __global__ void __launch_bounds__(1024)                                               \
         NAME(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, \
-             int n, float dt_drift, float kick, float eps2, float g) {                               \
-        STEP(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g);                                       \
+             int n, float dt_drift, float kick, float eps2, float g, int i_begin, int i_end) {        \
+        STEP(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g, i_begin, i_end);                       \
     }
 
 NBODY_STEP_KERNEL(nbody_step_p1, nbody::step<1>)

@@ -413,8 +413,54 @@ fn external_create_destroy_leaks_nothing() -> Result<(), Failed> {
     result
 }
 
+fn never() -> bool {
+    false
+}
+
+fn always() -> bool {
+    true
+}
+
+/// A step split into launches over body ranges (what a long step does so that Ctrl-C answers
+/// between them) gives the same bits as one launch, for every kernel variant; a split step
+/// stopped after its first launch leaves positions, velocities and the front buffer as before.
+fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
+    use nbody_app::cuda::kernels::{GpuStepper, Interrupt};
+    let ctx = cuda()?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
+    for n in [4097usize, 16384] {
+        let bodies = plummer(n, fresh_seed())?;
+        // (steps done, front, positions, velocities, launches per step)
+        type Run = (u32, usize, Vec<[f32; 4]>, Vec<[f32; 4]>, usize);
+        let run = |interrupt: Option<Interrupt>, steps: u32| -> Result<Run, Failed> {
+            let pos = [DeviceBuffer::from_slice(&ctx, &bodies.pos)?, DeviceBuffer::from_slice(&ctx, &bodies.pos)?];
+            let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel)?;
+            let mut gpu = GpuStepper::new(Kernels::load(&ctx, None)?, vel, 0, params)?;
+            gpu.set_interrupt(interrupt);
+            let parts = gpu.launches_per_step();
+            let done = gpu.launch_steps([pos[0].view(), pos[1].view()], steps, &stream)?;
+            stream.synchronize()?;
+            Ok((done, gpu.front, pos[gpu.front].to_vec()?, gpu.vel.to_vec()?, parts))
+        };
+        let whole = run(None, 3)?;
+        // rate 1 interaction/s: every step is "long" and split into as many launches as allowed.
+        let split = run(Some(Interrupt { requested: never, rate: 1.0 }), 3)?;
+        eprintln!("N={n}: a step in {} launches", split.4);
+        ensure(split.4 > 1, format!("N={n}: the step was not split"))?;
+        ensure(whole.0 == 3 && split.0 == 3 && whole.1 == split.1, format!("N={n}: steps {} / {}", whole.0, split.0))?;
+        let same = |a: &[[f32; 4]], b: &[[f32; 4]]| a.iter().zip(b).all(|(x, y)| x.map(f32::to_bits) == y.map(f32::to_bits));
+        ensure(same(&whole.2, &split.2) && same(&whole.3, &split.3), format!("N={n}: split steps differ from whole ones"))?;
+        let stopped = run(Some(Interrupt { requested: always, rate: 1.0 }), 3)?;
+        ensure(stopped.0 == 0 && stopped.1 == 0, format!("N={n}: {} steps done, front {}", stopped.0, stopped.1))?;
+        ensure(same(&stopped.2, &bodies.pos) && same(&stopped.3, &bodies.vel), format!("N={n}: a stopped step changed the state"))?;
+    }
+    Ok(())
+}
+
 fn main() {
     gpu_gate::run(&[
+        ("split_steps_match_and_stop_cleanly", split_steps_match_and_stop_cleanly),
         ("one_step_matches_float64_reference", one_step_matches_float64_reference),
         ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size),
         ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite),

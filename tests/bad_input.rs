@@ -222,6 +222,32 @@ fn an_interrupt_keeps_the_state_and_the_screenshot() {
     }
 }
 
+/// Ctrl-C inside a long CPU step (N = 12000: seconds per step in a debug build) stops the step
+/// between its tasks instead of finishing it: the saved state has the positions the run started
+/// from, bit for bit (the closing half kick moves no body), and the run says it stopped the step.
+#[test]
+fn ctrl_c_stops_a_long_step_and_keeps_the_state_before_it() {
+    let dir = scratch("long-step");
+    let n = 12_000;
+    let init = nbody_app::sim::init::InitialCondition::Plummer.generate(n, 5, 1.0).expect("plummer");
+    let (start, end) = (dir.join("start.csv"), dir.join("end.csv"));
+    nbody_app::sim::state_csv::write_state(&start, &init).expect("write start.csv");
+    let (s, e) = (start.to_str().expect("utf-8"), end.to_str().expect("utf-8"));
+    let args = ["--headless", "--backend", "cpu", "--init", s, "--frames", "1000", "--no-overlay", "--width", "32", "--height", "32"];
+    let o = Command::new("timeout")
+        .args(["--preserve-status", "-s", "INT", "1.5", BIN])
+        .args(args)
+        .args(["--save-state", e])
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("spawn timeout");
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{all}");
+    assert!(!all.contains("panicked"), "{all}");
+    let saved = nbody_app::sim::state_csv::read_state(&end).expect("--save-state written");
+    assert_eq!(saved.pos, init.pos, "the stopped step moved bodies:\n{all}");
+}
+
 #[test]
 fn without_frames_ctrl_c_is_the_normal_end() {
     let dir = scratch("until-ctrl-c");

@@ -4,7 +4,11 @@
 //! screenshot, trace, bench rows). A run that was asked for a count (`--frames N`, a bench's
 //! rows) and ended before it returns [`Interrupted`], for which `main` exits 130 (128 + SIGINT,
 //! the shell convention); a run told to go until interrupted (the demo without `--frames`)
-//! exits 0. A second interrupt before the frame boundary (a long step) exits 130 at once.
+//! exits 0. A long step does not hold the run: the backends look at the flag inside a step (the
+//! CPU backend between its tasks, the CUDA backend between the launches of a step estimated over
+//! half a second) and stop it, leaving the state of before it. Writing that state then costs one
+//! more force evaluation (the closing half kick), announced when it is long; a second interrupt
+//! exits 130 at once, without the outputs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;

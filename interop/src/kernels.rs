@@ -32,9 +32,19 @@ pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
 pub const SPLITS: [u32; 3] = [2, 4, 8];
 
 /// Parameters of `nbody_step_pP`: `(const float4* pos_in, float4* pos_out, float4* vel, int n,
-/// float dt_drift, float kick, float eps2, float g)`.
-pub const STEP_PARAMS: [PtxParam; 8] =
-    [PtxParam::B64, PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32, PtxParam::F32, PtxParam::F32, PtxParam::F32];
+/// float dt_drift, float kick, float eps2, float g, int i_begin, int i_end)`.
+pub const STEP_PARAMS: [PtxParam; 10] = [
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::B32,
+    PtxParam::B32,
+];
 
 /// Parameters of `nbody_potential`: `(const float4* pos, float* phi, int n, float eps2)`.
 pub const POTENTIAL_PARAMS: [PtxParam; 4] = [PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32];
@@ -154,19 +164,42 @@ impl StepKernel {
         self.p
     }
 
-    /// One leapfrog step for `n` bodies: `vel += G a(pos_in) kick`, `pos_out = pos_in + vel
-    /// dt_drift`, on `stream`, with `block` threads per block, `ceil(n / bodies_per_block)`
-    /// blocks and `block · 16` bytes of shared memory. Buffers are `[N][4]` f32.
+    /// One leapfrog step for all `n` bodies: [`StepKernel::launch_range`] over `0..n`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid block size or N, a buffer of fewer than N
-    /// bodies, or overlapping buffers; the driver's launch error.
+    /// As [`StepKernel::launch_range`].
     #[allow(clippy::too_many_arguments)]
     #[doc(alias = "cuLaunchKernel")]
     pub fn launch(
         &self,
         block: u32,
         n: usize,
+        pos_in: DevicePtr<'_, [f32; 4]>,
+        pos_out: DevicePtr<'_, [f32; 4]>,
+        vel: DevicePtr<'_, [f32; 4]>,
+        s: StepScalars,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.launch_range(block, n, 0..n, pos_in, pos_out, vel, s, stream)
+    }
+
+    /// One leapfrog step for bodies `bodies` (a sub-range of `0..n`) against all `n`:
+    /// `vel[i] += G a_i(pos_in) kick`, `pos_out[i] = pos_in[i] + vel[i] dt_drift` for `i` in
+    /// `bodies`, on `stream`, with `block` threads per block, `ceil(len / bodies_per_block)`
+    /// blocks and `block · 16` bytes of shared memory. Buffers are `[N][4]` f32. A long step
+    /// is several such launches over consecutive ranges (the results are the same bits: each
+    /// body's sum runs over j in the same order).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid block size or N, an empty range or one past N,
+    /// a buffer of fewer than N bodies, or overlapping buffers; the driver's launch error.
+    #[allow(clippy::too_many_arguments)]
+    #[doc(alias = "cuLaunchKernel")]
+    pub fn launch_range(
+        &self,
+        block: u32,
+        n: usize,
+        bodies: std::ops::Range<usize>,
         pos_in: DevicePtr<'_, [f32; 4]>,
         pos_out: DevicePtr<'_, [f32; 4]>,
         vel: DevicePtr<'_, [f32; 4]>,
@@ -182,14 +215,19 @@ impl StepKernel {
             )));
         }
         let nn = checked_n(n)?;
+        if bodies.start >= bodies.end || bodies.end > n {
+            return Err(Error::InvalidArgument(format!("body range {bodies:?} is empty or reaches past N = {n}")));
+        }
         check_len("pos_in", &pos_in, n)?;
         check_len("pos_out", &pos_out, n)?;
         check_len("vel", &vel, n)?;
         if pos_in.overlaps(&pos_out) || pos_in.overlaps(&vel) || pos_out.overlaps(&vel) {
             return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
         }
-        let grid = u32::try_from(n.div_ceil(self.bodies_per_block(block) as usize))
+        let grid = u32::try_from(bodies.len().div_ceil(self.bodies_per_block(block) as usize))
             .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        // Both ≤ n ≤ MAX_BODIES < i32::MAX (checked above).
+        let (i_begin, i_end) = (bodies.start as i32, bodies.end as i32);
         let launch = Launch::new(&self.function)
             .grid(grid)
             .block(block)
@@ -201,14 +239,16 @@ impl StepKernel {
             .f32(s.dt_drift)
             .f32(s.kick)
             .f32(s.eps2)
-            .f32(s.g);
+            .f32(s.g)
+            .i32(i_begin)
+            .i32(i_end);
         // SAFETY: the parameter list is STEP_PARAMS (checked at `new`/`new_split` against the
         // PTX, and by `launch` against the arguments). Per kernels/README.md the kernel reads
-        // pos_in[0..n) and writes pos_out[0..n) and vel[0..n) only, for a block size that is a
-        // multiple of 32 (of 32·S for a j-split kernel) from 32 to 1024, grid ceil(n / (B·P)) (or
-        // ceil(n / (B/S))) and B·16 bytes of shared memory — all checked or computed here — and
-        // 1 ≤ n ≤ MAX_BODIES (checked); each buffer holds ≥ n bodies and they do not overlap
-        // (checked). The views borrow their owners for this call; the owners
+        // pos_in[0..n) and writes pos_out[i_begin..i_end) and vel[i_begin..i_end) only, for a
+        // block size that is a multiple of 32 (of 32·S for a j-split kernel) from 32 to 1024,
+        // grid ceil(len / (B·P)) (or ceil(len / (B/S))) and B·16 bytes of shared memory — all
+        // checked or computed here — and 1 ≤ n ≤ MAX_BODIES, 0 ≤ i_begin < i_end ≤ n (checked);
+        // each buffer holds ≥ n bodies and they do not overlap (checked). The views borrow their owners for this call; the owners
         // keep the memory until the stream has finished with it (their teardown synchronises the
         // stream or unmaps on it).
         unsafe { launch.launch(stream) }

@@ -228,6 +228,29 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         unsafe { self.ctx.api().cuMemcpyDtoDAsync(dst, self.ptr, self.bytes(), stream.raw()) }
     }
 
+    /// Copies all of `src` into this buffer on `stream` (`cuMemcpyDtoDAsync`), device to device.
+    /// `src` borrows its owner for the call only: the caller keeps both alive until `stream`
+    /// has finished the copy (as for kernel launches: synchronise the stream, or let a
+    /// [`DeviceBuffer`]'s drop, which waits for the context's work, do it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the lengths differ or the ranges overlap; the driver's error.
+    #[doc(alias = "cuMemcpyDtoDAsync")]
+    pub fn copy_from_device_async(&mut self, src: DevicePtr<'_, T>, stream: &Stream) -> Result<()> {
+        self.check_len(src.len())?;
+        if src.overlaps(&self.view()) {
+            return Err(Error::InvalidArgument("device-to-device copy between overlapping ranges".into()));
+        }
+        // SAFETY: `src` is a live device range of `bytes()` bytes (its view borrows the owner),
+        // ours is live and of the same length, and they do not overlap (checked).
+        unsafe { self.ctx.api().cuMemcpyDtoDAsync(self.ptr, src.addr(), self.bytes(), stream.raw()) }
+    }
+
+    /// The context the buffer was allocated in.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
     /// Sets every byte to `value` on `stream` (`cuMemsetD8Async`).
     ///
     /// # Errors

@@ -43,19 +43,39 @@ impl SimBackend for CpuBackend {
         self.sim.len()
     }
 
+    fn nominal_rate(&self) -> (f64, String) {
+        let rate = crate::sim::cpu::NOMINAL_RATE_PER_THREAD * self.threads as f64;
+        (rate, format!("the CPU backend on {} threads", self.threads))
+    }
+
+    fn set_interrupt(&mut self, requested: fn() -> bool) {
+        self.sim.set_interrupt(Some(requested));
+    }
+
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         let t0 = Instant::now();
         if steps == 0 {
             return Ok(SimTimings { host_ms: ms_since(t0), ..SimTimings::default() });
         }
-        self.sim.step(steps);
+        let done = self.sim.step(steps);
+        let stopped_after = (done < steps).then(|| {
+            tracing::info!(done, of = steps, "a step was stopped by the interrupt; the state of before it is kept");
+            done
+        });
         let kernel_ms = ms_since(t0);
         let t1 = Instant::now();
         let back = 1 - self.front;
         upload_positions(gl, vbos, back, self.sim.positions())?;
         self.front = back;
         let upload_ms = ms_since(t1);
-        Ok(SimTimings { host_ms: ms_since(t0), map_ms: None, kernel_ms: Some(kernel_ms), unmap_ms: None, upload_ms: Some(upload_ms) })
+        Ok(SimTimings {
+            host_ms: ms_since(t0),
+            map_ms: None,
+            kernel_ms: Some(kernel_ms),
+            unmap_ms: None,
+            upload_ms: Some(upload_ms),
+            stopped_after,
+        })
     }
 
     fn front(&self) -> usize {

@@ -314,6 +314,7 @@ impl CudaBackend {
             let [e0, e1, e2, e3] = &self.events;
             let stream = &self.stream;
             let mut t = SimTimings::default();
+            let mut done = steps;
             match &mut storage {
                 Storage::Map { resources } => {
                     Self::set_role_map_flags(resources, self.gpu.front, self.opts.settings.map_flags, steps)?;
@@ -325,7 +326,7 @@ impl CudaBackend {
                         e1.record(stream)?;
                         let pos = [m0.pointer(0)?.require(bytes)?.view(), m1.pointer(0)?.require(bytes)?.view()];
                         // Both buffers stay mapped until the unmaps below, ordered after the kernels on the stream.
-                        self.gpu.launch_steps(pos, steps, stream)?;
+                        done = self.gpu.launch_steps(pos, steps, stream)?;
                         e2.record(stream)?;
                         m0.unmap().context("cuGraphicsUnmapResources (buffer 0)")?;
                         m1.unmap().context("cuGraphicsUnmapResources (buffer 1)")?;
@@ -334,7 +335,7 @@ impl CudaBackend {
                         let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
                         e1.record(stream)?;
                         let pos = mapped_views(&mapping, bytes)?;
-                        self.gpu.launch_steps(pos, steps, stream)?;
+                        done = self.gpu.launch_steps(pos, steps, stream)?;
                         e2.record(stream)?;
                         mapping.unmap().context("cuGraphicsUnmapResources")?;
                     }
@@ -347,7 +348,7 @@ impl CudaBackend {
                 Storage::Copy { pos, pinned, cur, gl_front } => {
                     self.gpu.front = *cur;
                     e0.record(stream)?;
-                    self.gpu.launch_steps([pos[0].view(), pos[1].view()], steps, stream)?;
+                    done = self.gpu.launch_steps([pos[0].view(), pos[1].view()], steps, stream)?;
                     *cur = self.gpu.front;
                     e1.record(stream)?;
                     let buf = pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;
@@ -369,6 +370,10 @@ impl CudaBackend {
                     t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
                 }
                 Storage::External(x) => t = x.frame(gl, &mut self.gpu, stream, [e0, e1], steps)?,
+            }
+            if t.stopped_after.is_none() && done < steps {
+                tracing::info!(done, of = steps, "a long step was stopped by the interrupt; the state of before it is kept");
+                t.stopped_after = Some(done);
             }
             Ok(t)
         })();
@@ -473,6 +478,22 @@ impl SimBackend for CudaBackend {
         if let Some(Storage::External(x)) = &mut self.storage {
             x.release_gl(gl, &self.stream);
         }
+    }
+
+    fn nominal_rate(&self) -> (f64, String) {
+        let i = &self.info;
+        let what = format!(
+            "{} ({} SMs at {} MHz; the H200's measured 2.0e12 scaled by SMs × clock)",
+            i.name,
+            i.multiprocessors,
+            i.clock_khz / 1000
+        );
+        (crate::cuda::kernels::nominal_rate(i), what)
+    }
+
+    fn set_interrupt(&mut self, requested: fn() -> bool) {
+        let rate = crate::cuda::kernels::nominal_rate(&self.info);
+        self.gpu.set_interrupt(Some(crate::cuda::kernels::Interrupt { requested, rate }));
     }
 
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams) {

@@ -194,7 +194,8 @@ impl ExternalStorage {
             });
             let [e0, e1] = events;
             e0.record(stream).context("cuEventRecord")?;
-            gpu.launch_steps(self.views(), steps, stream)?;
+            let done = gpu.launch_steps(self.views(), steps, stream)?;
+            t.stopped_after = (done < steps).then_some(done);
             e1.record(stream).context("cuEventRecord")?;
             // Rule 1: the kernel finished writing before GL draws.
             let w = Instant::now();

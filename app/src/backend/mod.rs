@@ -47,6 +47,9 @@ pub struct SimTimings {
     pub unmap_ms: Option<f64>,
     /// Time to bring positions to GL in the copy and CPU paths (device → host copy + `glBufferSubData`), ms.
     pub upload_ms: Option<f64>,
+    /// `Some(k)` when an interrupt stopped the frame's steps after `k` of them
+    /// ([`SimBackend::set_interrupt`]); `None` when all ran.
+    pub stopped_after: Option<u32>,
 }
 
 /// What [`SimBackend::apply_settings`] did with new settings.
@@ -107,6 +110,14 @@ pub trait SimBackend {
     /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
     /// Afterwards the backend can only be dropped. Default: nothing to delete.
     fn release_gl(&mut self, _gl: Gl<'_>) {}
+    /// Stop a long step when `requested()` says so (Ctrl-C, SIGTERM): the CPU backend looks
+    /// between its tasks, the CUDA backend splits a step estimated over half a second into
+    /// launches and looks between them. A stopped step leaves the state as before it, and
+    /// `simulate` returns early. Default: steps are never stopped.
+    fn set_interrupt(&mut self, _requested: fn() -> bool) {}
+    /// The all-pairs rate (interactions/s) to expect from this backend, and what it is the
+    /// rate of (for step-time estimates: refusals, the notice before a long closing step).
+    fn nominal_rate(&self) -> (f64, String);
     /// Change dt, ε or G for the following steps (a change of dt first finishes the half step
     /// with the old dt, which may launch and so needs the GL context: `gl`).
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);

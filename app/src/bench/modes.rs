@@ -398,6 +398,9 @@ impl SimBackend for StaticBackend {
     fn n(&self) -> usize {
         self.bodies.len()
     }
+    fn nominal_rate(&self) -> (f64, String) {
+        (f64::INFINITY, "a backend that simulates nothing".into())
+    }
     fn simulate(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<SimTimings> {
         Ok(SimTimings::default())
     }

@@ -255,6 +255,30 @@ impl Kernels {
             .with_context(|| format!("cuLaunchKernel of {} (N = {n}, block {block})", k.function().name()))
     }
 
+    /// [`Kernels::launch_step`] for the bodies `bodies` only (one launch of a split step).
+    ///
+    /// # Errors
+    /// The launch fails or is refused.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_step_range(
+        &self,
+        launch: Launch,
+        n: usize,
+        bodies: std::ops::Range<usize>,
+        bufs: StepBuffers<'_>,
+        dt_drift: f32,
+        kick: f32,
+        params: PhysParams,
+        stream: &Stream,
+    ) -> anyhow::Result<()> {
+        let Launch { block, p, split } = launch;
+        let k = self.step_kernel(p, split).with_context(|| format!("no step kernel for P = {p}, S = {split}"))?;
+        let (pos_in, pos_out, vel) = bufs;
+        let s = StepScalars { dt_drift, kick, eps2: eps2(params.softening), g: params.g };
+        k.launch_range(block, n, bodies.clone(), pos_in, pos_out, vel, s, stream)
+            .with_context(|| format!("cuLaunchKernel of {} (bodies {bodies:?} of N = {n}, block {block})", k.function().name()))
+    }
+
     /// Launches `nbody_potential`: `phi[i] = −Σ_{j≠i} m_j / sqrt(r² + ε²)`.
     ///
     /// # Errors
@@ -323,6 +347,37 @@ pub struct GpuStepper {
     pub params: PhysParams,
     /// N.
     pub n: usize,
+    /// The run's stop request ([`GpuStepper::set_interrupt`]): a long step is split into
+    /// launches that it is checked between.
+    interrupt: Option<Interrupt>,
+    /// The velocities before a split step, restored when it is stopped half-way (made on the
+    /// first split step).
+    vel_backup: Option<interop::DeviceBuffer<[f32; 4]>>,
+}
+
+/// A stop request and the rate (interactions/s) a step's length is estimated from.
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupt {
+    /// True once the run should stop (e.g. `stop::stopped`: Ctrl-C, SIGTERM).
+    pub requested: fn() -> bool,
+    /// Interactions per second the device is expected to reach ([`nominal_rate`]).
+    pub rate: f64,
+}
+
+/// A step estimated longer than this (s) is split into launches ([`LAUNCH_S`] each) so that a
+/// stop request is answered within about that time.
+pub const LONG_STEP_S: f64 = 0.5;
+/// Length (s) of one launch of a split step.
+pub const LAUNCH_S: f64 = 0.2;
+
+/// The all-pairs rate (interactions/s) to expect from a GPU: the H200's measured 2.0e12
+/// (`bench --modes compute`, N ≥ 131072: 132 SMs at 1980 MHz) scaled by SMs × clock. A lead
+/// for estimates (step length, refusals), not a measurement.
+pub fn nominal_rate(info: &interop::DeviceInfo) -> f64 {
+    const H200_RATE: f64 = 2.0e12;
+    const H200_SM_KHZ: f64 = 132.0 * 1_980_000.0;
+    let sm_khz = f64::from(info.multiprocessors.max(1)) * f64::from(info.clock_khz.max(1));
+    H200_RATE * sm_khz / H200_SM_KHZ
 }
 
 impl GpuStepper {
@@ -334,7 +389,38 @@ impl GpuStepper {
         validate_block_size(block)?;
         let n = vel.len();
         let l = kernels.choose_launch(n, block)?;
-        Ok(GpuStepper { kernels, vel, leap: Leapfrog { synchronized: true }, front: 0, p: l.p, block: l.block, split: l.split, params, n })
+        Ok(GpuStepper {
+            kernels,
+            vel,
+            leap: Leapfrog { synchronized: true },
+            front: 0,
+            p: l.p,
+            block: l.block,
+            split: l.split,
+            params,
+            n,
+            interrupt: None,
+            vel_backup: None,
+        })
+    }
+
+    /// Split steps estimated longer than [`LONG_STEP_S`] (N² at `interrupt.rate`) into launches
+    /// of about [`LAUNCH_S`], and stop such a step between two launches when
+    /// `interrupt.requested()` says so: the velocities are restored and the positions stay, so the
+    /// state is the one before the step. Without it every step is one launch.
+    pub fn set_interrupt(&mut self, interrupt: Option<Interrupt>) {
+        self.interrupt = interrupt;
+    }
+
+    /// Launches per step: 1, or for a long step with an interrupt set, enough for [`LAUNCH_S`]
+    /// each (at most one per 1024 bodies).
+    pub fn launches_per_step(&self) -> usize {
+        let Some(i) = self.interrupt else { return 1 };
+        let secs = (self.n as f64) * (self.n as f64) / i.rate.max(1.0);
+        if secs <= LONG_STEP_S {
+            return 1;
+        }
+        ((secs / LAUNCH_S).ceil() as usize).clamp(1, self.n.div_ceil(1024).max(1))
     }
 
     /// Changes the block size ([`AUTO_BLOCK`] for the automatic choice) and re-chooses P.
@@ -352,30 +438,71 @@ impl GpuStepper {
     ///
     /// # Errors
     /// A launch fails or is refused (buffers too small, or the same buffer twice).
-    pub fn launch_steps(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream) -> anyhow::Result<()> {
-        for _ in 0..steps {
+    /// Returns the steps done: `steps`, or fewer when a split step was stopped (see
+    /// [`GpuStepper::set_interrupt`]; the state is then the one after the steps done).
+    pub fn launch_steps(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream) -> anyhow::Result<u32> {
+        for done in 0..steps {
+            let before = self.leap;
             let (drift, kick) = self.leap.next_step(self.params.dt);
-            self.launch_one(pos, drift, kick, stream)?;
+            if !self.launch_one(pos, drift, kick, stream, true)? {
+                self.leap = before;
+                return Ok(done);
+            }
         }
-        Ok(())
+        Ok(steps)
     }
 
     /// The synchronising half kick (if needed), front → other buffer.
     ///
     /// # Errors
     /// As [`GpuStepper::launch_steps`].
+    /// The half kick is never stopped: the state it synchronises is the one a stopped run
+    /// writes.
     pub fn sync_in(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], stream: &Stream) -> anyhow::Result<()> {
         if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
-            self.launch_one(pos, drift, kick, stream)?;
+            self.launch_one(pos, drift, kick, stream, false)?;
         }
         Ok(())
     }
 
-    fn launch_one(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], drift: f32, kick: f32, stream: &Stream) -> anyhow::Result<()> {
+    /// One step front → other buffer, in one launch or, when long, in [`Self::launches_per_step`]
+    /// launches over consecutive body ranges with a stream synchronisation and a look at the
+    /// interrupt between them. Returns false when the step was stopped (velocities restored,
+    /// front unchanged).
+    fn launch_one(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], drift: f32, kick: f32, stream: &Stream, stoppable: bool) -> anyhow::Result<bool> {
         let cur = self.front;
         let launch = Launch { block: self.block, p: self.p, split: self.split };
-        self.kernels.launch_step(launch, self.n, (pos[cur], pos[1 - cur], self.vel.view()), drift, kick, self.params, stream)?;
+        let (n, parts) = (self.n, self.launches_per_step());
+        let stop = self.interrupt.filter(|_| stoppable && parts > 1).map(|i| i.requested);
+        if let Some(requested) = stop {
+            let backup = match self.vel_backup.take() {
+                Some(b) => b,
+                None => interop::DeviceBuffer::alloc(self.vel_context(), n).context("cuMemAlloc (velocity backup of a split step)")?,
+            };
+            let backup = self.vel_backup.insert(backup);
+            backup.copy_from_device_async(self.vel.view(), stream).context("cuMemcpyDtoDAsync (velocity backup)")?;
+            for k in 0..parts {
+                let bodies = k * n / parts..(k + 1) * n / parts;
+                let bufs = (pos[cur], pos[1 - cur], self.vel.view());
+                self.kernels.launch_step_range(launch, n, bodies, bufs, drift, kick, self.params, stream)?;
+                stream.synchronize().context("cuStreamSynchronize (between the launches of a long step)")?;
+                if k + 1 < parts && requested() {
+                    let backup = self.vel_backup.as_ref().context("velocity backup")?;
+                    self.vel.copy_from_device_async(backup.view(), stream).context("cuMemcpyDtoDAsync (restoring the velocities)")?;
+                    stream.synchronize().context("cuStreamSynchronize")?;
+                    tracing::info!(launches = k + 1, of = parts, "long step stopped between launches; state of before the step kept");
+                    return Ok(false);
+                }
+            }
+        } else {
+            self.kernels.launch_step(launch, n, (pos[cur], pos[1 - cur], self.vel.view()), drift, kick, self.params, stream)?;
+        }
         self.front = 1 - cur;
-        Ok(())
+        Ok(true)
+    }
+
+    /// The context the velocities live in (for the backup buffer).
+    fn vel_context(&self) -> &std::sync::Arc<Context> {
+        self.vel.context()
     }
 }

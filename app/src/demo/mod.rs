@@ -162,9 +162,9 @@ fn check_writable(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
     }
 }
 
-/// Nominal all-pairs rate of the CPU backend per thread (interactions/s): 1.37e9 was measured on
-/// the 2-core CI machine (`bench --modes cpu`, N = 16384), rounded down.
-pub const CPU_INTERACTIONS_PER_THREAD: f64 = 0.6e9;
+/// Nominal all-pairs rate of the CPU backend per thread (interactions/s): see
+/// [`crate::sim::cpu::NOMINAL_RATE_PER_THREAD`].
+pub const CPU_INTERACTIONS_PER_THREAD: f64 = crate::sim::cpu::NOMINAL_RATE_PER_THREAD;
 /// Nominal all-pairs rate of the CUDA backend (interactions/s): 2.0e12 measured on an H200
 /// (`bench --modes compute`, N ≥ 131072).
 pub const GPU_INTERACTIONS_NOMINAL: f64 = 2.0e12;
@@ -184,6 +184,15 @@ pub fn check_step_time(n: usize, cpu: bool, allow_slow: bool) -> anyhow::Result<
     } else {
         (GPU_INTERACTIONS_NOMINAL, "an H200-class GPU".to_string())
     };
+    check_step_rate(n, rate, &what, allow_slow)
+}
+
+/// [`check_step_time`] at `rate` interactions/s, the rate of `what` (e.g. the backend's own
+/// [`crate::backend::SimBackend::nominal_rate`]).
+///
+/// # Errors
+/// The estimate, the rate it assumed and the remedy.
+pub fn check_step_rate(n: usize, rate: f64, what: &str, allow_slow: bool) -> anyhow::Result<()> {
     let interactions = (n as f64) * (n as f64);
     let secs = interactions / rate;
     if secs > SLOW_STEP_S {

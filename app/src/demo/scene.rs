@@ -198,10 +198,10 @@ impl Scene {
         let (backend, notice) = make_backend(&scene.args.backend_config(), gl, &scene.gl_info, scene.renderer.vbos(), bodies, params)?;
         tracing::info!(backend = %backend.label(), gl = %scene.gl_info.summary(), "demo backend ready");
         let cpu = backend.cuda_context().is_none();
-        if cpu {
-            // `auto` fell back to the CPU (or `cpu` was asked for): its rate decides.
-            super::check_step_time(bodies.len(), true, scene.args.allow_slow)?;
-        }
+        // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
+        // GPU's, derived from its SM count and clock.
+        let (rate, what) = backend.nominal_rate();
+        super::check_step_rate(bodies.len(), rate, &what, scene.args.allow_slow)?;
         scene.backend = Some(backend);
         scene.notice = notice;
         let preset = crate::sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
@@ -397,6 +397,11 @@ impl Scene {
         let cur = self.current.clone();
         let gl = cur.gl();
         let vbos = *self.renderer.vbos();
+        // A long step stops between its launches (or CPU tasks) on Ctrl-C/SIGTERM. Set every
+        // frame: resets and settings changes make new backends.
+        if let Some(b) = self.backend.as_deref_mut() {
+            b.set_interrupt(crate::stop::stopped);
+        }
         // In step mode the frame takes (at most) one step of the workflow instead.
         let timings = self.simulate_or_step(gl, &vbos, steps)?;
         if let Some(r) = &self.recorder {
@@ -509,7 +514,7 @@ impl Scene {
             r.end_frame();
         }
         if !self.overlay.workflow.step_mode {
-            self.steps_total += u64::from(steps);
+            self.steps_total += u64::from(timings.stopped_after.unwrap_or(steps));
         }
         let c = &mut self.overlay.controls;
         if c.auto_steps && !self.overlay.workflow.step_mode {
@@ -560,6 +565,18 @@ impl Scene {
         let cur = self.current.clone();
         let gl = cur.gl();
         let vbos = *self.renderer.vbos();
+        if let Some(b) = self.backend.as_deref().filter(|_| crate::stop::stopped()) {
+            // The state written has synchronised velocities: one more force evaluation.
+            let (rate, _) = b.nominal_rate();
+            let n = b.n() as f64;
+            let secs = n * n / rate.max(1.0);
+            if secs > 1.0 {
+                eprintln!(
+                    "stopping: the state written needs one more force evaluation (about {secs:.0} s at N = {n}); Ctrl-C \
+                     again exits at once without writing it"
+                );
+            }
+        }
         let end = match self.backend.as_deref_mut() {
             Some(b) => b.bodies(gl, &vbos).context("reading the final state"),
             None => Err(anyhow!("no simulation backend (a reset failed)")),

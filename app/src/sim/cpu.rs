@@ -35,6 +35,11 @@ use super::{Bodies, Leapfrog, PhysParams};
 
 /// Bodies `i` per rayon task (and per stack buffer of accelerations).
 const CHUNK: usize = 64;
+
+/// Nominal all-pairs rate of [`CpuF32`] per thread (interactions/s), for estimates: 2.4e9 per
+/// thread was measured on the 2-core CI machine with the SIMD loop (`bench --modes cpu`,
+/// N = 16384: 4.8e9 on 2 threads, AVX2), rounded down.
+pub const NOMINAL_RATE_PER_THREAD: f64 = 2.0e9;
 /// Bodies `i` computed side by side in the inner loop over `j`.
 const LANES: usize = 8;
 
@@ -287,6 +292,10 @@ pub struct CpuF32 {
     leap: Leapfrog,
     /// Snapshot of `pos` in SoA form, the sources of the current force evaluation.
     src: Sources<f32>,
+    /// Accelerations of the current force evaluation, `[N][3]` (applied once all are known).
+    acc: Vec<[f32; 3]>,
+    /// The run's stop request ([`CpuF32::set_interrupt`]).
+    interrupt: Option<fn() -> bool>,
 }
 
 impl CpuF32 {
@@ -296,21 +305,44 @@ impl CpuF32 {
     pub fn new(bodies: &Bodies, params: PhysParams) -> Self {
         let mut vel = bodies.vel.clone();
         vel.resize(bodies.pos.len(), [0.0; 4]);
-        Self { pos: bodies.pos.clone(), vel, params, leap: Leapfrog { synchronized: true }, src: Sources::default() }
-    }
-
-    /// Advance `steps` leapfrog steps (one force evaluation each); positions stay in `self`.
-    pub fn step(&mut self, steps: u32) {
-        for _ in 0..steps {
-            let (drift, kick) = self.leap.next_step(self.params.dt);
-            self.kick_drift(kick, drift);
+        Self {
+            pos: bodies.pos.clone(),
+            vel,
+            params,
+            leap: Leapfrog { synchronized: true },
+            src: Sources::default(),
+            acc: Vec::new(),
+            interrupt: None,
         }
     }
 
-    /// Apply the closing half kick `v += a(x) * dt/2` if the velocities lag the positions.
+    /// Look at `requested` between the tasks of each force evaluation (every 64 bodies) and stop
+    /// a step when it says so: the step's accelerations are all computed before any body moves,
+    /// so a stopped step leaves the state as it was. `None`: never stop.
+    pub fn set_interrupt(&mut self, requested: Option<fn() -> bool>) {
+        self.interrupt = requested;
+    }
+
+    /// Advance `steps` leapfrog steps (one force evaluation each); positions stay in `self`.
+    /// Returns the steps done: fewer than `steps` when the interrupt stopped one (the state is
+    /// then the one after the steps done).
+    pub fn step(&mut self, steps: u32) -> u32 {
+        for done in 0..steps {
+            let before = self.leap;
+            let (drift, kick) = self.leap.next_step(self.params.dt);
+            if !self.kick_drift(kick, drift, true) {
+                self.leap = before;
+                return done;
+            }
+        }
+        steps
+    }
+
+    /// Apply the closing half kick `v += a(x) * dt/2` if the velocities lag the positions. It
+    /// is never stopped: a stopped run writes the state it synchronises.
     pub fn synchronize(&mut self) {
         if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
-            self.kick_drift(kick, drift);
+            self.kick_drift(kick, drift, false);
         }
     }
 
@@ -356,22 +388,41 @@ impl CpuF32 {
         self.pos.is_empty()
     }
 
-    /// One force evaluation at the current positions, then `v += a * kick; x += v * drift`.
-    fn kick_drift(&mut self, kick: f32, drift: f32) {
+    /// One force evaluation at the current positions (all accelerations first), then
+    /// `v += a * kick; x += v * drift`. With `stoppable` and an interrupt set, a stop request seen
+    /// by any task of the evaluation abandons it before any body moves: returns false.
+    fn kick_drift(&mut self, kick: f32, drift: f32, stoppable: bool) -> bool {
         self.src.load(self.pos.iter().copied());
         let (src, g, eps) = (&self.src, self.params.g, self.params.softening);
+        let stop = self.interrupt.filter(|_| stoppable);
+        let stopped = std::sync::atomic::AtomicBool::new(false);
         let arch = pulp::Arch::new();
-        for_chunks(&mut self.pos, &mut self.vel, |c, pos, vel| {
-            let mut acc = [[0.0f32; 3]; CHUNK];
-            let out = &mut acc[..pos.len()];
+        let task = |c: usize, out: &mut [[f32; 3]]| {
+            if stop.is_some_and(|requested| requested()) {
+                stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
             arch.dispatch(AccelerationsF32 { src, g, eps2: eps * eps, first: c * CHUNK, out });
-            for ((p, v), a) in pos.iter_mut().zip(vel.iter_mut()).zip(acc.iter()) {
+        };
+        self.acc.resize(self.pos.len(), [0.0; 3]);
+        if self.acc.len() <= CHUNK {
+            task(0, &mut self.acc);
+        } else {
+            self.acc.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| task(c, out));
+        }
+        if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        let acc = &self.acc;
+        for_chunks(&mut self.pos, &mut self.vel, |c, pos, vel| {
+            for ((p, v), a) in pos.iter_mut().zip(vel.iter_mut()).zip(&acc[c * CHUNK..]) {
                 for k in 0..3 {
                     v[k] += a[k] * kick;
                     p[k] += v[k] * drift;
                 }
             }
         });
+        true
     }
 }
 
@@ -511,6 +562,34 @@ impl CpuF64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    fn stop_requested() -> bool {
+        STOP.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A step stopped by the interrupt leaves the state (and the leapfrog phase) as it was; the
+    /// next steps then give the same bits as a run that was never stopped.
+    #[test]
+    fn a_stopped_step_leaves_the_state_unchanged() {
+        let bodies = Bodies {
+            pos: (0..300).map(|i| [(i as f32 * 0.37).sin(), (i as f32 * 0.11).cos(), i as f32 * 1e-3, 1e-3]).collect(),
+            vel: vec![[0.0; 4]; 300],
+        };
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
+        let (mut a, mut b) = (CpuF32::new(&bodies, params), CpuF32::new(&bodies, params));
+        a.set_interrupt(Some(stop_requested));
+        assert_eq!(a.step(2), 2);
+        b.step(2);
+        STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+        let before = (a.pos.clone(), a.vel.clone(), a.is_synchronized());
+        assert_eq!(a.step(3), 0, "the first step is stopped");
+        STOP.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!((a.pos.clone(), a.vel.clone(), a.is_synchronized()), before);
+        assert_eq!(a.step(1), 1);
+        b.step(1);
+        assert_eq!(a.bodies(), b.bodies());
+    }
 
     /// The SIMD force loop gives the scalar loop's bits, on whatever instruction set `pulp` picks
     /// here, for N not a multiple of any lane count, ε = 0 (the skipped self term and the cap) and

@@ -326,9 +326,16 @@ impl Overlay {
                 ui.label(format!("{}{pace} · {:.0} steps/s", s.steps, f64::from(s.steps) * 1e3 / s.host_frame_ms));
             }
             ui.end_row();
-            // The hand-over between CUDA and GL (map + unmap, the two waits of external memory,
-            // or the upload) as a share of the frame.
-            let handover: f64 = [s.sim.map_ms, s.sim.unmap_ms, s.sim.upload_ms].iter().flatten().sum();
+            // The hand-over between CUDA and GL as a share of the frame: map + unmap, or the
+            // upload; external memory's GL fence wait plus what its CUDA event wait adds to the
+            // kernel (that wait spans the launches).
+            let handover: f64 = match mode {
+                Some(InteropMode::External) => {
+                    let beyond = s.sim.unmap_ms.zip(s.sim.kernel_ms).map(|(w, k)| (w - k).max(0.0));
+                    [s.sim.map_ms, beyond].iter().flatten().sum()
+                }
+                _ => [s.sim.map_ms, s.sim.unmap_ms, s.sim.upload_ms].iter().flatten().sum(),
+            };
             ui.label("interop share");
             if s.frame == 0 || s.host_frame_ms <= 0.0 || handover <= 0.0 {
                 ui.label("—");
@@ -364,7 +371,13 @@ impl Overlay {
                     continue;
                 }
                 let max = series.points.iter().map(|p| p[1]).fold(0.0, f64::max);
-                ui.label(RichText::new(format!("{}\nmax {max:.3}", series.name)).color(color).small());
+                // Named for what this mode measures, like the rows above.
+                let label = match (mode, series.name) {
+                    (Some(InteropMode::External), "map") => "GL fence wait",
+                    (Some(InteropMode::External), "unmap") => "CUDA event wait",
+                    (_, name) => name,
+                };
+                ui.label(RichText::new(format!("{label}\nmax {max:.3}")).color(color).small());
                 let pts: PlotPoints<'_> = series.points.iter().copied().collect();
                 Plot::new(("timing_plot", series.name))
                     .height(30.0)

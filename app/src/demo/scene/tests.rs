@@ -61,8 +61,11 @@ impl SimBackend for Fake {
     fn n(&self) -> usize {
         200
     }
+    fn nominal_rate(&self) -> (f64, String) {
+        (f64::INFINITY, "a backend that simulates nothing".into())
+    }
     fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<SimTimings> {
-        Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None })
+        Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None, stopped_after: None })
     }
     fn front(&self) -> usize {
         0
