@@ -271,6 +271,105 @@ __device__ __forceinline__ float potential_sum(const float4* __restrict__ pos, c
     return sum;
 }
 
+// ---------------------------------------------------------------------------------------------
+// fp64 (--precision f64): the same leapfrog step on double4 buffers, one body per thread.
+// ---------------------------------------------------------------------------------------------
+
+// The fp64 tile (same dynamic shared memory as nbody_tile: B * 32 bytes for these kernels).
+extern __shared__ double4 nbody_tile_f64[];
+
+__device__ __forceinline__ double4 pad_body_f64() {
+    return make_double4(NBODY_PAD_COORD, NBODY_PAD_COORD, NBODY_PAD_COORD, 0.0);
+}
+
+// 1/sqrt(x) in double. NR: the fp32 MUFU.RSQ estimate (relative error < 2^-22) refined by two
+// Newton steps y <- y (3 - x y^2) / 2, each of which squares the relative error (2^-44, then
+// below double rounding): 8 fp64 operations and 2 conversions instead of the library rsqrt.
+// Valid where x is a normal float (1.2e-38 <= x <= 3.4e38: |r| from 1e-19 to 1e19); x = 0 gives
+// NaN, which the unsoftened path turns into a zero term like the fp32 kernel (interact_f64).
+template <bool NR>
+__device__ __forceinline__ double rsqrt_f64(const double x) {
+    if (!NR) {
+        return rsqrt(x);
+    }
+    double y = static_cast<double>(rsqrtf(static_cast<float>(x)));
+    const double h = -0.5 * x;
+    y = y * fma(h, y * y, 1.5);
+    y = y * fma(h, y * y, 1.5);
+    return y;
+}
+
+// One interaction in fp64; the unsoftened path caps m/r^3 at DBL_MAX (fmin returns the non-NaN
+// operand), so the self term (dx = 0) adds exactly 0, as in the fp32 kernel.
+template <bool Soft, bool NR>
+__device__ __forceinline__ void interact_f64(const double4 b, const double3 xi, double3& acc, const double eps2) {
+    const double dx = b.x - xi.x;
+    const double dy = b.y - xi.y;
+    const double dz = b.z - xi.z;
+    double r2 = Soft ? fma(dx, dx, eps2) : dx * dx;
+    r2 = fma(dy, dy, r2);
+    r2 = fma(dz, dz, r2);
+    const double inv = rsqrt_f64<NR>(r2);
+    double s = b.w * (inv * inv * inv);
+    if (!Soft) {
+        s = fmin(s, 1.7976931348623157e308);
+    }
+    acc.x = fma(dx, s, acc.x);
+    acc.y = fma(dy, s, acc.y);
+    acc.z = fma(dz, s, acc.z);
+}
+
+// The fp64 tile loop (the fp32 one's shape, P = 1, 8 interactions per loop trip).
+template <bool Soft, bool NR>
+__device__ __forceinline__ double3 accumulate_f64(const double4* __restrict__ pos_in, const int n, const double eps2,
+                                                  const double3 xi) {
+    constexpr int U = 8;
+    const int B = blockDim.x;
+    const int t = threadIdx.x;
+    double3 acc = make_double3(0.0, 0.0, 0.0);
+    double4 next = t < n ? pos_in[t] : pad_body_f64();
+#pragma unroll 1
+    for (int base = 0; base < n; base += B) {
+        nbody_tile_f64[t] = next;
+        __syncthreads();
+        const int j = base + B + t;
+        next = j < n ? pos_in[j] : pad_body_f64();
+        const int used = min(B, (n - base + (U - 1)) & ~(U - 1));
+#pragma unroll 1
+        for (int s = 0; s < used; s += U) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                interact_f64<Soft, NR>(nbody_tile_f64[s + u], xi, acc, eps2);
+            }
+        }
+        __syncthreads();
+    }
+    return acc;
+}
+
+// One fp64 leapfrog step for bodies [i_begin, i_end), one per thread (README.md, fp64).
+template <bool NR>
+__device__ __forceinline__ void step_f64(const double4* __restrict__ pos_in, double4* __restrict__ pos_out,
+                                         double4* __restrict__ vel, const int n, const double dt_drift,
+                                         const double kick, const double eps2, const double g, const int i_begin,
+                                         const int i_end) {
+    const int i = i_begin + blockIdx.x * blockDim.x + threadIdx.x;
+    const double4 b = i < i_end ? pos_in[i] : pad_body_f64();
+    const double3 xi = make_double3(b.x, b.y, b.z);
+    const double3 acc =
+        eps2 > 0.0 ? accumulate_f64<true, NR>(pos_in, n, eps2, xi) : accumulate_f64<false, NR>(pos_in, n, eps2, xi);
+    if (i < i_end) {
+        const double gk = g * kick;
+        double4 v = vel[i];
+        v.x = fma(acc.x, gk, v.x);
+        v.y = fma(acc.y, gk, v.y);
+        v.z = fma(acc.z, gk, v.z);
+        v.w = 0.0;
+        vel[i] = v;
+        pos_out[i] = make_double4(fma(v.x, dt_drift, xi.x), fma(v.y, dt_drift, xi.y), fma(v.z, dt_drift, xi.z), b.w);
+    }
+}
+
 }  // namespace nbody
 
 // Every entry point allows up to 1024 threads per block: ptxas keeps them at <= 64 registers.
@@ -310,3 +409,16 @@ extern "C" __global__ void __launch_bounds__(1024)
         phi[i] = -sum;
     }
 }
+
+// fp64 step kernels (README.md, fp64): nbody_step_f64 with the refined fp32 rsqrt estimate,
+// nbody_step_f64_lib with the CUDA math library's double rsqrt (the reference variant).
+#define NBODY_STEP_F64_KERNEL(NAME, NR)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                   \
+        NAME(const double4* __restrict__ pos_in, double4* __restrict__ pos_out, double4* __restrict__ vel, \
+             int n, double dt_drift, double kick, double eps2, double g, int i_begin, int i_end) {        \
+        nbody::step_f64<NR>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g, i_begin, i_end);           \
+    }
+
+NBODY_STEP_F64_KERNEL(nbody_step_f64, true)
+NBODY_STEP_F64_KERNEL(nbody_step_f64_lib, false)
+

@@ -125,6 +125,15 @@ pub struct SimArgs {
     pub kernel: Option<PathBuf>,
 }
 
+/// Floating-point precision of the simulation state and the force sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Precision {
+    /// fp32: the kernel GL's float4 vertex buffers hold directly.
+    F32,
+    /// fp64: double4 state and sums (`nbody_step_f64`); `bench --modes compute` only for now.
+    F64,
+}
+
 /// `--steps-per-frame`: a fixed count of leapfrog steps per frame, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepsPerFrame {
@@ -332,6 +341,10 @@ pub struct BenchArgs {
     /// Directory for bench.json, bench.csv and bench.png.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    /// Precision of the state and the force sum: f32, or f64 (the compute mode only, for now:
+    /// the fp64 interop path, which writes float4 for GL each frame, is not built yet).
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    pub precision: Precision,
     /// Scheduling flag of the CUDA context.
     #[arg(long = "ctx-sched", value_enum, default_value_t = CtxSched::Auto)]
     pub ctx_sched: CtxSched,

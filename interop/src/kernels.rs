@@ -46,6 +46,25 @@ pub const STEP_PARAMS: [PtxParam; 10] = [
     PtxParam::B32,
 ];
 
+/// Parameters of `nbody_step_f64` and `nbody_step_f64_lib`: `(const double4* pos_in, double4*
+/// pos_out, double4* vel, int n, double dt_drift, double kick, double eps2, double g, int
+/// i_begin, int i_end)`.
+pub const STEP_F64_PARAMS: [PtxParam; 10] = [
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B32,
+    PtxParam::F64,
+    PtxParam::F64,
+    PtxParam::F64,
+    PtxParam::F64,
+    PtxParam::B32,
+    PtxParam::B32,
+];
+
+/// Largest block size of the fp64 step kernels (built with `__launch_bounds__(256)`).
+pub const F64_MAX_BLOCK: u32 = 256;
+
 /// Parameters of `nbody_potential`: `(const float4* pos, float* phi, int n, float eps2)`.
 pub const POTENTIAL_PARAMS: [PtxParam; 4] = [PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32];
 
@@ -251,6 +270,108 @@ impl StepKernel {
         // each buffer holds ≥ n bodies and they do not overlap (checked). The views borrow their owners for this call; the owners
         // keep the memory until the stream has finished with it (their teardown synchronises the
         // stream or unmaps on it).
+        unsafe { launch.launch(stream) }
+    }
+}
+
+/// The scalars of one fp64 leapfrog step (as [`StepScalars`], in double).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepScalarsF64 {
+    /// Drift time (0 for a synchronising half kick).
+    pub dt_drift: f64,
+    /// Kick time.
+    pub kick: f64,
+    /// Softening squared ε² (0: exact gravity).
+    pub eps2: f64,
+    /// Gravitational constant G.
+    pub g: f64,
+}
+
+/// `nbody_step_f64` (1/sqrt from the fp32 estimate and two Newton steps) or
+/// `nbody_step_f64_lib` (the CUDA math library's double `rsqrt`) of a loaded module, its
+/// parameters checked against [`STEP_F64_PARAMS`]. Buffers are `[N][4]` f64 (x, y, z, mass;
+/// vx, vy, vz, 0); one body per thread (`kernels/README.md`, fp64).
+#[derive(Debug, Clone)]
+pub struct StepKernelF64 {
+    function: Function,
+}
+
+impl StepKernelF64 {
+    /// Looks up `nbody_step_f64` (`library_rsqrt` false) or `nbody_step_f64_lib` (true).
+    ///
+    /// # Errors
+    /// The module has no such kernel; its parameters differ from [`STEP_F64_PARAMS`].
+    #[doc(alias = "cuModuleGetFunction")]
+    pub fn new(module: &Module, library_rsqrt: bool) -> Result<Self> {
+        let name = if library_rsqrt { "nbody_step_f64_lib" } else { "nbody_step_f64" };
+        Ok(StepKernelF64 { function: lookup(module, name, &STEP_F64_PARAMS)? })
+    }
+
+    /// The kernel.
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
+    /// One fp64 leapfrog step for bodies `bodies` of `n` (all: `0..n`), on `stream`, with
+    /// `block` threads per block (a multiple of 32 up to [`F64_MAX_BLOCK`]),
+    /// `ceil(len / block)` blocks and `block · 32` bytes of shared memory.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a block size outside 32..=256 or not a multiple of 32, an
+    /// invalid N or range, short or overlapping buffers; the driver's launch error.
+    #[allow(clippy::too_many_arguments)]
+    #[doc(alias = "cuLaunchKernel")]
+    pub fn launch(
+        &self,
+        block: u32,
+        n: usize,
+        bodies: std::ops::Range<usize>,
+        pos_in: DevicePtr<'_, [f64; 4]>,
+        pos_out: DevicePtr<'_, [f64; 4]>,
+        vel: DevicePtr<'_, [f64; 4]>,
+        s: StepScalarsF64,
+        stream: &Stream,
+    ) -> Result<()> {
+        check_block(block)?;
+        if block > F64_MAX_BLOCK {
+            return Err(Error::InvalidArgument(format!("block size {block}: the fp64 kernels take at most {F64_MAX_BLOCK}")));
+        }
+        let nn = checked_n(n)?;
+        if bodies.start >= bodies.end || bodies.end > n {
+            return Err(Error::InvalidArgument(format!("body range {bodies:?} is empty or reaches past N = {n}")));
+        }
+        check_len("pos_in", &pos_in, n)?;
+        check_len("pos_out", &pos_out, n)?;
+        check_len("vel", &vel, n)?;
+        if pos_in.overlaps(&pos_out) || pos_in.overlaps(&vel) || pos_out.overlaps(&vel) {
+            return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
+        }
+        let grid = u32::try_from(bodies.len().div_ceil(block as usize))
+            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        // Both ≤ n ≤ MAX_BODIES < i32::MAX (checked above).
+        let (i_begin, i_end) = (bodies.start as i32, bodies.end as i32);
+        let launch = Launch::new(&self.function)
+            .grid(grid)
+            .block(block)
+            .shared_bytes(block * 2 * BODY_BYTES as u32)
+            .ptr(pos_in)
+            .ptr(pos_out)
+            .ptr(vel)
+            .i32(nn)
+            .f64(s.dt_drift)
+            .f64(s.kick)
+            .f64(s.eps2)
+            .f64(s.g)
+            .i32(i_begin)
+            .i32(i_end);
+        // SAFETY: the parameter list is STEP_F64_PARAMS (checked at `new` against the PTX, and
+        // by `launch` against the arguments). Per kernels/README.md the kernel reads
+        // pos_in[0..n) and writes pos_out and vel at [i_begin, i_end) only, for a block size that
+        // is a multiple of 32 from 32 to 256 (its launch bounds), grid ceil(len / B) and B·32
+        // bytes of shared memory (one double4 per thread) — all checked or computed here — and
+        // 1 ≤ n ≤ MAX_BODIES, 0 ≤ i_begin < i_end ≤ n (checked); each buffer holds ≥ n bodies
+        // of 32 bytes and they do not overlap (checked). The views borrow their owners for this
+        // call; the owners keep the memory until the stream is done with it.
         unsafe { launch.launch(stream) }
     }
 }

@@ -119,7 +119,18 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
         bail!("--width and --height must be at least 1 (got {}×{})", args.width, args.height);
     }
     let explicit = !args.modes.is_empty();
-    let modes: Vec<BenchMode> = ALL_MODES.into_iter().filter(|m| !explicit || args.modes.contains(m)).collect();
+    let mut modes: Vec<BenchMode> = ALL_MODES.into_iter().filter(|m| !explicit || args.modes.contains(m)).collect();
+    if args.precision == crate::cli::Precision::F64 {
+        let other: Vec<String> = modes.iter().filter(|m| **m != BenchMode::Compute).map(|m| mode_name(*m)).collect();
+        if explicit && !other.is_empty() {
+            bail!(
+                "--precision f64 runs in the compute mode only for now (the fp64 interop path, which writes float4 for GL \
+                 each frame, is not built yet): {} cannot; use --modes compute",
+                other.join(", ")
+            );
+        }
+        modes.retain(|m| *m == BenchMode::Compute);
+    }
     modes.iter().filter_map(|m| m.interop()).try_for_each(|i| crate::backend::cuda::check_register_flags(i, args.register_flags))?;
     let stop_after_rows = match std::env::var(STOP_AFTER_ROWS_ENV) {
         Ok(v) => Some(v.trim().parse::<usize>().with_context(|| format!("{STOP_AFTER_ROWS_ENV}={v:?} is not a row count"))?),
@@ -461,6 +472,17 @@ fn build(
     Ok(match mode {
         BenchMode::Cpu => Runner::Cpu(CpuBackend::new(bodies, plan.params)),
         BenchMode::Draw => Runner::Draw(modes::StaticBackend::new(bodies)),
+        BenchMode::Compute if args.precision == crate::cli::Precision::F64 => {
+            let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
+            Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(
+                cc,
+                args.stream,
+                args.sim.kernel.as_deref(),
+                args.sim.block_size,
+                bodies,
+                plan.params,
+            )?))
+        }
         BenchMode::Compute => {
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
             Runner::Compute(Box::new(modes::ComputeRunner::new(
@@ -681,6 +703,7 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                         draw: Summary::of(&acc.draw),
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,
+                        precision: if mode == BenchMode::Compute && args.precision == crate::cli::Precision::F64 { "f64" } else { "f32" },
                         meta: row_meta(args, mode, env),
                     });
                     res.write_tables("running", false).context("writing the results")?;

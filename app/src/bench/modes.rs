@@ -268,6 +268,101 @@ impl ComputeRunner {
     }
 }
 
+/// The fp64 kernel alone (`--precision f64`, compute mode): double4 positions in two device
+/// buffers that ping-pong, double4 velocities, one launch of `nbody_step_f64` per step.
+pub struct ComputeRunnerF64 {
+    pos: [DeviceBuffer<[f64; 4]>; 2],
+    vel: DeviceBuffer<[f64; 4]>,
+    events: [Event; 2],
+    kernel: interop::kernels::StepKernelF64,
+    leap: crate::sim::Leapfrog,
+    params: PhysParams,
+    front: usize,
+    block: u32,
+    stream: Stream,
+    ctx: Arc<Context>,
+}
+
+/// The fp64 kernels' block size when `--block-size 0` (auto): their launch bound.
+pub const F64_AUTO_BLOCK: u32 = interop::kernels::F64_MAX_BLOCK;
+
+impl ComputeRunnerF64 {
+    /// Upload `bodies` as double4 (positions into buffer 0, velocities) and look up the fp64
+    /// kernel (`NBODY_F64_RSQRT=lib` picks the CUDA math library's rsqrt variant, for
+    /// comparisons).
+    ///
+    /// # Errors
+    /// N too large for the device; a block size above 256; a PTX without the fp64 kernel; an
+    /// allocation or stream failure.
+    pub fn new(
+        cc: &ComputeCtx,
+        stream: StreamKind,
+        kernel: Option<&Path>,
+        block: u32,
+        bodies: &Bodies,
+        params: PhysParams,
+    ) -> anyhow::Result<ComputeRunnerF64> {
+        let ctx = Arc::clone(&cc.ctx);
+        ctx.make_current().context("cuCtxSetCurrent")?;
+        // Three [N][4] f64 buffers: as many bytes as six f32 ones.
+        check_fits(&ctx, bodies.len(), 6)?;
+        let block = if block == 0 { F64_AUTO_BLOCK } else { block };
+        if block > interop::kernels::F64_MAX_BLOCK {
+            anyhow::bail!("--block-size {block}: the fp64 kernel takes at most {} threads per block", interop::kernels::F64_MAX_BLOCK);
+        }
+        let library = std::env::var("NBODY_F64_RSQRT").is_ok_and(|v| v.trim() == "lib");
+        let kernel = Kernels::load(&ctx, kernel)?.step_f64(library)?;
+        let stream = make_stream(&ctx, stream, 0)?;
+        let to64 = |v: &[[f32; 4]]| -> Vec<[f64; 4]> { v.iter().map(|b| b.map(f64::from)).collect() };
+        let pos = [
+            DeviceBuffer::from_slice(&ctx, &to64(&bodies.pos)).context("uploading positions")?,
+            DeviceBuffer::alloc(&ctx, bodies.len()).context("cuMemAlloc (second position buffer)")?,
+        ];
+        let vel = DeviceBuffer::from_slice(&ctx, &to64(&bodies.vel)).context("uploading velocities")?;
+        let events = [Event::new(&ctx, event_flags::DEFAULT)?, Event::new(&ctx, event_flags::DEFAULT)?];
+        let leap = crate::sim::Leapfrog { synchronized: true };
+        Ok(ComputeRunnerF64 { pos, vel, events, kernel, leap, params, front: 0, block, stream, ctx })
+    }
+
+    /// One frame: `steps` launches between two events, then wait for the second.
+    ///
+    /// # Errors
+    /// A launch, record or synchronize fails.
+    pub fn frame(&mut self, steps: u32) -> anyhow::Result<FrameSample> {
+        let [e0, e1] = &self.events;
+        let n = self.vel.len();
+        let p = self.params;
+        let t0 = Instant::now();
+        e0.record(&self.stream).context("cuEventRecord")?;
+        for _ in 0..steps {
+            let (drift, kick) = self.leap.next_step(p.dt);
+            let eps = f64::from(p.softening);
+            let s = interop::kernels::StepScalarsF64 { dt_drift: f64::from(drift), kick: f64::from(kick), eps2: eps * eps, g: f64::from(p.g) };
+            let (a, b) = (self.front, 1 - self.front);
+            // The buffers outlive the launches: the frame waits for `e1`, recorded after them.
+            self.kernel
+                .launch(self.block, n, 0..n, self.pos[a].view(), self.pos[b].view(), self.vel.view(), s, &self.stream)
+                .context("cuLaunchKernel of nbody_step_f64")?;
+            self.front = b;
+        }
+        e1.record(&self.stream).context("cuEventRecord")?;
+        e1.synchronize().context("cuEventSynchronize")?;
+        let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
+        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None })
+    }
+
+    /// True when the newest positions and the velocities are all finite.
+    ///
+    /// # Errors
+    /// A device-to-host copy fails.
+    pub fn finite(&self) -> anyhow::Result<bool> {
+        let finite = |v: Vec<[f64; 4]>| v.iter().all(|b| b.iter().all(|x| x.is_finite()));
+        let pos = self.pos[self.front].to_vec().context("reading the positions back")?;
+        Ok(finite(pos) && finite(self.vel.to_vec().context("reading the velocities back")?))
+    }
+}
+
 /// What runs the frames of one (mode, N, round) visit.
 pub enum Runner {
     /// The CPU backend (GL upload and draw).
@@ -278,6 +373,8 @@ pub enum Runner {
     External(Box<ExternalRunner>),
     /// The kernel alone.
     Compute(Box<ComputeRunner>),
+    /// The fp64 kernel alone (`--precision f64`).
+    ComputeF64(Box<ComputeRunnerF64>),
     /// GL draw only, no simulation.
     Draw(StaticBackend),
 }
@@ -293,6 +390,7 @@ impl Runner {
             Runner::Cuda(b) => b.context().make_current().context("cuCtxSetCurrent"),
             Runner::External(b) => b.backend.context().make_current().context("cuCtxSetCurrent"),
             Runner::Compute(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
+            Runner::ComputeF64(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
         }
     }
 
@@ -303,6 +401,7 @@ impl Runner {
             Runner::Cuda(b) => Some(b.launch_config()),
             Runner::External(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
+            Runner::ComputeF64(c) => Some((c.block, 1, 1)),
         }
     }
 
@@ -317,6 +416,7 @@ impl Runner {
         Ok(match self {
             Runner::Draw(_) => true,
             Runner::Compute(c) => c.finite()?,
+            Runner::ComputeF64(c) => c.finite()?,
             Runner::Cpu(b) => gfx()?.state(b)?.is_finite(),
             Runner::Cuda(b) => gfx()?.state(b.as_mut())?.is_finite(),
             Runner::External(b) => gfx()?.state(&mut b.backend)?.is_finite(),
@@ -330,6 +430,7 @@ impl Runner {
     pub fn frame(&mut self, gfx: Option<&mut Gfx>, steps: u32, time_span: f32) -> anyhow::Result<FrameSample> {
         match self {
             Runner::Compute(c) => c.frame(steps),
+            Runner::ComputeF64(c) => c.frame(steps),
             Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b, steps, time_span),
             Runner::Draw(b) => gfx.context("the draw mode needs the GL context")?.frame(b, steps, time_span),
             Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(b.as_mut(), steps, time_span),

@@ -7,7 +7,7 @@
 //! # Columns (CSV header = JSON keys of each row)
 //! Times are milliseconds unless the name says µs; empty (CSV) or `null` (JSON) where a mode has
 //! no such step or fact:
-//! - `mode`, `n` (bodies), `steps_per_frame`, `block_size` (CUDA threads per block; empty for
+//! - `mode`, `n` (bodies), `precision` (`f32`, or `f64` with `--precision f64`), `steps_per_frame`, `block_size` (CUDA threads per block; empty for
 //!   cpu), `bodies_per_thread` (P of the step kernel; CUDA modes), `threads_per_body` (S of the j-split; 1: none), `frames` (measured frames, all
 //!   rounds), `rounds`, `warmup` (untimed frames per round), `width`, `height` (framebuffer px), `max_sprite_px` (sprite diameter cap, px; GL modes);
 //! - `frame_ms_{median,p95,p99,max}`: host time of the whole frame (simulate + draw into the FBO +
@@ -92,6 +92,8 @@ pub struct Measured {
     pub round_medians: Vec<f64>,
     /// The state was non-finite after a round's frames.
     pub diverged: bool,
+    /// `f32` or `f64` (`--precision`).
+    pub precision: &'static str,
     /// Facts about the devices and options.
     pub meta: RowMeta,
 }
@@ -138,6 +140,7 @@ pub struct RunMeta {
 pub struct Row {
     pub mode: String,
     pub n: usize,
+    pub precision: String,
     pub steps_per_frame: u32,
     pub block_size: Option<u32>,
     pub bodies_per_thread: Option<u32>,
@@ -316,6 +319,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 spread_us: spread_ms * 1e3,
                 spread_pct: 100.0 * spread_ms / m.frame.median,
                 diverged: m.diverged,
+                precision: m.precision.to_string(),
                 gpu_name: m.meta.gpu_name.clone(),
                 driver_version: m.meta.driver_version.clone(),
                 gl_vendor: m.meta.gl_vendor.clone(),
@@ -405,7 +409,7 @@ pub fn table(rows: &[Row]) -> String {
         let _ = writeln!(
             s,
             "{:<13} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9.1} {:>8.1}",
-            r.mode,
+            if r.precision == "f64" { format!("{} f64", r.mode) } else { r.mode.clone() },
             r.n,
             r.frame_ms_median,
             r.frame_ms_p99,

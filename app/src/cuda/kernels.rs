@@ -165,6 +165,16 @@ impl Kernels {
         self.module.info_log()
     }
 
+    /// The fp64 step kernel: `nbody_step_f64` (rsqrt from the fp32 estimate refined by two
+    /// Newton steps), or with `library_rsqrt` `nbody_step_f64_lib` (the CUDA math library's).
+    ///
+    /// # Errors
+    /// The PTX (an older `--kernel` file) has no such kernel, or it takes other parameters.
+    pub fn step_f64(&self, library_rsqrt: bool) -> anyhow::Result<interop::kernels::StepKernelF64> {
+        interop::kernels::StepKernelF64::new(&self.module, library_rsqrt)
+            .with_context(|| format!("{} has no usable fp64 step kernel", self.source))
+    }
+
     /// The step kernel for P bodies per thread and S threads per body (S = 1: no j-split).
     pub fn step_kernel(&self, p: u32, split: u32) -> Option<&StepKernel> {
         self.step.iter().find(|k| k.p() == p && k.split() == split)
