@@ -151,6 +151,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         // bench.
         case("bench bodies 0", &["bench", "--bodies", "0", "--out", &out_dir], 1, &["--bodies", "N = 0"]),
         case("bench unknown mode", &["bench", "--modes", "warp", "--out", &out_dir], 2, &["warp"]),
+        case("bench f64 in an interop mode", &["bench", "--precision", "f64", "--modes", "map", "--out", &out_dir], 1, &["--precision f64", "--modes compute"]),
         case("bench auto steps", &["bench", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame", "fixed count"]),
         case("bench cpu budget 0", &["bench", "--modes", "cpu", "--cpu-budget-ms", "0", "--out", &out_dir], 1, &["--cpu-budget-ms"]),
         case(
