@@ -136,6 +136,29 @@ fn headless_cpu_screenshot_has_bodies_and_overlay() {
     check_screenshot(&shot, 960, 600);
 }
 
+/// With tone mapping (forced on Mesa with `NBODY_TONEMAP=on`) a dense Plummer core keeps its
+/// bodies' colour: fewer saturated white pixels in the scene than the direct additive path gives.
+#[test]
+fn tone_mapping_keeps_the_core_from_clipping_to_white() {
+    let dir = scratch("tonemap");
+    let white = |mode: &str| -> usize {
+        let shot = dir.join(format!("{mode}.png"));
+        let o = Command::new(BIN)
+            .args(["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "4096", "--frames", "3", "--no-overlay"])
+            .args(["--width", "320", "--height", "240", "--screenshot", shot.to_str().expect("utf-8")])
+            .env("NBODY_TONEMAP", mode)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("spawn nbody-interop");
+        assert!(o.status.success(), "NBODY_TONEMAP={mode}: {:?}", text(&o));
+        let img = Image::load(&shot);
+        img.count((0, img.w), (0, img.h), |p| p[0] >= 250 && p[1] >= 250 && p[2] >= 250)
+    };
+    let (off, on) = (white("off"), white("on"));
+    assert!(off > 20, "the direct path clips the core ({off} white pixels)");
+    assert!(on * 4 < off, "tone mapped: {on} white pixels, direct: {off}");
+}
+
 #[test]
 fn windowed_under_xvfb_draws_and_exits() {
     let _x = xvfb_lock();

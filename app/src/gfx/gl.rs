@@ -223,6 +223,32 @@ impl<'a> Gl<'a> {
         fn copy_buffer_sub_data(src_target: u32, dst_target: u32, src_offset: i32, dst_offset: i32, size: i32);
         /// glGetBufferSubData into a slice (size = its length; GL checks offset + size).
         fn get_buffer_sub_data(target: u32, offset: i32, dst_data: &mut [u8]);
+        /// glGenTextures (one).
+        fn create_texture() -> Result<glow::NativeTexture, String>;
+        /// glBindTexture.
+        fn bind_texture(target: u32, texture: Option<glow::NativeTexture>);
+        /// glActiveTexture.
+        fn active_texture(unit: u32);
+        /// glTexParameteri.
+        fn tex_parameter_i32(target: u32, parameter: u32, value: i32);
+        /// glFramebufferTexture2D.
+        fn framebuffer_texture_2d(target: u32, attachment: u32, texture_target: u32, texture: Option<glow::NativeTexture>, level: i32);
+        /// glDeleteTextures (one).
+        fn delete_texture(texture: glow::NativeTexture);
+        /// glUniform1i.
+        fn uniform_1_i32(location: Option<&glow::NativeUniformLocation>, x: i32);
+        /// glUniform3f.
+        fn uniform_3_f32(location: Option<&glow::NativeUniformLocation>, x: f32, y: f32, z: f32);
+    }
+
+    /// glTexImage2D with no client data: allocates a `width` × `height` level 0 of the bound
+    /// texture, contents undefined.
+    pub fn tex_image_2d_empty(&self, target: u32, internal_format: u32, width: i32, height: i32, format: u32, ty: u32) {
+        // SAFETY: rule 1 (current context); no client memory is read (no data pointer, and the
+        // pixel-unpack buffer binding is not used by this renderer).
+        unsafe {
+            self.gl.tex_image_2d(target, 0, internal_format as i32, width, height, 0, format, ty, glow::PixelUnpackData::Slice(None))
+        }
     }
 
     /// glGetQueryObjectuiv. Needs the query-object entry points (`GlInfo::timer_query`);
