@@ -9,7 +9,8 @@ uniform vec3 u_background;
 out vec4 o_color;
 
 void main() {
-    vec3 c = texture(u_light, v_uv).rgb;
+    // Half floats saturate at 65504 (then inf): clamp before the map, whose ratio is then finite.
+    vec3 c = min(texture(u_light, v_uv).rgb, vec3(6.0e4));
     float l = max(max(c.r, c.g), c.b);
     vec3 mapped = l > 0.0 ? c * ((1.0 - exp(-l)) / l) : vec3(0.0);
     o_color = vec4(u_background + mapped * (1.0 - u_background), 1.0);

@@ -287,7 +287,7 @@ pub struct StepScalarsF64 {
     pub g: f64,
 }
 
-/// `nbody_step_f64` (1/sqrt from the fp32 estimate and two Newton steps) or
+/// `nbody_step_f64` (1/sqrt from the fp32 estimate and one Newton step, ≤ 6e-14 relative) or
 /// `nbody_step_f64_lib` (the CUDA math library's double `rsqrt`) of a loaded module, its
 /// parameters checked against [`STEP_F64_PARAMS`]. Buffers are `[N][4]` f64 (x, y, z, mass;
 /// vx, vy, vz, 0); one body per thread (`kernels/README.md`, fp64).

@@ -160,7 +160,9 @@ impl CudaBackend {
         let (ctx, stream, info) = open_for_gl(gl_info, s.stream, s.stream_priority, opts.ctx_sched)?;
         // CUDA's own buffers: velocities; copy adds two device position buffers, external allocates
         // both position buffers itself (map uses GL's VBOs).
-        check_fits(&ctx, n, if s.interop == InteropMode::Map { 1 } else { 3 })?;
+        // A step long enough to be split (Ctrl-C between launches) backs the velocities up.
+        let split = (n as f64) * (n as f64) / crate::cuda::kernels::nominal_rate(&info) > crate::cuda::kernels::LONG_STEP_S;
+        check_fits(&ctx, n, usize::from(split) + if s.interop == InteropMode::Map { 1 } else { 3 })?;
         let kernels = Kernels::load(&ctx, opts.kernel.as_deref())?;
         let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
         let events = [0, 1, 2, 3].map(|_| Event::new(&ctx, event_flags::DEFAULT));

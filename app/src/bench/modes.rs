@@ -336,8 +336,8 @@ impl ComputeRunnerF64 {
         e0.record(&self.stream).context("cuEventRecord")?;
         for _ in 0..steps {
             let (drift, kick) = self.leap.next_step(p.dt);
-            let eps = f64::from(p.softening);
-            let s = interop::kernels::StepScalarsF64 { dt_drift: f64::from(drift), kick: f64::from(kick), eps2: eps * eps, g: f64::from(p.g) };
+            let eps2 = crate::cuda::kernels::eps2_f64(p.softening);
+            let s = interop::kernels::StepScalarsF64 { dt_drift: f64::from(drift), kick: f64::from(kick), eps2, g: f64::from(p.g) };
             let (a, b) = (self.front, 1 - self.front);
             // The buffers outlive the launches: the frame waits for `e1`, recorded after them.
             self.kernel

@@ -111,6 +111,16 @@ pub fn eps2(softening: f32) -> f32 {
     }
 }
 
+/// ε² for the fp64 kernels: the same rule as [`eps2`] (a softening below 1e-12 is exact
+/// gravity, whose path the kernel takes for ε² = 0), squared in f64.
+pub fn eps2_f64(softening: f32) -> f64 {
+    if eps2(softening) == 0.0 {
+        0.0
+    } else {
+        f64::from(softening) * f64::from(softening)
+    }
+}
+
 /// The buffers of one step launch: `(pos_in, pos_out, vel)`, each `[N][4]` f32.
 pub type StepBuffers<'a> = (DevicePtr<'a, [f32; 4]>, DevicePtr<'a, [f32; 4]>, DevicePtr<'a, [f32; 4]>);
 
@@ -165,8 +175,8 @@ impl Kernels {
         self.module.info_log()
     }
 
-    /// The fp64 step kernel: `nbody_step_f64` (rsqrt from the fp32 estimate refined by two
-    /// Newton steps), or with `library_rsqrt` `nbody_step_f64_lib` (the CUDA math library's).
+    /// The fp64 step kernel: `nbody_step_f64` (rsqrt from the fp32 estimate refined by one
+    /// Newton step), or with `library_rsqrt` `nbody_step_f64_lib` (the CUDA math library's).
     ///
     /// # Errors
     /// The PTX (an older `--kernel` file) has no such kernel, or it takes other parameters.
@@ -310,8 +320,9 @@ impl Kernels {
 ///
 /// `device_buffers` counts the `[N][4]` f32 buffers (16 bytes per body each) that CUDA allocates
 /// for the mode (the VBOs GL already allocated are not counted: they are in use, so the free
-/// memory `cuMemGetInfo` reports already lacks them); 4 bytes per body are added for the
-/// potentials of the diagnostics.
+/// memory `cuMemGetInfo` reports already lacks them; a step long enough to be split needs one
+/// more, the velocity backup); 4 bytes per body are added for the potentials of the
+/// diagnostics, and 5 % of the free memory is left over.
 ///
 /// # Errors
 /// N = 0 or above [`MAX_BODIES`]; `cuMemGetInfo` fails; or a message naming N, the bytes needed
@@ -323,7 +334,8 @@ pub fn check_fits(ctx: &Context, n: usize, device_buffers: usize) -> anyhow::Res
     }
     let need = n.checked_mul(BODY_BYTES * device_buffers + 4).context("N is too large")?;
     let (free, total) = ctx.memory_info().context("cuMemGetInfo")?;
-    if need > free {
+    // 5 % of the free memory stays for the driver, the module and the stream's work.
+    if need > free / 20 * 19 {
         let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
         bail!(
             "{n} bodies need {:.2} GiB of device memory ({device_buffers} buffers of [N][4] f32), more than the GPU has \
@@ -426,7 +438,7 @@ impl GpuStepper {
     /// each (at most one per 1024 bodies).
     pub fn launches_per_step(&self) -> usize {
         let Some(i) = self.interrupt else { return 1 };
-        let secs = (self.n as f64) * (self.n as f64) / i.rate.max(1.0);
+        let secs = self.step_seconds(i.rate);
         if secs <= LONG_STEP_S {
             return 1;
         }
@@ -451,15 +463,35 @@ impl GpuStepper {
     /// Returns the steps done: `steps`, or fewer when a split step was stopped (see
     /// [`GpuStepper::set_interrupt`]; the state is then the one after the steps done).
     pub fn launch_steps(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream) -> anyhow::Result<u32> {
+        // A frame of many steps that is long in all is stopped between steps too.
+        let between = self.interrupt.filter(|i| f64::from(steps) * self.step_seconds(i.rate) > LONG_STEP_S);
         for done in 0..steps {
+            if let Some(i) = between.filter(|_| done > 0) {
+                stream.synchronize().context("cuStreamSynchronize (between the steps of a long frame)")?;
+                if (i.requested)() {
+                    return Ok(done);
+                }
+            }
             let before = self.leap;
             let (drift, kick) = self.leap.next_step(self.params.dt);
-            if !self.launch_one(pos, drift, kick, stream, true)? {
-                self.leap = before;
-                return Ok(done);
+            match self.launch_one(pos, drift, kick, stream, true) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.leap = before;
+                    return Ok(done);
+                }
+                Err(e) => {
+                    self.leap = before;
+                    return Err(e);
+                }
             }
         }
         Ok(steps)
+    }
+
+    /// One step's estimated length at `rate` interactions/s (s).
+    fn step_seconds(&self, rate: f64) -> f64 {
+        (self.n as f64) * (self.n as f64) / rate.max(1.0)
     }
 
     /// The synchronising half kick (if needed), front → other buffer.
@@ -491,18 +523,33 @@ impl GpuStepper {
             };
             let backup = self.vel_backup.insert(backup);
             backup.copy_from_device_async(self.vel.view(), stream).context("cuMemcpyDtoDAsync (velocity backup)")?;
-            for k in 0..parts {
-                let bodies = k * n / parts..(k + 1) * n / parts;
-                let bufs = (pos[cur], pos[1 - cur], self.vel.view());
-                self.kernels.launch_step_range(launch, n, bodies, bufs, drift, kick, self.params, stream)?;
-                stream.synchronize().context("cuStreamSynchronize (between the launches of a long step)")?;
-                if k + 1 < parts && requested() {
-                    let backup = self.vel_backup.as_ref().context("velocity backup")?;
-                    self.vel.copy_from_device_async(backup.view(), stream).context("cuMemcpyDtoDAsync (restoring the velocities)")?;
-                    stream.synchronize().context("cuStreamSynchronize")?;
-                    tracing::info!(launches = k + 1, of = parts, "long step stopped between launches; state of before the step kept");
-                    return Ok(false);
+            // The launches; Ok(Some(k)) when stopped after k of them.
+            let run = || -> anyhow::Result<Option<usize>> {
+                for k in 0..parts {
+                    if requested() {
+                        return Ok(Some(k));
+                    }
+                    let bodies = k * n / parts..(k + 1) * n / parts;
+                    let bufs = (pos[cur], pos[1 - cur], self.vel.view());
+                    self.kernels.launch_step_range(launch, n, bodies, bufs, drift, kick, self.params, stream)?;
+                    stream.synchronize().context("cuStreamSynchronize (between the launches of a long step)")?;
                 }
+                Ok(None)
+            };
+            let outcome = run();
+            if !matches!(outcome, Ok(None)) {
+                // Stopped, or failed part-way: put the velocities of before the step back (best
+                // effort after a failure; the failure is what is reported).
+                let backup = self.vel_backup.as_ref().context("velocity backup")?;
+                let restored = self
+                    .vel
+                    .copy_from_device_async(backup.view(), stream)
+                    .context("cuMemcpyDtoDAsync (restoring the velocities)")
+                    .and_then(|()| stream.synchronize().context("cuStreamSynchronize"));
+                let k = outcome?;
+                restored?;
+                tracing::info!(launches = k, of = parts, "long step stopped between launches; state of before the step kept");
+                return Ok(false);
             }
         } else {
             self.kernels.launch_step(launch, n, (pos[cur], pos[1 - cur], self.vel.view()), drift, kick, self.params, stream)?;

@@ -295,13 +295,18 @@ impl Scene {
     /// the VBOs, then make a new backend.
     fn reset(&mut self, init: &str, n: usize) -> anyhow::Result<()> {
         let params = self.overlay.controls.params;
-        // The same refusals as at the start: no impossible N from the overlay either.
-        let cpu = self.backend.as_ref().is_none_or(|b| b.cuda_context().is_none());
+        // The same refusals as at the start: no impossible N from the overlay either, at the
+        // rate of the backend in use.
+        let rate = self.backend.as_ref().map(|b| b.nominal_rate());
         let preset = !std::path::Path::new(init).is_file();
         let checks = if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
             Err(anyhow!("N must be from 1 to {}", crate::cuda::kernels::MAX_BODIES))
         } else if preset {
-            super::check_step_time(n, cpu, self.args.allow_slow).and_then(|()| super::check_host_memory_n(n))
+            let step = match &rate {
+                Some((rate, what)) => super::check_step_rate(n, *rate, what, self.args.allow_slow),
+                None => super::check_step_time(n, true, self.args.allow_slow),
+            };
+            step.and_then(|()| super::check_host_memory_n(n))
         } else {
             Ok(())
         };
@@ -328,6 +333,11 @@ impl Scene {
         self.notice = notice;
         self.camera = framing_camera(&self.renderer);
         self.time_span = 0.0;
+        // Another N: the auto pace starts again from one step (its step times are of the old N).
+        self.pace = Pace::new(self.pace.interval_ms());
+        if self.overlay.controls.auto_steps {
+            self.overlay.controls.steps_per_frame = 1;
+        }
         self.last_finite = (self.frame, bodies.clone());
         self.diverged = None;
         self.overlay.clear();
@@ -590,7 +600,7 @@ impl Scene {
         if let Some(path) = self.args.save_state.clone() {
             let (which, state) = (self.last_finite.0, &self.last_finite.1);
             // The header's time is 0 (the run does not track simulated time across dt changes).
-            let written = crate::sim::write_state_file(&path, state, 0.0, self.args.sim.softening);
+            let written = crate::sim::write_state_file(&path, state, 0.0, self.overlay.controls.params.softening);
             match written.with_context(|| format!("writing --save-state {}", path.display())) {
                 Ok(()) => {
                     tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");

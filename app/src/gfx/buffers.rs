@@ -96,9 +96,11 @@ pub(super) fn copy_vbos(gl: &Gl<'_>, src: &PositionVbos, dst: &PositionVbos) {
 /// Copies the first `16 n` bytes of buffer `src` into `dst` on the GPU (`glCopyBufferSubData`);
 /// both hold at least `n` bodies.
 pub(super) fn copy_buffer(gl: &Gl<'_>, src: glow::NativeBuffer, dst: glow::NativeBuffer, n: usize) {
+    // GL takes the size as a GLsizeiptr; glow as i32 (past 134M bodies nothing is copied).
+    let Ok(bytes) = i32::try_from(n * 16) else { return };
     gl.bind_buffer(glow::COPY_READ_BUFFER, Some(src));
     gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(dst));
-    gl.copy_buffer_sub_data(glow::COPY_READ_BUFFER, glow::COPY_WRITE_BUFFER, 0, 0, (n * 16) as i32);
+    gl.copy_buffer_sub_data(glow::COPY_READ_BUFFER, glow::COPY_WRITE_BUFFER, 0, 0, bytes);
     gl.bind_buffer(glow::COPY_READ_BUFFER, None);
     gl.bind_buffer(glow::COPY_WRITE_BUFFER, None);
 }

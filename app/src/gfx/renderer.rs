@@ -649,8 +649,15 @@ impl Renderer {
         if w == 0 || h == 0 || self.destroyed {
             return;
         }
-        // The light goes into the half-float buffer when there is one, else into the target.
+        // The light goes into the half-float buffer when there is one, else into the target. A
+        // buffer GL cannot make turns tone mapping off for the run (said once).
         let light = self.tonemap.as_mut().and_then(|t| t.light(gl, [w, h]));
+        if light.is_none() {
+            if let Some(mut t) = self.tonemap.take() {
+                tracing::warn!("no complete half-float light buffer ({w}×{h}): tone mapping off");
+                t.destroy(gl);
+            }
+        }
         match light {
             Some(fbo) => gl.bind_framebuffer(glow::FRAMEBUFFER, Some(fbo)),
             None => target.bind(*gl),

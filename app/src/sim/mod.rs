@@ -57,7 +57,8 @@ impl Bodies {
 
 /// Write a state file: a tipsy snapshot when `path` ends in `.tipsy`, `.std` or `.bin`
 /// ([`tipsy::write_tipsy`], little-endian, `time` and `softening` in the header and records), else
-/// CSV ([`state_csv::write_state`]). Either reads back with `--init` to the same bits.
+/// CSV ([`state_csv::write_state`]). Either reads back with `--init` to the same positions,
+/// masses and velocities, bit for bit (the unused fourth velocity component is 0 either way).
 ///
 /// # Errors
 /// The file cannot be created or written (the message names it and the OS error), or too many

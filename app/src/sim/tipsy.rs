@@ -306,7 +306,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<(Header, Bodies), TipsyError> 
         return Err(TipsyError::Trailing { path: path.to_owned(), extra, nbodies: n, len: bytes.len(), expected });
     }
     let [nsph, ndark, nstar] = header.counts;
-    let mut bodies = Bodies { pos: Vec::with_capacity(n), vel: Vec::with_capacity(n) };
+    // The header's count is only a claim until the records are read: reserve what the file holds.
+    let cap = n.min(bytes.len() / RECORD_BYTES[1]);
+    let mut bodies = Bodies { pos: Vec::with_capacity(cap), vel: Vec::with_capacity(cap) };
     let mut offset = start;
     const FIELDS: [&str; 7] = ["mass", "x", "y", "z", "vx", "vy", "vz"];
     for (kind_no, (&count, &size)) in header.counts.iter().zip(&RECORD_BYTES).enumerate() {
