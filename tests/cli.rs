@@ -28,6 +28,16 @@ fn xvfb_lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// True when `xvfb-run` is installed; else the test is skipped (CI must have it).
+fn have_xvfb() -> bool {
+    let have = Command::new("sh").args(["-c", "command -v xvfb-run"]).output().is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(std::env::var_os("CI").is_none(), "xvfb-run is required in CI (apt-get install xvfb)");
+        println!("skipped: xvfb-run not installed");
+    }
+    have
+}
+
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env("RUST_LOG", "info").output().expect("spawn nbody-interop")
 }
@@ -162,10 +172,7 @@ fn tone_mapping_keeps_the_core_from_clipping_to_white() {
 #[test]
 fn windowed_under_xvfb_draws_and_exits() {
     let _x = xvfb_lock();
-    let have_xvfb = Command::new("sh").args(["-c", "command -v xvfb-run"]).output().is_ok_and(|o| o.status.success());
-    if !have_xvfb {
-        assert!(std::env::var_os("CI").is_none(), "xvfb-run is required in CI (apt-get install xvfb)");
-        println!("skipped: xvfb-run not installed");
+    if !have_xvfb() {
         return;
     }
     let dir = scratch("windowed");
@@ -191,10 +198,7 @@ fn windowed_under_xvfb_draws_and_exits() {
 #[test]
 fn window_without_gl_lists_every_route_and_the_remedy() {
     let _x = xvfb_lock();
-    let have_xvfb = Command::new("sh").args(["-c", "command -v xvfb-run"]).output().is_ok_and(|o| o.status.success());
-    if !have_xvfb {
-        assert!(std::env::var_os("CI").is_none(), "xvfb-run is required in CI (apt-get install xvfb)");
-        println!("skipped: xvfb-run not installed");
+    if !have_xvfb() {
         return;
     }
     // An X server without the GLX extension fails the GLX route; glvnd then finds no EGL vendor

@@ -108,6 +108,30 @@ fn check_len<T: crate::DeviceCopy>(what: &str, v: &DevicePtr<'_, T>, n: usize) -
     Ok(())
 }
 
+/// The checks every step launch makes on N, the body range and the three buffers (of any body
+/// type): `1 ≤ n ≤ MAX_BODIES`, `bodies` non-empty within `0..n`, each buffer ≥ n bodies, no two
+/// overlapping. Returns N and the range as the kernels' `int`s.
+fn check_step_args<T: crate::DeviceCopy>(
+    n: usize,
+    bodies: &std::ops::Range<usize>,
+    pos_in: &DevicePtr<'_, T>,
+    pos_out: &DevicePtr<'_, T>,
+    vel: &DevicePtr<'_, T>,
+) -> Result<(i32, i32, i32)> {
+    let nn = checked_n(n)?;
+    if bodies.start >= bodies.end || bodies.end > n {
+        return Err(Error::InvalidArgument(format!("body range {bodies:?} is empty or reaches past N = {n}")));
+    }
+    check_len("pos_in", pos_in, n)?;
+    check_len("pos_out", pos_out, n)?;
+    check_len("vel", vel, n)?;
+    if pos_in.overlaps(pos_out) || pos_in.overlaps(vel) || pos_out.overlaps(vel) {
+        return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
+    }
+    // Both ≤ n ≤ MAX_BODIES < i32::MAX (checked above).
+    Ok((nn, bodies.start as i32, bodies.end as i32))
+}
+
 /// The scalars of one leapfrog step (`kernels/README.md`, Semantics).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepScalars {
@@ -233,20 +257,9 @@ impl StepKernel {
                 32 * self.split
             )));
         }
-        let nn = checked_n(n)?;
-        if bodies.start >= bodies.end || bodies.end > n {
-            return Err(Error::InvalidArgument(format!("body range {bodies:?} is empty or reaches past N = {n}")));
-        }
-        check_len("pos_in", &pos_in, n)?;
-        check_len("pos_out", &pos_out, n)?;
-        check_len("vel", &vel, n)?;
-        if pos_in.overlaps(&pos_out) || pos_in.overlaps(&vel) || pos_out.overlaps(&vel) {
-            return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
-        }
+        let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
         let grid = u32::try_from(bodies.len().div_ceil(self.bodies_per_block(block) as usize))
             .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
-        // Both ≤ n ≤ MAX_BODIES < i32::MAX (checked above).
-        let (i_begin, i_end) = (bodies.start as i32, bodies.end as i32);
         let launch = Launch::new(&self.function)
             .grid(grid)
             .block(block)
@@ -336,20 +349,9 @@ impl StepKernelF64 {
         if block > F64_MAX_BLOCK {
             return Err(Error::InvalidArgument(format!("block size {block}: the fp64 kernels take at most {F64_MAX_BLOCK}")));
         }
-        let nn = checked_n(n)?;
-        if bodies.start >= bodies.end || bodies.end > n {
-            return Err(Error::InvalidArgument(format!("body range {bodies:?} is empty or reaches past N = {n}")));
-        }
-        check_len("pos_in", &pos_in, n)?;
-        check_len("pos_out", &pos_out, n)?;
-        check_len("vel", &vel, n)?;
-        if pos_in.overlaps(&pos_out) || pos_in.overlaps(&vel) || pos_out.overlaps(&vel) {
-            return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
-        }
+        let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
         let grid = u32::try_from(bodies.len().div_ceil(block as usize))
             .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
-        // Both ≤ n ≤ MAX_BODIES < i32::MAX (checked above).
-        let (i_begin, i_end) = (bodies.start as i32, bodies.end as i32);
         let launch = Launch::new(&self.function)
             .grid(grid)
             .block(block)

@@ -267,12 +267,7 @@ impl Kernels {
         params: PhysParams,
         stream: &Stream,
     ) -> anyhow::Result<()> {
-        let Launch { block, p, split } = launch;
-        let k = self.step_kernel(p, split).with_context(|| format!("no step kernel for P = {p}, S = {split}"))?;
-        let (pos_in, pos_out, vel) = bufs;
-        let s = StepScalars { dt_drift, kick, eps2: eps2(params.softening), g: params.g };
-        k.launch(block, n, pos_in, pos_out, vel, s, stream)
-            .with_context(|| format!("cuLaunchKernel of {} (N = {n}, block {block})", k.function().name()))
+        self.launch_step_range(launch, n, 0..n, bufs, dt_drift, kick, params, stream)
     }
 
     /// [`Kernels::launch_step`] for the bodies `bodies` only (one launch of a split step).
