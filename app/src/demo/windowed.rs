@@ -314,9 +314,17 @@ impl ApplicationHandler for App {
         let response = st.egui_winit.on_window_event(st.win.window(), &event);
         if !response.consumed {
             Self::camera_input(st, &event);
-            if let WindowEvent::KeyboardInput { event: key, .. } = &event {
+            // Synthetic presses (winit reports keys held when the window gains the focus) and
+            // auto-repeats are not new presses: a toggle (space, h, t) must not flip twice. Only
+            // the single step (`.`) repeats while held.
+            if let WindowEvent::KeyboardInput { event: key, is_synthetic: false, .. } = &event {
                 let typing = st.scene.egui_ctx().egui_wants_keyboard_input();
-                if key.state == ElementState::Pressed && !typing && Self::key(st, &key.logical_key) == KeyOutcome::Quit {
+                let repeat_ok = key.logical_key == Key::Character(".".into());
+                if key.state == ElementState::Pressed
+                    && (!key.repeat || repeat_ok)
+                    && !typing
+                    && Self::key(st, &key.logical_key) == KeyOutcome::Quit
+                {
                     event_loop.exit();
                     return;
                 }
