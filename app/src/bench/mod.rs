@@ -472,27 +472,17 @@ fn build(
     Ok(match mode {
         BenchMode::Cpu => Runner::Cpu(CpuBackend::new(bodies, plan.params)),
         BenchMode::Draw => Runner::Draw(modes::StaticBackend::new(bodies)),
-        BenchMode::Compute if args.precision == crate::cli::Precision::F64 => {
-            let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
-            Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(
-                cc,
-                args.stream,
-                args.sim.kernel.as_deref(),
-                args.sim.block_size,
-                bodies,
-                plan.params,
-            )?))
-        }
         BenchMode::Compute => {
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
-            Runner::Compute(Box::new(modes::ComputeRunner::new(
-                cc,
-                args.stream,
-                args.sim.kernel.as_deref(),
-                args.sim.block_size,
-                bodies,
-                plan.params,
-            )?))
+            let (stream, kernel, block) = (args.stream, args.sim.kernel.as_deref(), args.sim.block_size);
+            match args.precision {
+                crate::cli::Precision::F32 => {
+                    Runner::Compute(Box::new(modes::ComputeRunner::new(cc, stream, kernel, block, bodies, plan.params)?))
+                }
+                crate::cli::Precision::F64 => {
+                    Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(cc, stream, kernel, block, bodies, plan.params)?))
+                }
+            }
         }
         BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy => {
             let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
