@@ -311,6 +311,10 @@ pub struct DemoArgs {
     /// draws, frame markers and counters.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
+    /// Open the overlay's Workflow panel (the driver calls and the timeline of the last frame)
+    /// from the first frame; tracing is on while it is open.
+    #[arg(long)]
+    pub workflow: bool,
     /// Start in step mode (CUDA map backend): the frame pauses between map, get pointers, launch,
     /// unmap and draw. Headless runs take one step per frame.
     #[arg(long = "step-mode")]
@@ -373,6 +377,12 @@ pub struct BenchArgs {
     /// Offscreen framebuffer height in pixels.
     #[arg(long, default_value_t = 800)]
     pub height: u32,
+    /// Write a timeline (Trace Event Format, as the demo's `--timeline`) of the measured frames
+    /// of each (mode, N): `PATH-<mode>-<N>.json` beside PATH (e.g. `t.json` gives
+    /// `t-map-65536.json`). The driver calls are traced during those frames, which adds the
+    /// tracer's cost (about 1 µs per call) to their host time.
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
 }
 
 /// Default-stream semantics of the entry-point table.

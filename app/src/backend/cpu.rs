@@ -75,6 +75,7 @@ impl SimBackend for CpuBackend {
             unmap_ms: None,
             upload_ms: Some(upload_ms),
             stopped_after,
+            ..SimTimings::default()
         })
     }
 

@@ -25,6 +25,7 @@ use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, DevicePtr, Event
 use super::external::{ExternalStorage, Unsupported};
 use super::stepwise::StepwiseFrame;
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend, SimTimings};
+use crate::cuda::clock::GpuClock;
 use crate::cuda::kernels::{check_fits, validate_block_size, GpuStepper, Kernels, BODY_BYTES};
 use crate::cuda::session::{entry_rows, ms, open_for_gl};
 use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags};
@@ -66,12 +67,14 @@ pub(super) enum Storage {
 /// Field order is drop order: a step-mode frame (unmaps what it mapped) → the storage (graphics
 /// resources are unregistered here, before the renderer deletes the GL buffers; external
 /// allocations are released after `release_gl` deleted their GL side) → device buffers →
-/// events → kernels and velocities → stream → context.
+/// events and the clock → kernels and velocities → stream → context.
 pub struct CudaBackend {
     pub(super) stepwise: Option<StepwiseFrame>,
     pub(super) storage: Option<Storage>,
     phi: Option<DeviceBuffer<f32>>,
     events: [Event; 4],
+    /// Places the frame's events on the host clock (the timeline).
+    clock: GpuClock,
     pub(super) gpu: GpuStepper,
     pub(super) stream: Rc<Stream>,
     ctx: Arc<Context>,
@@ -168,6 +171,7 @@ impl CudaBackend {
         let events = [0, 1, 2, 3].map(|_| Event::new(&ctx, event_flags::DEFAULT));
         let [e0, e1, e2, e3] = events;
         let events = [e0?, e1?, e2?, e3?];
+        let clock = GpuClock::new(&ctx, &stream)?;
         let gpu = GpuStepper::new(kernels, vel, s.block_size, params)?;
         let storage = match fns {
             Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies)?),
@@ -178,6 +182,7 @@ impl CudaBackend {
             storage: Some(storage),
             phi: None,
             events,
+            clock,
             gpu,
             stream: Rc::new(stream),
             ctx,
@@ -343,6 +348,9 @@ impl CudaBackend {
                     }
                     e3.record(stream)?;
                     e3.synchronize().context("cuEventSynchronize")?;
+                    let waited = Instant::now();
+                    t.stream_start = self.clock.at(e0)?;
+                    t.clock_residual_us = self.clock.residual_us(e3, waited)?;
                     t.map_ms = ms(e0, e1)?;
                     t.kernel_ms = ms(e1, e2)?;
                     t.unmap_ms = ms(e2, e3)?;
@@ -364,6 +372,8 @@ impl CudaBackend {
                     copy.record(e2)?;
                     let host = pinned.insert(copy.wait().context("cuEventSynchronize")?);
                     let up = Instant::now();
+                    t.stream_start = self.clock.at(e0)?;
+                    t.clock_residual_us = self.clock.residual_us(e2, up)?;
                     // The pinned data is complete: its copy's event was waited on.
                     upload_positions(gl, vbos, 1 - *gl_front, host.as_slice())?;
                     *gl_front = 1 - *gl_front;
@@ -371,7 +381,7 @@ impl CudaBackend {
                     t.kernel_ms = ms(e0, e1)?;
                     t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
                 }
-                Storage::External(x) => t = x.frame(gl, &mut self.gpu, stream, [e0, e1], steps)?,
+                Storage::External(x) => t = x.frame(gl, &mut self.gpu, stream, [e0, e1], &self.clock, steps)?,
             }
             if t.stopped_after.is_none() && done < steps {
                 tracing::info!(done, of = steps, "a long step was stopped by the interrupt; the state of before it is kept");
@@ -381,6 +391,8 @@ impl CudaBackend {
         })();
         self.storage = Some(storage);
         let mut t = res?;
+        // The stream is idle here (every path waited for its last event).
+        self.clock.rebase_if_old(&self.stream)?;
         t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
         Ok(t)
     }

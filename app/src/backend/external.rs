@@ -69,6 +69,7 @@ use anyhow::{bail, Context as _};
 use interop::{Context, DevicePtr, Event, ExportableBuffer, Stream};
 
 use super::{PositionVbos, SimTimings};
+use crate::cuda::clock::GpuClock;
 use crate::cuda::kernels::{GpuStepper, BODY_BYTES};
 use crate::gfx::fence::{wait_fence, wait_for_gl};
 use crate::gfx::gl::Gl;
@@ -182,7 +183,15 @@ impl ExternalStorage {
 
     /// One frame: fence wait → launches → event wait (see the module docs); `events` are
     /// recorded before and after the launches.
-    pub fn frame(&mut self, gl: Gl<'_>, gpu: &mut GpuStepper, stream: &Stream, events: [&Event; 2], steps: u32) -> anyhow::Result<SimTimings> {
+    pub fn frame(
+        &mut self,
+        gl: Gl<'_>,
+        gpu: &mut GpuStepper,
+        stream: &Stream,
+        events: [&Event; 2],
+        clock: &GpuClock,
+        steps: u32,
+    ) -> anyhow::Result<SimTimings> {
         self.check_live()?;
         let mut t = SimTimings::default();
         if steps > 0 {
@@ -200,7 +209,10 @@ impl ExternalStorage {
             // Rule 1: the kernel finished writing before GL draws.
             let w = Instant::now();
             e1.synchronize().context("cuEventSynchronize")?;
-            t.unmap_ms = Some(w.elapsed().as_secs_f64() * 1e3);
+            let waited = Instant::now();
+            t.unmap_ms = Some((waited - w).as_secs_f64() * 1e3);
+            t.stream_start = clock.at(e0)?;
+            t.clock_residual_us = clock.residual_us(e1, waited)?;
             t.kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
         }
         Ok(t)

@@ -50,6 +50,15 @@ pub struct SimTimings {
     /// `Some(k)` when an interrupt stopped the frame's steps after `k` of them
     /// ([`SimBackend::set_interrupt`]); `None` when all ran.
     pub stopped_after: Option<u32>,
+    /// The host instant at which the frame's stream reached its first timing event (the start
+    /// of the map in `map`, of the kernel otherwise), placed by the backend's
+    /// [`crate::cuda::clock::GpuClock`]; the spans above follow it back to back. `None` without
+    /// CUDA or without steps.
+    #[serde(skip)]
+    pub stream_start: Option<std::time::Instant>,
+    /// The alignment error of that placement measured this frame, µs
+    /// ([`crate::cuda::clock::GpuClock::residual_us`]).
+    pub clock_residual_us: Option<f64>,
 }
 
 /// What [`SimBackend::apply_settings`] did with new settings.

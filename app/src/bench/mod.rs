@@ -79,7 +79,9 @@ pub struct Interrupted {
     pub out: PathBuf,
 }
 
+use crate::demo::frame::trace_stream;
 use crate::stop::stopped;
+use crate::trace::Recorder;
 
 /// The validated plan of a run.
 #[derive(Debug, Clone)]
@@ -328,6 +330,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = validate(args)?;
     let out_existed = args.out.exists();
     prepare_out(&args.out, &report::paths(&args.out))?;
+    if let (Some(base), Some(&m), Some(&n)) = (&args.timeline, plan.modes.first(), plan.bodies.first()) {
+        check_timeline_path(&timeline_path(base, m, n))?;
+    }
     crate::stop::reset();
     crate::stop::install();
 
@@ -371,8 +376,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
 
     let mut env = env;
-    let outcome = if active.is_empty() { Ok(()) } else { measure(args, &plan, &active, &mut env, &mut res) };
+    let mut timelines = Timelines::default();
+    let outcome = if active.is_empty() { Ok(()) } else { measure(args, &plan, &active, &mut env, &mut res, &mut timelines) };
     drop(env);
+    // Timelines of visits cut short (Ctrl-C, an error) are written too.
+    let timeline_err = timelines.finish_all();
 
     // Report and write what exists, whatever the outcome.
     let interrupted = matches!(&outcome, Err(e) if e.is::<Interrupted>());
@@ -405,6 +413,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
 
+    let write_err = write_err.or(timeline_err);
     with_write_error(outcome, write_err)?;
     if !requested_missing.is_empty() {
         bail!("requested mode(s) could not run here:\n  {}", requested_missing.join("\n  "));
@@ -425,6 +434,58 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--timeline` file of one (mode, N): `PATH-<mode>-<N>.json` beside `base`.
+pub fn timeline_path(base: &Path, mode: BenchMode, n: usize) -> PathBuf {
+    let stem = base.file_stem().map_or_else(|| "timeline".into(), |s| s.to_string_lossy().into_owned());
+    base.with_file_name(format!("{stem}-{}-{n}.json", mode_name(mode)))
+}
+
+/// Checks before the first frame that a timeline file can be made there (made, then removed).
+fn check_timeline_path(path: &Path) -> anyhow::Result<()> {
+    std::fs::File::create(path)
+        .with_context(|| format!("--timeline: cannot create {} (the directory must exist and be writable)", path.display()))?;
+    let _ = std::fs::remove_file(path);
+    Ok(())
+}
+
+/// The recorders of `--timeline`, one per (mode, N), each written when its last round is done.
+#[derive(Default)]
+struct Timelines {
+    open: HashMap<(BenchMode, usize), Recorder>,
+    first_error: Option<anyhow::Error>,
+}
+
+impl Timelines {
+    /// The recorder of (mode, N), made on first use.
+    fn get(&mut self, base: &Path, mode: BenchMode, n: usize) -> Recorder {
+        self.open.entry((mode, n)).or_insert_with(|| Recorder::new().with_timeline(&timeline_path(base, mode, n))).clone()
+    }
+
+    /// Writes the timeline of (mode, N).
+    fn finish(&mut self, base: &Path, mode: BenchMode, n: usize) {
+        if let Some(r) = self.open.remove(&(mode, n)) {
+            match r.finish() {
+                Ok(()) => eprintln!("wrote {}", timeline_path(base, mode, n).display()),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    self.first_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+
+    /// Writes every timeline still open; the first write error.
+    fn finish_all(&mut self) -> Option<anyhow::Error> {
+        for r in std::mem::take(&mut self.open).into_values() {
+            if let Err(e) = r.finish() {
+                eprintln!("error: {e:#}");
+                self.first_error.get_or_insert(e);
+            }
+        }
+        self.first_error.take()
+    }
 }
 
 /// The cpu probe: after one untimed frame, the fastest of three timed frames at the smallest N
@@ -569,7 +630,14 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 /// The measuring loop: for each N, each round, each mode. Rows go into `res` (and the files) as
 /// they finish.
-fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, res: &mut Results) -> anyhow::Result<()> {
+fn measure(
+    args: &BenchArgs,
+    plan: &Plan,
+    active: &[BenchMode],
+    env: &mut Env,
+    res: &mut Results,
+    timelines: &mut Timelines,
+) -> anyhow::Result<()> {
     let steps = args.sim.fixed_steps_per_frame()?;
     let time_span = plan.params.dt * steps as f32;
     let initial = |n: usize| -> anyhow::Result<Bodies> {
@@ -639,14 +707,44 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                 }
                 let count = frames_in_round(args.frames, args.rounds, round);
                 let mut round_frames = Vec::with_capacity(count as usize);
+                // --timeline: the measured frames only (the tracer goes on after the warmup).
+                let rec = args.timeline.as_deref().map(|base| timelines.get(base, mode, n));
+                let api = r.api();
+                let mut gl_track = None;
+                if let Some(rec) = &rec {
+                    if let Some(a) = &api {
+                        rec.install(a);
+                    }
+                    if mode != BenchMode::Compute {
+                        gl_track = env.gfx.as_mut().and_then(|g| g.start_gl_track(rec));
+                    }
+                }
                 for _ in 0..count {
                     if stopped() {
                         break;
                     }
+                    if let Some(rec) = &rec {
+                        rec.begin_frame(acc.frame.len() as u64);
+                    }
                     let s = r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
+                    if let Some(rec) = &rec {
+                        trace_frame(rec, mode, &s, n, steps);
+                        if let (Some(t), Some(g)) = (&gl_track, env.gfx.as_mut()) {
+                            g.record_gl(t, rec, &name);
+                        }
+                        rec.end_frame();
+                    }
                     acc.push(&s);
                     round_frames.push(s.frame_ms);
                     pb.inc(1);
+                }
+                if let Some(rec) = &rec {
+                    if let Some(a) = &api {
+                        a.set_tracer(None);
+                    }
+                    if let (Some(t), Some(g)) = (gl_track, env.gfx.as_mut()) {
+                        g.finish_gl_track(t, rec);
+                    }
                 }
                 if stopped() {
                     // The visit was cut short: its frames belong to no finished row.
@@ -697,6 +795,9 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
                         meta: row_meta(args, mode, env),
                     });
                     res.write_tables("running", false).context("writing the results")?;
+                    if let Some(base) = &args.timeline {
+                        pb.suspend(|| timelines.finish(base, mode, n));
+                    }
                     let last = res.measured.last().map(|m| (m.frame.median, m.frame.p99));
                     if let Some((med, p99)) = last {
                         say(&pb, format!("{name} N={n}: frame median {med:.3} ms, p99 {p99:.3} ms"));
@@ -715,6 +816,15 @@ fn measure(args: &BenchArgs, plan: &Plan, active: &[BenchMode], env: &mut Env, r
         return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
     }
     Ok(())
+}
+
+/// A measured frame on its timeline: the stream's spans, the clock residual, the counters.
+fn trace_frame(rec: &Recorder, mode: BenchMode, s: &FrameSample, n: usize, steps: u32) {
+    trace_stream(rec, mode.interop(), &s.sim);
+    rec.counter("frame ms", s.frame_ms);
+    if let Some(k) = s.sim.kernel_ms.filter(|&k| k > 0.0 && steps > 0) {
+        rec.counter("interactions/s", crate::sim::interactions(n, steps) / (k * 1e-3));
+    }
 }
 
 #[cfg(test)]

@@ -18,16 +18,18 @@ use interop::{Context, Device, DeviceBuffer, DeviceInfo, Event, Stream, StreamSe
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
+use crate::cuda::clock::GpuClock;
 use crate::cuda::kernels::{check_fits, GpuStepper, Kernels};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, StreamKind};
-use crate::demo::frame::render_bodies;
+use crate::demo::frame::{render_bodies, GlTrack};
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::gfx::gl::{CurrentContext, Gl};
 use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use crate::gfx::GlInfo;
 use crate::sim::{Bodies, PhysParams};
+use crate::trace::Recorder;
 
 /// Measurements of one frame, in ms.
 #[derive(Debug, Clone, Copy, Default)]
@@ -136,6 +138,27 @@ impl Gfx {
         backend.bodies(self.ctx.gl(), &vbos)
     }
 
+    /// Starts the GL track of a timeline on the renderer (`None` before [`Gfx::load`]).
+    pub fn start_gl_track(&mut self, r: &Recorder) -> Option<GlTrack> {
+        let gl = self.ctx.gl();
+        self.renderer.as_mut().map(|ren| GlTrack::start(gl, ren, r))
+    }
+
+    /// The draws timed since the last call, onto the GL track.
+    pub fn record_gl(&mut self, t: &GlTrack, r: &Recorder, what: &str) {
+        if let Some(ren) = self.renderer.as_mut() {
+            t.record(ren, r, what);
+        }
+    }
+
+    /// Ends the GL track (measures the GL clock's drift).
+    pub fn finish_gl_track(&mut self, t: GlTrack, r: &Recorder) {
+        let gl = self.ctx.gl();
+        if let Some(ren) = self.renderer.as_mut() {
+            t.finish(gl, ren, r);
+        }
+    }
+
     /// The pending GL error, if any (`glGetError`).
     pub fn error(&self) -> Option<u32> {
         let e = self.ctx.gl().get_error();
@@ -195,10 +218,12 @@ impl ComputeCtx {
 /// The `compute` mode's frame: the step kernel alone, positions ping-ponging between two device
 /// buffers, CUDA events around the launches.
 ///
-/// Field order is drop order: position buffers → events → kernels and velocities → stream → context.
+/// Field order is drop order: position buffers → events and the clock → kernels and velocities →
+/// stream → context.
 pub struct ComputeRunner {
     pos: [DeviceBuffer<[f32; 4]>; 2],
     events: [Event; 2],
+    clock: GpuClock,
     gpu: GpuStepper,
     stream: Stream,
     ctx: Arc<Context>,
@@ -229,7 +254,8 @@ impl ComputeRunner {
         let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
         let events = [Event::new(&ctx, event_flags::DEFAULT)?, Event::new(&ctx, event_flags::DEFAULT)?];
         let gpu = GpuStepper::new(kernels, vel, block, params)?;
-        Ok(ComputeRunner { pos, events, gpu, stream, ctx })
+        let clock = GpuClock::new(&ctx, &stream)?;
+        Ok(ComputeRunner { pos, events, clock, gpu, stream, ctx })
     }
 
     /// Block size, bodies per thread and threads per body of the step kernel.
@@ -250,9 +276,18 @@ impl ComputeRunner {
         self.gpu.launch_steps(pos, steps, &self.stream)?;
         e1.record(&self.stream).context("cuEventRecord")?;
         e1.synchronize().context("cuEventSynchronize")?;
-        let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let waited = Instant::now();
+        let frame_ms = (waited - t0).as_secs_f64() * 1e3;
         let kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
-        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None })
+        let sim = SimTimings {
+            host_ms: frame_ms,
+            kernel_ms,
+            stream_start: self.clock.at(e0)?,
+            clock_residual_us: self.clock.residual_us(e1, waited)?,
+            ..SimTimings::default()
+        };
+        self.clock.rebase_if_old(&self.stream)?;
+        Ok(FrameSample { frame_ms, sim, draw_ms: None })
     }
 }
 
@@ -391,6 +426,17 @@ impl Runner {
             Runner::External(b) => b.backend.context().make_current().context("cuCtxSetCurrent"),
             Runner::Compute(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
             Runner::ComputeF64(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
+        }
+    }
+
+    /// The driver table of a CUDA runner (for the timeline's tracer).
+    pub fn api(&self) -> Option<Arc<interop::Api>> {
+        match self {
+            Runner::Cpu(_) | Runner::Draw(_) => None,
+            Runner::Cuda(b) => b.api(),
+            Runner::External(b) => b.backend.api(),
+            Runner::Compute(c) => Some(Arc::clone(c.ctx.api())),
+            Runner::ComputeF64(c) => Some(Arc::clone(c.ctx.api())),
         }
     }
 

@@ -3,9 +3,12 @@
 //! draw was issued ([`crate::backend::SimBackend::after_draw`]). In step mode, while CUDA has the
 //! buffers mapped, GL must not touch them: the target is only cleared.
 
-use crate::backend::SimBackend;
+use crate::backend::{SimBackend, SimTimings};
+use crate::cuda::settings::InteropMode;
+use crate::gfx::clock::GlClock;
 use crate::gfx::gl::Gl;
 use crate::gfx::renderer::{DrawParams, RenderTarget, Renderer};
+use crate::trace::Recorder;
 
 /// Draw the bodies of `backend` into `target` (from its own buffers when it has them,
 /// [`SimBackend::draw_buffers`], else the renderer's VBOs at `params.front`), timed by a GL timer
@@ -38,3 +41,73 @@ pub fn clear_target(gl: Gl<'_>, target: &RenderTarget) {
     gl.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
 }
 
+
+/// Puts a frame's GPU work on the timeline (the demo's and the bench's frames): the CUDA stream's
+/// spans by interop mode — map, kernel and unmap in `map`; kernel, then copy and upload in
+/// `copy`; the kernel alone in `external` (its map and unmap columns are host waits) and
+/// `compute` (`mode` `None` with CUDA timings) — placed from `t.stream_start`, and the clock's
+/// residual as a counter.
+pub fn trace_stream(r: &Recorder, mode: Option<InteropMode>, t: &SimTimings) {
+    match mode {
+        Some(InteropMode::Map) => r.stream_spans(t.stream_start, &[("map", t.map_ms), ("kernel", t.kernel_ms), ("unmap", t.unmap_ms)]),
+        // Copy: the kernel, then the copy and the GL upload, which end as simulate returns.
+        Some(InteropMode::Copy) => r.stream_spans(t.stream_start, &[("kernel", t.kernel_ms), ("copy + upload", t.upload_ms)]),
+        Some(_) => r.stream_spans(t.stream_start, &[("kernel", t.kernel_ms)]),
+        None if t.stream_start.is_some() => r.stream_spans(t.stream_start, &[("kernel", t.kernel_ms)]),
+        None => {}
+    }
+    if let Some(us) = t.clock_residual_us {
+        r.clock_residual(us);
+    }
+}
+
+/// The GL clock of a traced run and the body draws on it.
+#[derive(Debug)]
+pub struct GlTrack {
+    clock: Option<GlClock>,
+}
+
+impl GlTrack {
+    /// Turns the renderer's `GL_TIMESTAMP` queries on and reads the GL clock; without them (GLES,
+    /// no timer queries) the trace notes that the GL track has no placed draws.
+    pub fn start(gl: Gl<'_>, renderer: &mut Renderer, r: &Recorder) -> GlTrack {
+        let on = renderer.set_timestamps(gl, true);
+        if !on {
+            r.note("gl_clock", serde_json::json!("no GL_TIMESTAMP queries in this GL (GLES or no timer queries): GL draws are placed at their draw call"));
+        }
+        GlTrack { clock: on.then(|| GlClock::calibrate(gl)) }
+    }
+
+    /// Moves the draws the renderer timed since the last call onto the GL track; `what` names
+    /// the buffer drawn.
+    pub fn record(&self, renderer: &mut Renderer, r: &Recorder, what: &str) {
+        let draws = renderer.take_timed_draws();
+        if let Some(c) = &self.clock {
+            for d in draws {
+                let detail = match d.ms {
+                    Some(ms) => format!("{what}, {ms:.3} ms (GL_TIME_ELAPSED)"),
+                    None => format!("{what}, no GL time (the driver's interval was bogus)"),
+                };
+                r.gl_span("draw", c.host_of(d.start_gl_ns), d.ms.unwrap_or(0.0), &detail);
+            }
+        }
+    }
+
+    /// Reads the GL clock again and notes how far it drifted from the host clock over the run;
+    /// turns the timestamps off.
+    pub fn finish(self, gl: Gl<'_>, renderer: &mut Renderer, r: &Recorder) {
+        renderer.set_timestamps(gl, false);
+        if let Some(c) = self.clock {
+            let end = GlClock::calibrate(gl);
+            r.note(
+                "gl_clock",
+                serde_json::json!({
+                    "placement": "GL_TIMESTAMP query before each draw; GL_TIMESTAMP read between two host instants (tightest of 5)",
+                    "start_bracket_us": c.bracket_us,
+                    "end_bracket_us": end.bracket_us,
+                    "drift_over_run_us": c.drift_us(&end),
+                }),
+            );
+        }
+    }
+}

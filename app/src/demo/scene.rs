@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context as _};
 
-use super::frame::render_bodies;
+use super::frame::{render_bodies, trace_stream, GlTrack};
 use super::pace::Pace;
 use super::Summary;
 use crate::backend::select::make_backend;
@@ -20,7 +20,7 @@ use crate::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTa
 use crate::gfx::{screenshot, GlInfo};
 use crate::sim::init::initial_bodies;
 use crate::sim::{Bodies, PhysParams};
-use crate::trace::Recorder;
+use crate::trace::{Recorder, Span};
 use crate::ui::overlay::{Action, BackendView, Controls, FrameStats, Overlay};
 use crate::ui::workflow::WorkflowView;
 
@@ -60,6 +60,11 @@ pub struct Scene {
     recorder: Option<Recorder>,
     /// The `--trace` recorder, kept for the whole run.
     trace_file: Option<Recorder>,
+    /// The GL clock and timestamp queries while the recorder is on (the GL track).
+    gl_track: Option<GlTrack>,
+    /// What the overlay's timeline panel shows: the last frame's spans, or in step mode the
+    /// spans of the workflow frame so far (one step more each time).
+    timeline_spans: Vec<Span>,
     /// "next step" was asked for (step mode).
     step_next: bool,
     /// Address of the table the recorder was last installed on (0: none).
@@ -181,6 +186,8 @@ impl Scene {
             destroyed: false,
             recorder: None,
             trace_file: None,
+            gl_track: None,
+            timeline_spans: Vec::new(),
             step_next: false,
             traced_api: 0,
             panels: None,
@@ -216,6 +223,7 @@ impl Scene {
             let note = format!("N = {n}: the CPU backend's default (--bodies sets N)");
             scene.notice = Some(scene.notice.take().map_or(note.clone(), |old| format!("{old}\n{note}")));
         }
+        scene.overlay.workflow.open_at_start = scene.args.workflow;
         if scene.args.step_mode {
             scene.set_step_mode(true);
         }
@@ -393,6 +401,7 @@ impl Scene {
 
         // The API trace: on while the Workflow panel is open or with --trace.
         self.sync_trace();
+        self.sync_gl_track();
         if let Some(r) = &self.recorder {
             r.begin_frame(self.frame);
         }
@@ -415,20 +424,8 @@ impl Scene {
         // In step mode the frame takes (at most) one step of the workflow instead.
         let timings = self.simulate_or_step(gl, &vbos, steps)?;
         if let Some(r) = &self.recorder {
-            // The stream's spans: map, kernel and unmap in map mode; external memory's map and
-            // unmap columns are host waits, copy's upload includes host work: only the kernel.
             let mode = self.backend.as_ref().and_then(|b| b.settings()).map(|s| s.interop);
-            match mode {
-                Some(crate::cuda::settings::InteropMode::Map) => {
-                    r.stream_spans(&[("map", timings.map_ms), ("kernel", timings.kernel_ms), ("unmap", timings.unmap_ms)]);
-                }
-                // Copy: the kernel, then the copy and the GL upload, which end as simulate returns.
-                Some(crate::cuda::settings::InteropMode::Copy) => {
-                    r.stream_spans(&[("kernel", timings.kernel_ms), ("copy + upload", timings.upload_ms)]);
-                }
-                Some(_) => r.stream_spans(&[("kernel", timings.kernel_ms)]),
-                None => {}
-            }
+            trace_stream(r, mode, &timings);
         }
         let n = self.backend()?.n();
         if steps > 0 {
@@ -473,6 +470,7 @@ impl Scene {
                 workflow: WorkflowView {
                     calls: &calls,
                     frame: trace_frame,
+                    spans: &self.timeline_spans,
                     tracing,
                     step: step_view.as_ref(),
                     step_unavailable: step_unavailable.as_deref(),
@@ -522,6 +520,7 @@ impl Scene {
         }
         if let Some(r) = &self.recorder {
             r.end_frame();
+            self.collect_timeline(r.last_spans());
         }
         if !self.overlay.workflow.step_mode {
             self.steps_total += u64::from(timings.stopped_after.unwrap_or(steps));

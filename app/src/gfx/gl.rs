@@ -213,6 +213,8 @@ impl<'a> Gl<'a> {
         fn end_query(target: u32);
         /// glDeleteQueries (one).
         fn delete_query(query: glow::NativeQuery);
+        /// glQueryCounter (`target` GL_TIMESTAMP: the GL time when the commands before it are done).
+        fn query_counter(query: glow::NativeQuery, target: u32);
         /// glFenceSync (GL 3.2, GLES 3.0).
         fn fence_sync(condition: u32, flags: u32) -> Result<glow::NativeFence, String>;
         /// glClientWaitSync; `timeout` in ns.
@@ -263,6 +265,14 @@ impl<'a> Gl<'a> {
     pub fn get_query_parameter_u64(&self, query: glow::NativeQuery, pname: u32) -> u64 {
         // SAFETY: rule 1 (current context); the result is one GLuint64 written into glow's local.
         unsafe { self.gl.get_query_parameter_u64(query, pname) }
+    }
+
+    /// `GL_TIMESTAMP` (GL 3.3 / ARB_timer_query): the GL server's time now, ns, "after all
+    /// previous commands have reached the GL server but have not yet necessarily executed"
+    /// (`glGet`, OpenGL 4.6 core profile). Desktop GL with timer queries only.
+    pub fn timestamp_ns(&self) -> i64 {
+        // SAFETY: rule 1; GL_TIMESTAMP is a single 64-bit integer, the one GLint64 glow's local holds.
+        unsafe { self.gl.get_parameter_i64(glow::TIMESTAMP) }
     }
 
     /// GL_MAX_RENDERBUFFER_SIZE.

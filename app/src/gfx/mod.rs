@@ -8,6 +8,7 @@
 
 pub mod buffers;
 pub mod camera;
+pub mod clock;
 pub mod context;
 pub mod fence;
 pub mod gl;

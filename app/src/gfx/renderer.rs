@@ -187,12 +187,28 @@ impl Trail {
     }
 }
 
-/// GL timer queries (`GL_TIME_ELAPSED`) in a small ring, read without stalling.
+/// A finished body draw: its start on the GL clock (a `GL_TIMESTAMP` query put right before
+/// it) and its GL time (`GL_TIME_ELAPSED`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimedDraw {
+    /// GL time (ns) when the commands before the draw were done: the draw's earliest start.
+    pub start_gl_ns: i64,
+    /// GL time of the draw, ms; `None` where the driver gave a bogus interval (llvmpipe's first).
+    pub ms: Option<f64>,
+}
+
+/// GL timer queries (`GL_TIME_ELAPSED`) in a small ring, read without stalling; with
+/// timestamps on ([`Renderer::set_timestamps`], desktop GL), a `GL_TIMESTAMP` query before each.
 #[derive(Debug)]
 struct GpuTimer {
     free: Vec<glow::NativeQuery>,
-    in_flight: VecDeque<glow::NativeQuery>,
-    active: Option<glow::NativeQuery>,
+    in_flight: VecDeque<(glow::NativeQuery, Option<glow::NativeQuery>)>,
+    active: Option<(glow::NativeQuery, Option<glow::NativeQuery>)>,
+    /// Queries for the `GL_TIMESTAMP`s (made when timestamps are turned on).
+    free_stamps: Vec<glow::NativeQuery>,
+    stamps: bool,
+    /// Draws read since the last [`Renderer::take_timed_draws`] (timestamps on only).
+    finished: Vec<TimedDraw>,
     is_gles: bool,
     last_ms: Option<f64>,
 }
@@ -208,14 +224,37 @@ impl GpuTimer {
                 }
             }
         }
-        Self { free, in_flight: VecDeque::new(), active: None, is_gles: info.is_gles, last_ms: None }
+        let is_gles = info.is_gles;
+        Self { free, in_flight: VecDeque::new(), active: None, free_stamps: Vec::new(), stamps: false, finished: Vec::new(), is_gles, last_ms: None }
+    }
+
+    /// Timestamps on (desktop GL with timer queries only; `false` when this GL cannot).
+    fn set_stamps(&mut self, gl: &Gl<'_>, on: bool) -> bool {
+        let has_queries = !self.free.is_empty() || !self.in_flight.is_empty();
+        let can = !self.is_gles && has_queries;
+        self.stamps = on && can;
+        if self.stamps && self.free_stamps.is_empty() {
+            for _ in 0..4 {
+                if let Ok(q) = gl.create_query() {
+                    self.free_stamps.push(q);
+                }
+            }
+        }
+        if !self.stamps {
+            self.finished.clear();
+        }
+        self.stamps
     }
 
     fn begin(&mut self, gl: &Gl<'_>) {
         // Only built with queries when GlInfo::timer_query says GL_TIME_ELAPSED works.
         if let Some(q) = self.free.pop() {
+            let stamp = if self.stamps { self.free_stamps.pop() } else { None };
+            if let Some(t) = stamp {
+                gl.query_counter(t, glow::TIMESTAMP);
+            }
             gl.begin_query(glow::TIME_ELAPSED, q);
-            self.active = Some(q);
+            self.active = Some((q, stamp));
         }
     }
 
@@ -230,20 +269,28 @@ impl GpuTimer {
     fn poll(&mut self, gl: &Gl<'_>, wait: bool) {
         if self.is_gles && !self.in_flight.is_empty() && gl.gpu_disjoint() {
             // Results of the queries in flight are meaningless; recycle them unread.
-            self.free.extend(self.in_flight.drain(..));
+            self.free.extend(self.in_flight.drain(..).map(|(q, _)| q));
             return;
         }
-        while let Some(&q) = self.in_flight.front() {
+        while let Some(&(q, stamp)) = self.in_flight.front() {
             let available = wait || gl.get_query_parameter_u32(q, glow::QUERY_RESULT_AVAILABLE) != 0;
             if !available {
                 break;
             }
-            // Waits for the result when `wait`; else it is available.
+            // Waits for the result when `wait`; else it is available (and so is the stamp,
+            // which was done before the elapsed-time query began).
             let ns = gl.get_query_parameter_u64(q, glow::QUERY_RESULT);
             let ms = ns as f64 * 1e-6;
             // Some drivers (llvmpipe) report a bogus first interval; a draw never takes 10 s.
             if ms < 1e4 {
                 self.last_ms = Some(ms);
+            }
+            if let Some(t) = stamp {
+                let start = gl.get_query_parameter_u64(t, glow::QUERY_RESULT);
+                if self.stamps {
+                    self.finished.push(TimedDraw { start_gl_ns: start as i64, ms: (ms < 1e4).then_some(ms) });
+                }
+                self.free_stamps.push(t);
             }
             self.in_flight.pop_front();
             self.free.push(q);
@@ -251,7 +298,9 @@ impl GpuTimer {
     }
 
     fn destroy(&mut self, gl: &Gl<'_>) {
-        for q in self.free.drain(..).chain(self.in_flight.drain(..)).chain(self.active.take()) {
+        let pairs = self.in_flight.drain(..).chain(self.active.take());
+        let all: Vec<glow::NativeQuery> = pairs.flat_map(|(q, t)| std::iter::once(q).chain(t)).chain(self.free.drain(..)).chain(self.free_stamps.drain(..)).collect();
+        for q in all {
             gl.delete_query(q);
         }
     }
@@ -630,6 +679,17 @@ impl Renderer {
     /// GL time of the newest finished body draw (ms), `None` without timer queries.
     pub fn draw_ms(&self) -> Option<f64> {
         self.timer.last_ms
+    }
+
+    /// Puts a `GL_TIMESTAMP` query before each body draw (the timeline), or stops. Returns
+    /// whether they are on: desktop GL with timer queries only.
+    pub fn set_timestamps(&mut self, gl: Gl<'_>, on: bool) -> bool {
+        self.timer.set_stamps(&gl, on)
+    }
+
+    /// The draws whose queries were read since the last call (timestamps on), oldest first.
+    pub fn take_timed_draws(&mut self) -> Vec<TimedDraw> {
+        std::mem::take(&mut self.timer.finished)
     }
 
     /// Clear `target` and draw the bodies of `vbos.buffers[p.front]` into it, timed by a GL

@@ -27,6 +27,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use interop::entry::Tracer;
@@ -120,13 +121,15 @@ pub struct Call {
     pub result: String,
     /// Host time in the call, µs.
     pub host_us: f64,
+    /// When the call began, µs since the recorder was made (the timeline's host clock).
+    pub t_us: f64,
     /// GPU time (the GL timer query of the draw), ms; `None` for driver calls.
     pub gpu_ms: Option<f64>,
 }
 
 impl Call {
     /// A call from a tracer record; `result` is the name of its status code.
-    pub fn from_record(seq: u64, frame: Option<u64>, r: &TraceRecord, result: String) -> Call {
+    pub fn from_record(seq: u64, frame: Option<u64>, r: &TraceRecord, result: String, t_us: f64) -> Call {
         Call {
             seq,
             frame,
@@ -140,9 +143,50 @@ impl Call {
             code: r.result.0,
             result,
             host_us: r.host_us,
+            t_us,
             gpu_ms: None,
         }
     }
+}
+
+/// A row of the timeline (the overlay's panel and the `--timeline` file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Track {
+    /// The host thread: driver calls and the GL draw call.
+    Host,
+    /// The CUDA stream: map, kernel, unmap, copies, from CUDA events.
+    Cuda,
+    /// GL's work: the body draw, from timer queries.
+    Gl,
+    /// CUPTI's activity records (kernels, memcpys), where CUPTI was loaded.
+    Cupti,
+}
+
+impl Track {
+    /// The row's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Track::Host => "host",
+            Track::Cuda => "CUDA stream",
+            Track::Gl => "GL",
+            Track::Cupti => "CUPTI (GPU)",
+        }
+    }
+}
+
+/// One span of a frame on one track, on the recorder's clock (µs since it was made).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    /// Its row.
+    pub track: Track,
+    /// What ran (`cuGraphicsMapResources`, `kernel`, `draw`).
+    pub name: String,
+    /// Start, µs since the recorder was made.
+    pub start_us: f64,
+    /// Length, µs (≥ 0).
+    pub dur_us: f64,
+    /// The call's result, the buffer drawn, the record's details.
+    pub detail: String,
 }
 
 /// A run of consecutive calls of one step (how the panel groups a frame).
@@ -174,24 +218,69 @@ struct Sink {
     out: BufWriter<File>,
 }
 
-#[derive(Default)]
 struct Inner {
+    epoch: Instant,
     seq: u64,
     frame: Option<u64>,
     current: Vec<Call>,
     last: Vec<Call>,
+    spans: Vec<Span>,
+    last_spans: Vec<Span>,
     last_frame: Option<u64>,
     sink: Option<Sink>,
     error: Option<String>,
     timeline: Option<timeline::Timeline>,
 }
 
-impl Inner {
-    fn push(&mut self, call: Call) {
-        if let Some(t) = self.timeline.as_mut() {
-            let args = serde_json::json!({ "result": call.result, "version": call.version, "export": call.export, "args": call.args, "step": call.step.label() });
-            t.call(&call.name, call.host_us, args);
+impl Default for Inner {
+    fn default() -> Inner {
+        Inner {
+            epoch: Instant::now(),
+            seq: 0,
+            frame: None,
+            current: Vec::new(),
+            last: Vec::new(),
+            spans: Vec::new(),
+            last_spans: Vec::new(),
+            last_frame: None,
+            sink: None,
+            error: None,
+            timeline: None,
         }
+    }
+}
+
+impl Inner {
+    fn now_us(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64() * 1e6
+    }
+
+    fn us_of(&self, t: Instant) -> f64 {
+        match t.checked_duration_since(self.epoch) {
+            Some(d) => d.as_secs_f64() * 1e6,
+            None => -(self.epoch.duration_since(t).as_secs_f64() * 1e6),
+        }
+    }
+
+    fn add_span(&mut self, span: Span, args: serde_json::Value) {
+        if let Some(t) = self.timeline.as_mut() {
+            t.span(&span, args);
+        }
+        if self.spans.len() < MAX_CALLS_PER_FRAME {
+            self.spans.push(span);
+        }
+    }
+
+    fn push(&mut self, call: Call) {
+        let span = Span {
+            track: Track::Host,
+            name: call.name.clone(),
+            start_us: call.t_us,
+            dur_us: call.host_us.max(0.0),
+            detail: format!("{} {}", call.result, call.args),
+        };
+        let args = serde_json::json!({ "result": call.result, "version": call.version, "export": call.export, "args": call.args, "step": call.step.label() });
+        self.add_span(span, args);
         if let Some(s) = self.sink.as_mut() {
             let line = serde_json::to_string(&call).map_err(|e| e.to_string());
             let r = line.and_then(|l| writeln!(s.out, "{l}").map_err(|e| e.to_string()));
@@ -247,21 +336,81 @@ impl Recorder {
     /// Also writes a Trace Event Format timeline to `path` at [`Recorder::finish`] ([`timeline`]).
     #[must_use]
     pub fn with_timeline(self, path: &Path) -> Recorder {
-        self.lock().timeline = Some(timeline::Timeline::new(path, std::time::Instant::now()));
+        self.lock().timeline = Some(timeline::Timeline::new(path));
         self
     }
 
-    /// GPU spans of the frame's stream (name, ms), ending now (`--timeline` only).
-    pub fn stream_spans(&self, spans: &[(&str, Option<f64>)]) {
-        if let Some(t) = self.lock().timeline.as_mut() {
-            t.stream_spans(spans);
+    /// Whether a `--timeline` file is written.
+    pub fn writes_timeline(&self) -> bool {
+        self.lock().timeline.is_some()
+    }
+
+    /// µs since the recorder was made, of `t` (negative before).
+    pub fn us_of(&self, t: Instant) -> f64 {
+        self.lock().us_of(t)
+    }
+
+    /// The frame's CUDA-stream spans (name, ms), back to back from `start` — the host instant
+    /// the stream reached the first one ([`crate`]'s `GpuClock`) — or, without it, ending now.
+    /// `None` durations are left out.
+    pub fn stream_spans(&self, start: Option<Instant>, spans: &[(&str, Option<f64>)]) {
+        let mut i = self.lock();
+        let total: f64 = spans.iter().filter_map(|s| s.1).map(|ms| ms * 1e3).sum();
+        let placed = start.is_some();
+        let mut t = match start {
+            Some(s) => i.us_of(s),
+            None => i.now_us() - total,
+        };
+        for (name, ms) in spans {
+            if let Some(ms) = ms {
+                let d = ms * 1e3;
+                let span = Span { track: Track::Cuda, name: (*name).to_string(), start_us: t, dur_us: d, detail: format!("{ms:.3} ms (CUDA events)") };
+                i.add_span(span, serde_json::json!({ "gpu_ms": ms, "placed_by": if placed { "reference event" } else { "end of the frame's wait" } }));
+                t += d;
+            }
+        }
+    }
+
+    /// A GL span (the body draw) that began at host instant `start` and took `ms` of GL time.
+    pub fn gl_span(&self, name: &str, start: Instant, ms: f64, detail: &str) {
+        let mut i = self.lock();
+        let start_us = i.us_of(start);
+        let span = Span { track: Track::Gl, name: name.to_string(), start_us, dur_us: ms * 1e3, detail: detail.to_string() };
+        i.add_span(span, serde_json::json!({ "gpu_ms": ms, "detail": detail, "placed_by": "GL_TIMESTAMP" }));
+    }
+
+    /// A span on any track from instants (CUPTI records, placed by their own clock).
+    pub fn span_at(&self, track: Track, name: &str, start: Instant, dur_us: f64, detail: &str) {
+        let mut i = self.lock();
+        let start_us = i.us_of(start);
+        let span = Span { track, name: name.to_string(), start_us, dur_us: dur_us.max(0.0), detail: detail.to_string() };
+        i.add_span(span, serde_json::json!({ "detail": detail }));
+    }
+
+    /// One measurement of the CUDA clock's alignment error, µs (a counter, and summarised in
+    /// the timeline's `otherData`).
+    pub fn clock_residual(&self, us: f64) {
+        let mut i = self.lock();
+        let now = i.now_us();
+        if let Some(t) = i.timeline.as_mut() {
+            t.counter("CUDA clock residual µs", now, us);
+            t.residual(us);
         }
     }
 
     /// A counter sample (`--timeline` only).
     pub fn counter(&self, name: &str, value: f64) {
+        let mut i = self.lock();
+        let now = i.now_us();
+        if let Some(t) = i.timeline.as_mut() {
+            t.counter(name, now, value);
+        }
+    }
+
+    /// A fact for the timeline file's `otherData` (the clocks' alignment, what is missing).
+    pub fn note(&self, key: &str, value: serde_json::Value) {
         if let Some(t) = self.lock().timeline.as_mut() {
-            t.counter(name, value);
+            t.note(key, value);
         }
     }
 
@@ -294,7 +443,8 @@ impl Recorder {
     /// Records one call (what the tracer does; public for tests with made-up records).
     pub fn record(&self, r: &TraceRecord, result: String) {
         let mut i = self.lock();
-        let call = Call::from_record(i.seq, i.frame, r, result);
+        let t_us = i.now_us() - r.host_us;
+        let call = Call::from_record(i.seq, i.frame, r, result, t_us);
         i.push(call);
     }
 
@@ -302,8 +452,9 @@ impl Recorder {
     pub fn begin_frame(&self, frame: u64) {
         let mut i = self.lock();
         i.frame = Some(frame);
+        let now = i.now_us();
         if let Some(t) = i.timeline.as_mut() {
-            t.begin_frame(frame);
+            t.begin_frame(frame, now);
         }
     }
 
@@ -311,10 +462,12 @@ impl Recorder {
     /// last one) become [`Recorder::last_frame`]; the file is flushed.
     pub fn end_frame(&self) {
         let mut i = self.lock();
+        let now = i.now_us();
         if let Some(t) = i.timeline.as_mut() {
-            t.end_frame();
+            t.end_frame(now);
         }
         i.last = std::mem::take(&mut i.current);
+        i.last_spans = std::mem::take(&mut i.spans);
         i.last_frame = i.frame.take();
         let err = i.sink.as_mut().and_then(|s| s.out.flush().err().map(|e| format!("writing the trace {}: {e}", s.path.display())));
         if let (Some(e), None) = (err, &i.error) {
@@ -326,6 +479,7 @@ impl Recorder {
     /// this frame or an earlier one) and the host time of the draw call (µs).
     pub fn gl_draw(&self, gpu_ms: Option<f64>, host_us: f64, buffer: u32) {
         let mut i = self.lock();
+        let t_us = i.now_us() - host_us;
         let call = Call {
             seq: i.seq,
             frame: i.frame,
@@ -339,12 +493,9 @@ impl Recorder {
             code: 0,
             result: "GL".into(),
             host_us,
+            t_us,
             gpu_ms,
         };
-        if let Some(t) = i.timeline.as_mut() {
-            let start = t.now_us() - host_us;
-            t.gl_draw(start, gpu_ms, buffer);
-        }
         i.push(call);
     }
 
@@ -352,6 +503,12 @@ impl Recorder {
     pub fn last_frame(&self) -> (Option<u64>, Vec<Call>) {
         let i = self.lock();
         (i.last_frame, i.last.clone())
+    }
+
+    /// The spans of the last finished frame (host calls, stream, GL, CUPTI), in the order
+    /// they were recorded.
+    pub fn last_spans(&self) -> Vec<Span> {
+        self.lock().last_spans.clone()
     }
 
     /// Calls recorded so far.

@@ -3,4 +3,5 @@
 //! [`overlay::Action`]s; it never touches GL or CUDA.
 
 pub mod overlay;
+pub mod timeline;
 pub mod workflow;

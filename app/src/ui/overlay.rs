@@ -270,6 +270,10 @@ impl Overlay {
             });
         });
         self.panel_width = panel.response.rect.right().max(0.0);
+        if self.workflow.open {
+            let free = ui.ctx().content_rect().width() - self.panel_width - 24.0;
+            super::workflow::timeline_window(ui.ctx(), &view.workflow, free.clamp(240.0, 900.0));
+        }
         if view.workflow.step.is_some_and(|s| s.state.mapped()) {
             // Step mode between map and unmap: say why the image does not change.
             egui::Area::new(egui::Id::unique("mapped_banner")).anchor(egui::Align2::RIGHT_TOP, [-12.0, 12.0]).show(ui.ctx(), |ui| {

@@ -7,7 +7,7 @@ use egui::{Color32, RichText};
 
 use super::overlay::{Action, FrameStats};
 use crate::backend::step::{Side, StepView};
-use crate::trace::{group, Call, Step};
+use crate::trace::{group, Call, Span, Step};
 
 /// What the panel shows, gathered outside the UI pass.
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +16,8 @@ pub struct WorkflowView<'a> {
     pub calls: &'a [Call],
     /// Index of that frame.
     pub frame: Option<u64>,
+    /// The timeline's spans: that frame's, or in step mode the workflow frame's so far.
+    pub spans: &'a [Span],
     /// Whether a tracer is installed.
     pub tracing: bool,
     /// Step-mode state (CUDA map backend in step mode).
@@ -26,7 +28,7 @@ pub struct WorkflowView<'a> {
 
 impl Default for WorkflowView<'_> {
     fn default() -> Self {
-        WorkflowView { calls: &[], frame: None, tracing: false, step: None, step_unavailable: Some("no backend") }
+        WorkflowView { calls: &[], frame: None, spans: &[], tracing: false, step: None, step_unavailable: Some("no backend") }
     }
 }
 
@@ -37,6 +39,8 @@ pub struct WorkflowPanel {
     pub open: bool,
     /// Step mode asked for (the demo switches the backend).
     pub step_mode: bool,
+    /// Open the panel at the first frame (`--workflow`; step mode opens it too).
+    pub open_at_start: bool,
     /// Results of the mistake-lab cases run from the panel, newest last.
     pub lab: Vec<crate::teach::lab::Outcome>,
 }
@@ -49,7 +53,7 @@ impl WorkflowPanel {
     /// Builds the panel (a collapsing section of the overlay).
     pub fn ui(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
         // Open from the start in step mode (--step-mode): the panel is the lesson then.
-        let r = egui::CollapsingHeader::new("Workflow").default_open(self.step_mode).show(ui, |ui| self.body(ui, view, stats, actions));
+        let r = egui::CollapsingHeader::new("Workflow").default_open(self.step_mode || self.open_at_start).show(ui, |ui| self.body(ui, view, stats, actions));
         self.open = r.body_returned.is_some();
     }
 
@@ -158,6 +162,23 @@ impl WorkflowPanel {
     }
 }
 
+/// The timeline window (bottom right, over the scene), shown while the Workflow panel is open:
+/// timelines need width, which the side panel lacks.
+pub fn timeline_window(ctx: &egui::Context, view: &WorkflowView<'_>, width: f32) {
+    let title = match (view.step.is_some(), view.frame) {
+        (true, _) => "the workflow frame so far (step mode: one step more each time)".to_string(),
+        (false, Some(f)) => format!("frame {f}: host calls, the CUDA stream and GL on the host clock"),
+        (false, None) => "timeline".to_string(),
+    };
+    egui::Window::new("Timeline")
+        .anchor(egui::Align2::RIGHT_BOTTOM, [-8.0, -8.0])
+        .default_width(width)
+        .min_width(width)
+        .resizable(false)
+        .collapsible(true)
+        .show(ctx, |ui| super::timeline::ui(ui, view.spans, &title));
+}
+
 fn calls_ui(ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats) {
     if !view.tracing {
         ui.label(RichText::new("(tracing starts next frame)").small());
@@ -236,6 +257,7 @@ mod tests {
             code: 0,
             result: "CUDA_SUCCESS".into(),
             host_us: 1.0,
+            t_us: 0.0,
             gpu_ms: None,
         };
         let calls = [call("cuGraphicsMapResources", Step::Map), call("cuLaunchKernel", Step::Launch)];
@@ -248,7 +270,7 @@ mod tests {
         };
         let mut panel = WorkflowPanel { step_mode: true, ..Default::default() };
         panel.lab.push(crate::teach::lab::Outcome::unavailable(&crate::teach::lab::CASES[0], "no GPU"));
-        let view = WorkflowView { calls: &calls, frame: Some(1), tracing: true, step: Some(&step), step_unavailable: None };
+        let view = WorkflowView { calls: &calls, frame: Some(1), spans: &[], tracing: true, step: Some(&step), step_unavailable: None };
         assert!(run_body(&mut panel, &view).is_empty(), "nothing clicked, nothing asked");
     }
 }

@@ -9,7 +9,8 @@ use anyhow::{anyhow, Context as _};
 use super::Scene;
 use crate::backend::{PositionVbos, SimTimings};
 use crate::gfx::gl::Gl;
-use crate::trace::Recorder;
+use crate::demo::frame::GlTrack;
+use crate::trace::{Recorder, Span};
 
 impl Scene {
     /// `--trace PATH`: a recorder writing every call, active before the backend is made.
@@ -69,9 +70,42 @@ impl Scene {
         }
     }
 
+    /// The GL track follows the recorder: `GL_TIMESTAMP` queries and the GL clock while it is
+    /// on (the drift is measured when it goes off).
+    pub(super) fn sync_gl_track(&mut self) {
+        match (&self.recorder, self.gl_track.is_some()) {
+            (Some(r), false) => self.gl_track = Some(GlTrack::start(self.current.gl(), &mut self.renderer, r)),
+            (None, true) => {
+                if let Some(t) = self.gl_track.take() {
+                    t.finish(self.current.gl(), &mut self.renderer, &Recorder::new());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What the timeline panel shows next: the frame's spans; in step mode they are added to
+    /// those of the workflow frame so far, which starts again at its map.
+    pub(super) fn collect_timeline(&mut self, spans: Vec<Span>) {
+        let stepping = self.overlay.workflow.step_mode;
+        let restart = !stepping || spans.iter().any(|s| s.name == "cuGraphicsMapResources");
+        if restart {
+            self.timeline_spans.clear();
+        }
+        if stepping && spans.is_empty() {
+            return;
+        }
+        self.timeline_spans.extend(spans);
+        let over = self.timeline_spans.len().saturating_sub(crate::trace::MAX_CALLS_PER_FRAME);
+        self.timeline_spans.drain(..over);
+    }
+
     /// Stops tracing and flushes the `--trace` file (after the backend's teardown).
     pub(super) fn stop_trace(&mut self) {
         crate::trace::set_active(None);
+        if let (Some(t), Some(r)) = (self.gl_track.take(), self.recorder.as_ref()) {
+            t.finish(self.current.gl(), &mut self.renderer, r);
+        }
         self.recorder = None;
         if let Some(r) = self.trace_file.take() {
             match r.finish() {
@@ -81,11 +115,15 @@ impl Scene {
         }
     }
 
-    /// Adds the GL draw (with the renderer's timer-query time) to the trace.
-    pub(super) fn trace_draw(&self, t0: Instant, shown: Option<usize>) {
+    /// Adds the GL draw (with the renderer's timer-query time) to the trace, and the draws whose
+    /// GL timestamps came back to the GL track.
+    pub(super) fn trace_draw(&mut self, t0: Instant, shown: Option<usize>) {
         if let (Some(r), Some(i)) = (&self.recorder, shown) {
             let buffer = self.renderer.vbos().buffers[i.min(1)].0.get();
             r.gl_draw(self.renderer.draw_ms(), t0.elapsed().as_secs_f64() * 1e6, buffer);
+            if let Some(g) = &self.gl_track {
+                g.record(&mut self.renderer, r, &format!("vbo {buffer}"));
+            }
         }
     }
 

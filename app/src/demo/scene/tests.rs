@@ -65,7 +65,7 @@ impl SimBackend for Fake {
         (f64::INFINITY, "a backend that simulates nothing".into())
     }
     fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<SimTimings> {
-        Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None, stopped_after: None })
+        Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None, ..SimTimings::default() })
     }
     fn front(&self) -> usize {
         0
