@@ -196,13 +196,97 @@ fn contexts_streams_and_priorities() -> Result<(), Failed> {
     Ok(())
 }
 
+/// CUPTI activity records of this process's own work: a `nbody_touch` launch and copies of a
+/// distinctive size (1028 bytes, used by no other test here; the other GPU tests run in parallel
+/// threads and CUPTI records every context of the process).
+fn cupti_records_kernels_and_copies() -> Result<(), Failed> {
+    use interop::cupti::{ActivityKind, Availability, Cupti, CuptiError, Track};
+    let (_api, ctx) = setup(StreamSemantics::Legacy)?;
+    let cupti = Cupti::open()?;
+    let tracks = cupti.enable(&Track::ALL)?;
+    eprintln!("CUPTI {} (API version {}), kernel names read: {}", cupti.path(), cupti.version(), cupti.kernel_names());
+    for (t, a) in &tracks {
+        eprintln!("  {t:?}: {a:?}");
+    }
+    for want in [Track::Kernels, Track::Memcpy, Track::Memset] {
+        let got = tracks.iter().find(|(t, _)| *t == want).map(|(_, a)| a);
+        ensure(got == Some(&Availability::Enabled), format!("{want:?} not enabled: {got:?}"))?;
+    }
+    ensure(cupti.enable(&[Track::Kernels])? == [(Track::Kernels, Availability::Enabled)], "enable is not idempotent")?;
+    match Cupti::open() {
+        Err(CuptiError::Busy) => {}
+        other => return Err(format!("a second Cupti should be refused as Busy, got {other:?}").into()),
+    }
+
+    let before = cupti.timestamp_ns();
+    let touch = kernels::TouchKernel::load(&ctx)?;
+    let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
+    let n = 257; // 1028 bytes
+    let mut buf = DeviceBuffer::<u32>::from_slice(&ctx, &vec![0u32; n])?; // cuMemcpyHtoD
+    buf.memset_async(0, &stream)?;
+    touch.launch(buf.view(), 7, &stream)?;
+    stream.synchronize()?;
+    let out = buf.to_vec()?; // cuMemcpyDtoH
+    ensure(out[0] == 7, format!("nbody_touch stored {}", out[0]))?;
+    let after = cupti.timestamp_ns();
+    ensure(after > before, format!("cuptiGetTimestamp did not advance: {before} then {after}"))?;
+
+    let records = cupti.flush()?;
+    let (unparsed, failed_allocs) = cupti.unparsed_records();
+    eprintln!(
+        "  {} records, {unparsed} unparsed, {failed_allocs} buffers not allocated, dropped: {:?}",
+        records.len(),
+        cupti.dropped_records()?
+    );
+    ensure(unparsed == 0, format!("{unparsed} records could not be parsed"))?;
+    // 1 ms of slack on the window: CUPTI converts GPU timestamps to its CPU clock.
+    let inside = |s: u64, e: u64| s < e && s + 1_000_000 >= before && e <= after + 1_000_000;
+    let kernels: Vec<_> = records.iter().filter(|r| r.kind == ActivityKind::Kernel).collect();
+    let touch_rec = if cupti.kernel_names() {
+        kernels.iter().find(|r| r.name.as_deref() == Some("nbody_touch"))
+    } else {
+        eprintln!("  CUPTI API version {} is not one whose name offset was verified: names not read", cupti.version());
+        kernels.iter().find(|r| inside(r.start_ns, r.end_ns))
+    };
+    let names: Vec<_> = kernels.iter().map(|r| r.name.clone()).collect();
+    let k = touch_rec.ok_or(format!("no nbody_touch kernel record among {} kernel records {names:?}", kernels.len()))?;
+    ensure(inside(k.start_ns, k.end_ns), format!("kernel {k:?} outside [{before}, {after}] ns"))?;
+    ensure(k.device_id == 0 && k.correlation_id != 0, format!("kernel ids {k:?}"))?;
+    let copy = |dir: &str| {
+        records.iter().find(|r| matches!(&r.kind, ActivityKind::Memcpy { bytes: 1028, copy_kind } if *copy_kind == dir))
+    };
+    let h2d = copy("HtoD").ok_or(format!("no 1028-byte HtoD memcpy record among {records:?}"))?;
+    ensure(h2d.start_ns <= h2d.end_ns && h2d.context_id == k.context_id, format!("HtoD {h2d:?} vs kernel {k:?}"))?;
+    ensure(copy("DtoH").is_some(), "no 1028-byte DtoH memcpy record")?;
+    let memset = records.iter().find(|r| r.kind == ActivityKind::Memset { bytes: 1028 });
+    ensure(memset.is_some_and(|m| m.stream_id == k.stream_id), format!("memset record {memset:?} not on the kernel's stream"))?;
+    ensure(cupti.flush()?.iter().all(|r| r.name.as_deref() != Some("nbody_touch")), "a flush returned the same kernel twice")?;
+
+    drop(cupti);
+    let again = Cupti::open()?; // the slot is free again and the callbacks re-register
+    ensure(again.enable(&[Track::Kernels])?[0].1 == Availability::Enabled, "re-enable after reopen")?;
+    Ok(())
+}
+
+/// Why the CUPTI test cannot run here (no libcupti to be found), or None.
+fn cupti_missing() -> Option<String> {
+    let env = std::env::var_os(interop::cupti::LIBRARY_ENV);
+    let (paths, _) = interop::cupti::candidates_from(env.as_deref(), &interop::cupti::toolkit_roots());
+    match interop::cupti::locate(&paths) {
+        Ok(_) => None,
+        Err(e) => Some(format!("no CUPTI ({e})")),
+    }
+}
+
 fn main() {
-    gpu_gate::run(&[
-        ("every_entry_resolves_and_device_attributes_read", every_entry_resolves_and_device_attributes_read),
-        ("per_thread_semantics_resolve_to_ptsz_and_ptds_exports", per_thread_semantics_resolve_to_ptsz_and_ptds_exports),
-        ("tiny_ptx_launch_and_copy_round_trip", tiny_ptx_launch_and_copy_round_trip),
-        ("event_timing_and_not_ready", event_timing_and_not_ready),
-        ("jit_error_returns_its_log_and_interior_nul_is_rejected", jit_error_returns_its_log_and_interior_nul_is_rejected),
-        ("contexts_streams_and_priorities", contexts_streams_and_priorities),
+    let cupti_skip = cupti_missing();
+    gpu_gate::run_with_skips(&[
+        ("cupti_records_kernels_and_copies", cupti_records_kernels_and_copies, cupti_skip),
+        ("every_entry_resolves_and_device_attributes_read", every_entry_resolves_and_device_attributes_read, None),
+        ("per_thread_semantics_resolve_to_ptsz_and_ptds_exports", per_thread_semantics_resolve_to_ptsz_and_ptds_exports, None),
+        ("tiny_ptx_launch_and_copy_round_trip", tiny_ptx_launch_and_copy_round_trip, None),
+        ("event_timing_and_not_ready", event_timing_and_not_ready, None),
+        ("jit_error_returns_its_log_and_interior_nul_is_rejected", jit_error_returns_its_log_and_interior_nul_is_rejected, None),
+        ("contexts_streams_and_priorities", contexts_streams_and_priorities, None),
     ])
 }

@@ -78,3 +78,53 @@ fn missing_required_functions_are_all_reported() {
         Ok(_) => panic!("a driver without cuCtxCreate loaded"),
     }
 }
+
+// CUPTI (interop::cupti): discovery errors without CUPTI installed. No environment variables are
+// set: `Cupti::open_with` takes the value NBODY_CUPTI_LIBRARY would have.
+
+#[test]
+fn cupti_from_the_variable_names_the_path_and_the_variable() {
+    use interop::cupti::{Cupti, CuptiError};
+    let bogus = std::ffi::OsStr::new("/nonexistent/cupti/libcupti.so");
+    let err = Cupti::open_with(Some(bogus), &[PathBuf::from("/usr/local/cuda")]).expect_err("a missing file cannot load");
+    match &err {
+        CuptiError::LibraryNotFound { tried, from_env } => {
+            assert!(*from_env);
+            assert_eq!(tried.len(), 1, "only the variable's path is tried: {tried:?}");
+            assert_eq!(tried[0].name, "/nonexistent/cupti/libcupti.so");
+            assert!(!tried[0].error.is_empty(), "the loader's message is kept");
+        }
+        other => panic!("expected LibraryNotFound, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("/nonexistent/cupti/libcupti.so") && msg.contains("NBODY_CUPTI_LIBRARY"), "{msg}");
+}
+
+#[test]
+fn cupti_lists_every_candidate_tried() {
+    use interop::cupti::{Cupti, CuptiError};
+    let roots = [PathBuf::from("/nonexistent/toolkit")];
+    let err = Cupti::open_with(None, &roots);
+    // A machine with CUPTI on the loader path may find it; then there is nothing to check here.
+    let Err(err) = err else { return };
+    // Another error means a CUPTI was found and then failed (e.g. no GPU): nothing to check here.
+    if let CuptiError::LibraryNotFound { tried, from_env } = &err {
+        assert!(!*from_env);
+        let names: Vec<&str> = tried.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(&names[..3], ["libcupti.so", "libcupti.so.13", "libcupti.so.12"]);
+        assert!(names.contains(&"/nonexistent/toolkit/extras/CUPTI/lib64/libcupti.so"), "{names:?}");
+        assert!(names.contains(&"/nonexistent/toolkit/lib64/libcupti.so.13"), "{names:?}");
+        assert!(err.to_string().contains("NBODY_CUPTI_LIBRARY"), "{err}");
+    }
+}
+
+#[test]
+fn a_library_that_is_not_cupti_names_the_missing_function() {
+    use interop::cupti::{Cupti, CuptiError};
+    let err = Cupti::open_candidates(&[not_the_driver()]).expect_err("libm is not CUPTI");
+    match &err {
+        CuptiError::MissingSymbol { symbol, .. } => assert_eq!(*symbol, "cuptiGetVersion"),
+        other => panic!("expected MissingSymbol, got {other:?}"),
+    }
+    assert!(err.to_string().contains("NBODY_CUPTI_LIBRARY"), "{err}");
+}

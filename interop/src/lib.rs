@@ -12,6 +12,9 @@
 //! 3. RAII types: [`Device`], [`Context`], [`Module`]/[`Function`], [`Stream`], [`Event`],
 //!    [`DeviceBuffer`], [`PinnedBuffer`], [`GraphicsResource`] and the [`Mapping`] guard.
 //!
+//! 4. [`cupti`]: CUPTI activity records (kernels, copies, memsets, context switches), loaded
+//!    on its own beside the driver and optional ([`Cupti`]).
+//!
 //! # Safety model
 //! The library outlives every function pointer: [`Api`] owns the [`Driver`], which holds the
 //! `libloading::Library` in an `Arc`; every [`Context`] holds the `Arc<Api>`; every RAII type holds
@@ -25,6 +28,7 @@
 //! CUDA calls act on the calling thread's current context; see [`Context`].
 
 pub mod context;
+pub mod cupti;
 pub mod device;
 pub mod entry;
 pub mod error;
@@ -42,6 +46,7 @@ pub mod vmm;
 use std::sync::Arc;
 
 pub use context::{Context, ContextKind, SchedFlag};
+pub use cupti::{Cupti, CuptiError};
 pub use device::{Device, DeviceInfo};
 pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_POINTS};
 pub use error::{Error, Result};

@@ -20,7 +20,16 @@ pub fn gpu_missing_reason() -> Option<String> {
 pub type Body = fn() -> Result<(), Failed>;
 
 /// Runs `tests` under libtest-mimic, gated on the GPU.
+#[allow(dead_code)]
 pub fn run(tests: &[(&'static str, Body)]) -> ! {
+    run_with_skips(&tests.iter().map(|&(name, body)| (name, body, None)).collect::<Vec<_>>())
+}
+
+/// As [`run`], each test with its own reason to be skipped besides the GPU (an optional library
+/// such as CUPTI that is missing): such a test is reported as ignored with the reason printed,
+/// also under `NBODY_REQUIRE_GPU=1`, which only concerns the GPU and its driver.
+#[allow(dead_code)]
+pub fn run_with_skips(tests: &[(&'static str, Body, Option<String>)]) -> ! {
     let args = Arguments::from_args();
     let require = std::env::var("NBODY_REQUIRE_GPU").is_ok_and(|v| v == "1");
     let missing = gpu_missing_reason();
@@ -33,9 +42,13 @@ pub fn run(tests: &[(&'static str, Body)]) -> ! {
     }
     let trials = tests
         .iter()
-        .map(|&(name, body)| {
+        .map(|(name, body, skip)| {
+            let (name, body) = (*name, *body);
             let missing = missing.clone();
-            let ignored = missing.is_some() && !require;
+            if let (Some(why), None) = (skip, &missing) {
+                eprintln!("skipped: {name}: {why}");
+            }
+            let ignored = (missing.is_some() && !require) || (skip.is_some() && missing.is_none());
             Trial::test(name, move || match &missing {
                 Some(why) => Err(format!("no usable GPU: {why}").into()),
                 None => body(),
