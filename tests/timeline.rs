@@ -1,6 +1,9 @@
 //! `--timeline`: the written file is a Trace Event Format document (every event has `ph`, `ts`,
-//! `pid`, `tid`; spans have `dur ≥ 0`; per track the spans come in time order) with a frame span
-//! and a GL draw for every frame. CPU backend, headless (Mesa): no GPU needed.
+//! `pid`, `tid`; spans have `dur ≥ 0`; per track the spans come in time order; `B`/`E` pairs
+//! match) with a frame span and a GL draw for every frame, each draw placed (by its
+//! `GL_TIMESTAMP`) inside its frame, and `otherData` saying how the clocks were aligned and what
+//! the trace lacks. The demo and the bench (one file per mode and N). CPU backend, headless
+//! (Mesa): no GPU needed.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,24 +11,14 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 
-#[test]
-fn the_timeline_is_trace_event_format_with_every_frame_and_draw() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("timeline-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let path = dir.join("t.json");
-    let frames = 6;
-    let o = Command::new(BIN)
-        .args(["--headless", "--backend", "cpu", "--bodies", "256", "--width", "96", "--height", "64"])
-        .args(["--frames", &frames.to_string(), "--timeline", path.to_str().expect("utf-8")])
-        .output()
-        .expect("spawn");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).expect("timeline written")).expect("JSON");
+/// Checks `doc` against the Trace Event Format and returns (frame spans, GL draws) as
+/// (start, end) µs pairs.
+fn check_trace_event_format(doc: &serde_json::Value) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
     let events = doc["traceEvents"].as_array().expect("traceEvents");
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut last_ts: HashMap<u64, f64> = HashMap::new();
-    let (mut frame_spans, mut draws) = (0, 0);
+    let mut open: HashMap<u64, Vec<String>> = HashMap::new();
+    let (mut frames, mut draws) = (Vec::new(), Vec::new());
     for e in events {
         for k in ["ph", "ts", "pid", "tid"] {
             assert!(e.get(k).is_some(), "event without {k}: {e}");
@@ -39,24 +32,81 @@ fn the_timeline_is_trace_event_format_with_every_frame_and_draw() {
                 }
             }
             "X" => {
-                assert!(e["dur"].as_f64().is_some_and(|d| d >= 0.0), "span with a bad dur: {e}");
-                let end = ts + e["dur"].as_f64().unwrap_or(0.0);
-                let prev = last_ts.insert(tid, end).unwrap_or(0.0);
+                let dur = e["dur"].as_f64().expect("dur");
+                assert!(dur >= 0.0, "span with a bad dur: {e}");
+                let end = ts + dur;
+                let prev = last_ts.insert(tid, end).unwrap_or(f64::NEG_INFINITY);
                 assert!(ts + 1e-3 >= prev, "spans out of order on track {tid}: {e} after {prev}");
-                if names.get(&tid).map(String::as_str) == Some("frames") {
-                    frame_spans += 1;
-                }
-                if names.get(&tid).map(String::as_str) == Some("GL") && e["name"] == "draw" {
-                    draws += 1;
+                match names.get(&tid).map(String::as_str) {
+                    Some("frames") => frames.push((ts, end)),
+                    Some("GL") if e["name"] == "draw" => draws.push((ts, end)),
+                    _ => {}
                 }
             }
+            "B" => open.entry(tid).or_default().push(e["name"].as_str().unwrap_or_default().to_string()),
+            "E" => assert!(open.entry(tid).or_default().pop().is_some(), "E without B: {e}"),
             "i" | "C" => {}
             other => panic!("unexpected phase {other}: {e}"),
         }
     }
-    assert_eq!(frame_spans, frames, "one span per frame");
-    assert_eq!(draws, frames, "one GL draw per frame");
+    assert!(open.values().all(Vec::is_empty), "unmatched B events: {open:?}");
     for t in ["frames", "host", "CUDA stream", "GL"] {
         assert!(names.values().any(|n| n == t), "no {t} track: {names:?}");
+    }
+    let other = &doc["otherData"];
+    assert!(other["gl_clock"]["drift_over_run_us"].is_number(), "GL clock alignment noted: {other}");
+    let lacks = other["lacks"].as_array().expect("lacks");
+    assert!(lacks.iter().any(|l| l.as_str().is_some_and(|l| l.contains("CUDA stream"))), "CPU run says it lacks CUDA spans: {lacks:?}");
+    assert!(lacks.iter().any(|l| l.as_str().is_some_and(|l| l.contains("CUPTI"))), "says it lacks CUPTI: {lacks:?}");
+    (frames, draws)
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn the_timeline_is_trace_event_format_with_every_frame_and_draw() {
+    let dir = scratch("timeline");
+    let path = dir.join("t.json");
+    let frames = 6;
+    let o = Command::new(BIN)
+        .args(["--headless", "--backend", "cpu", "--bodies", "256", "--width", "96", "--height", "64"])
+        .args(["--frames", &frames.to_string(), "--timeline", path.to_str().expect("utf-8")])
+        .output()
+        .expect("spawn");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).expect("timeline written")).expect("JSON");
+    let (frame_spans, draws) = check_trace_event_format(&doc);
+    assert_eq!(frame_spans.len(), frames, "one span per frame");
+    assert_eq!(draws.len(), frames, "one GL draw per frame");
+    // Each draw, placed by its GL_TIMESTAMP, lies in its frame (5 µs for the clock bracket).
+    for (i, (d, f)) in draws.iter().zip(&frame_spans).enumerate() {
+        assert!(d.0 >= f.0 - 5.0 && d.0 <= f.1 + 5.0, "draw {i} at {d:?} outside its frame {f:?}");
+    }
+}
+
+#[test]
+fn bench_writes_one_timeline_per_mode_and_n() {
+    let dir = scratch("bench-timeline");
+    let base = dir.join("t.json");
+    let o = Command::new(BIN)
+        .args(["bench", "--modes", "cpu,draw", "--bodies", "128,256", "--frames", "4", "--warmup", "1", "--rounds", "2"])
+        .args(["--width", "96", "--height", "64", "--out", dir.join("out").to_str().expect("utf-8")])
+        .args(["--timeline", base.to_str().expect("utf-8")])
+        .output()
+        .expect("spawn");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for mode in ["cpu", "draw"] {
+        for n in [128, 256] {
+            let path = dir.join(format!("t-{mode}-{n}.json"));
+            let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).expect("timeline written")).expect("JSON");
+            let (frames, draws) = check_trace_event_format(&doc);
+            assert_eq!(frames.len(), 4, "{mode} {n}: the measured frames of both rounds");
+            assert_eq!(draws.len(), 4, "{mode} {n}: one draw per measured frame");
+        }
     }
 }

@@ -455,6 +455,9 @@ fn check_timeline_path(path: &Path) -> anyhow::Result<()> {
 struct Timelines {
     open: HashMap<(BenchMode, usize), Recorder>,
     first_error: Option<anyhow::Error>,
+    /// CUPTI, loaded at the first CUDA visit (its records go to each visit's timeline).
+    cupti: Option<crate::trace::cupti::CuptiTrack>,
+    cupti_tried: bool,
 }
 
 impl Timelines {
@@ -711,6 +714,16 @@ fn measure(
                 let rec = args.timeline.as_deref().map(|base| timelines.get(base, mode, n));
                 let api = r.api();
                 let mut gl_track = None;
+                if let (Some(rec), Some(_)) = (&rec, &api) {
+                    // CUPTI for the CUDA modes' timelines, loaded once (one user per process).
+                    if timelines.cupti.is_none() && !timelines.cupti_tried {
+                        timelines.cupti_tried = true;
+                        timelines.cupti = crate::trace::cupti::CuptiTrack::start(rec);
+                    }
+                    if let Some(c) = &timelines.cupti {
+                        c.discard();
+                    }
+                }
                 if let Some(rec) = &rec {
                     if let Some(a) = &api {
                         rec.install(a);
@@ -741,6 +754,9 @@ fn measure(
                 if let Some(rec) = &rec {
                     if let Some(a) = &api {
                         a.set_tracer(None);
+                        if let Some(c) = timelines.cupti.as_mut() {
+                            c.finish(rec);
+                        }
                     }
                     if let (Some(t), Some(g)) = (gl_track, env.gfx.as_mut()) {
                         g.finish_gl_track(t, rec);

@@ -62,6 +62,8 @@ pub struct Scene {
     trace_file: Option<Recorder>,
     /// The GL clock and timestamp queries while the recorder is on (the GL track).
     gl_track: Option<GlTrack>,
+    /// CUPTI's activity records for `--timeline` (where CUPTI loads).
+    cupti: Option<crate::trace::cupti::CuptiTrack>,
     /// What the overlay's timeline panel shows: the last frame's spans, or in step mode the
     /// spans of the workflow frame so far (one step more each time).
     timeline_spans: Vec<Span>,
@@ -187,6 +189,7 @@ impl Scene {
             recorder: None,
             trace_file: None,
             gl_track: None,
+            cupti: None,
             timeline_spans: Vec::new(),
             step_next: false,
             traced_api: 0,
@@ -519,6 +522,9 @@ impl Scene {
             platform_output = out.platform_output;
         }
         if let Some(r) = &self.recorder {
+            if let Some(c) = self.cupti.as_mut().filter(|_| self.frame % 256 == 255) {
+                c.flush_into(r);
+            }
             r.end_frame();
             self.collect_timeline(r.last_spans());
         }

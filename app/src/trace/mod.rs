@@ -20,6 +20,7 @@
 //!  "code":0,"result":"CUDA_SUCCESS","host_us":12.4,"gpu_ms":null}
 //! ```
 
+pub mod cupti;
 pub mod timeline;
 
 use std::cell::RefCell;

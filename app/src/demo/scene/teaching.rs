@@ -28,6 +28,7 @@ impl Scene {
         if let Some(path) = &self.args.timeline {
             tracing::info!(path = %path.display(), "writing a timeline (Trace Event Format)");
             r = r.with_timeline(path);
+            self.cupti = crate::trace::cupti::CuptiTrack::start(&r);
         }
         crate::trace::set_active(Some(r.clone()));
         self.trace_file = Some(r.clone());
@@ -105,6 +106,9 @@ impl Scene {
         crate::trace::set_active(None);
         if let (Some(t), Some(r)) = (self.gl_track.take(), self.recorder.as_ref()) {
             t.finish(self.current.gl(), &mut self.renderer, r);
+        }
+        if let (Some(mut c), Some(r)) = (self.cupti.take(), self.trace_file.as_ref()) {
+            c.finish(r);
         }
         self.recorder = None;
         if let Some(r) = self.trace_file.take() {
