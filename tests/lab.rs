@@ -94,6 +94,37 @@ fn every_case_against_a_missing_driver_is_reported_in_json() {
 }
 
 #[test]
+fn isolated_cases_run_in_a_child_that_reports_back() {
+    let isolated: Vec<&str> = CASES.iter().filter(|c| c.isolated).map(|c| c.name).collect();
+    assert!(!isolated.is_empty());
+    for name in &isolated {
+        // What the parent runs: one JSON line for the one case, from this process.
+        let o = run(&["lab", name, "--json", "--child"], Some("/nonexistent/libcuda.so.1"));
+        assert_no_panic(&o);
+        let (out, err) = text(&o);
+        let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        assert_eq!(rows.len(), 1, "{out}\n{err}");
+        assert_eq!(rows[0]["case"], *name);
+        assert_eq!(rows[0]["got_name"], "unavailable");
+    }
+    // Through the parent: the child's answer comes back as the case's outcome, with the reason.
+    let o = run(&["lab", isolated[0], "--json"], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    let (out, err) = text(&o);
+    assert!(!o.status.success());
+    let row: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(row["case"], isolated[0]);
+    assert!(row["got_text"].as_str().is_some_and(|t| t.contains("/nonexistent/libcuda.so.1")), "{row}");
+    assert!(err.contains("could not run"), "{err}");
+    // The flag is internal: not in the help.
+    let (help, _) = text(&run(&["lab", "--help"], None));
+    assert!(help.contains("--replay") && !help.contains("--child"), "{help}");
+    let o = run(&["lab", "--child"], None);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("--child needs the name of one case"));
+}
+
+#[test]
 fn a_library_that_is_not_the_driver_is_reported_not_loaded() {
     let lib = not_the_driver();
     let o = run(&["lab", "proc-address-misspelt"], lib.to_str());
@@ -163,6 +194,15 @@ fn committed_lab_jsonl() -> PathBuf {
     root().join("docs/results/2026-11-30-h200/lab.jsonl")
 }
 
+/// This build's cases that `file` holds results for, in the file's order.
+fn recorded_cases(file: &Path) -> Vec<&'static nbody_app::teach::lab::Case> {
+    let text = std::fs::read_to_string(file).expect("lab.jsonl");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| CASES.iter().find(|c| v["case"] == c.name))
+        .collect()
+}
+
 /// Every expected code name of this build's table.
 fn expected_names() -> Vec<String> {
     CASES.iter().flat_map(|c| c.expected.iter().map(|e| e.name())).collect()
@@ -177,10 +217,8 @@ fn scratch_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// README's "Learn the workflow" table: (case, code, name) from the "got on the H200" column,
-/// e.g. "208 `CUDA_ERROR_ALREADY_MAPPED`" or "result 0, symbolStatus 2 `VERSION_NOT_SUFFICIENT`"
-/// (the number right before the name is the code the lab reports).
-fn readme_table() -> Vec<(String, i32, String)> {
+/// README's "Learn the workflow" table: (case, "got on the H200" cell) of every row.
+fn readme_rows() -> Vec<(String, String)> {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     let section = readme.split("\n## Learn the workflow").nth(1).expect("a \"Learn the workflow\" section");
     let section = section.split("\n## ").next().unwrap_or(section);
@@ -188,17 +226,43 @@ fn readme_table() -> Vec<(String, i32, String)> {
     let mut lines = section.lines().skip_while(|l| !(l.starts_with('|') && l.contains("got on the H200")));
     let header = cells(lines.next().expect("the table's header"));
     let got = header.iter().position(|h| h.starts_with("got on the H200")).expect("a \"got on the H200\" column");
+    let rows: Vec<(String, String)> =
+        lines.skip(1).take_while(|l| l.starts_with('|')).map(cells).map(|c| (c[0].trim_matches('`').to_string(), c[got].clone())).collect();
+    assert!(!rows.is_empty(), "no rows in README's lab table");
+    rows
+}
+
+/// What README's table says for a case the H200 has not run yet (the whole "got" cell).
+const NOT_YET_RECORDED: &str = "not yet recorded";
+
+/// README's table, the recorded rows: (case, code, name) from the "got on the H200" column,
+/// e.g. "208 `CUDA_ERROR_ALREADY_MAPPED`" or "result 0, symbolStatus 2 `VERSION_NOT_SUFFICIENT`"
+/// (the number right before the name is the code the lab reports). Rows that say
+/// "not yet recorded" are left out.
+fn readme_table() -> Vec<(String, i32, String)> {
     let mut rows = Vec::new();
-    for l in lines.skip(1).take_while(|l| l.starts_with('|')) {
-        let c = cells(l);
-        let case = c[0].trim_matches('`').to_string();
-        let cell = &c[got];
+    for (case, cell) in readme_rows() {
+        if cell == NOT_YET_RECORDED {
+            continue;
+        }
         let (before, name) = cell.rsplit_once('`').and_then(|(b, _)| b.rsplit_once('`')).expect("a `NAME` in the got column");
         let code = before.rsplit(|ch: char| !ch.is_ascii_digit()).find(|t| !t.is_empty()).expect("a code before the name");
         rows.push((case, code.parse().expect("a number"), name.to_string()));
     }
-    assert!(!rows.is_empty(), "no rows in README's lab table");
     rows
+}
+
+#[test]
+fn readme_table_has_every_case_in_table_order() {
+    let rows = readme_rows();
+    let names: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();
+    let cases: Vec<&str> = CASES.iter().map(|c| c.name).collect();
+    assert_eq!(names, cases, "README's lab table lists every case of teach::lab::CASES, in its order");
+    // A case whose explanation has no H200 result yet says so in the table too, and vice versa.
+    for (c, (_, cell)) in CASES.iter().zip(&rows) {
+        let pending = c.explanation.contains("H200: not yet recorded.");
+        assert_eq!(cell == NOT_YET_RECORDED, pending, "{}: README says {cell:?}, the explanation {:?}", c.name, c.explanation);
+    }
 }
 
 #[test]
@@ -233,6 +297,15 @@ fn replay_of_the_committed_lab_jsonl_reproduces_the_readme_table_without_a_gpu()
         assert!(out.contains(&got), "{got} missing:\n{out}");
     }
     assert!(!out.contains("unavailable") && !out.contains("UNEXPECTED"), "{out}");
+    // The cases added after the recording are named, and are no failure (the exit status above).
+    let recorded = recorded_cases(&file);
+    let missing: Vec<&str> = CASES.iter().filter(|c| recorded.iter().all(|r| r.name != c.name)).map(|c| c.name).collect();
+    if !missing.is_empty() {
+        let line = out.lines().find(|l| l.starts_with("not recorded in")).expect("a \"not recorded\" line");
+        for m in &missing {
+            assert!(line.contains(m), "{m} missing from {line}");
+        }
+    }
 }
 
 #[test]
@@ -341,7 +414,10 @@ fn a_quiz_asks_every_call_before_it_shows_any_answer() {
     let mark = out.find(" (replayed)\n").expect("the answers");
     let first_answer = out[..mark].rfind('\n').map_or(0, |i| i + 1);
     let (questions, answers) = out.split_at(first_answer);
-    for (i, c) in CASES.iter().enumerate() {
+    // The questions are the recorded cases, in the file's order; the cases of this build that the
+    // file does not hold are named "not recorded" after the answers, not asked.
+    let recorded = recorded_cases(&file);
+    for (i, c) in recorded.iter().enumerate() {
         assert!(questions.contains(&format!("{}. {}", i + 1, c.name)) && questions.contains(c.call), "{} not asked:\n{questions}", c.name);
         for e in c.expected {
             assert!(!questions.contains(&e.name()), "{} given away before the answers:\n{questions}", e.name());
@@ -352,6 +428,11 @@ fn a_quiz_asks_every_call_before_it_shows_any_answer() {
         let (got, expected, why) = (block.find("  got:"), block.find("  expected:"), block.find("  why:"));
         assert!(got < expected && expected < why && got.is_some(), "{}: order of got/expected/why in\n{block}", c.name);
     }
+
+    for c in CASES.iter().filter(|c| recorded.iter().all(|r| r.name != c.name)) {
+        assert!(!questions.contains(&format!(". {}\n", c.name)), "{} is not recorded, so not asked:\n{questions}", c.name);
+    }
+    assert!(answers.contains("not recorded in"), "{answers}");
 
     // A live quiz without a driver says how to do the lab without a GPU.
     let o = run(&["lab", "--quiz", "unmap-twice"], Some("/nonexistent/libcuda.so.1"));

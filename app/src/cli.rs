@@ -77,6 +77,11 @@ pub struct LabArgs {
     /// Exits non-zero when a replayed case did not get its expected code.
     #[arg(long, value_name = "FILE.jsonl")]
     pub replay: Option<PathBuf>,
+    /// Internal: run the one case NAME in this process and print its JSON line. `lab` (and the
+    /// overlay) re-executes itself this way for the cases that run in a child process (those
+    /// that could crash the process or spoil its CUDA context).
+    #[arg(long, hide = true)]
+    pub child: bool,
 }
 
 /// Options of `info`.

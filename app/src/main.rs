@@ -23,6 +23,7 @@ fn main() -> ExitCode {
             json: a.json,
             quiz: a.quiz,
             replay: a.replay.clone(),
+            child: a.child,
         }),
         Some(Command::Switch(a)) => nbody_app::probe::switch::run(a),
     };

@@ -8,7 +8,12 @@
 //! A replay judges each recorded answer against this build's table ([`CASES`]): the code, name,
 //! text and detail shown are the file's; the call, expected codes, explanation and fix are this
 //! build's (a case this build does not have keeps the file's). `--json` prints the file's own
-//! lines.
+//! lines. A replay of every case (`all`, or no name) also names the cases of this build that the
+//! file does not hold — "not recorded" (cases added after the recording) — without failing.
+//!
+//! The silent cases ([`super::lab::Expect::Silent`]) are replayed like the others: their answer
+//! is a name such as `SUCCESS_BUT_STALE_DATA` (code 0: every call succeeded), and their detail
+//! holds the data that was read back.
 //!
 //! The file may also hold driver information, shown with the replay: a line that is a JSON object
 //! without `"case"` but with any of [`DRIVER_KEYS`] (e.g. `{"gpu":"NVIDIA H200","driver":"580.159.04"}`),
@@ -49,7 +54,7 @@ pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> 
     for c in CASES {
         let expected: Vec<String> = c.expected.iter().map(|e| e.name()).collect();
         if json {
-            let mut row = serde_json::json!({ "case": c.name, "call": c.call, "needs": c.needs, "expected": expected });
+            let mut row = serde_json::json!({ "case": c.name, "call": c.call, "needs": c.needs, "isolated": c.isolated, "expected": expected });
             if quiz {
                 if let Some(m) = row.as_object_mut() {
                     m.remove("expected");
@@ -57,11 +62,14 @@ pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> 
             }
             writeln!(out, "{row}")?;
         } else {
-            let needs = serde_json::to_value(c.needs)?.as_str().unwrap_or_default().to_string();
+            let mut needs = serde_json::to_value(c.needs)?.as_str().unwrap_or_default().to_string();
+            if c.isolated {
+                needs.push_str(", child process");
+            }
             if quiz {
                 writeln!(out, "{:<26} {}", c.name, needs)?;
             } else {
-                writeln!(out, "{:<26} {:<11} expects {}", c.name, needs, expected.join(" or "))?;
+                writeln!(out, "{:<26} {:<25} expects {}", c.name, needs, expected.join(" or "))?;
             }
             writeln!(out, "{:<26} {}", "", c.call)?;
         }
@@ -77,6 +85,11 @@ pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> 
         )?;
     } else {
         writeln!(out, "\nrun one with `nbody-interop lab NAME`, all with `nbody-interop lab all` (--json: one object per case)")?;
+        writeln!(
+            out,
+            "a SUCCESS_… answer is a silent mistake: every call returned CUDA_SUCCESS and the data read back decides \
+             (STALE: the old contents, GARBLED: neither, CURRENT: the new); cases marked \"child process\" run in one"
+        )?;
     }
     Ok(())
 }
@@ -114,7 +127,8 @@ fn got_lines(out: &mut impl Write, o: &Outcome) -> std::io::Result<()> {
 /// # Errors
 /// `out` cannot be written, or `input` cannot be read.
 pub fn ask(out: &mut impl Write, calls: &[(&str, &str)], mut input: Option<&mut dyn BufRead>) -> anyhow::Result<Vec<Option<String>>> {
-    writeln!(out, "quiz: predict what the driver returns for each call (a CUresult or symbolStatus name, or its number);")?;
+    writeln!(out, "quiz: predict what the driver returns for each call (a CUresult or symbolStatus name, or its number;")?;
+    writeln!(out, "where every call may succeed: STALE, GARBLED or CURRENT — what the data read back shows);")?;
     writeln!(out, "the answers, the expected codes and the explanations follow once the case(s) ran.")?;
     writeln!(out)?;
     let mut predictions = Vec::with_capacity(calls.len());
@@ -145,11 +159,19 @@ fn core(name: &str) -> &str {
 }
 
 /// Whether `prediction` names what came back: its number, its name, or its name without the
-/// `cuda.h` prefix (`ALREADY_MAPPED` for `CUDA_ERROR_ALREADY_MAPPED`), in any case. `None` when
-/// the case did not run (nothing to compare with).
+/// `cuda.h` prefix (`ALREADY_MAPPED` for `CUDA_ERROR_ALREADY_MAPPED`), in any case. For a silent
+/// answer (`SUCCESS_BUT_STALE_DATA`) the name or its data word (`STALE`, `GARBLED`, `CURRENT`,
+/// spaces or underscores around it allowed: `stale data`); a number cannot tell the data. `None`
+/// when the case did not run (nothing to compare with).
 pub fn prediction_matches(prediction: &str, o: &Outcome) -> Option<bool> {
     let got = o.got_code?;
     let p = prediction.trim();
+    if o.is_silent() {
+        let p = p.to_ascii_uppercase().replace([' ', '-'], "_");
+        let name = o.got_name.to_ascii_uppercase();
+        let word = ["STALE", "GARBLED", "CURRENT"].into_iter().find(|w| name.contains(w));
+        return Some(p == name || word.is_some_and(|w| p == w || p == format!("{w}_DATA")));
+    }
     if let Ok(n) = p.parse::<i32>() {
         return Some(n == got);
     }
@@ -355,6 +377,11 @@ impl Recording {
         Ok(Recording { path: path.to_path_buf(), driver, results })
     }
 
+    /// The cases of this build's table that the file holds no result for (in table order).
+    pub fn not_recorded(&self) -> Vec<&'static str> {
+        CASES.iter().map(|c| c.name).filter(|n| self.results.iter().all(|r| r.outcome.case != *n)).collect()
+    }
+
     /// The results for `name` (`None` or `all`: every one, in file order; a case recorded twice
     /// is replayed twice).
     ///
@@ -401,7 +428,9 @@ fn judge(r: Recorded) -> Outcome {
 
 /// `lab --replay FILE [NAME|all]`: shows the recorded results for `name` (`None`: all) as `lab`
 /// would, marked as replayed from `file` with its driver information; `json` prints the file's
-/// lines instead; `quiz` asks first (`input`: see [`ask`]). Makes no driver call.
+/// lines instead; `quiz` asks first (`input`: see [`ask`]). Replaying all of them also names the
+/// cases of this build the file does not hold ("not recorded", on stderr with `json`), which is
+/// not a failure. Makes no driver call.
 ///
 /// # Errors
 /// The file cannot be read or parsed, `name` is not recorded in it, `out` cannot be written, or
@@ -410,11 +439,23 @@ pub fn replay(out: &mut impl Write, file: &Path, name: Option<&str>, json: bool,
     let rec = Recording::read(file)?;
     let chosen = rec.select(name)?;
     let outcomes: Vec<Outcome> = chosen.iter().map(|r| r.outcome.clone()).collect();
+    let missing = if matches!(name, None | Some("all")) { rec.not_recorded() } else { Vec::new() };
+    let not_recorded = (!missing.is_empty()).then(|| {
+        format!(
+            "not recorded in {}: {} ({} case(s) of this build the file holds no result for; run them on a GPU machine)",
+            file.display(),
+            missing.join(", "),
+            missing.len()
+        )
+    });
     if json {
         for r in &chosen {
             writeln!(out, "{}", r.raw)?;
         }
         out.flush()?;
+        if let Some(n) = &not_recorded {
+            eprintln!("{n}");
+        }
         return verdict(&outcomes, Some(file), quiz);
     }
     let driver = rec.driver.as_deref().map_or_else(|| "the file records no driver information".to_string(), |d| format!("recorded with {d}"));
@@ -428,6 +469,10 @@ pub fn replay(out: &mut impl Write, file: &Path, name: Option<&str>, json: bool,
         None
     };
     show(out, &outcomes, false, predictions.as_deref(), true)?;
+    if let Some(n) = &not_recorded {
+        writeln!(out, "{n}")?;
+        out.flush()?;
+    }
     verdict(&outcomes, Some(file), quiz)
 }
 
@@ -510,6 +555,28 @@ mod tests {
         }
         let gone = Outcome::unavailable(&CASES[0], "no driver");
         assert_eq!(prediction_matches("208", &gone), None);
+    }
+
+    #[test]
+    fn silent_answers_are_replayed_judged_and_predicted_by_their_data() {
+        let line = r#"{"case":"write-read-only-registered","got_code":0,"got_name":"SUCCESS_BUT_STALE_DATA","got_text":"x","detail":"first words 0x00000000"}"#;
+        let rec = parse(line).expect("parses");
+        let o = &rec.results[0].outcome;
+        assert!(o.ok && o.is_silent(), "{o:?}");
+        assert_eq!(o.detail.as_deref(), Some("first words 0x00000000"));
+        for p in ["stale", "STALE_DATA", "stale data", "SUCCESS_BUT_STALE_DATA"] {
+            assert_eq!(prediction_matches(p, o), Some(true), "{p}");
+        }
+        for p in ["current", "0", "CUDA_SUCCESS", "garbled"] {
+            assert_eq!(prediction_matches(p, o), Some(false), "{p}");
+        }
+        // GARBLED is not among this case's answers: a replay of it is UNEXPECTED.
+        let garbled = line.replace("STALE", "GARBLED");
+        assert!(!parse(&garbled).expect("parses").results[0].outcome.ok);
+        // Every case of this build but the one recorded is "not recorded".
+        let missing = rec.not_recorded();
+        assert_eq!(missing.len(), CASES.len() - 1);
+        assert!(!missing.contains(&"write-read-only-registered") && missing.contains(&"map-already-mapped"));
     }
 
     #[test]
