@@ -11,9 +11,11 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 
-/// Checks `doc` against the Trace Event Format and returns (frame spans, GL draws) as
-/// (start, end) µs pairs.
-fn check_trace_event_format(doc: &serde_json::Value) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+/// Spans as (start, end) µs pairs.
+type Spans = Vec<(f64, f64)>;
+
+/// Checks `doc` against the Trace Event Format and returns (frame spans, GL draws).
+fn check_trace_event_format(doc: &serde_json::Value) -> (Spans, Spans) {
     let events = doc["traceEvents"].as_array().expect("traceEvents");
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut last_ts: HashMap<u64, f64> = HashMap::new();

@@ -108,7 +108,13 @@ pub enum Expect {
     Status(CUdriverProcAddressQueryResult),
     /// Every call returns `CUDA_SUCCESS`; the data read back is this (a silent mistake).
     Silent(Data),
+    /// The process dies of a signal (an isolated case's child: no code comes back at all).
+    Crash,
 }
+
+/// `got_name` of an isolated case whose child process died before it printed a result; its
+/// `got_code` is minus the signal number when a signal killed it.
+pub const CHILD_CRASHED: &str = "child crashed";
 
 /// Which kind of answer a reported name is (so that codes of different kinds never match).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +141,7 @@ impl Expect {
             Expect::Cu(c) => c.0,
             Expect::Status(s) => s.0,
             Expect::Silent(_) => CuResult::CUDA_SUCCESS.0,
+            Expect::Crash => -11,
         }
     }
     /// Its `cuda.h` name (for a silent answer, [`Data::name`]).
@@ -143,6 +150,7 @@ impl Expect {
             Expect::Cu(c) => crate::trace::result_name(c),
             Expect::Status(s) => status_name(s.0),
             Expect::Silent(d) => d.name().to_string(),
+            Expect::Crash => "PROCESS_KILLED_BY_A_SIGNAL".to_string(),
         }
     }
     /// Whether a reported answer (`code`, `name`) is this one: a code of the same kind (a
@@ -152,6 +160,7 @@ impl Expect {
             Expect::Cu(c) => code == c.0 && kind_of(name) == Kind::Cu,
             Expect::Status(s) => code == s.0 && kind_of(name) == Kind::Status,
             Expect::Silent(d) => name == d.name(),
+            Expect::Crash => name == CHILD_CRASHED && code < 0,
         }
     }
 }

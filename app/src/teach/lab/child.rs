@@ -82,6 +82,11 @@ pub fn run(case: &Case) -> Outcome {
     if let Some(p) = printed {
         return Outcome::new(case, p.got_code, p.got_name, p.got_text, p.detail);
     }
+    let signal = match &status {
+        #[cfg(unix)]
+        Ok(s) => std::os::unix::process::ExitStatusExt::signal(s),
+        _ => None,
+    };
     let how = match status {
         Ok(s) => describe_exit(s),
         Err(why) => why,
@@ -89,8 +94,8 @@ pub fn run(case: &Case) -> Outcome {
     let tail = tail_lines(&stderr, 6);
     Outcome::new(
         case,
-        None,
-        "child crashed".into(),
+        signal.map(|s| -s),
+        super::CHILD_CRASHED.into(),
         format!(
             "the child process (`{} lab {} --json --child`) {how} before it printed a result{}",
             exe.file_name().map_or_else(|| exe.display().to_string(), |n| n.to_string_lossy().into_owned()),

@@ -246,9 +246,12 @@ fn unregister_while_mapped(gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupF
         drop(unsafe { api.cuGraphicsUnregisterResource(raw) });
         return Err(e.into());
     }
+    // Progress on stderr: if the process dies, the parent's report ends with the last step.
+    eprintln!("lab: calling cuGraphicsUnregisterResource on the mapped resource");
     // SAFETY: `raw` is registered and mapped — the mistake. The handle is not used again after
     // an unregister the driver accepted.
     let r = unsafe { api.cuGraphicsUnregisterResource(raw) };
+    eprintln!("lab: cuGraphicsUnregisterResource returned {}", result_words(&r));
     let then = if r.is_ok() {
         "the lab then left the handle alone (no unmap, no second unregister)".to_string()
     } else {
@@ -259,8 +262,11 @@ fn unregister_while_mapped(gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupF
         let g = unsafe { api.cuGraphicsUnregisterResource(raw) };
         format!("then cuGraphicsUnmapResources: {}, cuGraphicsUnregisterResource: {}", result_words(&u), result_words(&g))
     };
+    eprintln!("lab: cuStreamSynchronize");
     let sync = stream.synchronize();
+    eprintln!("lab: glGetBufferSubData");
     let (words, gl_err) = buffer.read_words(4);
+    eprintln!("lab: glDeleteBuffers and the stream's destruction");
     let mut g = got_from(r)?;
     g.detail = Some(format!(
         "{then}; cuStreamSynchronize: {}; GL reads the buffer afterwards: {:#x?} (GL error {gl_err:#x})",
