@@ -102,10 +102,77 @@ pub struct TraceRecord {
     pub address: usize,
     /// Arguments in short form (`name=value`).
     pub args: String,
+    /// What the call returned through its output parameters, in short form (`name→value`:
+    /// `p_dev_ptr→0x7f3a00000000 p_size→1048576`), after a successful call; empty otherwise.
+    /// Pointees of these types are read: device pointers and other `u64`s, sizes, `int`s,
+    /// `unsigned`s, `float`s and handles; not strings, structs or `void*` buffers, and not the
+    /// input arrays `resources` and `options`.
+    pub returned: String,
     /// What the driver returned.
     pub result: CuResult,
     /// Host time spent in the call, in microseconds.
     pub host_us: f64,
+}
+
+/// An argument of a traced call, wrapped to ask what it points at after the call (see
+/// [`TraceRecord::returned`]). Output pointers of the types [`ShowReturned`] knows are read;
+/// for everything else the fallback [`NoReturned`] answers `None` (method resolution prefers the
+/// by-value impl on `OutArg<*mut T>` over the autoref'd blanket one).
+#[doc(hidden)]
+pub struct OutArg<T>(pub T);
+
+/// The value an output pointer holds after a call.
+#[doc(hidden)]
+pub trait ShowReturned {
+    /// The pointee in short form; `None` for a null pointer.
+    ///
+    /// # Safety
+    /// The pointer is null or valid for reading one value (an output parameter of a call that
+    /// succeeded, which the caller passed as writable memory for one value under the function's
+    /// contract).
+    unsafe fn returned(&self) -> Option<String>;
+}
+
+/// Every other argument: nothing to show.
+#[doc(hidden)]
+pub trait NoReturned {
+    /// `None`.
+    ///
+    /// # Safety
+    /// None needed; `unsafe` only to match [`ShowReturned::returned`] at the call site.
+    unsafe fn returned(&self) -> Option<String> {
+        None
+    }
+}
+
+impl<T> NoReturned for &OutArg<T> {}
+
+macro_rules! show_returned {
+    ($($t:ty => $fmt:literal),* $(,)?) => {$(
+        impl ShowReturned for OutArg<*mut $t> {
+            unsafe fn returned(&self) -> Option<String> {
+                if self.0.is_null() {
+                    return None;
+                }
+                // SAFETY: non-null, and valid for reading one value by this method's contract.
+                Some(format!($fmt, unsafe { self.0.read() }))
+            }
+        }
+    )*};
+}
+
+show_returned! {
+    u64 => "{:#x}",
+    usize => "{}",
+    c_int => "{}",
+    c_uint => "{}",
+    f32 => "{}",
+    CUcontext => "{:p}",
+    CUstream => "{:p}",
+    CUevent => "{:p}",
+    CUgraphicsResource => "{:p}",
+    CUmodule => "{:p}",
+    CUfunction => "{:p}",
 }
 
 /// Whether this build can trace driver calls (the `trace` feature, on by default). Without it
@@ -198,7 +265,23 @@ macro_rules! entry_points {
                         // SAFETY: the caller keeps this function's contract (see `# Safety`); `f`
                         // has the signature of the version it was resolved with.
                         let r = unsafe { f($($arg),*) };
-                        self.trace(stringify!($name), $version, args, r, t0);
+                        let host_us = t0.elapsed().as_secs_f64() * 1e6;
+                        #[allow(unused_mut)]
+                        let mut returned = String::new();
+                        if r.is_success() {
+                            $(
+                                if !matches!(stringify!($arg), "resources" | "options") {
+                                    // SAFETY: the call succeeded, so each output pointer the caller
+                                    // passed is valid for one value (this function's contract); the
+                                    // input arrays are skipped by name; other types answer `None`.
+                                    #[allow(clippy::needless_borrow)]
+                                    if let Some(v) = unsafe { (&OutArg($arg)).returned() } {
+                                        returned.push_str(&format!(concat!(stringify!($arg), "→{} "), v));
+                                    }
+                                }
+                            )*
+                        }
+                        self.trace(stringify!($name), $version, args, returned, r, host_us);
                         return self.check(r, stringify!($name));
                     }
                     // SAFETY: as above.
@@ -520,8 +603,7 @@ impl Api {
     /// Hands one call to the tracer, with the version, export and address it was resolved with
     /// (looked up only while tracing).
     #[cfg_attr(not(feature = "trace"), allow(dead_code))]
-    fn trace(&self, name: &'static str, version: c_int, args: String, result: CuResult, t0: Instant) {
-        let host_us = t0.elapsed().as_secs_f64() * 1e6;
+    fn trace(&self, name: &'static str, version: c_int, args: String, returned: String, result: CuResult, host_us: f64) {
         let row = self.report.iter().find(|r| r.name == name);
         let version = row.map_or(version, |r| r.version);
         let address = row.map_or(0, |r| r.address);
@@ -531,7 +613,7 @@ impl Api {
             .map_or_else(|| name.to_string(), |d| d.export_for(self.semantics));
         if let Ok(t) = self.tracer.lock() {
             if let Some(t) = t.as_ref() {
-                t(&TraceRecord { name, version, export, address, args, result, host_us });
+                t(&TraceRecord { name, version, export, address, args, returned, result, host_us });
             }
         }
     }
@@ -578,5 +660,29 @@ impl Api {
         }
         // SAFETY: the driver documents `*pStr` as a NUL-terminated string with static lifetime.
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::needless_borrow)]
+    fn returned_values_come_from_output_pointers_of_known_types_only() {
+        let mut dptr: u64 = 0x7f00_0000_1000;
+        let mut size: usize = 1_048_576;
+        let mut ms: f32 = 0.25;
+        let by_value: c_int = 3;
+        let mut bytes = [0u8; 4];
+        // SAFETY: each pointer is null or points at a live value of its type.
+        unsafe {
+            assert_eq!((&OutArg(&mut dptr as *mut u64)).returned().as_deref(), Some("0x7f0000001000"));
+            assert_eq!((&OutArg(&mut size as *mut usize)).returned().as_deref(), Some("1048576"));
+            assert_eq!((&OutArg(&mut ms as *mut f32)).returned().as_deref(), Some("0.25"));
+            assert_eq!((&OutArg(std::ptr::null_mut::<u64>())).returned(), None, "null: nothing read");
+            assert_eq!((&OutArg(by_value)).returned(), None, "a value argument has nothing to return");
+            assert_eq!((&OutArg(bytes.as_mut_ptr().cast::<c_void>())).returned(), None, "void* buffers are not read");
+        }
     }
 }

@@ -116,6 +116,13 @@ pub struct Call {
     pub address: String,
     /// Arguments in short form.
     pub args: String,
+    /// What the call returned through its output parameters (`p_dev_ptr→0x7f…
+    /// p_size→1048576`), after a successful call; empty otherwise
+    /// ([`interop::TraceRecord::returned`]). The pointer of each map shows here.
+    pub returned: String,
+    /// A query that changes nothing (attributes, priorities, the current context): per-frame
+    /// noise a reader may filter out ([`is_noise`]).
+    pub noise: bool,
     /// `CUresult` value (0 for GL).
     pub code: i32,
     /// `cuGetErrorName` of the result (`CUDA_SUCCESS`, …).
@@ -141,6 +148,8 @@ impl Call {
             export: r.export.clone(),
             address: format!("{:#x}", r.address),
             args: r.args.trim_end().to_string(),
+            returned: r.returned.trim_end().to_string(),
+            noise: is_noise(r.name),
             code: r.result.0,
             result,
             host_us: r.host_us,
@@ -148,6 +157,25 @@ impl Call {
             gpu_ms: None,
         }
     }
+}
+
+/// Whether the driver function `name` only reads state (attribute and property queries): the
+/// calls a reader of a per-frame trace may filter out.
+pub fn is_noise(name: &str) -> bool {
+    matches!(
+        name,
+        "cuFuncGetAttribute"
+            | "cuDeviceGetAttribute"
+            | "cuStreamGetPriority"
+            | "cuStreamGetFlags"
+            | "cuCtxGetCurrent"
+            | "cuCtxGetDevice"
+            | "cuCtxGetFlags"
+            | "cuCtxGetStreamPriorityRange"
+            | "cuMemGetInfo"
+            | "cuOccupancyMaxActiveBlocksPerMultiprocessor"
+            | "cuEventQuery"
+    )
 }
 
 /// A row of the timeline (the overlay's panel and the `--timeline` file).
@@ -491,6 +519,8 @@ impl Recorder {
             export: "glDrawArrays".into(),
             address: "0x0".into(),
             args: format!("mode=GL_POINTS vbo={buffer}"),
+            returned: String::new(),
+            noise: false,
             code: 0,
             result: "GL".into(),
             host_us,
@@ -574,6 +604,7 @@ mod tests {
             export: format!("{name}_ptsz"),
             address: 0x1000,
             args: "count=2 ".into(),
+            returned: if result == 0 { "p_size→1024 ".into() } else { String::new() },
             result: CuResult(result),
             host_us: 1.5,
         }
@@ -648,6 +679,8 @@ mod tests {
         assert_eq!(lines[0]["code"], 208);
         assert_eq!(lines[0]["result"], "CUDA_ERROR_ALREADY_MAPPED");
         assert_eq!(lines[0]["args"], "count=2");
+        assert_eq!(lines[0]["returned"], "", "nothing is returned by a failed call");
+        assert_eq!(lines[0]["noise"], false);
         assert_eq!(lines[1]["api"], "gl");
         assert_eq!(lines[1]["step"], "draw");
         let _ = std::fs::remove_dir_all(&dir);

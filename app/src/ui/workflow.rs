@@ -203,12 +203,21 @@ fn calls_ui(ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats) {
             ui.end_row();
             for c in g.calls {
                 let name = if c.export != c.name { format!("{} -> {}", c.name, c.export) } else { c.name.clone() };
-                ui.label(RichText::new(name).monospace()).on_hover_text(format!("{} @ {}", c.args, c.address));
+                let name = if c.noise { RichText::new(name).monospace().weak() } else { RichText::new(name).monospace() };
+                let hover = if c.returned.is_empty() {
+                    format!("{} @ {}", c.args, c.address)
+                } else {
+                    format!("{} @ {}\nreturned: {}", c.args, c.address, c.returned)
+                };
+                ui.label(name).on_hover_text(hover);
                 ui.label(if c.version > 0 { format!("v{}", c.version) } else { String::new() });
                 let color = if c.code == 0 { Color32::GRAY } else { Color32::from_rgb(255, 140, 60) };
                 ui.label(RichText::new(&c.result).color(color).small());
                 ui.label(format!("{:.1} µs", c.host_us));
-                let args: String = c.args.chars().take(48).collect();
+                // What came back (the mapped pointer and size, a new handle) says more than the
+                // arguments where there is something.
+                let shown = if c.returned.is_empty() { &c.args } else { &c.returned };
+                let args: String = shown.chars().take(48).collect();
                 ui.label(RichText::new(args).small());
                 ui.end_row();
             }
@@ -254,6 +263,8 @@ mod tests {
             export: name.into(),
             address: "0x1".into(),
             args: "count=2".into(),
+            returned: String::new(),
+            noise: false,
             code: 0,
             result: "CUDA_SUCCESS".into(),
             host_us: 1.0,
