@@ -1,7 +1,7 @@
 //! The mistake lab and the API trace without a GPU: `lab` lists its cases, every case against a
 //! missing driver is reported "unavailable" with the load error (never a crash), and `--trace`
 //! writes JSON lines; `lab --quiz` hides the expected codes until a case ran, and `lab --replay`
-//! shows the results recorded on the H200 (`docs/results/2026-11-30-h200/lab.jsonl`) as README's
+//! shows the results recorded on the H200 (`docs/results/2026-12-02-h200/lab.jsonl`) as README's
 //! table gives them. The cases themselves run on the GPU machine (`.ci/gpu-check run`).
 
 use std::path::{Path, PathBuf};
@@ -191,7 +191,7 @@ fn root() -> PathBuf {
 
 /// The lab results recorded on the H200 and committed.
 fn committed_lab_jsonl() -> PathBuf {
-    root().join("docs/results/2026-11-30-h200/lab.jsonl")
+    root().join("docs/results/2026-12-02-h200/lab.jsonl")
 }
 
 /// This build's cases that `file` holds results for, in the file's order.
@@ -247,7 +247,10 @@ fn readme_table() -> Vec<(String, i32, String)> {
         }
         let (before, name) = cell.rsplit_once('`').and_then(|(b, _)| b.rsplit_once('`')).expect("a `NAME` in the got column");
         let code = before.rsplit(|ch: char| !ch.is_ascii_digit()).find(|t| !t.is_empty()).expect("a code before the name");
-        rows.push((case, code.parse().expect("a number"), name.to_string()));
+        let code: i32 = code.parse().expect("a number");
+        // A signal's code is negative ("-11 `child crashed`").
+        let code = if before.trim_end().ends_with(&format!("-{code}")) { -code } else { code };
+        rows.push((case, code, name.to_string()));
     }
     rows
 }

@@ -15,9 +15,10 @@
 //! the GPU's spans beside them, as a Trace Event Format file ([`timeline`]). Example of a line:
 //!
 //! ```text
-//! {"seq":41,"frame":3,"step":"map","api":"cuda","name":"cuGraphicsMapResources","version":3000,
-//!  "export":"cuGraphicsMapResources","address":"0x7f3a1c2b4e10","args":"count=2 resources=0x… h_stream=0x0 ",
-//!  "code":0,"result":"CUDA_SUCCESS","host_us":12.4,"gpu_ms":null}
+//! {"seq":43,"frame":3,"step":"get_pointer","api":"cuda","name":"cuGraphicsResourceGetMappedPointer",
+//!  "version":3020,"export":"cuGraphicsResourceGetMappedPointer_v2","address":"0x7f3a1c2b4f20",
+//!  "args":"p_dev_ptr=0x7ffc… p_size=0x7ffc… resource=0x5581…","returned":"p_dev_ptr→0x7f3a00000000 p_size→1048576",
+//!  "noise":false,"code":0,"result":"CUDA_SUCCESS","host_us":1.2,"t_us":18734.5,"gpu_ms":null}
 //! ```
 
 pub mod cupti;
