@@ -67,6 +67,8 @@ pub struct Scene {
     /// What the overlay's timeline panel shows: the last frame's spans, or in step mode the
     /// spans of the workflow frame so far (one step more each time).
     timeline_spans: Vec<Span>,
+    /// A step-mode step was taken this frame (the timeline grows only then).
+    stepped: bool,
     /// "next step" was asked for (step mode).
     step_next: bool,
     /// Address of the table the recorder was last installed on (0: none).
@@ -191,6 +193,7 @@ impl Scene {
             gl_track: None,
             cupti: None,
             timeline_spans: Vec::new(),
+            stepped: false,
             step_next: false,
             traced_api: 0,
             panels: None,

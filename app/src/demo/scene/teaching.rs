@@ -89,12 +89,13 @@ impl Scene {
     /// those of the workflow frame so far, which starts again at its map.
     pub(super) fn collect_timeline(&mut self, spans: Vec<Span>) {
         let stepping = self.overlay.workflow.step_mode;
+        if stepping && !std::mem::take(&mut self.stepped) {
+            // Waiting for "next step": the frame only redrew; the timeline keeps the steps so far.
+            return;
+        }
         let restart = !stepping || spans.iter().any(|s| s.name == "cuGraphicsMapResources");
         if restart {
             self.timeline_spans.clear();
-        }
-        if stepping && spans.is_empty() {
-            return;
         }
         self.timeline_spans.extend(spans);
         let over = self.timeline_spans.len().saturating_sub(crate::trace::MAX_CALLS_PER_FRAME);
@@ -158,6 +159,7 @@ impl Scene {
         let per_frame = self.overlay.controls.steps_per_frame.max(1);
         let auto = self.args.headless && self.args.step_mode;
         let next = std::mem::take(&mut self.step_next) || auto;
+        self.stepped = next;
         if self.overlay.workflow.step_mode && self.backend()?.step_view().is_none() {
             // The backend was re-made (new settings): step mode again, if it still can.
             self.set_step_mode(true);

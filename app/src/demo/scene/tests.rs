@@ -187,3 +187,36 @@ fn overlay_zoom_follows_the_window_height() {
     // A HiDPI window (scale 2) of 2160 physical pixels is 1080 logical: egui's scale does it.
     assert_eq!(auto_ui_zoom(2160, 2.0), 1.0);
 }
+
+#[test]
+fn the_timeline_shows_the_last_frame_and_grows_in_step_mode() {
+    use crate::trace::{Span, Track};
+    let a = args(&[]);
+    let (mut s, t, ctx) = scene(&a);
+    s.overlay.workflow.open = true;
+    frame(&mut s, t);
+    s.overlay.workflow.open = true;
+    frame(&mut s, t);
+    let has = |track: Track, name: &str| s.timeline_spans.iter().any(|x| x.track == track && x.name == name);
+    assert!(has(Track::Host, "glDrawArrays"), "the draw call on the host row: {:?}", s.timeline_spans);
+    assert!(has(Track::Gl, "draw"), "the draw on the GL row (GL_TIMESTAMP): {:?}", s.timeline_spans);
+    // Step mode: the spans add up one step at a time (frames without a step add nothing) and
+    // start again at the next map.
+    let span = |name: &str| Span { track: Track::Host, name: name.into(), start_us: 0.0, dur_us: 1.0, detail: String::new() };
+    s.overlay.workflow.step_mode = true;
+    s.timeline_spans.clear();
+    for (name, stepped, len) in [
+        ("cuGraphicsMapResources", true, 1),
+        ("glDrawArrays", false, 1),
+        ("cuGraphicsResourceGetMappedPointer", true, 2),
+        ("cuLaunchKernel", true, 3),
+        ("cuGraphicsMapResources", true, 1),
+    ] {
+        s.stepped = stepped;
+        s.collect_timeline(vec![span(name)]);
+        assert_eq!(s.timeline_spans.len(), len, "after {name} (stepped: {stepped})");
+    }
+    s.overlay.workflow.step_mode = false;
+    drop(s);
+    drop(ctx);
+}
