@@ -66,7 +66,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use libloading::Library;
 
-use crate::error::LibraryAttempt;
+use crate::error::{error_chain, LibraryAttempt};
 
 /// The environment variable naming the CUPTI library to load instead of the default names.
 pub const LIBRARY_ENV: &str = "NBODY_CUPTI_LIBRARY";
@@ -365,17 +365,6 @@ pub fn locate(candidates: &[PathBuf]) -> Result<PathBuf, CuptiError> {
     }
 }
 
-/// `e` with its sources (libloading puts the `dlerror` text in the source).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
 
 // C signatures (`cupti_activity.h`, `cupti_result.h`, `cupti_version.h`; CUPTIAPI is empty on
 // Linux, so they are plain C functions).

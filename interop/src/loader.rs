@@ -13,20 +13,9 @@ use std::sync::Arc;
 
 use libloading::Library;
 
-use crate::error::{Error, LibraryAttempt};
+use crate::error::{error_chain, Error, LibraryAttempt};
 use crate::sys::*;
 
-/// `e` with its sources (libloading puts the `dlerror` text in the source).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
 
 /// The environment variable naming the driver library to load instead of the default names.
 pub const LIBRARY_ENV: &str = "NBODY_CUDA_LIBRARY";
