@@ -70,7 +70,7 @@ pub const CASES: &[Case] = &[
                       interop::map_resources takes a slice of GraphicsResource \
                       values, each owning its own registration, so the same handle cannot appear twice; the lab \
                       builds the raw array. Reference (cuGraphicsMapResources): \"If resources includes any \
-                      duplicate entries then CUDA_ERROR_INVALID_HANDLE is returned.\" H200 (driver 580.159, 2026-12-02): CUDA_ERROR_ALREADY_MAPPED, not the INVALID_HANDLE the reference names: this driver maps the array in order and finds the second entry already mapped by the first.",
+                      duplicate entries then CUDA_ERROR_INVALID_HANDLE is returned.\" H200: on driver 580.159 (2026-12-02), CUDA_ERROR_ALREADY_MAPPED, not the INVALID_HANDLE the reference names: this driver maps the array in order and finds the second entry already mapped by the first.",
         fix: "Map each registered resource once per call: collect the frame's distinct resources (the two ping-pong \
               buffers are two resources) and map them together.",
     },
@@ -86,7 +86,7 @@ pub const CASES: &[Case] = &[
                       safe types make this a compile error; the lab calls the raw Api method. Reference \
                       (cuGraphicsResourceSetMapFlags): \"Changes to flags will take effect the next time resource is \
                       mapped.\" and \"If resource is presently mapped for access by CUDA then \
-                      CUDA_ERROR_ALREADY_MAPPED is returned.\" H200 (driver 580.159, 2026-12-02): CUDA_ERROR_ALREADY_MAPPED, as documented.",
+                      CUDA_ERROR_ALREADY_MAPPED is returned.\" H200: on driver 580.159 (2026-12-02), CUDA_ERROR_ALREADY_MAPPED, as documented.",
         fix: "Set the map flags before the map (once at setup if they never change: the renderer's source READ_ONLY, \
               a buffer the kernel overwrites WRITE_DISCARD), and unmap before changing them.",
     },
@@ -113,7 +113,7 @@ pub const CASES: &[Case] = &[
                       CUDA_ERROR_INVALID_HANDLE and CUDA_ERROR_UNKNOWN; it says nothing of a mapped resource, so a \
                       driver may unmap it on the way (CUDA_SUCCESS), refuse as cuGraphicsResourceSetMapFlags does \
                       for a mapped resource (CUDA_ERROR_ALREADY_MAPPED), or fail (CUDA_ERROR_UNKNOWN). \
-                      H200 (driver 580.159, 2026-12-02): no code at all: the process was killed by SIGSEGV (which is why the case runs in a child process).",
+                      H200: on driver 580.159 (2026-12-02), no code at all: the process was killed by SIGSEGV, reported as PROCESS_KILLED_BY_A_SIGNAL (which is why the case runs in a child process).",
         fix: "Unmap (drop the Mapping) before unregistering (dropping the GraphicsResource): the teardown order is \
               unmap, unregister, then glDeleteBuffers.",
     },
@@ -132,7 +132,7 @@ pub const CASES: &[Case] = &[
                       Reference (cuGraphicsMapResources): its listed returns include CUDA_ERROR_INVALID_CONTEXT and \
                       CUDA_ERROR_INVALID_HANDLE, without saying which a resource of another context gets \
                       (cuGraphicsUnregisterResource: \"If resource is invalid then CUDA_ERROR_INVALID_HANDLE is \
-                      returned\"). H200 (driver 580.159, 2026-12-02): CUDA_ERROR_INVALID_HANDLE: under the second context the registration's handle names nothing.",
+                      returned\"). H200: on driver 580.159 (2026-12-02), CUDA_ERROR_INVALID_HANDLE: under the second context the registration's handle names nothing.",
         fix: "Map, launch and unmap with the context that registered the resources current: make it current on the \
               render thread once, or push and pop it around the interop calls where several contexts are used.",
     },
@@ -190,7 +190,7 @@ pub const CASES: &[Case] = &[
                       context bound to the current thread when this function is called, and the buffer name is \
                       resolved by that context.\" A driver may answer CUDA_ERROR_INVALID_GRAPHICS_CONTEXT (cuda.h: \
                       \"an error with OpenGL or DirectX context\"), CUDA_ERROR_INVALID_CONTEXT, or, as for a name it \
-                      cannot resolve, CUDA_ERROR_INVALID_VALUE. H200 (driver 580.159, 2026-12-02): CUDA_ERROR_INVALID_VALUE on the thread without a GL context; the same buffer name on the GL thread registered with CUDA_SUCCESS.",
+                      cannot resolve, CUDA_ERROR_INVALID_VALUE. H200: on driver 580.159 (2026-12-02), CUDA_ERROR_INVALID_VALUE on the thread without a GL context; the same buffer name on the GL thread registered with CUDA_SUCCESS.",
         fix: "Register (and unregister) on the thread whose GL context created the buffer, with that GL context \
               current — in this project the render thread, which holds the Gl token.",
     },
@@ -212,7 +212,7 @@ pub const CASES: &[Case] = &[
                       describes only the registration (\"Registers the buffer object specified by buffer for access \
                       by CUDA\"), and cuGraphicsResourceGetMappedPointer says \"The value set in pPointer may change \
                       every time that resource is mapped\"; neither says what a re-specified buffer gives. \
-                      H200 (driver 580.159, 2026-12-02): every call succeeded; after the glBufferData the mapped pointer moved (to the new storage, which CUDA read as GL's new contents) but the mapped size stayed 256 bytes: CUDA sees only the old size of the new buffer.",
+                      H200: on driver 580.159 (2026-12-02), every call succeeded; after the glBufferData the mapped pointer moved (to the new storage, which CUDA read as GL's new contents) but the mapped size stayed 256 bytes: CUDA sees only the old size of the new buffer.",
         fix: "Unregister before re-specifying a buffer with glBufferData and register it again after; to change only \
               the contents use glBufferSubData, or write from CUDA through the mapping.",
     },
@@ -268,7 +268,7 @@ pub const CASES: &[Case] = &[
                       reference): \"If the specified CUDA version is greater than the driver version, the API will \
                       return CUDA_ERROR_INVALID_VALUE.\" That sentence is not in the CUDA 12.0 and 12.2 references \
                       nor in the comment of the 12.9 cuda.h (which lists CUDA_ERROR_INVALID_VALUE among the returns \
-                      without saying when), so an older driver may answer otherwise. H200 (driver 580.159, 2026-12-02): CUDA_ERROR_INVALID_VALUE, symbolStatus not found and a null pointer for cuMemAlloc at 14000; at 3020 the same lookup succeeds.",
+                      without saying when), so an older driver may answer otherwise. H200: on driver 580.159 (2026-12-02), CUDA_ERROR_INVALID_VALUE, symbolStatus not found and a null pointer for cuMemAlloc at 14000; at 3020 the same lookup succeeds.",
         fix: "Ask each function with the version of the typedef your declaration copies (a constant per function), \
               never CUDA_VERSION; read cuDriverGetVersion at start-up and name what a too-old driver lacks \
               (interop::Api::load does).",
@@ -298,7 +298,7 @@ pub const CASES: &[Case] = &[
                       the requested driver function's definition in the API header file\": on a driver of CUDA 13.0 \
                       or newer both lookups give CU_GET_PROC_ADDRESS_SUCCESS; an older driver refuses 13000 with \
                       CUDA_ERROR_INVALID_VALUE (\"If the specified CUDA version is greater than the driver version, \
-                      the API will return CUDA_ERROR_INVALID_VALUE\"). H200 (driver 580.159, 2026-12-02): both lookups succeed, at different addresses: 3020 gives the export cuCtxCreate_v2, 13000 gives cuCtxCreate_v4 (the CUctxCreateParams* signature).",
+                      the API will return CUDA_ERROR_INVALID_VALUE\"). H200: on driver 580.159 (2026-12-02), both lookups succeed, at different addresses: 3020 gives the export cuCtxCreate_v2, 13000 gives cuCtxCreate_v4 (the CUctxCreateParams* signature).",
         fix: "Declare each function with the version of the PFN_<name>_v<version> typedef whose signature you copy \
               (interop's table: cuCtxCreate @ 3020), never the driver's version or CUDA_VERSION; check the table \
               against the headers (tests/interop_headers.rs).",
@@ -325,7 +325,7 @@ pub const CASES: &[Case] = &[
                       stream then silently means the legacy stream), while the version rule (pfn NULL when \"no ABI \
                       compatible driver function exists for the specified cudaVersion\") gives \
                       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, which an earlier version of this table saw on \
-                      driver 580. H200 (driver 580.159, 2026-12-02): CUDA_SUCCESS with symbolStatus VERSION_NOT_SUFFICIENT and a null pointer at 4000 (no fallback to the legacy export); at 7000 the per-thread lookup gives cuLaunchKernel_ptsz.",
+                      driver 580. H200: on driver 580.159 (2026-12-02), CUDA_SUCCESS with symbolStatus VERSION_NOT_SUFFICIENT and a null pointer at 4000 (no fallback to the legacy export); at 7000 the per-thread lookup gives cuLaunchKernel_ptsz.",
         fix: "Ask a _ptsz/_ptds variant at the version of its own typedef (7000 or later), and check that the lookup \
               resolved the per-thread export (the --trace field \"export\" shows cuLaunchKernel_ptsz).",
     },
@@ -378,7 +378,7 @@ pub const CASES: &[Case] = &[
                       the late write goes to memory that is no longer mapped. Reference (cuGraphicsUnmapResources): \
                       \"This function provides the synchronization guarantee that any CUDA work issued in stream \
                       before cuGraphicsUnmapResources() will complete before any subsequently issued graphics work \
-                      begins.\" — for that stream only. H200 (driver 580.159, 2026-12-02): every call succeeded and GL read the old contents, both right after the unmap and after stream B had finished its write: the write after the unmap never reached GL's buffer.",
+                      begins.\" — for that stream only. H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents, both right after the unmap and after stream B had finished its write: the write after the unmap never reached GL's buffer.",
         fix: "Map, launch and unmap on one stream (pass the Mapping's stream to the launch), or make the unmap's \
               stream wait for the other (cuEventRecord on B, cuStreamWaitEvent on A) before the unmap.",
     },
@@ -398,7 +398,7 @@ pub const CASES: &[Case] = &[
                       is allowed, the result is undefined. It runs in a child process in case the GL driver does \
                       not survive it. Reference (cuGraphicsMapResources): \"The graphics API from which resources \
                       were registered should not access any resources while they are mapped by CUDA. If an \
-                      application does so, the results are undefined.\" H200 (driver 580.159, 2026-12-02): GL read what CUDA wrote, while mapped and after the unmap (one GPU, one memory; another GPU or driver may differ, as the reference's \"undefined\" allows).",
+                      application does so, the results are undefined.\" H200: on driver 580.159 (2026-12-02), GL read what CUDA wrote, while mapped and after the unmap (one GPU, one memory; another GPU or driver may differ, as the reference's \"undefined\" allows).",
         fix: "Let GL touch the buffer only after the unmap (drop the Mapping first); if GL must draw while CUDA works \
               on it, draw a copy taken before the map (as step mode does) or double-buffer.",
     },
@@ -418,7 +418,7 @@ pub const CASES: &[Case] = &[
                       case the driver maps the buffer read-only and the write faults (an error that would spoil the \
                       context for the cases after it). Reference (cuGraphicsGLRegisterBuffer): \
                       \"CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY: Specifies that CUDA will not write to this resource.\" \
-                      H200 (driver 580.159, 2026-12-02): every call succeeded and GL read the old contents: the writes were discarded, as the promise allows.",
+                      H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents: the writes were discarded, as the promise allows.",
         fix: "Register READ_ONLY only buffers CUDA never writes (the renderer's source, never the kernel's output); \
               a buffer the kernel overwrites entirely is WRITE_DISCARD, anything else NONE.",
     },
