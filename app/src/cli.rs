@@ -319,7 +319,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub workflow: bool,
     /// Start in step mode (CUDA map backend): the frame pauses between map, get pointers, launch,
-    /// unmap and draw. Headless runs take one step per frame.
+    /// unmap and draw. Headless runs take one step per frame. fp32 only (`--precision f64` is refused).
     #[arg(long = "step-mode")]
     pub step_mode: bool,
 }

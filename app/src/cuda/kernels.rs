@@ -581,9 +581,9 @@ pub const CONVERT_BLOCK: u32 = 256;
 pub const F64_RSQRT_ENV: &str = "NBODY_F64_RSQRT";
 
 /// The fp64 kernel's speed as a fraction of the fp32 one's on an H200 (`bench --modes compute`,
-/// N = 131072: 6.76e11 against 2.0e12 interactions/s). A lead for estimates, like
-/// [`nominal_rate`].
-pub const F64_RATE_FRACTION: f64 = 0.338;
+/// N = 131072: 0.759e12 against 2.0e12 interactions/s, README "Measured on the H200"). A lead
+/// for estimates, like [`nominal_rate`].
+pub const F64_RATE_FRACTION: f64 = 0.38;
 
 /// [`nominal_rate`] for a precision: the fp64 kernel's is [`F64_RATE_FRACTION`] of it.
 pub fn nominal_rate_for(info: &interop::DeviceInfo, precision: Precision) -> f64 {
