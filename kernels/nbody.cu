@@ -419,3 +419,15 @@ extern "C" __global__ void __launch_bounds__(1024)
 NBODY_STEP_F64_KERNEL(nbody_step_f64, true)
 NBODY_STEP_F64_KERNEL(nbody_step_f64_lib, false)
 
+
+// The fp64 path's conversion for GL (README.md, fp64): out[i] = (float4)pos[i] for i < n, each
+// component rounded to nearest (cvt.rn; with -ftz a result below FLT_MIN flushes to 0). One
+// element per thread, grid = ceil(n / B); no shared memory, reads pos[0..n), writes out[0..n).
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_to_float4(const double4* __restrict__ pos, float4* __restrict__ out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const double4 p = pos[i];
+        out[i] = make_float4(__double2float_rn(p.x), __double2float_rn(p.y), __double2float_rn(p.z), __double2float_rn(p.w));
+    }
+}

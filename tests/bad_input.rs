@@ -120,6 +120,16 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("unknown interop mode", &["--interop", "zero-copy"], 2, &["--interop", "zero-copy"]),
         demo_case("unknown backend", &["--backend", "gpu"], 2, &["--backend", "gpu"]),
         demo_case("unknown stream kind", &["--stream", "fast"], 2, &["--stream"]),
+        demo_case("unknown precision", &["--precision", "f16"], 2, &["--precision", "f16"]),
+        // fp64 needs CUDA, has no step mode and takes blocks up to 256 (refused before CUDA is touched).
+        demo_case("f64 on the CPU backend", &["--precision", "f64"], 1, &["--precision f64 needs the CUDA backend", "--backend cpu", "float32", "--precision f32"]),
+        demo_case(
+            "f64 with step mode",
+            &["--precision", "f64", "--backend", "cuda", "--step-mode"],
+            1,
+            &["--step-mode cannot run with --precision f64", "fp32 workflow", "use --precision f32 for step mode"],
+        ),
+        demo_case("f64 with a block too large", &["--precision", "f64", "--backend", "cuda", "--block-size", "512"], 1, &["--block-size", "at most 256"]),
         demo_case("unknown option", &["--turbo"], 2, &["--turbo"]),
         case("demo option before a subcommand", &["--headless", "info"], 2, &["info"]),
         // Sizes that cannot run.
@@ -151,7 +161,25 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         // bench.
         case("bench bodies 0", &["bench", "--bodies", "0", "--out", &out_dir], 1, &["--bodies", "N = 0"]),
         case("bench unknown mode", &["bench", "--modes", "warp", "--out", &out_dir], 2, &["warp"]),
-        case("bench f64 in an interop mode", &["bench", "--precision", "f64", "--modes", "map", "--out", &out_dir], 1, &["--precision f64", "--modes compute"]),
+        case(
+            "bench f64 in the cpu mode",
+            &["bench", "--precision", "f64", "--modes", "cpu,map", "--out", &out_dir],
+            1,
+            &["--precision f64", "cpu cannot run in fp64", "float32 CPU backend", "leave it out of --modes", "--precision f32"],
+        ),
+        case(
+            "bench f64 in the draw mode",
+            &["bench", "--precision", "f64", "--modes", "draw", "--out", &out_dir],
+            1,
+            &["--precision f64", "draw cannot run in fp64", "simulates nothing", "--precision f32"],
+        ),
+        case(
+            "bench f64 with a block too large for the fp64 kernel",
+            &["bench", "--precision", "f64", "--modes", "compute", "--block-size", "512", "--out", &out_dir],
+            1,
+            &["--block-size", "at most 256"],
+        ),
+        case("bench unknown precision", &["bench", "--precision", "f16", "--out", &out_dir], 2, &["--precision", "f16"]),
         case("bench auto steps", &["bench", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame", "fixed count"]),
         case("bench cpu budget 0", &["bench", "--modes", "cpu", "--cpu-budget-ms", "0", "--out", &out_dir], 1, &["--cpu-budget-ms"]),
         case(

@@ -8,7 +8,7 @@ use crate::backend::cuda::CudaOptions;
 pub use crate::backend::select::BackendChoice;
 use crate::backend::select::BackendConfig;
 use crate::backend::InteropSettings;
-pub use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags, StreamKind};
+pub use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags, StreamKind};
 
 /// `nbody-interop`: CUDA–OpenGL interop N-body demo, benchmark and teaching tool.
 #[derive(Debug, Parser)]
@@ -130,15 +130,6 @@ pub struct SimArgs {
     pub kernel: Option<PathBuf>,
 }
 
-/// Floating-point precision of the simulation state and the force sum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Precision {
-    /// fp32: the kernel GL's float4 vertex buffers hold directly.
-    F32,
-    /// fp64: double4 state and sums (`nbody_step_f64`); `bench --modes compute` only for now.
-    F64,
-}
-
 /// `--steps-per-frame`: a fixed count of leapfrog steps per frame, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepsPerFrame {
@@ -234,6 +225,13 @@ pub struct DemoArgs {
     /// Which simulation backend to use.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
+    /// Precision of the state and the force sum: f32, or f64 (CUDA only: double4 state in CUDA
+    /// buffers, `nbody_step_f64`, and each frame one conversion kernel writes the float4
+    /// positions GL draws into the mapped, copied or external buffer). f64 needs CUDA (with
+    /// `--backend auto` a missing GPU is an error, not the fp32 CPU backend) and excludes
+    /// `--step-mode`; block sizes up to 256.
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    pub precision: Precision,
     /// How CUDA's results reach the GL vertex buffers.
     #[arg(long, value_enum, default_value_t = InteropMode::Map)]
     pub interop: InteropMode,
@@ -321,7 +319,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub workflow: bool,
     /// Start in step mode (CUDA map backend): the frame pauses between map, get pointers, launch,
-    /// unmap and draw. Headless runs take one step per frame.
+    /// unmap and draw. Headless runs take one step per frame. fp32 only (`--precision f64` is refused).
     #[arg(long = "step-mode")]
     pub step_mode: bool,
 }
@@ -350,8 +348,10 @@ pub struct BenchArgs {
     /// Directory for bench.json, bench.csv and bench.png.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
-    /// Precision of the state and the force sum: f32, or f64 (the compute mode only, for now:
-    /// the fp64 interop path, which writes float4 for GL each frame, is not built yet).
+    /// Precision of the state and the force sum: f32, or f64 for the CUDA modes (compute, map,
+    /// map-separate, copy, external; the interop modes convert the double4 state to the float4
+    /// GL draws each frame, inside the kernel time). cpu and draw are fp32 only: named in
+    /// `--modes` with f64 they are refused, left out of the default list.
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub precision: Precision,
     /// Scheduling flag of the CUDA context.
@@ -449,7 +449,13 @@ impl DemoArgs {
     pub fn backend_config(&self) -> BackendConfig {
         BackendConfig {
             choice: self.backend,
-            cuda: CudaOptions { settings: self.interop_settings(), separate_maps: false, ctx_sched: self.ctx_sched, kernel: self.sim.kernel.clone() },
+            cuda: CudaOptions {
+                settings: self.interop_settings(),
+                separate_maps: false,
+                ctx_sched: self.ctx_sched,
+                kernel: self.sim.kernel.clone(),
+                precision: self.precision,
+            },
         }
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! Their ABI and what each kernel reads and writes are specified in `kernels/README.md`; this
 //! module is the one place that restates them. Each kernel is checked against its parameter list
-//! when it is looked up ([`StepKernel::new`], [`PotentialKernel::new`]: a PTX file with other
-//! parameters is refused), and each launch checks what the specification needs for the kernel
-//! to stay inside its buffers — a valid block size, `1 ≤ N ≤ MAX_BODIES`, buffers of at least N
-//! bodies that do not overlap — and computes the grid and the shared memory itself. That is why
+//! when it is looked up ([`StepKernel::new`], [`StepKernelF64::new`], [`ToFloat4Kernel::new`],
+//! [`PotentialKernel::new`]: a PTX file with other parameters is refused), and each launch
+//! checks what the specification needs for the kernel to stay inside its buffers — a valid block
+//! size, `1 ≤ N ≤ MAX_BODIES`, buffers of at least N bodies that do not overlap — and computes
+//! the grid and the shared memory itself. That is why
 //! the single `unsafe` block of each launch is sound, and why callers need none. That rests on the
 //! module being the project's PTX (`kernels/nbody.ptx`) or a file a user gives in its place
 //! (`--kernel`, for tuning), which is trusted like the program itself: a kernel with the right
@@ -64,6 +65,9 @@ pub const STEP_F64_PARAMS: [PtxParam; 10] = [
 
 /// Largest block size of the fp64 step kernels (built with `__launch_bounds__(256)`).
 pub const F64_MAX_BLOCK: u32 = 256;
+
+/// Parameters of `nbody_to_float4`: `(const double4* pos, float4* out, int n)`.
+pub const TO_FLOAT4_PARAMS: [PtxParam; 3] = [PtxParam::B64, PtxParam::B64, PtxParam::B32];
 
 /// Parameters of `nbody_potential`: `(const float4* pos, float* phi, int n, float eps2)`.
 pub const POTENTIAL_PARAMS: [PtxParam; 4] = [PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32];
@@ -378,6 +382,60 @@ impl StepKernelF64 {
     }
 }
 
+/// `nbody_to_float4` of a loaded module, its parameters checked against [`TO_FLOAT4_PARAMS`]: the
+/// fp64 path's conversion of the double4 positions into the float4 vertex buffer GL draws
+/// (`kernels/README.md`, fp64).
+#[derive(Debug, Clone)]
+pub struct ToFloat4Kernel {
+    function: Function,
+}
+
+impl ToFloat4Kernel {
+    /// Looks up `nbody_to_float4` in `module` and checks its PTX parameter list.
+    ///
+    /// # Errors
+    /// The module has no such kernel; its parameters differ from [`TO_FLOAT4_PARAMS`].
+    #[doc(alias = "cuModuleGetFunction")]
+    pub fn new(module: &Module) -> Result<Self> {
+        Ok(ToFloat4Kernel { function: lookup(module, "nbody_to_float4", &TO_FLOAT4_PARAMS)? })
+    }
+
+    /// The kernel.
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
+    /// `out[i] = (float4) pos[i]` for the first `n` bodies (`pos` `[N][4]` f64, `out` `[N][4]`
+    /// f32; each component rounded to nearest, a result below `FLT_MIN` flushed to 0), on
+    /// `stream`, with `block` threads per block, `ceil(n / block)` blocks, no shared memory.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid block size or N, a buffer of fewer than N
+    /// bodies, or overlapping buffers; the driver's launch error.
+    #[doc(alias = "cuLaunchKernel")]
+    pub fn launch(&self, block: u32, n: usize, pos: DevicePtr<'_, [f64; 4]>, out: DevicePtr<'_, [f32; 4]>, stream: &Stream) -> Result<()> {
+        check_block(block)?;
+        let nn = checked_n(n)?;
+        check_len("pos", &pos, n)?;
+        check_len("out", &out, n)?;
+        if pos.overlaps(&out) {
+            return Err(Error::InvalidArgument("pos and out must not overlap".into()));
+        }
+        let grid = u32::try_from(n.div_ceil(block as usize))
+            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        let launch = Launch::new(&self.function).grid(grid).block(block).ptr(pos).ptr(out).i32(nn);
+        // SAFETY: the parameter list is TO_FLOAT4_PARAMS (checked at `new` against the PTX, and by
+        // `launch` against the arguments). Per kernels/README.md the kernel reads pos[0..n) (32
+        // bytes each) and writes out[0..n) (16 bytes each) only, one element per thread for
+        // i = blockIdx.x · B + threadIdx.x < n, with a valid block size (checked) and grid
+        // ceil(n / B) (computed here), no shared memory; 1 ≤ n ≤ MAX_BODIES (checked); both
+        // buffers hold ≥ n bodies and do not overlap (checked). The views borrow their owners for
+        // this call; the owners keep the memory until the stream has finished with it (their
+        // teardown synchronises the stream or unmaps on it).
+        unsafe { launch.launch(stream) }
+    }
+}
+
 /// `nbody_potential` of a loaded module, its parameters checked against [`POTENTIAL_PARAMS`].
 #[derive(Debug, Clone)]
 pub struct PotentialKernel {
@@ -502,6 +560,12 @@ mod tests {
         }
         let e = entries.iter().find(|(n, _)| n == "nbody_potential").expect("nbody_potential");
         assert_eq!(e.1, POTENTIAL_PARAMS);
+        for name in ["nbody_step_f64", "nbody_step_f64_lib"] {
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_F64_PARAMS, "{name}");
+        }
+        let e = entries.iter().find(|(n, _)| n == "nbody_to_float4").expect("nbody_to_float4");
+        assert_eq!(e.1, TO_FLOAT4_PARAMS);
         assert_eq!(ptx_entries(TOUCH_PTX), vec![("nbody_touch".to_string(), TOUCH_PARAMS.to_vec())]);
     }
 

@@ -13,6 +13,24 @@
 //!
 //! Construction, readback, diagnostics, the device panel and teardown exist once for all three.
 //! A change of storage, stream or table is a rebuild, which [`super::select`] does.
+//!
+//! # Precision (`--precision f32 | f64`)
+//! The integrator is a [`Stepper`]: fp32 ([`crate::cuda::kernels::GpuStepper`]: the kernel reads
+//! and writes the two float4 position buffers above directly) or fp64
+//! ([`crate::cuda::kernels::GpuStepperF64`]: double4 positions, ping-pong, and double4
+//! velocities in CUDA buffers of its own). With fp64 each frame is, per storage, the same
+//! workflow with one more launch: `map` — map both VBOs → the `nbody_step_f64` launches on the
+//! CUDA buffers → one `nbody_to_float4` into the mapped VBO that GL did not draw last → unmap;
+//! `copy` — the launches → the conversion into a float4 device buffer → the copy path above;
+//! `external` — fence wait → the launches → the conversion into an imported buffer → event wait.
+//! The conversion is timed inside the kernel span (`kernel_ms`, so interactions/s include its
+//! ~N·48 bytes of traffic). As only the conversion writes a GL buffer, and only the one GL did
+//! not draw last, the map flags' roles hold with any `--steps-per-frame` in fp64.
+//! Readback ([`SimBackend::bodies`], diagnostics, `--save-state`) returns f32 [`Bodies`] rounded
+//! from the f64 state; an f32 initial state is widened exactly. The diagnostics' potentials are
+//! the fp32 `nbody_potential` of the float4 positions. [`CudaBackend::state_f64`] reads the f64
+//! state itself (tests). An fp64 step is one launch (not split for Ctrl-C, which is looked at
+//! between steps); step mode (`--step-mode`) is fp32 only.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -26,9 +44,9 @@ use super::external::{ExternalStorage, Unsupported};
 use super::stepwise::StepwiseFrame;
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{check_fits, validate_block_size, GpuStepper, Kernels, BODY_BYTES};
+use crate::cuda::kernels::{check_fits, narrow, validate_block_size, GpuStepper, GpuStepperF64, Kernels, StateF64, Stepper, BODY_BYTES};
 use crate::cuda::session::{entry_rows, ms, open_for_gl};
-use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags};
+use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags};
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::fence::wait_for_gl;
 use crate::gfx::gl::Gl;
@@ -46,6 +64,8 @@ pub struct CudaOptions {
     pub ctx_sched: CtxSched,
     /// PTX file to load instead of the embedded kernel.
     pub kernel: Option<std::path::PathBuf>,
+    /// fp32, or fp64 (the state in CUDA buffers, converted to float4 for GL each frame).
+    pub precision: Precision,
 }
 
 /// Where the positions live.
@@ -75,7 +95,7 @@ pub struct CudaBackend {
     events: [Event; 4],
     /// Places the frame's events on the host clock (the timeline).
     clock: GpuClock,
-    pub(super) gpu: GpuStepper,
+    pub(super) gpu: Stepper,
     pub(super) stream: Rc<Stream>,
     ctx: Arc<Context>,
     pub(super) opts: CudaOptions,
@@ -164,15 +184,26 @@ impl CudaBackend {
         // CUDA's own buffers: velocities; copy adds two device position buffers, external allocates
         // both position buffers itself (map uses GL's VBOs).
         // A step long enough to be split (Ctrl-C between launches) backs the velocities up.
-        let split = (n as f64) * (n as f64) / crate::cuda::kernels::nominal_rate(&info) > crate::cuda::kernels::LONG_STEP_S;
-        check_fits(&ctx, n, usize::from(split) + if s.interop == InteropMode::Map { 1 } else { 3 })?;
+        // fp64: its own three [N][4] f64 buffers (as many bytes as six f32 ones) in place of the
+        // f32 velocities, and no backup (an fp64 step is never split).
+        let storage_bufs = if s.interop == InteropMode::Map { 0 } else { 2 };
+        let state_bufs = match opts.precision {
+            Precision::F32 => 1 + usize::from((n as f64) * (n as f64) / crate::cuda::kernels::nominal_rate(&info) > crate::cuda::kernels::LONG_STEP_S),
+            Precision::F64 => 6,
+        };
+        check_fits(&ctx, n, storage_bufs + state_bufs)?;
         let kernels = Kernels::load(&ctx, opts.kernel.as_deref())?;
-        let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
         let events = [0, 1, 2, 3].map(|_| Event::new(&ctx, event_flags::DEFAULT));
         let [e0, e1, e2, e3] = events;
         let events = [e0?, e1?, e2?, e3?];
         let clock = GpuClock::new(&ctx, &stream)?;
-        let gpu = GpuStepper::new(kernels, vel, s.block_size, params)?;
+        let gpu = match opts.precision {
+            Precision::F32 => {
+                let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
+                Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params)?)
+            }
+            Precision::F64 => Stepper::F64(GpuStepperF64::new(&ctx, kernels, bodies, s.block_size, params)?),
+        };
         let storage = match fns {
             Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies)?),
             None => make_storage(&ctx, vbos, bodies, s)?,
@@ -198,9 +229,29 @@ impl CudaBackend {
         &self.info
     }
 
-    /// Block size, bodies per thread and threads per body (j-split) of the step kernel in use.
+    /// Block size, bodies per thread and threads per body (j-split) of the step kernel in use
+    /// (fp64: the block size, 1, 1).
     pub fn launch_config(&self) -> (u32, u32, u32) {
-        (self.gpu.block, self.gpu.p, self.gpu.split)
+        self.gpu.launch_config()
+    }
+
+    /// The precision of the state.
+    pub fn precision(&self) -> Precision {
+        self.gpu.precision()
+    }
+
+    /// fp64: the f64 positions (newest) and velocities as they are on the device, without the
+    /// synchronising half kick (after k ≥ 1 steps the velocities are half a step ahead, as in
+    /// [`crate::sim::Leapfrog`]); `None` for fp32. For tests that compare the state itself with
+    /// the float64 reference (the readback of [`SimBackend::bodies`] is rounded to f32).
+    ///
+    /// # Errors
+    /// A step-mode frame cannot be ended; the stream cannot be synchronised; a copy fails.
+    pub fn state_f64(&mut self) -> anyhow::Result<Option<StateF64>> {
+        self.leave_mapped_step()?;
+        let Stepper::F64(g) = &self.gpu else { return Ok(None) };
+        self.stream.synchronize().context("cuStreamSynchronize")?;
+        Ok(Some(g.read()?))
     }
 
     /// The context.
@@ -239,30 +290,31 @@ impl CudaBackend {
     /// positions into it. External storage waits for GL first when the half kick writes (rule 2
     /// of its module).
     fn sync_storage(&mut self, gl: Gl<'_>, storage: &mut Storage, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> anyhow::Result<()> {
-        let (n, block, eps) = (self.n, self.gpu.block, self.gpu.params.softening);
+        // The potential kernel's block size: the step's (fp32), or the fp64 one's (≤ 256).
+        let (n, block, eps) = (self.n, self.gpu.launch_config().0, self.gpu.params().softening);
         let stream = &self.stream;
         let gpu = &mut self.gpu;
         match storage {
             Storage::Map { resources } => {
-                Self::set_role_map_flags(resources, gpu.front, ResourceFlags::None, 1)?;
+                Self::set_role_map_flags(resources, gpu.gl_front(), ResourceFlags::None, 1)?;
                 let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
                 let pos = mapped_views(&mapping, n * BODY_BYTES)?;
                 gpu.sync_in(pos, stream)?;
                 if let Some(phi) = phi {
-                    gpu.kernels.launch_potential(block, n, pos[gpu.front], phi.view(), eps, stream)?;
+                    gpu.kernels().launch_potential(block, n, pos[gpu.gl_front()], phi.view(), eps, stream)?;
                 }
                 stream.synchronize()?;
                 if let Some(out) = out {
-                    mapping.pointer(gpu.front)?.copy_to_host(out)?;
+                    mapping.pointer(gpu.gl_front())?.copy_to_host(out)?;
                 }
                 mapping.unmap().context("cuGraphicsUnmapResources")?;
             }
             Storage::Copy { pos, cur, .. } => {
-                gpu.front = *cur;
+                gpu.set_gl_front(*cur);
                 gpu.sync_in([pos[0].view(), pos[1].view()], stream)?;
-                *cur = gpu.front;
+                *cur = gpu.gl_front();
                 if let Some(phi) = phi {
-                    gpu.kernels.launch_potential(block, n, pos[*cur].view(), phi.view(), eps, stream)?;
+                    gpu.kernels().launch_potential(block, n, pos[*cur].view(), phi.view(), eps, stream)?;
                 }
                 stream.synchronize()?;
                 if let Some(out) = out {
@@ -271,24 +323,25 @@ impl CudaBackend {
             }
             Storage::External(x) => {
                 x.check_live()?;
-                if !gpu.leap.synchronized {
+                if gpu.sync_writes_float4() {
                     // The synchronising half kick writes the back buffer: rule 2.
                     wait_for_gl(gl)?;
                 }
                 gpu.sync_in(x.views(), stream)?;
                 if let Some(phi) = phi {
-                    gpu.kernels.launch_potential(block, n, x.views()[gpu.front], phi.view(), eps, stream)?;
+                    gpu.kernels().launch_potential(block, n, x.views()[gpu.gl_front()], phi.view(), eps, stream)?;
                 }
                 stream.synchronize().context("cuStreamSynchronize")?;
                 if let Some(out) = out {
-                    x.cuda_buffer(gpu.front).read_at(0, out).context("cuMemcpyDtoH of the positions")?;
+                    x.cuda_buffer(gpu.gl_front()).read_at(0, out).context("cuMemcpyDtoH of the positions")?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Positions, velocities (synchronised) and, if asked, φ from the GPU.
+    /// Positions, velocities (synchronised) and, if asked, φ from the GPU. fp64: the f64 state
+    /// rounded to f32 (φ from the float4 positions).
     fn read_state(&mut self, gl: Gl<'_>, with_phi: bool) -> anyhow::Result<(Bodies, Option<Vec<f32>>)> {
         self.leave_mapped_step()?;
         let n = self.n;
@@ -298,11 +351,19 @@ impl CudaBackend {
         let mut pos = vec![[0f32; 4]; n];
         let mut storage = self.storage.take().context("backend storage missing")?;
         let phi = self.phi.take();
-        let res = self.sync_storage(gl, &mut storage, phi.as_ref().filter(|_| with_phi), Some(&mut pos));
+        let f32_out = (self.gpu.precision() == Precision::F32).then_some(&mut pos[..]);
+        let res = self.sync_storage(gl, &mut storage, phi.as_ref().filter(|_| with_phi), f32_out);
         self.storage = Some(storage);
         self.phi = phi;
         res?;
-        let vel = self.gpu.vel.to_vec()?;
+        let vel = match &self.gpu {
+            Stepper::F32(g) => g.vel.to_vec()?,
+            Stepper::F64(g) => {
+                let (p, v) = g.read()?;
+                pos = narrow(&p);
+                narrow(&v)
+            }
+        };
         let phi_host = match (&self.phi, with_phi) {
             (Some(phi), true) => Some(phi.to_vec()?),
             _ => None,
@@ -324,7 +385,10 @@ impl CudaBackend {
             let mut done = steps;
             match &mut storage {
                 Storage::Map { resources } => {
-                    Self::set_role_map_flags(resources, self.gpu.front, self.opts.settings.map_flags, steps)?;
+                    // fp64 writes only the buffer GL did not draw last, and all of it: the roles
+                    // hold with any step count ≥ 1 (see the module docs).
+                    let role_steps = if self.gpu.precision() == Precision::F64 { steps.min(1) } else { steps };
+                    Self::set_role_map_flags(resources, self.gpu.gl_front(), self.opts.settings.map_flags, role_steps)?;
                     if self.opts.separate_maps {
                         let (a, b) = resources.split_at_mut(1);
                         e0.record(stream)?;
@@ -333,7 +397,7 @@ impl CudaBackend {
                         e1.record(stream)?;
                         let pos = [m0.pointer(0)?.require(bytes)?.view(), m1.pointer(0)?.require(bytes)?.view()];
                         // Both buffers stay mapped until the unmaps below, ordered after the kernels on the stream.
-                        done = self.gpu.launch_steps(pos, steps, stream)?;
+                        done = self.gpu.advance(pos, steps, stream)?;
                         e2.record(stream)?;
                         m0.unmap().context("cuGraphicsUnmapResources (buffer 0)")?;
                         m1.unmap().context("cuGraphicsUnmapResources (buffer 1)")?;
@@ -342,7 +406,7 @@ impl CudaBackend {
                         let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
                         e1.record(stream)?;
                         let pos = mapped_views(&mapping, bytes)?;
-                        done = self.gpu.launch_steps(pos, steps, stream)?;
+                        done = self.gpu.advance(pos, steps, stream)?;
                         e2.record(stream)?;
                         mapping.unmap().context("cuGraphicsUnmapResources")?;
                     }
@@ -356,10 +420,10 @@ impl CudaBackend {
                     t.unmap_ms = ms(e2, e3)?;
                 }
                 Storage::Copy { pos, pinned, cur, gl_front } => {
-                    self.gpu.front = *cur;
+                    self.gpu.set_gl_front(*cur);
                     e0.record(stream)?;
-                    done = self.gpu.launch_steps([pos[0].view(), pos[1].view()], steps, stream)?;
-                    *cur = self.gpu.front;
+                    done = self.gpu.advance([pos[0].view(), pos[1].view()], steps, stream)?;
+                    *cur = self.gpu.gl_front();
                     e1.record(stream)?;
                     let buf = pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;
                     let mut copy = match pos[*cur].copy_to_pinned(buf, stream) {
@@ -457,7 +521,7 @@ impl SimBackend for CudaBackend {
             (InteropMode::Copy, _) => "copy",
             (InteropMode::External, _) => "external",
         };
-        format!("CUDA {mode} · {}", self.info.name)
+        format!("CUDA {mode} {} · {}", self.gpu.precision().name(), self.info.name)
     }
 
     fn n(&self) -> usize {
@@ -471,7 +535,7 @@ impl SimBackend for CudaBackend {
     fn front(&self) -> usize {
         match &self.storage {
             Some(Storage::Copy { gl_front, .. }) => *gl_front,
-            _ => self.gpu.front,
+            _ => self.gpu.gl_front(),
         }
     }
 
@@ -496,17 +560,21 @@ impl SimBackend for CudaBackend {
 
     fn nominal_rate(&self) -> (f64, String) {
         let i = &self.info;
+        let scale = match self.gpu.precision() {
+            Precision::F32 => String::new(),
+            Precision::F64 => format!(", × {} for the fp64 kernel", crate::cuda::kernels::F64_RATE_FRACTION),
+        };
         let what = format!(
-            "{} ({} SMs at {} MHz; the H200's measured 2.0e12 scaled by SMs × clock)",
+            "{} ({} SMs at {} MHz; the H200's measured 2.0e12 scaled by SMs × clock{scale})",
             i.name,
             i.multiprocessors,
             i.clock_khz / 1000
         );
-        (crate::cuda::kernels::nominal_rate(i), what)
+        (crate::cuda::kernels::nominal_rate_for(i, self.gpu.precision()), what)
     }
 
     fn set_interrupt(&mut self, requested: fn() -> bool) {
-        let rate = crate::cuda::kernels::nominal_rate(&self.info);
+        let rate = crate::cuda::kernels::nominal_rate_for(&self.info, self.gpu.precision());
         self.gpu.set_interrupt(Some(crate::cuda::kernels::Interrupt { requested, rate }));
     }
 
@@ -514,13 +582,13 @@ impl SimBackend for CudaBackend {
         if let Err(e) = self.leave_mapped_step() {
             tracing::warn!("ending the step-mode frame: {e:#}");
         }
-        if params.dt != self.gpu.params.dt && !self.gpu.leap.synchronized {
+        if params.dt != self.gpu.params().dt && !self.gpu.synchronized() {
             // The half-step velocities belong to the old dt: finish the step with it first.
             if let Err(e) = self.finish_half_step(gl) {
                 tracing::warn!("finishing the leapfrog step before the dt change failed: {e:#}");
             }
         }
-        self.gpu.params = params;
+        self.gpu.set_params(params);
     }
 
     fn bodies(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
@@ -530,7 +598,7 @@ impl SimBackend for CudaBackend {
     fn diagnostics(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
         let (b, phi) = self.read_state(gl, true)?;
         let phi = phi.context("potential not computed")?;
-        Ok(diagnostics::from_parts(&b.pos, &b.vel, &phi, f64::from(self.gpu.params.g)))
+        Ok(diagnostics::from_parts(&b.pos, &b.vel, &phi, f64::from(self.gpu.params().g)))
     }
 
     fn settings(&self) -> Option<InteropSettings> {
@@ -543,6 +611,9 @@ impl SimBackend for CudaBackend {
             return Ok(SettingsChange::Applied);
         }
         validate_block_size(s.block_size)?;
+        if self.gpu.precision() == Precision::F64 {
+            crate::cuda::kernels::f64_block(s.block_size)?;
+        }
         // Before a rebuild too: a refused registration must not fall back to the CPU backend.
         check_register_flags(s.interop, s.register_flags)?;
         if s.interop != old.interop || s.stream != old.stream || s.stream_priority != old.stream_priority {
@@ -588,19 +659,32 @@ impl SimBackend for CudaBackend {
             Some(Storage::External(x)) => rows.extend(x.panel_rows()),
             _ => rows.push(("register / map flags".into(), format!("{} / {}", s.register_flags.name(), s.map_flags.name()))),
         }
-        rows.push((
-            "kernel".into(),
-            format!(
-                "{} · P = {}{} · block {}{}",
-                self.gpu.kernels.source(),
-                self.gpu.p,
-                if self.gpu.split > 1 { format!(" · j-split S = {}", self.gpu.split) } else { String::new() },
-                self.gpu.block,
-                if s.block_size == 0 { " (auto)" } else { "" }
+        let auto = if s.block_size == 0 { " (auto)" } else { "" };
+        let (kernel, attributes) = match &self.gpu {
+            Stepper::F32(g) => (
+                format!(
+                    "{} · P = {}{} · block {}{auto}",
+                    g.kernels.source(),
+                    g.p,
+                    if g.split > 1 { format!(" · j-split S = {}", g.split) } else { String::new() },
+                    g.block,
+                ),
+                g.kernels.step_kernel(g.p, g.split).map(|k| k.function().attributes()),
             ),
-        ));
+            Stepper::F64(g) => (
+                format!(
+                    "{} · fp64 {} + nbody_to_float4 · block {}{auto}",
+                    g.kernels.source(),
+                    g.step_kernel().function().name(),
+                    g.block
+                ),
+                Some(g.step_kernel().function().attributes()),
+            ),
+        };
+        rows.push(("precision".into(), self.gpu.precision().name().into()));
+        rows.push(("kernel".into(), kernel));
         rows.push(("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)));
-        if let Some(Ok(a)) = self.gpu.kernels.step_kernel(self.gpu.p, self.gpu.split).map(|k| k.function().attributes()) {
+        if let Some(Ok(a)) = attributes {
             rows.push(("kernel registers / local".into(), format!("{} / {} B", a.registers, a.local_bytes)));
         }
         rows

@@ -20,7 +20,9 @@
 //!    (driver 580, N = 65536, 1280×800) the body draw from a non-dedicated import took 1.31 ms
 //!    of GL time against 0.63 ms from a dedicated one, the same as from GL's own buffers.
 //!
-//! Each frame: GL fence wait → kernel launches (front → back, ping-pong) → CUDA event wait →
+//! Each frame: GL fence wait → kernel launches (front → back, ping-pong; with `--precision f64`
+//! the launches step the f64 state in CUDA's own buffers and one `nbody_to_float4` writes the
+//! buffer GL did not draw last) → CUDA event wait →
 //! the renderer draws the imported buffers ([`super::SimBackend::draw_buffers`]), never the renderer's
 //! own VBOs.
 //!
@@ -70,7 +72,7 @@ use interop::{Context, DevicePtr, Event, ExportableBuffer, Stream};
 
 use super::{PositionVbos, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{GpuStepper, BODY_BYTES};
+use crate::cuda::kernels::{Stepper, BODY_BYTES};
 use crate::gfx::fence::{wait_fence, wait_for_gl};
 use crate::gfx::gl::Gl;
 use crate::gfx::memory_object::{import_exported, Imported, MemoryObjectFns};
@@ -186,7 +188,7 @@ impl ExternalStorage {
     pub fn frame(
         &mut self,
         gl: Gl<'_>,
-        gpu: &mut GpuStepper,
+        gpu: &mut Stepper,
         stream: &Stream,
         events: [&Event; 2],
         clock: &GpuClock,
@@ -203,7 +205,8 @@ impl ExternalStorage {
             });
             let [e0, e1] = events;
             e0.record(stream).context("cuEventRecord")?;
-            let done = gpu.launch_steps(self.views(), steps, stream)?;
+            // fp64: the launches, then the conversion into the buffer GL did not draw last.
+            let done = gpu.advance(self.views(), steps, stream)?;
             t.stopped_after = (done < steps).then_some(done);
             e1.record(stream).context("cuEventRecord")?;
             // Rule 1: the kernel finished writing before GL draws.
@@ -286,7 +289,7 @@ mod tests {
     use crate::backend::cuda::CudaOptions;
     use crate::backend::select::{make_backend, BackendChoice, BackendConfig};
     use crate::backend::InteropSettings;
-    use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags, StreamKind};
+    use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags, StreamKind};
     use crate::gfx::context::HeadlessContext;
     use crate::gfx::renderer::Renderer;
     use crate::gfx::GlInfo;
@@ -304,7 +307,10 @@ mod tests {
             stream_priority: 0,
             block_size: block,
         };
-        BackendConfig { choice, cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None } }
+        BackendConfig {
+            choice,
+            cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32 },
+        }
     }
 
     #[test]
@@ -393,6 +399,40 @@ mod tests {
         let e = CudaBackend::new(&args.cuda, ctx.gl(), &info, &vbos, &bodies, params).err().expect("bad block size");
         assert!(!is_unsupported(&e), "{e:#}");
         renderer.destroy(ctx.gl());
+    }
+
+    /// `--precision f64` with `--backend auto` where CUDA cannot share the GL context (Mesa with
+    /// no NVIDIA GPU, this machine): an error that names the cause and the remedy, never the
+    /// float32 CPU backend in its place — for every storage.
+    #[test]
+    fn without_cuda_f64_is_an_error_not_the_cpu_backend() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        if ctx.info.vendor.contains("NVIDIA") {
+            eprintln!("skipped: needs a GL that CUDA cannot share (got {})", ctx.info.summary());
+            return;
+        }
+        let gl = ctx.gl();
+        let bodies = initial_bodies("ball", 32, 1, 1.0).expect("bodies");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let mut renderer = Renderer::new(gl, &ctx.info, &bodies).expect("renderer");
+        let vbos = *renderer.vbos();
+        for interop in [InteropMode::Map, InteropMode::Copy, InteropMode::External] {
+            let mut cfg = external_config(BackendChoice::Auto, 0);
+            cfg.cuda.settings.interop = interop;
+            cfg.cuda.precision = Precision::F64;
+            match make_backend(&cfg, gl, &ctx.info, &vbos, &bodies, params) {
+                Ok((mut b, _)) => {
+                    let label = b.label();
+                    b.release_gl(gl);
+                    panic!("{interop:?}: f64 without CUDA made {label}");
+                }
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    assert!(msg.contains("--precision f64 needs the CUDA backend") && msg.contains("--precision f32"), "{interop:?}: {msg}");
+                }
+            }
+        }
+        renderer.destroy(gl);
     }
 
     /// Where the GL has the extensions but CUDA cannot share the context (Mesa with no NVIDIA

@@ -8,7 +8,7 @@ use super::cpu::CpuBackend;
 use super::cuda::{CudaBackend, CudaOptions};
 use super::external::is_unsupported;
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend};
-use crate::cuda::settings::InteropMode;
+use crate::cuda::settings::{InteropMode, Precision};
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
@@ -39,7 +39,8 @@ pub struct BackendConfig {
 /// - `cpu`: [`CpuBackend`]; CUDA is never touched.
 /// - `cuda`: [`CudaBackend::new`]; its error is returned.
 /// - `auto`: CUDA, else the CPU backend; the second value is then the notice
-///   `"CUDA unavailable, running the CPU backend: <error>"` for the overlay (also logged).
+///   `"CUDA unavailable, running the CPU backend: <error>"` for the overlay (also logged). With
+///   `--precision f64` there is no fallback (the CPU backend is float32): CUDA's error is returned.
 ///
 /// With `--interop external` (cuda or auto), where this GL or CUDA cannot do external memory
 /// (e.g. `GL_EXT_memory_object_fd missing on <GL_RENDERER>`, checked before CUDA is touched) the
@@ -68,6 +69,11 @@ pub fn make_backend(
     if cfg.cuda.settings.interop != InteropMode::External || !is_unsupported(&err) {
         // Not about external memory (e.g. CUDA cannot share this GL context).
         return match cfg.choice {
+            // The CPU backend is float32: it cannot stand in for an fp64 run.
+            BackendChoice::Auto if cfg.cuda.precision == Precision::F64 => Err(err.context(
+                "--precision f64 needs the CUDA backend, which cannot be used here (the CPU backend is float32 only; use \
+                 --precision f32 to run on the CPU)",
+            )),
             BackendChoice::Auto => Ok(cpu_fallback(&err, bodies, params)),
             _ => Err(err),
         };

@@ -8,7 +8,12 @@ use interop::OwnedMapping;
 
 use super::cuda::{CudaBackend, Storage};
 use super::step::{BufferView, FrameStep, StepState, StepView};
-use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::kernels::{Stepper, BODY_BYTES};
+
+/// Why step mode does not run with `--precision f64`.
+pub const STEP_MODE_F64: &str = "step mode walks the fp32 workflow (map → pointers → one step kernel in the mapped buffers → \
+     unmap); with --precision f64 the state lives in CUDA buffers and a conversion kernel writes GL's buffer, so use \
+     --precision f32 for step mode";
 
 /// A frame of `--interop map` taken one step at a time: an explicit state machine
 /// ([`StepState`]) that owns the mapping between the steps.
@@ -47,6 +52,9 @@ impl StepwiseFrame {
 impl CudaBackend {
     /// Ok when step mode can run: registered buffers mapped in one call.
     pub(super) fn step_support(&self) -> Result<(), String> {
+        if let Stepper::F64(_) = self.gpu {
+            return Err(STEP_MODE_F64.into());
+        }
         match (&self.storage, self.opts.separate_maps) {
             (Some(Storage::Map { .. }), false) => Ok(()),
             (Some(Storage::Map { .. }), true) => Err("map-separate maps each buffer in its own call".into()),
@@ -62,7 +70,7 @@ impl CudaBackend {
         if on {
             self.step_support().map_err(|e| anyhow::anyhow!("step mode needs CUDA map mode: {e}"))?;
             if self.stepwise.is_none() {
-                self.stepwise = Some(StepwiseFrame::new(self.gpu.front));
+                self.stepwise = Some(StepwiseFrame::new(self.gpu.gl_front()));
             }
             Ok(())
         } else {
@@ -102,7 +110,7 @@ impl CudaBackend {
         let Some(Storage::Map { resources }) = self.storage.as_mut() else { bail!("step mode needs --interop map") };
         let step = sw.state.next_step();
         let t0 = Instant::now();
-        let gpu = &mut self.gpu;
+        let Stepper::F32(gpu) = &mut self.gpu else { bail!("{STEP_MODE_F64}") };
         let r: anyhow::Result<String> = (|| match step {
             FrameStep::Map => {
                 CudaBackend::set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;
@@ -181,7 +189,7 @@ impl CudaBackend {
                 registered: true,
                 mapped,
                 side: sw.state.side(),
-                role: match (sw.state, i == sw.read, i == sw.shown, i == self.gpu.front) {
+                role: match (sw.state, i == sw.read, i == sw.shown, i == self.gpu.gl_front()) {
                     (StepState::Mapped | StepState::Pointers, true, _, _) => "front: the kernel will read it".into(),
                     (StepState::Mapped | StepState::Pointers, false, _, _) => "back: the kernel will write it".into(),
                     (StepState::Launched, true, _, _) => "the kernel reads it".into(),

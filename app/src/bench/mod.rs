@@ -46,7 +46,7 @@ use self::report::{mode_name, Document, Measured, RowMeta, RunMeta, Skipped};
 use self::stats::{median, Summary};
 use crate::backend::{InteropSettings, PositionVbos};
 use crate::backend::cpu::CpuBackend;
-use crate::cli::{BenchArgs, BenchMode, InteropMode};
+use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision};
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::cuda::session::open_for_gl;
 use crate::sim::init::initial_bodies;
@@ -122,16 +122,21 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     }
     let explicit = !args.modes.is_empty();
     let mut modes: Vec<BenchMode> = ALL_MODES.into_iter().filter(|m| !explicit || args.modes.contains(m)).collect();
-    if args.precision == crate::cli::Precision::F64 {
-        let other: Vec<String> = modes.iter().filter(|m| **m != BenchMode::Compute).map(|m| mode_name(*m)).collect();
+    if args.precision == Precision::F64 {
+        let other: Vec<String> = modes.iter().filter(|m| !runs_f64(**m)).map(|m| mode_name(*m)).collect();
         if explicit && !other.is_empty() {
             bail!(
-                "--precision f64 runs in the compute mode only for now (the fp64 interop path, which writes float4 for GL \
-                 each frame, is not built yet): {} cannot; use --modes compute",
-                other.join(", ")
+                "--precision f64: {} cannot run in fp64 (the cpu mode runs the float32 CPU backend, the draw mode simulates \
+                 nothing); leave {} out of --modes (f64 runs in compute, map, map-separate, copy and external), or use \
+                 --precision f32",
+                other.join(", "),
+                if other.len() == 1 { "it" } else { "them" }
             );
         }
-        modes.retain(|m| *m == BenchMode::Compute);
+        modes.retain(|m| runs_f64(*m));
+    }
+    if args.precision == Precision::F64 {
+        crate::cuda::kernels::f64_block(args.sim.block_size).context("--block-size")?;
     }
     modes.iter().filter_map(|m| m.interop()).try_for_each(|i| crate::backend::cuda::check_register_flags(i, args.register_flags))?;
     let stop_after_rows = match std::env::var(STOP_AFTER_ROWS_ENV) {
@@ -140,6 +145,11 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     };
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
     Ok(Plan { modes, explicit, bodies, params, stop_after_rows })
+}
+
+/// True for the modes that run with `--precision f64` (the CUDA ones).
+fn runs_f64(mode: BenchMode) -> bool {
+    !matches!(mode, BenchMode::Cpu | BenchMode::Draw)
 }
 
 /// The run's outcome, with a failed output write taking precedence: the write error is reported
@@ -540,10 +550,10 @@ fn build(
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
             let (stream, kernel, block) = (args.stream, args.sim.kernel.as_deref(), args.sim.block_size);
             match args.precision {
-                crate::cli::Precision::F32 => {
+                Precision::F32 => {
                     Runner::Compute(Box::new(modes::ComputeRunner::new(cc, stream, kernel, block, bodies, plan.params)?))
                 }
-                crate::cli::Precision::F64 => {
+                Precision::F64 => {
                     Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(cc, stream, kernel, block, bodies, plan.params)?))
                 }
             }
@@ -563,6 +573,7 @@ fn build(
                 separate_maps: mode == BenchMode::MapSeparate,
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
+                precision: args.precision,
             };
             Runner::Cuda(Box::new(CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?))
         }
@@ -581,6 +592,7 @@ fn build(
                 separate_maps: false,
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
+                precision: args.precision,
             };
             let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
             Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.current().clone())))
@@ -807,7 +819,7 @@ fn measure(
                         draw: Summary::of(&acc.draw),
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,
-                        precision: if mode == BenchMode::Compute && args.precision == crate::cli::Precision::F64 { "f64" } else { "f32" },
+                        precision: if runs_f64(mode) { args.precision.name() } else { "f32" },
                         meta: row_meta(args, mode, env),
                     });
                     res.write_tables("running", false).context("writing the results")?;

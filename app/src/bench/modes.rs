@@ -19,7 +19,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{check_fits, GpuStepper, Kernels};
+use crate::cuda::kernels::{check_fits, GpuStepper, GpuStepperF64, Kernels};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, StreamKind};
 use crate::demo::frame::{render_bodies, GlTrack};
@@ -303,28 +303,21 @@ impl ComputeRunner {
     }
 }
 
-/// The fp64 kernel alone (`--precision f64`, compute mode): double4 positions in two device
-/// buffers that ping-pong, double4 velocities, one launch of `nbody_step_f64` per step.
+/// The fp64 kernel alone (`--precision f64`, compute mode): the backends' fp64 integrator
+/// ([`GpuStepperF64`]: double4 positions in two device buffers that ping-pong, double4
+/// velocities, one launch of `nbody_step_f64` per step), no conversion and no GL.
+///
+/// Field order is drop order: events → the stepper (buffers, kernels) → stream → context.
 pub struct ComputeRunnerF64 {
-    pos: [DeviceBuffer<[f64; 4]>; 2],
-    vel: DeviceBuffer<[f64; 4]>,
     events: [Event; 2],
-    kernel: interop::kernels::StepKernelF64,
-    leap: crate::sim::Leapfrog,
-    params: PhysParams,
-    front: usize,
-    block: u32,
+    gpu: GpuStepperF64,
     stream: Stream,
     ctx: Arc<Context>,
 }
 
-/// The fp64 kernels' block size when `--block-size 0` (auto): their launch bound.
-pub const F64_AUTO_BLOCK: u32 = interop::kernels::F64_MAX_BLOCK;
-
 impl ComputeRunnerF64 {
-    /// Upload `bodies` as double4 (positions into buffer 0, velocities) and look up the fp64
-    /// kernel (`NBODY_F64_RSQRT=lib` picks the CUDA math library's rsqrt variant, for
-    /// comparisons).
+    /// Upload `bodies` as double4 and look up the fp64 kernel (`NBODY_F64_RSQRT=lib` picks the
+    /// CUDA math library's rsqrt variant, for comparisons).
     ///
     /// # Errors
     /// N too large for the device; a block size above 256; a PTX without the fp64 kernel; an
@@ -341,22 +334,11 @@ impl ComputeRunnerF64 {
         ctx.make_current().context("cuCtxSetCurrent")?;
         // Three [N][4] f64 buffers: as many bytes as six f32 ones.
         check_fits(&ctx, bodies.len(), 6)?;
-        let block = if block == 0 { F64_AUTO_BLOCK } else { block };
-        if block > interop::kernels::F64_MAX_BLOCK {
-            anyhow::bail!("--block-size {block}: the fp64 kernel takes at most {} threads per block", interop::kernels::F64_MAX_BLOCK);
-        }
-        let library = std::env::var("NBODY_F64_RSQRT").is_ok_and(|v| v.trim() == "lib");
-        let kernel = Kernels::load(&ctx, kernel)?.step_f64(library)?;
+        let kernels = Kernels::load(&ctx, kernel)?;
+        let gpu = GpuStepperF64::new(&ctx, kernels, bodies, block, params)?;
         let stream = make_stream(&ctx, stream, 0)?;
-        let to64 = |v: &[[f32; 4]]| -> Vec<[f64; 4]> { v.iter().map(|b| b.map(f64::from)).collect() };
-        let pos = [
-            DeviceBuffer::from_slice(&ctx, &to64(&bodies.pos)).context("uploading positions")?,
-            DeviceBuffer::alloc(&ctx, bodies.len()).context("cuMemAlloc (second position buffer)")?,
-        ];
-        let vel = DeviceBuffer::from_slice(&ctx, &to64(&bodies.vel)).context("uploading velocities")?;
         let events = [Event::new(&ctx, event_flags::DEFAULT)?, Event::new(&ctx, event_flags::DEFAULT)?];
-        let leap = crate::sim::Leapfrog { synchronized: true };
-        Ok(ComputeRunnerF64 { pos, vel, events, kernel, leap, params, front: 0, block, stream, ctx })
+        Ok(ComputeRunnerF64 { events, gpu, stream, ctx })
     }
 
     /// One frame: `steps` launches between two events, then wait for the second.
@@ -365,21 +347,10 @@ impl ComputeRunnerF64 {
     /// A launch, record or synchronize fails.
     pub fn frame(&mut self, steps: u32) -> anyhow::Result<FrameSample> {
         let [e0, e1] = &self.events;
-        let n = self.vel.len();
-        let p = self.params;
         let t0 = Instant::now();
         e0.record(&self.stream).context("cuEventRecord")?;
-        for _ in 0..steps {
-            let (drift, kick) = self.leap.next_step(p.dt);
-            let eps2 = crate::cuda::kernels::eps2_f64(p.softening);
-            let s = interop::kernels::StepScalarsF64 { dt_drift: f64::from(drift), kick: f64::from(kick), eps2, g: f64::from(p.g) };
-            let (a, b) = (self.front, 1 - self.front);
-            // The buffers outlive the launches: the frame waits for `e1`, recorded after them.
-            self.kernel
-                .launch(self.block, n, 0..n, self.pos[a].view(), self.pos[b].view(), self.vel.view(), s, &self.stream)
-                .context("cuLaunchKernel of nbody_step_f64")?;
-            self.front = b;
-        }
+        // The buffers (the stepper's) outlive the launches: the frame waits for `e1`.
+        self.gpu.launch_steps(steps, &self.stream)?;
         e1.record(&self.stream).context("cuEventRecord")?;
         e1.synchronize().context("cuEventSynchronize")?;
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -392,9 +363,8 @@ impl ComputeRunnerF64 {
     /// # Errors
     /// A device-to-host copy fails.
     pub fn finite(&self) -> anyhow::Result<bool> {
-        let finite = |v: Vec<[f64; 4]>| v.iter().all(|b| b.iter().all(|x| x.is_finite()));
-        let pos = self.pos[self.front].to_vec().context("reading the positions back")?;
-        Ok(finite(pos) && finite(self.vel.to_vec().context("reading the velocities back")?))
+        let (pos, vel) = self.gpu.read()?;
+        Ok(pos.iter().chain(&vel).all(|b| b.iter().all(|x| x.is_finite())))
     }
 }
 
@@ -447,7 +417,7 @@ impl Runner {
             Runner::Cuda(b) => Some(b.launch_config()),
             Runner::External(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
-            Runner::ComputeF64(c) => Some((c.block, 1, 1)),
+            Runner::ComputeF64(c) => Some((c.gpu.block, 1, 1)),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The CUDA settings a user picks (interop mode, register/map flags, stream, context
+//! The CUDA settings a user picks (interop mode, precision, register/map flags, stream, context
 //! scheduling): domain types that the backends, the overlay and the command line share. They
 //! derive clap's `ValueEnum` so that the command line ([`crate::cli`]) takes them as they are.
 
@@ -15,6 +15,28 @@ pub enum InteropMode {
     /// CUDA allocates the buffers (cuMemCreate), GL imports them (GL_EXT_memory_object_fd):
     /// no map/unmap per frame, a CUDA event and a GL fence order the two APIs.
     External,
+}
+
+/// Floating-point precision of the simulation state and the force sum (`--precision`). A
+/// setting of the whole run: a CUDA backend is built for one precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Precision {
+    /// fp32: float4 state, the kernel writes the positions GL's float4 vertex buffers hold directly.
+    F32,
+    /// fp64: double4 state and sums in CUDA buffers (`nbody_step_f64`); each frame
+    /// `nbody_to_float4` writes the float4 positions GL draws (CUDA backend and the bench's CUDA
+    /// modes; not the CPU backend).
+    F64,
+}
+
+impl Precision {
+    /// The value's name as the command line and the bench rows spell it (`f32`, `f64`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
 }
 
 /// Register or map flags (CU_GRAPHICS_REGISTER_FLAGS_* / CU_GRAPHICS_MAP_RESOURCE_FLAGS_*).

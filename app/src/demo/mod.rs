@@ -89,6 +89,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     }
     crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
     crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
+    check_precision(args)?;
     if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernels::MAX_BODIES {
         bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernels::MAX_BODIES, args.n_bodies());
     }
@@ -121,6 +122,32 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if let Some(n) = cpu_notice(args) {
         eprintln!("notice: {n}");
     }
+    Ok(())
+}
+
+/// `--precision f64`: refuses what cannot run in fp64 (the CPU backend, step mode, blocks above
+/// 256 threads), naming the cause and the remedy.
+///
+/// # Errors
+/// One of those combinations.
+fn check_precision(args: &DemoArgs) -> anyhow::Result<()> {
+    if args.precision != crate::cli::Precision::F64 {
+        return Ok(());
+    }
+    if args.backend == crate::cli::BackendChoice::Cpu {
+        bail!(
+            "--precision f64 needs the CUDA backend: the CPU backend (--backend cpu) is float32 only; use --backend cuda \
+             (or auto) on a machine with an NVIDIA GPU, or --precision f32"
+        );
+    }
+    if args.step_mode {
+        bail!(
+            "--step-mode cannot run with --precision f64: step mode walks the fp32 workflow (map → pointers → one step \
+             kernel in the mapped buffers → unmap), while the fp64 state lives in CUDA buffers and a conversion kernel \
+             writes GL's buffer; use --precision f32 for step mode"
+        );
+    }
+    crate::cuda::kernels::f64_block(args.sim.block_size).context("--block-size")?;
     Ok(())
 }
 
