@@ -637,9 +637,105 @@ fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
     Ok(())
 }
 
+/// Which storage a spread test runs on.
+fn spread_settings(interop: InteropMode, map_flags: ResourceFlags) -> InteropSettings {
+    InteropSettings { interop, register_flags: ResourceFlags::None, map_flags, stream: StreamKind::Legacy, stream_priority: 0, block_size: 256 }
+}
+
+/// A long step spread over frames (the windowed demo: one launch per `simulate`, the mapping
+/// made again every frame) gives, once its last launch ran, the same bits as whole steps, for
+/// map (with the write-discard map hint too: it must not be given while the back buffer is
+/// written in parts), copy and external storage; the front buffer does not change while a step
+/// is in progress; an abandoned step leaves positions and velocities as they were before it.
+/// A rate of 1 interaction/s makes every step "long" (N = 4097: 5 launches).
+fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(), Failed> {
+    let ctx = HeadlessContext::new(0)?;
+    let gl = ctx.gl();
+    let bodies = plummer(4097, fresh_seed())?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let same = |a: &[[f32; 4]], b: &[[f32; 4]]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.map(f32::to_bits) == y.map(f32::to_bits));
+    let mut cases = vec![
+        spread_settings(InteropMode::Map, ResourceFlags::None),
+        spread_settings(InteropMode::Map, ResourceFlags::WriteDiscard),
+        spread_settings(InteropMode::Copy, ResourceFlags::None),
+    ];
+    if ctx.info.memory_object.is_ok() {
+        cases.push(spread_settings(InteropMode::External, ResourceFlags::None));
+    }
+    let mut failures = Vec::new();
+    for settings in cases {
+        let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
+        let vbos = *renderer.vbos();
+        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None };
+        let r = (|| -> Result<(), Failed> {
+            // Whole steps: 3 frames of one step.
+            let whole = {
+                let mut b = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
+                for _ in 0..3 {
+                    b.simulate(gl, &vbos, 1)?;
+                }
+                let s = b.bodies(gl, &vbos)?;
+                b.release_gl(gl);
+                s
+            };
+            for i in 0..2 {
+                upload(gl, &vbos, i, &bodies.pos);
+            }
+            let mut b = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
+            b.set_interrupt_at(never, 1.0);
+            b.set_spread(true);
+            let (mut steps, mut frames, mut launches) = (0u32, 0u32, 0usize);
+            while steps < 3 {
+                let front = b.front();
+                let t = b.simulate(gl, &vbos, 1)?;
+                frames += 1;
+                let p = t.spread.ok_or(format!("{settings:?}: frame {frames} was not spread: {t:?}"))?;
+                launches = p.of;
+                if p.in_progress() {
+                    ensure(b.front() == front && t.stopped_after == Some(0), format!("{settings:?}: a step in progress flipped the front"))?;
+                    ensure(b.step_in_progress() == Some(p), format!("{settings:?}: progress {:?} / {p:?}", b.step_in_progress()))?;
+                }
+                steps += t.stopped_after.unwrap_or(1);
+                ensure(frames < 100, format!("{settings:?}: no end after {frames} frames"))?;
+            }
+            eprintln!("{settings:?}: 3 steps of {launches} launches in {frames} frames");
+            ensure(launches > 1 && frames == 3 * launches as u32, format!("{settings:?}: {frames} frames for 3 steps of {launches} launches"))?;
+            let spread = b.bodies(gl, &vbos)?;
+            ensure(same(&spread.pos, &whole.pos) && same(&spread.vel, &whole.vel), format!("{settings:?}: spread steps differ from whole ones"))?;
+            // Abandoned after two of its launches: the state of before the step (synchronised by
+            // the readback above, so no half kick changes it).
+            b.simulate(gl, &vbos, 1)?;
+            b.simulate(gl, &vbos, 1)?;
+            ensure(b.step_in_progress().is_some_and(|p| p.done == 2), format!("{settings:?}: {:?}", b.step_in_progress()))?;
+            b.abandon_step()?;
+            ensure(b.step_in_progress().is_none(), format!("{settings:?}: still in progress"))?;
+            let after = b.bodies(gl, &vbos)?;
+            ensure(same(&after.pos, &spread.pos) && same(&after.vel, &spread.vel), format!("{settings:?}: an abandoned step changed the state"))?;
+            // A readback in the middle of a step finishes it: the same bits as a whole step.
+            b.simulate(gl, &vbos, 1)?;
+            let finished = b.bodies(gl, &vbos)?;
+            ensure(b.step_in_progress().is_none(), format!("{settings:?}: the readback left the step in progress"))?;
+            ensure(!same(&finished.pos, &spread.pos), format!("{settings:?}: the finished step moved nothing"))?;
+            b.release_gl(gl);
+            Ok(())
+        })();
+        renderer.destroy(gl);
+        if let Err(e) = r {
+            failures.push(e.message().unwrap_or("failed").to_string());
+        }
+    }
+    ensure(failures.is_empty(), failures.join("\n"))
+}
+
+/// Writes `pos` into GL buffer `i` of `vbos`.
+fn upload(gl: nbody_app::gfx::gl::Gl<'_>, vbos: &PositionVbos, i: usize, pos: &[[f32; 4]]) {
+    nbody_app::gfx::buffers::upload_positions(gl, vbos, i, pos).expect("glBufferSubData");
+}
+
 fn main() {
     gpu_gate::run(&[
         ("split_steps_match_and_stop_cleanly", split_steps_match_and_stop_cleanly),
+        ("spread_steps_match_whole_steps_and_abandon_cleanly", spread_steps_match_whole_steps_and_abandon_cleanly),
         ("f64_step_matches_float64_reference", f64_step_matches_float64_reference),
         ("f64_interop_step_matches_float64_reference", f64_interop_step_matches_float64_reference),
         ("bench_f64_rows_say_f64", bench_f64_rows_say_f64),

@@ -6,7 +6,9 @@
 //! the shell convention); a run told to go until interrupted (the demo without `--frames`)
 //! exits 0. A long step does not hold the run: the backends look at the flag inside a step (the
 //! CPU backend between its tasks, the CUDA backend between the launches of a step estimated over
-//! half a second) and stop it, leaving the state of before it. Writing that state then costs one
+//! half a second) and stop it, leaving the state of before it. In the windowed demo such a step is
+//! also spread over frames (one launch each, `sim::partial`), so a closed window is
+//! answered as quickly; a run that ends during it abandons it, with the same state kept. Writing that state then costs one
 //! more force evaluation (the closing half kick), announced when it is long; a second interrupt
 //! exits 130 at once, without the outputs.
 

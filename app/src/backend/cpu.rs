@@ -4,10 +4,15 @@
 //! of the `[N][4]` f32 positions into the buffer that is *not* the current front (timed as
 //! `upload_ms`), which then becomes the front. The other buffer keeps the positions of the
 //! previous frame, which the renderer uses to colour bodies by speed. Never touches CUDA.
+//!
+//! A step estimated over `LONG_STEP_S` (0.5 s: N above about 63,000 on 2 threads; up to 10 s
+//! without `--allow-slow`) is spread over frames when asked ([`SimBackend::set_spread`], the
+//! windowed demo): each frame computes the accelerations of one range of bodies (about 0.2 s)
+//! and uploads nothing until the last range moved the bodies ([`CpuF32::step_frame`]).
 
 use std::time::Instant;
 
-use super::{PositionVbos, SimBackend, SimTimings};
+use super::{PositionVbos, SimBackend, SimTimings, StepProgress};
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
 use crate::sim::cpu::CpuF32;
@@ -52,17 +57,37 @@ impl SimBackend for CpuBackend {
         self.sim.set_interrupt(Some(requested));
     }
 
+    fn set_spread(&mut self, on: bool) {
+        let rate = crate::sim::cpu::NOMINAL_RATE_PER_THREAD * self.threads as f64;
+        self.sim.set_spread(on.then_some(rate));
+    }
+
+    fn step_in_progress(&self) -> Option<StepProgress> {
+        self.sim.step_in_progress()
+    }
+
+    fn abandon_step(&mut self) -> anyhow::Result<()> {
+        if let Some(p) = self.sim.abandon_step() {
+            tracing::info!(parts = p.done, of = p.of, "long step abandoned; state of before the step kept");
+        }
+        Ok(())
+    }
+
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         let t0 = Instant::now();
         if steps == 0 {
             return Ok(SimTimings { host_ms: ms_since(t0), ..SimTimings::default() });
         }
-        let done = self.sim.step(steps);
-        let stopped_after = (done < steps).then(|| {
-            tracing::info!(done, of = steps, "a step was stopped by the interrupt; the state of before it is kept");
-            done
-        });
+        let f = self.sim.step_frame(steps);
+        if f.stopped {
+            tracing::info!(done = f.done, of = steps, "a step was stopped by the interrupt; the state of before it is kept");
+        }
+        let stopped_after = (f.done < steps).then_some(f.done);
         let kernel_ms = ms_since(t0);
+        if f.done == 0 {
+            // Nothing moved (a step in progress, or stopped): both buffers keep what they hold.
+            return Ok(SimTimings { host_ms: ms_since(t0), kernel_ms: Some(kernel_ms), stopped_after, spread: f.spread, ..SimTimings::default() });
+        }
         let t1 = Instant::now();
         let back = 1 - self.front;
         upload_positions(gl, vbos, back, self.sim.positions())?;
@@ -75,6 +100,7 @@ impl SimBackend for CpuBackend {
             unmap_ms: None,
             upload_ms: Some(upload_ms),
             stopped_after,
+            spread: f.spread,
             ..SimTimings::default()
         })
     }

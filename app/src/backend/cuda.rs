@@ -44,7 +44,7 @@ use super::external::{ExternalStorage, Unsupported};
 use super::stepwise::StepwiseFrame;
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{check_fits, narrow, validate_block_size, GpuStepper, GpuStepperF64, Kernels, StateF64, Stepper, BODY_BYTES};
+use crate::cuda::kernels::{check_fits, narrow, validate_block_size, FrameSteps, GpuStepper, GpuStepperF64, Kernels, StateF64, StepProgress, Stepper, BODY_BYTES};
 use crate::cuda::session::{entry_rows, ms, open_for_gl};
 use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags};
 use crate::gfx::buffers::upload_positions;
@@ -224,6 +224,13 @@ impl CudaBackend {
         })
     }
 
+    /// [`SimBackend::set_interrupt`] with step lengths estimated at `rate` interactions/s
+    /// instead of the device's nominal rate: a low rate makes every step "long", so that tests
+    /// split (and spread) steps at a small N.
+    pub fn set_interrupt_at(&mut self, requested: fn() -> bool, rate: f64) {
+        self.gpu.set_interrupt(Some(crate::cuda::kernels::Interrupt { requested, rate }));
+    }
+
     /// The CUDA device's attributes.
     pub fn device_info(&self) -> &DeviceInfo {
         &self.info
@@ -285,7 +292,8 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// The synchronising half kick (if the velocities are half a step ahead) and, with `phi`,
+    /// The rest of a step in progress (spread over frames: its remaining launches), the
+    /// synchronising half kick (if the velocities are half a step ahead) and, with `phi`,
     /// the potential of the front buffer, then a stream sync, and with `out` a copy of the front
     /// positions into it. External storage waits for GL first when the half kick writes (rule 2
     /// of its module).
@@ -323,8 +331,9 @@ impl CudaBackend {
             }
             Storage::External(x) => {
                 x.check_live()?;
-                if gpu.sync_writes_float4() {
-                    // The synchronising half kick writes the back buffer: rule 2.
+                if gpu.sync_writes_float4() || gpu.step_in_progress().is_some() {
+                    // The rest of a step in progress and the synchronising half kick write the
+                    // back buffer: rule 2.
                     wait_for_gl(gl)?;
                 }
                 gpu.sync_in(x.views(), stream)?;
@@ -382,13 +391,18 @@ impl CudaBackend {
             let [e0, e1, e2, e3] = &self.events;
             let stream = &self.stream;
             let mut t = SimTimings::default();
-            let mut done = steps;
+            let f: FrameSteps;
             match &mut storage {
                 Storage::Map { resources } => {
                     // fp64 writes only the buffer GL did not draw last, and all of it: the roles
-                    // hold with any step count ≥ 1 (see the module docs).
+                    // hold with any step count ≥ 1 (see the module docs). A step written in parts
+                    // over frames (fp32) must not be discarded between them.
                     let role_steps = if self.gpu.precision() == Precision::F64 { steps.min(1) } else { steps };
-                    Self::set_role_map_flags(resources, self.gpu.gl_front(), self.opts.settings.map_flags, role_steps)?;
+                    let wanted = match self.opts.settings.map_flags {
+                        ResourceFlags::WriteDiscard if self.gpu.writes_back_in_parts() => ResourceFlags::None,
+                        w => w,
+                    };
+                    Self::set_role_map_flags(resources, self.gpu.gl_front(), wanted, role_steps)?;
                     if self.opts.separate_maps {
                         let (a, b) = resources.split_at_mut(1);
                         e0.record(stream)?;
@@ -397,7 +411,7 @@ impl CudaBackend {
                         e1.record(stream)?;
                         let pos = [m0.pointer(0)?.require(bytes)?.view(), m1.pointer(0)?.require(bytes)?.view()];
                         // Both buffers stay mapped until the unmaps below, ordered after the kernels on the stream.
-                        done = self.gpu.advance(pos, steps, stream)?;
+                        f = self.gpu.launch_frame(pos, steps, stream)?;
                         e2.record(stream)?;
                         m0.unmap().context("cuGraphicsUnmapResources (buffer 0)")?;
                         m1.unmap().context("cuGraphicsUnmapResources (buffer 1)")?;
@@ -405,8 +419,9 @@ impl CudaBackend {
                         e0.record(stream)?;
                         let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
                         e1.record(stream)?;
+                        // Views of this frame's mapping: a step in progress keeps no pointer.
                         let pos = mapped_views(&mapping, bytes)?;
-                        done = self.gpu.advance(pos, steps, stream)?;
+                        f = self.gpu.launch_frame(pos, steps, stream)?;
                         e2.record(stream)?;
                         mapping.unmap().context("cuGraphicsUnmapResources")?;
                     }
@@ -422,9 +437,19 @@ impl CudaBackend {
                 Storage::Copy { pos, pinned, cur, gl_front } => {
                     self.gpu.set_gl_front(*cur);
                     e0.record(stream)?;
-                    done = self.gpu.advance([pos[0].view(), pos[1].view()], steps, stream)?;
+                    f = self.gpu.launch_frame([pos[0].view(), pos[1].view()], steps, stream)?;
                     *cur = self.gpu.gl_front();
                     e1.record(stream)?;
+                    if f.done == 0 && f.spread.is_some() {
+                        // A step in progress: the positions did not change, GL keeps both uploads
+                        // (the shown one and the one before it, for the speed colour).
+                        e1.synchronize().context("cuEventSynchronize")?;
+                        t.stream_start = self.clock.at(e0)?;
+                        t.kernel_ms = ms(e0, e1)?;
+                        t.stopped_after = Some(0);
+                        t.spread = f.spread;
+                        return Ok(t);
+                    }
                     let buf = pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;
                     let mut copy = match pos[*cur].copy_to_pinned(buf, stream) {
                         Ok(c) => c,
@@ -445,12 +470,13 @@ impl CudaBackend {
                     t.kernel_ms = ms(e0, e1)?;
                     t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
                 }
-                Storage::External(x) => t = x.frame(gl, &mut self.gpu, stream, [e0, e1], &self.clock, steps)?,
+                Storage::External(x) => (t, f) = x.frame(gl, &mut self.gpu, stream, [e0, e1], &self.clock, steps)?,
             }
-            if t.stopped_after.is_none() && done < steps {
-                tracing::info!(done, of = steps, "a long step was stopped by the interrupt; the state of before it is kept");
-                t.stopped_after = Some(done);
+            if f.stopped {
+                tracing::info!(done = f.done, of = steps, "a long step was stopped by the interrupt; the state of before it is kept");
             }
+            t.stopped_after = (f.done < steps).then_some(f.done);
+            t.spread = f.spread;
             Ok(t)
         })();
         self.storage = Some(storage);
@@ -578,9 +604,28 @@ impl SimBackend for CudaBackend {
         self.gpu.set_interrupt(Some(crate::cuda::kernels::Interrupt { requested, rate }));
     }
 
+    fn set_spread(&mut self, on: bool) {
+        self.gpu.set_spread(on);
+    }
+
+    fn step_in_progress(&self) -> Option<StepProgress> {
+        self.gpu.step_in_progress()
+    }
+
+    fn abandon_step(&mut self) -> anyhow::Result<()> {
+        self.gpu.abandon_step(&self.stream)?;
+        Ok(())
+    }
+
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams) {
         if let Err(e) = self.leave_mapped_step() {
             tracing::warn!("ending the step-mode frame: {e:#}");
+        }
+        if params != self.gpu.params() {
+            // The step in progress was made with the old parameters: it starts again with the new.
+            if let Err(e) = self.gpu.abandon_step(&self.stream) {
+                tracing::warn!("abandoning the step in progress before the parameter change: {e:#}");
+            }
         }
         if params.dt != self.gpu.params().dt && !self.gpu.synchronized() {
             // The half-step velocities belong to the old dt: finish the step with it first.
@@ -616,6 +661,9 @@ impl SimBackend for CudaBackend {
         }
         // Before a rebuild too: a refused registration must not fall back to the CPU backend.
         check_register_flags(s.interop, s.register_flags)?;
+        // A step in progress needs the same kernel and buffers to the end: abandon it (before a
+        // rebuild too, which reads the state of before it).
+        self.gpu.abandon_step(&self.stream)?;
         if s.interop != old.interop || s.stream != old.stream || s.stream_priority != old.stream_priority {
             // A new storage, table (semantics) or stream: a new backend from the current state.
             return Ok(SettingsChange::Rebuild);

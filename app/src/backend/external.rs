@@ -72,7 +72,7 @@ use interop::{Context, DevicePtr, Event, ExportableBuffer, Stream};
 
 use super::{PositionVbos, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{Stepper, BODY_BYTES};
+use crate::cuda::kernels::{FrameSteps, Stepper, BODY_BYTES};
 use crate::gfx::fence::{wait_fence, wait_for_gl};
 use crate::gfx::gl::Gl;
 use crate::gfx::memory_object::{import_exported, Imported, MemoryObjectFns};
@@ -184,7 +184,9 @@ impl ExternalStorage {
     }
 
     /// One frame: fence wait → launches → event wait (see the module docs); `events` are
-    /// recorded before and after the launches.
+    /// recorded before and after the launches. Returns the timings and what the stepper did
+    /// ([`GpuStepper::launch_frame`]: a long step may be spread over frames; each frame's
+    /// launches write only the back buffer, after the fence wait of rule 2).
     pub fn frame(
         &mut self,
         gl: Gl<'_>,
@@ -193,9 +195,10 @@ impl ExternalStorage {
         events: [&Event; 2],
         clock: &GpuClock,
         steps: u32,
-    ) -> anyhow::Result<SimTimings> {
+    ) -> anyhow::Result<(SimTimings, FrameSteps)> {
         self.check_live()?;
         let mut t = SimTimings::default();
+        let mut f = FrameSteps { done: steps, ..FrameSteps::default() };
         if steps > 0 {
             // Rule 2: GL's last draw (reading both buffers) has finished before a kernel writes:
             // the fence behind that draw when there is one, else a fence behind all GL work.
@@ -206,8 +209,7 @@ impl ExternalStorage {
             let [e0, e1] = events;
             e0.record(stream).context("cuEventRecord")?;
             // fp64: the launches, then the conversion into the buffer GL did not draw last.
-            let done = gpu.advance(self.views(), steps, stream)?;
-            t.stopped_after = (done < steps).then_some(done);
+            f = gpu.launch_frame(self.views(), steps, stream)?;
             e1.record(stream).context("cuEventRecord")?;
             // Rule 1: the kernel finished writing before GL draws.
             let w = Instant::now();
@@ -218,7 +220,7 @@ impl ExternalStorage {
             t.clock_residual_us = clock.residual_us(e1, waited)?;
             t.kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
         }
-        Ok(t)
+        Ok((t, f))
     }
 
     /// Puts the fence the next step waits on right behind the draw just issued.

@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
 pub use crate::gfx::buffers::PositionVbos;
 use crate::gfx::gl::Gl;
+pub use crate::sim::partial::StepProgress;
 use crate::sim::{Bodies, Diagnostics, PhysParams};
 
 /// Timings of the simulate step of one frame, in milliseconds.
@@ -47,9 +48,15 @@ pub struct SimTimings {
     pub unmap_ms: Option<f64>,
     /// Time to bring positions to GL in the copy and CPU paths (device → host copy + `glBufferSubData`), ms.
     pub upload_ms: Option<f64>,
-    /// `Some(k)` when an interrupt stopped the frame's steps after `k` of them
-    /// ([`SimBackend::set_interrupt`]); `None` when all ran.
+    /// `Some(k)` when the frame completed `k` whole steps of those asked: an interrupt stopped
+    /// the next ([`SimBackend::set_interrupt`]), or a long step is spread over frames
+    /// ([`SimBackend::set_spread`]; then `spread` is set); `None` when all ran.
     pub stopped_after: Option<u32>,
+    /// Set when the frame worked on a long step spread over frames: its launches (CPU: parts)
+    /// done so far, of all. While [`StepProgress::in_progress`] the frame ended with the step
+    /// unfinished: the positions shown are still those of before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<StepProgress>,
     /// The host instant at which the frame's stream reached its first timing event (the start
     /// of the map in `map`, of the kernel otherwise), placed by the backend's
     /// [`crate::cuda::clock::GpuClock`]; the spans above follow it back to back. `None` without
@@ -124,6 +131,27 @@ pub trait SimBackend {
     /// launches and looks between them. A stopped step leaves the state as before it, and
     /// `simulate` returns early. Default: steps are never stopped.
     fn set_interrupt(&mut self, _requested: fn() -> bool) {}
+    /// Spread a long step over frames (the windowed demo; see [`crate::sim::partial`]): a step
+    /// split into parts (CUDA: launches of about `LAUNCH_S`; needs [`SimBackend::set_interrupt`],
+    /// which gives the split) runs one part per `simulate` and returns, so the window system's
+    /// events are handled between them; the positions flip only after the last part, so the
+    /// front buffer keeps the complete positions of before the step. Off (the default, and
+    /// headless runs and the bench): every `simulate` runs whole steps. Default: nothing.
+    fn set_spread(&mut self, _on: bool) {}
+    /// The step spread over frames that is in progress: parts done, of all (`None`: none).
+    fn step_in_progress(&self) -> Option<StepProgress> {
+        None
+    }
+    /// Abandons the step in progress, if any: the state goes back to the one before it
+    /// (velocities restored, positions never written). The run's end (`--save-state`) calls
+    /// it; the backends abandon it themselves before a change of parameters or settings and
+    /// finish it before reading the state back ([`SimBackend::bodies`]).
+    ///
+    /// # Errors
+    /// A CUDA failure while restoring the velocities.
+    fn abandon_step(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// The all-pairs rate (interactions/s) to expect from this backend, and what it is the
     /// rate of (for step-time estimates: refusals, the notice before a long closing step).
     fn nominal_rate(&self) -> (f64, String);

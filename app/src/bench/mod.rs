@@ -544,7 +544,7 @@ fn build(
     bodies: &Bodies,
 ) -> anyhow::Result<Runner> {
     Ok(match mode {
-        BenchMode::Cpu => Runner::Cpu(CpuBackend::new(bodies, plan.params)),
+        BenchMode::Cpu => Runner::Cpu(Box::new(CpuBackend::new(bodies, plan.params))),
         BenchMode::Draw => Runner::Draw(modes::StaticBackend::new(bodies)),
         BenchMode::Compute => {
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;

@@ -371,7 +371,7 @@ impl ComputeRunnerF64 {
 /// What runs the frames of one (mode, N, round) visit.
 pub enum Runner {
     /// The CPU backend (GL upload and draw).
-    Cpu(CpuBackend),
+    Cpu(Box<CpuBackend>),
     /// A CUDA interop backend: map, map-separate or copy.
     Cuda(Box<CudaBackend>),
     /// The external-memory backend.
@@ -433,7 +433,7 @@ impl Runner {
             Runner::Draw(_) => true,
             Runner::Compute(c) => c.finite()?,
             Runner::ComputeF64(c) => c.finite()?,
-            Runner::Cpu(b) => gfx()?.state(b)?.is_finite(),
+            Runner::Cpu(b) => gfx()?.state(b.as_mut())?.is_finite(),
             Runner::Cuda(b) => gfx()?.state(b.as_mut())?.is_finite(),
             Runner::External(b) => gfx()?.state(&mut b.backend)?.is_finite(),
         })
@@ -447,7 +447,7 @@ impl Runner {
         match self {
             Runner::Compute(c) => c.frame(steps),
             Runner::ComputeF64(c) => c.frame(steps),
-            Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b, steps, time_span),
+            Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b.as_mut(), steps, time_span),
             Runner::Draw(b) => gfx.context("the draw mode needs the GL context")?.frame(b, steps, time_span),
             Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(b.as_mut(), steps, time_span),
             Runner::External(b) => gfx.context("CUDA interop modes need the GL context")?.frame(&mut b.backend, steps, time_span),

@@ -92,6 +92,9 @@ pub struct Scene {
     diverged: Option<u64>,
     /// The overlay was hidden with `h`.
     overlay_hidden: bool,
+    /// A `--diagnostics-interval` sample is due; taken at the first frame that ends with no
+    /// step in progress.
+    diagnostics_due: bool,
 }
 
 /// The run diverged: positions or velocities became non-finite (NaN or ±∞).
@@ -204,6 +207,7 @@ impl Scene {
             last_finite: (0, bodies.clone()),
             diverged: None,
             overlay_hidden: false,
+            diagnostics_due: false,
         };
         // With --trace the backend's setup (registration included) is traced too.
         scene.start_trace_file()?;
@@ -422,10 +426,14 @@ impl Scene {
         let cur = self.current.clone();
         let gl = cur.gl();
         let vbos = *self.renderer.vbos();
-        // A long step stops between its launches (or CPU tasks) on Ctrl-C/SIGTERM. Set every
-        // frame: resets and settings changes make new backends.
+        // A long step stops between its launches (or CPU tasks) on Ctrl-C/SIGTERM, and in a
+        // window it is spread over frames (one launch each) so that the event loop, and with it
+        // a close request, runs between them. Set every frame: resets and settings changes make
+        // new backends.
+        let spread = self.spreads_steps();
         if let Some(b) = self.backend.as_deref_mut() {
             b.set_interrupt(crate::stop::stopped);
+            b.set_spread(spread);
         }
         // In step mode the frame takes (at most) one step of the workflow instead.
         let timings = self.simulate_or_step(gl, &vbos, steps)?;
@@ -434,18 +442,31 @@ impl Scene {
             trace_stream(r, mode, &timings);
         }
         let n = self.backend()?.n();
-        if steps > 0 {
-            self.time_span = dt * steps as f32;
+        // Whole steps this frame (fewer than asked when stopped, or with a step spread over frames).
+        let done = timings.stopped_after.unwrap_or(steps);
+        let in_progress = timings.spread.is_some_and(|p| p.in_progress());
+        if timings.spread.is_some() {
+            // Spread steps are one at a time: the other buffer holds positions one step from the
+            // shown ones (before them, or after them where the step in progress wrote).
+            self.time_span = dt;
+        } else if done > 0 {
+            self.time_span = dt * done as f32;
         }
         let k = self.args.diagnostics_interval;
         if k > 0 && (self.frame + 1) % k == 0 {
+            self.diagnostics_due = true;
+        }
+        if self.diagnostics_due && !in_progress {
+            // Sampled between steps: a sample due while a step is in progress waits for its end
+            // (reading the state would finish the step at once and hold the window).
+            self.diagnostics_due = false;
             self.compute_diagnostics()?;
         }
         if let Some(r) = &self.recorder {
             if self.frame > 0 {
                 r.counter("frame ms", host_frame_ms);
             }
-            if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0) {
+            if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0 && timings.spread.is_none()) {
                 r.counter("interactions/s", crate::sim::interactions(n, steps) / (t * 1e-3));
             }
         }
@@ -500,7 +521,7 @@ impl Scene {
         // 4. Render the bodies into the target.
         // In step mode GL must not touch mapped buffers: `None` skips the body draw.
         let shown = self.shown_front()?;
-        let advanced = steps > 0 && !self.overlay.workflow.step_mode;
+        let advanced = done > 0 && !self.overlay.workflow.step_mode;
         self.renderer.set_trails(self.overlay.controls.trails);
         let params =
             DrawParams { camera: &self.camera, front: shown.unwrap_or(0), time_span: self.time_span, pixels_per_point, scene_left, advanced };
@@ -537,7 +558,10 @@ impl Scene {
         let c = &mut self.overlay.controls;
         if c.auto_steps && !self.overlay.workflow.step_mode {
             // The frame's work, without the wait for vsync that follows it (the caller presents).
-            c.steps_per_frame = self.pace.next(c.steps_per_frame, steps, t0.elapsed().as_secs_f64() * 1e3);
+            // A frame of a step spread over frames ran a part of a step: it tells the pace
+            // nothing about the time per step (and the count is 1 at such N anyway).
+            let ran = if timings.spread.is_some() { 0 } else { steps };
+            c.steps_per_frame = self.pace.next(c.steps_per_frame, ran, t0.elapsed().as_secs_f64() * 1e3);
         }
         self.frame += 1;
         self.last_frame_end = Some(Instant::now());
@@ -583,6 +607,19 @@ impl Scene {
         let cur = self.current.clone();
         let gl = cur.gl();
         let vbos = *self.renderer.vbos();
+        // A run that ends with a step spread over frames in progress (window closed, Ctrl-C,
+        // Esc) keeps the state of before it, as an interrupted step does.
+        if let Some(b) = self.backend.as_deref_mut() {
+            if let Some(p) = b.step_in_progress() {
+                match b.abandon_step() {
+                    Ok(()) => eprintln!(
+                        "the run ended during a long step ({} of {} launches done): it was abandoned, the state of before it is kept",
+                        p.done, p.of
+                    ),
+                    Err(e) => failed.push(format!("abandoning the step in progress: {e:#}")),
+                }
+            }
+        }
         if let Some(b) = self.backend.as_deref().filter(|_| crate::stop::stopped()) {
             // The state written has synchronised velocities: one more force evaluation.
             let (rate, _) = b.nominal_rate();
@@ -725,6 +762,19 @@ impl Scene {
     /// Pause the simulation (the following frames take no steps).
     pub fn pause(&mut self) {
         self.overlay.controls.paused = true;
+    }
+
+    /// Whether this scene spreads long steps over frames ([`SimBackend::set_spread`]): windowed
+    /// runs do, so that closing the window is answered within one launch; headless runs (and
+    /// the bench, which does not use the scene) run whole steps, so `--frames N` there is N
+    /// frames of whole steps.
+    pub fn spreads_steps(&self) -> bool {
+        !self.args.headless
+    }
+
+    /// The step spread over frames that the last frame left in progress: parts done, of all.
+    pub fn step_in_progress(&self) -> Option<crate::backend::StepProgress> {
+        self.backend.as_ref().and_then(|b| b.step_in_progress())
     }
 
     /// Frames drawn so far.

@@ -4,6 +4,14 @@
 //! zooms. Keys: Esc/q quit, space pause, `.` one step (paused), r restart from `--init`, s save a
 //! screenshot (`nbody-interop-PID-K.png`), h hide or show the overlay, 1–4 the presets plummer,
 //! galaxies, ball, figure-eight.
+//!
+//! Long steps are spread over frames ([`Scene::spreads_steps`]): a step estimated over
+//! `LONG_STEP_S` (0.5 s) runs one launch (CUDA; CPU: one range of bodies) of about 0.2 s per
+//! frame, so winit's event loop, and with it a close request or a key, is answered within about
+//! that time. The window shows the positions of before the step until its last launch (the
+//! overlay says "step in progress: k of m launches"). Closing the window (or Esc, q, Ctrl-C)
+//! during such a step abandons it: `--save-state` writes the state of before it, and the run
+//! exits as any closed run does (0, or 130 with `--frames` not reached).
 
 use anyhow::{anyhow, Context as _};
 use winit::application::ApplicationHandler;
@@ -44,7 +52,9 @@ struct WindowState {
     size: PhysicalSize<u32>,
     cursor: Option<PhysicalPosition<f64>>,
     drag: Option<MouseButton>,
-    presented: u64,
+    /// Frames presented that ended with no long step in progress (what `--frames` counts: a
+    /// step spread over frames shows its old positions until its last launch).
+    whole: u64,
     screenshot_taken: bool,
     /// `s` was pressed: the next frame is saved before it is presented.
     shot_next: bool,
@@ -61,7 +71,8 @@ struct App {
     state: Option<WindowState>,
     error: Option<anyhow::Error>,
     summary: Option<Summary>,
-    /// Frames presented (kept after the window state goes).
+    /// Frames counted for `--frames` (whole ones, `WindowState::whole`), kept after the
+    /// window state goes.
     presented: u64,
 }
 
@@ -108,7 +119,7 @@ impl App {
     /// `self.error` (the first as is, the others logged).
     fn teardown(&mut self) {
         let Some(mut st) = self.state.take() else { return };
-        self.presented = st.presented;
+        self.presented = st.whole;
         let mut errors = Vec::new();
         if let (Some(path), false) = (self.args.screenshot.clone(), st.screenshot_taken) {
             if !st.window_gone && st.size.width > 0 && st.size.height > 0 {
@@ -163,7 +174,7 @@ impl App {
             Some(scene.max_texture_side()),
         );
         let size = window.inner_size();
-        Ok(WindowState { scene, egui_winit, win, size, cursor: None, drag: None, presented: 0, screenshot_taken: false, shot_next: false, shots: 0, window_gone: false })
+        Ok(WindowState { scene, egui_winit, win, size, cursor: None, drag: None, whole: 0, screenshot_taken: false, shot_next: false, shots: 0, window_gone: false })
     }
 
     fn redraw(&mut self, event_loop: &ActiveEventLoop) -> anyhow::Result<()> {
@@ -195,7 +206,10 @@ impl App {
                 Err(e) => tracing::warn!("screenshot: {e:#}"),
             }
         }
-        let last = frames.is_some_and(|n| st.presented + 1 >= n);
+        // A frame that leaves a long step in progress (spread over frames) does not count for
+        // `--frames`: the run ends after N frames of whole steps, as headless runs do.
+        let whole = st.whole + u64::from(st.scene.step_in_progress().is_none());
+        let last = frames.is_some_and(|n| whole >= n);
         if last {
             if let Some(path) = &screenshot {
                 st.scene.screenshot(&target, path)?;
@@ -203,7 +217,7 @@ impl App {
             }
         }
         st.win.swap_buffers()?;
-        st.presented += 1;
+        st.whole = whole;
         if last {
             event_loop.exit();
         } else {

@@ -33,6 +33,7 @@ use std::ops::{Add, AddAssign, Div, Mul, Sub};
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
+use super::partial::{parts_for, FrameSteps, PartialStep, StepProgress};
 use super::{Bodies, Leapfrog, PhysParams};
 
 /// Bodies `i` per rayon task (and per stack buffer of accelerations).
@@ -298,6 +299,12 @@ pub struct CpuF32 {
     acc: Vec<[f32; 3]>,
     /// The run's stop request ([`CpuF32::set_interrupt`]).
     interrupt: Option<fn() -> bool>,
+    /// Spread long steps over calls of [`CpuF32::step_frame`], at this rate (interactions/s)
+    /// ([`CpuF32::set_spread`]).
+    spread: Option<f64>,
+    /// The step in progress between two calls: its accelerations are computed range by range
+    /// into `acc` from the sources `src`; no body moves before the last range.
+    partial: Option<PartialStep>,
 }
 
 impl CpuF32 {
@@ -315,7 +322,89 @@ impl CpuF32 {
             src: Sources::default(),
             acc: Vec::new(),
             interrupt: None,
+            spread: None,
+            partial: None,
         }
+    }
+
+    /// Spread steps estimated over [`crate::sim::partial::LONG_STEP_S`] at `rate` interactions/s over calls of
+    /// [`CpuF32::step_frame`]: their force evaluation runs in parts of about
+    /// [`crate::sim::partial::LAUNCH_S`] (body ranges, [`parts_for`]), one per call, and the
+    /// bodies move only after the last (see [`crate::sim::partial`]). `None`: whole steps.
+    pub fn set_spread(&mut self, rate: Option<f64>) {
+        self.spread = rate;
+    }
+
+    /// The step in progress between two calls of [`CpuF32::step_frame`]: parts done, of all.
+    pub fn step_in_progress(&self) -> Option<StepProgress> {
+        self.partial.map(|p| p.progress())
+    }
+
+    /// Abandons the step in progress: no body had moved, so only the leapfrog phase goes back.
+    /// Returns how far it had got.
+    pub fn abandon_step(&mut self) -> Option<StepProgress> {
+        let p = self.partial.take()?;
+        p.abandon(&mut self.leap);
+        Some(p.progress())
+    }
+
+    /// One frame's steps: as [`CpuF32::step`], but with [`CpuF32::set_spread`] a long step
+    /// runs one part per call (a call continues the step in progress and ends when that part
+    /// was its last, or runs the steps before it and its first part). Paused (`steps` 0): a
+    /// step in progress waits.
+    pub fn step_frame(&mut self, steps: u32) -> FrameSteps {
+        let parts = match self.spread {
+            Some(rate) => parts_for((self.len() as f64).powi(2) / rate.max(1.0), self.len(), CHUNK),
+            None => 1,
+        };
+        let mut out = FrameSteps::default();
+        if steps == 0 {
+            return out;
+        }
+        if self.partial.is_some() || parts > 1 {
+            if self.partial.is_none() {
+                self.src.load(self.pos.iter().copied());
+                self.acc.resize(self.pos.len(), [0.0; 3]);
+                self.partial = Some(PartialStep::start(self.len(), parts, 0, &mut self.leap, self.params.dt));
+            }
+            let budget = if self.spread.is_some() { crate::sim::partial::PARTS_PER_FRAME } else { usize::MAX };
+            match self.continue_partial(budget) {
+                None => out.stopped = true,
+                Some(p) if p.in_progress() => out.spread = Some(p),
+                Some(p) => {
+                    out.done = 1;
+                    out.spread = Some(p);
+                    if self.spread.is_none() {
+                        // Not spreading (any more): the frame's other steps run whole.
+                        out.done += self.step(steps - 1);
+                        out.stopped = out.done < steps;
+                    }
+                }
+            }
+            return out;
+        }
+        out.done = self.step(steps);
+        out.stopped = out.done < steps;
+        out
+    }
+
+    /// Computes up to `budget` ranges of the step in progress; after the last, applies its kick
+    /// and drift. Returns its progress, or `None` when an interrupt abandoned it.
+    fn continue_partial(&mut self, budget: usize) -> Option<StepProgress> {
+        let mut p = self.partial.take()?;
+        for _ in 0..budget {
+            let Some(range) = p.next_range() else { break };
+            if !self.accelerations(range, true) {
+                p.abandon(&mut self.leap);
+                return None;
+            }
+            if p.advance() {
+                self.apply(p.kick, p.drift);
+                return Some(p.progress());
+            }
+        }
+        self.partial = Some(p);
+        Some(p.progress())
     }
 
     /// Look at `requested` between the tasks of each force evaluation (every 64 bodies) and stop
@@ -329,7 +418,15 @@ impl CpuF32 {
     /// Returns the steps done: fewer than `steps` when the interrupt stopped one (the state is
     /// then the one after the steps done).
     pub fn step(&mut self, steps: u32) -> u32 {
-        for done in 0..steps {
+        let mut first = 0;
+        if self.partial.is_some() {
+            // A step in progress is finished first and counts as the first.
+            if self.continue_partial(usize::MAX).is_none() {
+                return 0;
+            }
+            first = 1;
+        }
+        for done in first..steps {
             let before = self.leap;
             let (drift, kick) = self.leap.next_step(self.params.dt);
             if !self.kick_drift(kick, drift, true) {
@@ -340,9 +437,13 @@ impl CpuF32 {
         steps
     }
 
-    /// Apply the closing half kick `v += a(x) * dt/2` if the velocities lag the positions. It
-    /// is never stopped: a stopped run writes the state it synchronises.
+    /// Finish a step in progress (an interrupt may abandon it), then apply the closing half kick
+    /// `v += a(x) * dt/2` if the velocities lag the positions. The half kick is never stopped: a
+    /// stopped run writes the state it synchronises.
     pub fn synchronize(&mut self) {
+        if self.partial.is_some() {
+            self.continue_partial(usize::MAX);
+        }
         if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
             self.kick_drift(kick, drift, false);
         }
@@ -370,11 +471,13 @@ impl CpuF32 {
         self.params
     }
 
-    /// Use `params` for the following steps. When they differ from the current ones the state is
-    /// synchronised first (closing half kick with the old parameters), so the leapfrog restarts
-    /// cleanly with the new dt, G or ε.
+    /// Use `params` for the following steps. When they differ from the current ones a step in
+    /// progress is abandoned (it starts again with the new ones) and the state is synchronised
+    /// (closing half kick with the old parameters), so the leapfrog restarts cleanly with the
+    /// new dt, G or ε.
     pub fn set_params(&mut self, params: PhysParams) {
         if params != self.params {
+            self.abandon_step();
             self.synchronize();
             self.params = params;
         }
@@ -395,26 +498,41 @@ impl CpuF32 {
     /// by any task of the evaluation abandons it before any body moves: returns false.
     fn kick_drift(&mut self, kick: f32, drift: f32, stoppable: bool) -> bool {
         self.src.load(self.pos.iter().copied());
+        self.acc.resize(self.pos.len(), [0.0; 3]);
+        if !self.accelerations(0..self.pos.len(), stoppable) {
+            return false;
+        }
+        self.apply(kick, drift);
+        true
+    }
+
+    /// The accelerations of bodies `bodies` into `acc`, from the sources `src`, in tasks of
+    /// [`CHUNK`] bodies (rayon). With `stoppable` and an interrupt set, a stop request seen by
+    /// any task: returns false (nothing else changes).
+    fn accelerations(&mut self, bodies: std::ops::Range<usize>, stoppable: bool) -> bool {
         let (src, g, eps) = (&self.src, self.params.g, self.params.softening);
         let stop = self.interrupt.filter(|_| stoppable);
         let stopped = std::sync::atomic::AtomicBool::new(false);
         let arch = pulp::Arch::new();
+        let first = bodies.start;
         let task = |c: usize, out: &mut [[f32; 3]]| {
             if stop.is_some_and(|requested| requested()) {
                 stopped.store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
-            arch.dispatch(AccelerationsF32 { src, g, eps2: eps * eps, first: c * CHUNK, out });
+            arch.dispatch(AccelerationsF32 { src, g, eps2: eps * eps, first: first + c * CHUNK, out });
         };
-        self.acc.resize(self.pos.len(), [0.0; 3]);
-        if self.acc.len() <= CHUNK {
-            task(0, &mut self.acc);
+        let acc = &mut self.acc[bodies];
+        if acc.len() <= CHUNK {
+            task(0, acc);
         } else {
-            self.acc.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| task(c, out));
+            acc.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| task(c, out));
         }
-        if stopped.load(std::sync::atomic::Ordering::Relaxed) {
-            return false;
-        }
+        !stopped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `v += a * kick; x += v * drift` for every body, with the accelerations in `acc`.
+    fn apply(&mut self, kick: f32, drift: f32) {
         let acc = &self.acc;
         for_chunks(&mut self.pos, &mut self.vel, |c, pos, vel| {
             for ((p, v), a) in pos.iter_mut().zip(vel.iter_mut()).zip(&acc[c * CHUNK..]) {
@@ -424,7 +542,6 @@ impl CpuF32 {
                 }
             }
         });
-        true
     }
 }
 
@@ -591,6 +708,81 @@ mod tests {
         assert_eq!(a.step(1), 1);
         b.step(1);
         assert_eq!(a.bodies(), b.bodies());
+    }
+
+    fn test_bodies(n: usize) -> Bodies {
+        Bodies {
+            pos: (0..n).map(|i| [(i as f32 * 0.37).sin(), (i as f32 * 0.11).cos(), i as f32 * 1e-3, 1e-3]).collect(),
+            vel: (0..n).map(|i| [(i as f32 * 0.05).cos() * 0.1, 0.0, (i as f32 * 0.21).sin() * 0.1, 0.0]).collect(),
+        }
+    }
+
+    /// A long step spread over frames (rate 1 interaction/s: every step is long; N = 300 in
+    /// parts of at least 64 bodies: 5 parts) moves nothing until its last part, then gives the
+    /// same bits as a whole step; an abandoned one leaves the state as it was; a readback
+    /// (`bodies`) in the middle finishes it.
+    #[test]
+    fn a_spread_step_matches_a_whole_one_and_abandons_cleanly() {
+        let bodies = test_bodies(300);
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
+        let (mut a, mut b) = (CpuF32::new(&bodies, params), CpuF32::new(&bodies, params));
+        a.set_spread(Some(1.0));
+        for step in 0..3 {
+            let before = (a.pos.clone(), a.vel.clone());
+            let mut frames = 0;
+            loop {
+                frames += 1;
+                let f = a.step_frame(2);
+                let p = f.spread.expect("spread");
+                assert_eq!(p, StepProgress { done: frames, of: 5 });
+                if p.in_progress() {
+                    assert_eq!(f.done, 0);
+                    assert_eq!((&a.pos, &a.vel), (&before.0, &before.1), "nothing moves before the last part");
+                    assert_eq!(a.step_in_progress(), Some(p));
+                } else {
+                    assert_eq!(f.done, 1, "the step is done, the frame ends there");
+                    break;
+                }
+            }
+            assert_eq!(frames, 5, "step {step}");
+            b.step(1);
+            assert_eq!((&a.pos, &a.vel, a.leap), (&b.pos, &b.vel, b.leap), "step {step}: spread and whole differ");
+        }
+        // Abandoned after two parts: as before it, and the next steps as if it never started.
+        let before = (a.pos.clone(), a.vel.clone(), a.leap);
+        a.step_frame(1);
+        a.step_frame(1);
+        assert_eq!(a.abandon_step(), Some(StepProgress { done: 2, of: 5 }));
+        assert_eq!((a.pos.clone(), a.vel.clone(), a.leap), before);
+        assert_eq!(a.abandon_step(), None);
+        // Paused frames leave a step in progress as it is.
+        a.step_frame(1);
+        assert_eq!(a.step_frame(0), FrameSteps::default());
+        assert_eq!(a.step_in_progress(), Some(StepProgress { done: 1, of: 5 }));
+        // A readback finishes it: the state after one more whole step.
+        b.step(1);
+        assert_eq!(a.bodies(), b.bodies());
+        assert_eq!(a.step_in_progress(), None);
+        // Whole steps (no spreading) finish a step in progress first, counting it.
+        a.step_frame(1);
+        a.set_spread(None);
+        assert_eq!(a.step(2), 2);
+        b.step(2);
+        assert_eq!(a.bodies(), b.bodies());
+    }
+
+    /// A parameter change abandons the step in progress (it starts again with the new ones).
+    #[test]
+    fn a_parameter_change_abandons_the_step_in_progress() {
+        let bodies = test_bodies(200);
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
+        let mut a = CpuF32::new(&bodies, params);
+        a.set_spread(Some(1.0));
+        a.step_frame(1);
+        assert!(a.step_in_progress().is_some());
+        a.set_params(PhysParams { softening: 0.1, ..params });
+        assert_eq!(a.step_in_progress(), None);
+        assert_eq!(a.bodies(), bodies, "the state of before the step (synchronised, nothing moved)");
     }
 
     /// The SIMD force loop gives the scalar loop's bits, on whatever instruction set `pulp` picks

@@ -22,6 +22,7 @@ pub mod cpu;
 pub mod diagnostics;
 
 pub mod init;
+pub mod partial;
 pub mod state_csv;
 pub mod tipsy;
 
@@ -107,7 +108,7 @@ pub struct Diagnostics {
 /// Leapfrog bookkeeping shared by every backend: which kick the next step needs (see the module
 /// docs: dt/2 on the first step after a synchronisation, then dt; a half kick with drift 0
 /// synchronises).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Leapfrog {
     /// Velocities are at the same time as the positions.
     pub synchronized: bool,

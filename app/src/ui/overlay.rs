@@ -140,6 +140,20 @@ pub struct Overlay {
     pub workflow: super::workflow::WorkflowPanel,
 }
 
+/// The banner of a frame that ended with a long step in progress (spread over frames), e.g.
+/// "step in progress: 3 of 23 launches"; `None` otherwise. `cuda`: the parts are kernel
+/// launches (else the CPU backend's ranges of bodies).
+pub fn step_in_progress_text(t: &SimTimings, cuda: bool) -> Option<String> {
+    let p = t.spread.filter(|p| p.in_progress())?;
+    let unit = if cuda { "launches" } else { "parts" };
+    Some(format!(
+        "step in progress: {} of {} {unit}\nthe view shows the positions before the step until its last {}",
+        p.done,
+        p.of,
+        if cuda { "launch" } else { "part" }
+    ))
+}
+
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "—".to_owned(), |v| format!("{v:.3} ms"))
 }
@@ -197,7 +211,8 @@ impl Overlay {
     /// host frame time when the backend reports none.
     pub fn throughput(&self) -> Option<(f64, f64)> {
         let s = &self.last;
-        if s.steps == 0 {
+        if s.steps == 0 || s.sim.spread.is_some() {
+            // A frame of a step spread over frames ran a part of a step.
             return None;
         }
         let t_ms = s.sim.kernel_ms.unwrap_or(s.host_frame_ms);
@@ -282,6 +297,14 @@ impl Overlay {
                         RichText::new("CUDA has both buffers mapped: GL may not touch them now.\nThe view shows a copy taken right before the map.")
                             .color(Color32::YELLOW),
                     );
+                });
+            });
+        }
+        if let Some(text) = step_in_progress_text(&self.last.sim, view.settings.is_some()) {
+            // A long step spread over frames: say why the image does not move.
+            egui::Area::new(egui::Id::unique("step_in_progress")).anchor(egui::Align2::RIGHT_BOTTOM, [-12.0, -12.0]).show(ui.ctx(), |ui| {
+                egui::Frame::popup(ui.style()).show(ui, |ui| {
+                    ui.label(RichText::new(text).color(Color32::YELLOW));
                 });
             });
         }
@@ -605,4 +628,23 @@ pub fn install_fonts(ctx: &egui::Context) {
         return;
     }
     tracing::warn!("no font for the overlay: egui lacks its default_fonts feature and no DejaVu/Liberation TTF was found");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::StepProgress;
+
+    #[test]
+    fn the_step_in_progress_banner_says_how_far_the_step_is() {
+        let mut t = SimTimings::default();
+        assert_eq!(step_in_progress_text(&t, true), None);
+        t.spread = Some(StepProgress { done: 3, of: 23 });
+        let text = step_in_progress_text(&t, true).expect("a banner");
+        assert!(text.starts_with("step in progress: 3 of 23 launches"), "{text}");
+        assert!(step_in_progress_text(&t, false).is_some_and(|s| s.starts_with("step in progress: 3 of 23 parts")));
+        // The frame that ran the last launch shows the new positions: no banner.
+        t.spread = Some(StepProgress { done: 23, of: 23 });
+        assert_eq!(step_in_progress_text(&t, true), None);
+    }
 }
