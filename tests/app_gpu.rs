@@ -666,7 +666,7 @@ fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(), Failed> {
     for settings in cases {
         let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
         let vbos = *renderer.vbos();
-        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None };
+        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32 };
         let r = (|| -> Result<(), Failed> {
             // Whole steps: 3 frames of one step.
             let whole = {
