@@ -568,9 +568,12 @@ fn f64_interop_step_matches_float64_reference() -> Result<(), Failed> {
 /// `bench --precision f64` in the CUDA modes (map, map-separate, copy, external, compute) writes
 /// one row per mode, each with `precision` f64, a kernel time and a finite state.
 fn bench_f64_rows_say_f64() -> Result<(), Failed> {
-    let out = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-f64-gpu");
+    // On the GPU machine the test binary runs without the build tree: NBODY_BIN names the
+    // binary there (.ci/gpu-check sets it), and the scratch directory is the system's.
+    let out = std::env::temp_dir().join(format!("bench-f64-gpu-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nbody-interop"))
+    let bin = std::env::var_os("NBODY_BIN").map_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_nbody-interop")), std::path::PathBuf::from);
+    let o = std::process::Command::new(bin)
         .args(["bench", "--precision", "f64", "--modes", "map,map-separate,copy,external,compute", "--bodies", "4096"])
         .args(["--frames", "6", "--rounds", "2", "--warmup", "2", "--width", "128", "--height", "128", "--out"])
         .arg(&out)

@@ -249,8 +249,11 @@ impl Overlay {
                 ui.separator();
                 self.sim_ui(ui, &mut actions);
                 ui.separator();
-                settings_ui(ui, view.settings, &mut actions);
-                self.diagnostics_ui(ui, &mut actions);
+                // With the Workflow panel open from the start (step mode, --workflow) the
+                // settings and diagnostics start folded, so the panel is in view.
+                let lesson = self.workflow.step_mode || self.workflow.open_at_start;
+                settings_ui(ui, view.settings, !lesson, &mut actions);
+                self.diagnostics_ui(ui, !lesson, &mut actions);
                 let last = self.last;
                 self.workflow.ui(ui, &view.workflow, &last, &mut actions);
                 egui::CollapsingHeader::new("Device").default_open(false).show(ui, |ui| {
@@ -481,8 +484,8 @@ impl Overlay {
         }
     }
 
-    fn diagnostics_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<Action>) {
-        egui::CollapsingHeader::new("Energy and momentum").default_open(true).show(ui, |ui| {
+    fn diagnostics_ui(&mut self, ui: &mut egui::Ui, open: bool, actions: &mut Vec<Action>) {
+        egui::CollapsingHeader::new("Energy and momentum").default_open(open).show(ui, |ui| {
             if ui.button("compute now").clicked() {
                 actions.push(Action::ComputeDiagnostics);
             }
@@ -531,8 +534,8 @@ fn combo<T: PartialEq + Copy>(ui: &mut egui::Ui, label: &str, value: &mut T, opt
     });
 }
 
-fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, actions: &mut Vec<Action>) {
-    egui::CollapsingHeader::new("Interop settings").default_open(true).show(ui, |ui| {
+fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, open: bool, actions: &mut Vec<Action>) {
+    egui::CollapsingHeader::new("Interop settings").default_open(open).show(ui, |ui| {
         let Some(old) = settings else {
             ui.label("(CPU backend: no interop settings)");
             return;

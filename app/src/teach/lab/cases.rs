@@ -113,7 +113,7 @@ pub const CASES: &[Case] = &[
                       CUDA_ERROR_INVALID_HANDLE and CUDA_ERROR_UNKNOWN; it says nothing of a mapped resource, so a \
                       driver may unmap it on the way (CUDA_SUCCESS), refuse as cuGraphicsResourceSetMapFlags does \
                       for a mapped resource (CUDA_ERROR_ALREADY_MAPPED), or fail (CUDA_ERROR_UNKNOWN). \
-                      H200: on driver 580.159 (2026-12-02), no code at all: the process was killed by SIGSEGV, reported as PROCESS_KILLED_BY_A_SIGNAL (which is why the case runs in a child process).",
+                      H200: on driver 580.159 (2026-12-02), CUDA_ERROR_ALREADY_MAPPED, the refusal; in the first run the lab then unmapped and unregistered the refused resource and the process was killed by SIGSEGV (PROCESS_KILLED_BY_A_SIGNAL), which is why the case runs in a child process and now leaves the resource alone.",
         fix: "Unmap (drop the Mapping) before unregistering (dropping the GraphicsResource): the teardown order is \
               unmap, unregister, then glDeleteBuffers.",
     },
