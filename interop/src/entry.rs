@@ -106,7 +106,7 @@ pub struct TraceRecord {
     /// `p_dev_ptr→0x7f3a00000000 p_size→1048576`), after a successful call; empty otherwise.
     /// Pointees of these types are read: device pointers and other `u64`s, sizes, `int`s,
     /// `unsigned`s, `float`s and handles; not strings, structs or `void*` buffers, and not the
-    /// input arrays `resources` and `options`.
+    /// arrays `resources`, `options` (inputs) and `p_cuda_devices` (an output array).
     pub returned: String,
     /// What the driver returned.
     pub result: CuResult,
@@ -270,10 +270,12 @@ macro_rules! entry_points {
                         let mut returned = String::new();
                         if r.is_success() {
                             $(
-                                if !matches!(stringify!($arg), "resources" | "options") {
-                                    // SAFETY: the call succeeded, so each output pointer the caller
-                                    // passed is valid for one value (this function's contract); the
-                                    // input arrays are skipped by name; other types answer `None`.
+                                if !matches!(stringify!($arg), "resources" | "options" | "p_cuda_devices") {
+                                    // SAFETY: the call succeeded, so each single-value output pointer
+                                    // the caller passed is valid for one value (this function's
+                                    // contract). Array arguments of a readable type are skipped by
+                                    // name (`tests::every_readable_pointer_argument_is_one_value`
+                                    // checks the table); other types answer `None`.
                                     #[allow(clippy::needless_borrow)]
                                     if let Some(v) = unsafe { (&OutArg($arg)).returned() } {
                                         returned.push_str(&format!(concat!(stringify!($arg), "→{} "), v));
@@ -666,6 +668,36 @@ impl Api {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `*mut` argument of a type the tracer reads is a single-value output, or one of the
+    /// arrays it skips by name: a new row with an array of such a type fails here.
+    #[test]
+    fn every_readable_pointer_argument_is_one_value() {
+        const READABLE: &[&str] = &[
+            "CUdeviceptr", "CUmemGenericAllocationHandle", "u64", "usize", "c_int", "CUdevice", "c_uint", "f32",
+            "CUcontext", "CUstream", "CUevent", "CUgraphicsResource", "CUmodule", "CUfunction",
+        ];
+        const SKIPPED: &[&str] = &["resources", "options", "p_cuda_devices"];
+        const SINGLE: &[&str] = &[
+            "pctx", "flags", "pi", "ph_stream", "device", "total", "ptr", "priority", "ph_event", "p_size",
+            "p_milliseconds", "p_dev_ptr", "p_cuda_resource", "p_cuda_device_count", "module", "num_blocks",
+            "least_priority", "hfunc", "handle", "greatest_priority", "granularity", "free", "driver_version",
+            "dptr", "count", "bytes", "active",
+        ];
+        let table = include_str!("entry.rs");
+        let table = &table[table.find("entry_points! {").expect("the table")..];
+        for piece in table.split([',', '(']) {
+            let Some((name, ty)) = piece.split_once(": *mut ") else { continue };
+            let (name, ty) = (name.trim(), ty.trim().trim_end_matches(')').trim_end_matches(';').trim_end_matches(')'));
+            if READABLE.contains(&ty) {
+                assert!(
+                    SINGLE.contains(&name) || SKIPPED.contains(&name),
+                    "`{name}: *mut {ty}` would be read as one value by the tracer: add it to the skip list of the \
+                     macro (an array) or to SINGLE here (one value)"
+                );
+            }
+        }
+    }
 
     #[test]
     #[allow(clippy::needless_borrow)]

@@ -104,6 +104,9 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
         bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
     }
+    if args.timeline.is_some() && !interop::entry::TRACING_COMPILED {
+        bail!("--timeline needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
+    }
     bodies.sort_unstable();
     bodies.dedup();
     check_rounds("--frames", "frames", args.frames, args.rounds)?;
@@ -744,25 +747,33 @@ fn measure(
                         gl_track = env.gfx.as_mut().and_then(|g| g.start_gl_track(rec));
                     }
                 }
-                for _ in 0..count {
-                    if stopped() {
-                        break;
-                    }
-                    if let Some(rec) = &rec {
-                        rec.begin_frame(acc.frame.len() as u64);
-                    }
-                    let s = r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
-                    if let Some(rec) = &rec {
-                        trace_frame(rec, mode, &s, n, steps);
-                        if let (Some(t), Some(g)) = (&gl_track, env.gfx.as_mut()) {
-                            g.record_gl(t, rec, &name);
+                // The measured frames; a failure ends them, and the timeline's tracer, CUPTI
+                // records and GL track are still finished below before it is reported.
+                let frames = (|| -> anyhow::Result<()> {
+                    for _ in 0..count {
+                        if stopped() {
+                            break;
                         }
-                        rec.end_frame();
+                        if let Some(rec) = &rec {
+                            rec.begin_frame(acc.frame.len() as u64);
+                        }
+                        let s = r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx);
+                        if let Some(rec) = &rec {
+                            if let Ok(s) = &s {
+                                trace_frame(rec, mode, s, n, steps);
+                                if let (Some(t), Some(g)) = (&gl_track, env.gfx.as_mut()) {
+                                    g.record_gl(t, rec, &name);
+                                }
+                            }
+                            rec.end_frame();
+                        }
+                        let s = s?;
+                        acc.push(&s);
+                        round_frames.push(s.frame_ms);
+                        pb.inc(1);
                     }
-                    acc.push(&s);
-                    round_frames.push(s.frame_ms);
-                    pb.inc(1);
-                }
+                    Ok(())
+                })();
                 if let Some(rec) = &rec {
                     if let Some(a) = &api {
                         a.set_tracer(None);
@@ -774,6 +785,7 @@ fn measure(
                         g.finish_gl_track(t, rec);
                     }
                 }
+                frames?;
                 if stopped() {
                     // The visit was cut short: its frames belong to no finished row.
                     continue;

@@ -436,7 +436,12 @@ impl Scene {
             b.set_spread(spread);
         }
         // In step mode the frame takes (at most) one step of the workflow instead.
-        let timings = self.simulate_or_step(gl, &vbos, steps)?;
+        let mut timings = self.simulate_or_step(gl, &vbos, steps)?;
+        if timings.spread.is_none() {
+            // Paused with a step spread over frames still in progress: the frame ran no part, but
+            // the step is pending (the banner stays, a diagnostics sample keeps waiting).
+            timings.spread = self.backend.as_ref().and_then(|b| b.step_in_progress());
+        }
         if let Some(r) = &self.recorder {
             let mode = self.backend.as_ref().and_then(|b| b.settings()).map(|s| s.interop);
             trace_stream(r, mode, &timings);

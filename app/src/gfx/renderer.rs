@@ -233,7 +233,8 @@ impl GpuTimer {
         let has_queries = !self.free.is_empty() || !self.in_flight.is_empty();
         let can = !self.is_gles && has_queries;
         self.stamps = on && can;
-        if self.stamps && self.free_stamps.is_empty() {
+        let stamps_made = self.free_stamps.len() + self.in_flight.iter().filter(|(_, t)| t.is_some()).count();
+        if self.stamps && stamps_made == 0 {
             for _ in 0..4 {
                 if let Ok(q) = gl.create_query() {
                     self.free_stamps.push(q);
@@ -273,12 +274,12 @@ impl GpuTimer {
             return;
         }
         while let Some(&(q, stamp)) = self.in_flight.front() {
-            let available = wait || gl.get_query_parameter_u32(q, glow::QUERY_RESULT_AVAILABLE) != 0;
+            let ready = |query: glow::NativeQuery| gl.get_query_parameter_u32(query, glow::QUERY_RESULT_AVAILABLE) != 0;
+            let available = wait || (ready(q) && stamp.is_none_or(ready));
             if !available {
                 break;
             }
-            // Waits for the result when `wait`; else it is available (and so is the stamp,
-            // which was done before the elapsed-time query began).
+            // Waits for the results when `wait`; else both are available.
             let ns = gl.get_query_parameter_u64(q, glow::QUERY_RESULT);
             let ms = ns as f64 * 1e-6;
             // Some drivers (llvmpipe) report a bogus first interval; a draw never takes 10 s.

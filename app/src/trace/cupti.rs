@@ -1,7 +1,8 @@
 //! The timeline's CUPTI track: [`interop::cupti`]'s activity records (kernels, memcpys,
 //! memsets and, where this CUPTI provides them, compute-engine context switches) on the host
-//! clock. Used by `--timeline` runs that use CUDA (the demo and the bench); where CUPTI cannot
-//! be loaded, the timeline's `otherData` says why and nothing fails.
+//! clock. Loaded for the demo's `--timeline` runs (any backend: a CPU run gets no records) and
+//! the bench's CUDA modes; where CUPTI cannot be loaded, the timeline's `otherData` says why and
+//! nothing fails.
 //!
 //! # Clock
 //! CUPTI's timestamps are ns on its own clock; `cuptiGetTimestamp` reads that clock now. It is
