@@ -618,8 +618,10 @@ impl Scene {
             if let Some(p) = b.step_in_progress() {
                 match b.abandon_step() {
                     Ok(()) => eprintln!(
-                        "the run ended during a long step ({} of {} launches done): it was abandoned, the state of before it is kept",
-                        p.done, p.of
+                        "the run ended during a long step ({} of {} {} done): it was abandoned, the state of before it is kept",
+                        p.done,
+                        p.of,
+                        if b.api().is_some() { "launches" } else { "parts" }
                     ),
                     Err(e) => failed.push(format!("abandoning the step in progress: {e:#}")),
                 }
