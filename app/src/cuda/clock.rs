@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use interop::sys::event_flags;
 use interop::{Context, Event, Stream};
 
-use crate::gfx::clock::signed_us;
+use crate::trace::clock::signed_us;
 
 /// The reference is renewed after this many seconds (an `f32` of 8000 ms has a 0.5 µs step).
 pub const REBASE_AFTER_S: f64 = 8.0;

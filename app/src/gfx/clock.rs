@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use super::gl::Gl;
+use crate::trace::clock::{calibrate, signed_us};
 
 /// Host and GL times read together.
 #[derive(Debug, Clone, Copy)]
@@ -24,18 +25,8 @@ impl GlClock {
     /// Reads the two clocks (the tightest of 5 brackets). Needs desktop GL with timer queries
     /// (`GlInfo::timer_query` and not GLES); the caller checks.
     pub fn calibrate(gl: Gl<'_>) -> GlClock {
-        let mut best: Option<GlClock> = None;
-        for _ in 0..5 {
-            let a = Instant::now();
-            let g = gl.timestamp_ns();
-            let b = Instant::now();
-            let width = b - a;
-            let c = GlClock { host: a + width / 2, gl_ns: g, bracket_us: width.as_secs_f64() * 1e6 };
-            if best.is_none_or(|x| c.bracket_us < x.bracket_us) {
-                best = Some(c);
-            }
-        }
-        best.unwrap_or(GlClock { host: Instant::now(), gl_ns: gl.timestamp_ns(), bracket_us: f64::INFINITY })
+        let (host, gl_ns, bracket_us) = calibrate(|| gl.timestamp_ns());
+        GlClock { host, gl_ns, bracket_us }
     }
 
     /// The host instant of GL time `gl_ns`.
@@ -53,13 +44,5 @@ impl GlClock {
     /// the GL and host clocks from this calibration to `later` (± the two half brackets).
     pub fn drift_us(&self, later: &GlClock) -> f64 {
         signed_us(later.host, self.host_of(later.gl_ns))
-    }
-}
-
-/// `a − b` in µs, negative when `a` is earlier.
-pub fn signed_us(a: Instant, b: Instant) -> f64 {
-    match a.checked_duration_since(b) {
-        Some(d) => d.as_secs_f64() * 1e6,
-        None => -(b.duration_since(a).as_secs_f64() * 1e6),
     }
 }

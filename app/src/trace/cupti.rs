@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use interop::cupti::{ActivityKind, Availability, Cupti, SwitchPhase, Track as CuptiKind};
 use serde_json::json;
 
+use super::clock::{calibrate, signed_us};
 use super::{Recorder, Track};
 
 /// CUPTI loaded and its clock read against the host's.
@@ -26,21 +27,6 @@ pub struct CuptiTrack {
     records: usize,
     switches: usize,
     availability: Vec<(CuptiKind, Availability)>,
-}
-
-/// Reads `cuptiGetTimestamp` between two host instants; the tightest of 5: (host, ns, bracket µs).
-fn calibrate(c: &Cupti) -> (Instant, u64, f64) {
-    let mut best = (Instant::now(), c.timestamp_ns(), f64::INFINITY);
-    for _ in 0..5 {
-        let a = Instant::now();
-        let t = c.timestamp_ns();
-        let b = Instant::now();
-        let w = (b - a).as_secs_f64() * 1e6;
-        if w < best.2 {
-            best = (a + (b - a) / 2, t, w);
-        }
-    }
-    best
 }
 
 impl CuptiTrack {
@@ -63,7 +49,7 @@ impl CuptiTrack {
                 return None;
             }
         };
-        let (host, ts_ns, bracket_us) = calibrate(&cupti);
+        let (host, ts_ns, bracket_us) = calibrate(|| cupti.timestamp_ns());
         tracing::info!(path = cupti.path(), version = cupti.version(), "CUPTI activity records on the timeline");
         Some(CuptiTrack { cupti, host, ts_ns, bracket_us, records: 0, switches: 0, availability })
     }
@@ -121,12 +107,8 @@ impl CuptiTrack {
     /// bracket and drift, each record kind's availability, the record and context-switch counts.
     pub fn finish(&mut self, r: &Recorder) {
         self.flush_into(r);
-        let (host, ts, bracket) = calibrate(&self.cupti);
-        let predicted = self.host_of(ts);
-        let drift_us = match host.checked_duration_since(predicted) {
-            Some(d) => d.as_secs_f64() * 1e6,
-            None => -(predicted.duration_since(host).as_secs_f64() * 1e6),
-        };
+        let (host, ts, bracket) = calibrate(|| self.cupti.timestamp_ns());
+        let drift_us = signed_us(host, self.host_of(ts));
         let kinds: serde_json::Map<String, serde_json::Value> = self
             .availability
             .iter()

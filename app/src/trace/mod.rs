@@ -21,6 +21,7 @@
 //!  "noise":false,"code":0,"result":"CUDA_SUCCESS","host_us":1.2,"t_us":18734.5,"gpu_ms":null}
 //! ```
 
+pub mod clock;
 pub mod cupti;
 pub mod timeline;
 
@@ -286,10 +287,7 @@ impl Inner {
     }
 
     fn us_of(&self, t: Instant) -> f64 {
-        match t.checked_duration_since(self.epoch) {
-            Some(d) => d.as_secs_f64() * 1e6,
-            None => -(self.epoch.duration_since(t).as_secs_f64() * 1e6),
-        }
+        clock::signed_us(t, self.epoch)
     }
 
     fn add_span(&mut self, span: Span, args: serde_json::Value) {
