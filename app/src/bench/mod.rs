@@ -71,7 +71,7 @@ pub const STOP_AFTER_ROWS_ENV: &str = "NBODY_BENCH_STOP_AFTER_ROWS";
 
 /// The error a run stopped by Ctrl-C (or the test hook) ends with, after writing its rows.
 #[derive(Debug, thiserror::Error)]
-#[error("bench interrupted after {rows} finished row(s); they are in {}", .out.display())]
+#[error("bench interrupted after {rows} finished row(s){}", if *.rows == 0 { String::from(" (nothing written)") } else { format!("; they are in {}", .out.display()) })]
 pub struct Interrupted {
     /// Rows written.
     pub rows: usize,
@@ -341,11 +341,12 @@ impl Env {
 /// finished row is in the output files in each case.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = validate(args)?;
-    let out_existed = args.out.exists();
-    prepare_out(&args.out, &report::paths(&args.out))?;
+    // Every output path is checked before anything is written or removed.
     if let (Some(base), Some(&m), Some(&n)) = (&args.timeline, plan.modes.first(), plan.bodies.first()) {
         check_timeline_path(&timeline_path(base, m, n))?;
     }
+    let out_existed = args.out.exists();
+    prepare_out(&args.out, &report::paths(&args.out))?;
     crate::stop::reset();
     crate::stop::install();
 

@@ -8,7 +8,7 @@ use crate::cuda::settings::InteropMode;
 use crate::gfx::clock::GlClock;
 use crate::gfx::gl::Gl;
 use crate::gfx::renderer::{DrawParams, RenderTarget, Renderer};
-use crate::trace::Recorder;
+use crate::trace::{Recorder, Track};
 
 /// Draw the bodies of `backend` into `target` (from its own buffers when it has them,
 /// [`SimBackend::draw_buffers`], else the renderer's VBOs at `params.front`), timed by a GL timer
@@ -58,6 +58,17 @@ pub fn trace_stream(r: &Recorder, mode: Option<InteropMode>, t: &SimTimings) {
     }
     if let Some(us) = t.clock_residual_us {
         r.clock_residual(us);
+    }
+}
+
+/// Puts the CPU backend's frame on the host row: its step (forces and leapfrog on the rayon
+/// pool, `t.kernel_ms`) from `start`, then the upload into the VBO (`t.upload_ms`).
+pub fn trace_cpu_step(r: &Recorder, start: std::time::Instant, t: &SimTimings) {
+    let Some(step_ms) = t.kernel_ms else { return };
+    r.span_at(Track::Host, "CPU step", start, step_ms * 1e3, "forces and leapfrog on the CPU (rayon)");
+    if let Some(up) = t.upload_ms {
+        let at = start + std::time::Duration::from_secs_f64(step_ms * 1e-3);
+        r.span_at(Track::Host, "upload (glBufferSubData)", at, up * 1e3, "the new positions into the VBO GL draws next");
     }
 }
 

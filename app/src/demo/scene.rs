@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context as _};
 
-use super::frame::{render_bodies, trace_stream, GlTrack};
+use super::frame::{render_bodies, trace_cpu_step, trace_stream, GlTrack};
 use super::pace::Pace;
 use super::Summary;
 use crate::backend::select::make_backend;
@@ -436,6 +436,7 @@ impl Scene {
             b.set_spread(spread);
         }
         // In step mode the frame takes (at most) one step of the workflow instead.
+        let t_sim = Instant::now();
         let mut timings = self.simulate_or_step(gl, &vbos, steps)?;
         if timings.spread.is_none() {
             // Paused with a step spread over frames still in progress: the frame ran no part, but
@@ -445,6 +446,10 @@ impl Scene {
         if let Some(r) = &self.recorder {
             let mode = self.backend.as_ref().and_then(|b| b.settings()).map(|s| s.interop);
             trace_stream(r, mode, &timings);
+            if self.backend.as_ref().is_some_and(|b| b.api().is_none()) {
+                // The CPU backend: its step and the upload on the host row (no stream).
+                trace_cpu_step(r, t_sim, &timings);
+            }
         }
         let n = self.backend()?.n();
         // Whole steps this frame (fewer than asked when stopped, or with a step spread over frames).

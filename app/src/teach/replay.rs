@@ -33,7 +33,7 @@ pub const DRIVER_KEYS: [&str; 8] = ["gpu", "device", "devices", "driver", "drive
 
 /// How to make a file to replay, for error messages.
 const RECORD_HINT: &str = "record one on a machine with the GPU with `nbody-interop lab all --json > FILE.jsonl` \
-                           (one is committed: docs/results/2026-11-30-h200/lab.jsonl)";
+                           (one is committed: docs/results/2026-12-02-h200/lab.jsonl)";
 
 fn mark(o: &Outcome) -> &'static str {
     if o.ok {

@@ -132,7 +132,7 @@ impl Timeline {
         other.insert("clock".into(), json!("host Instant, µs since the recorder was made"));
         other.insert(
             "gpu_alignment".into(),
-            json!("CUDA spans placed by a reference CUDA event (cuEventElapsedTime from it); GL draws by GL_TIMESTAMP queries; CUPTI records by cuptiGetTimestamp; see the notes below for the measured error"),
+            json!("CUDA spans placed by a reference CUDA event (cuEventElapsedTime from it); GL draws by GL_TIMESTAMP queries; CUPTI records by cuptiGetTimestamp; the measured errors are in cuda_clock, gl_clock and cupti where this run had them"),
         );
         if !self.residuals.is_empty() {
             let mut r = self.residuals.clone();

@@ -28,7 +28,11 @@ impl Scene {
         if let Some(path) = &self.args.timeline {
             tracing::info!(path = %path.display(), "writing a timeline (Trace Event Format)");
             r = r.with_timeline(path);
-            self.cupti = crate::trace::cupti::CuptiTrack::start(&r);
+            if self.args.backend == crate::backend::select::BackendChoice::Cpu {
+                r.note("cupti", serde_json::json!("not loaded: the CPU backend makes no GPU work"));
+            } else {
+                self.cupti = crate::trace::cupti::CuptiTrack::start(&r);
+            }
         }
         crate::trace::set_active(Some(r.clone()));
         self.trace_file = Some(r.clone());
