@@ -244,3 +244,17 @@ fn bad_body_count_is_a_clear_error() {
     assert!(err.contains("--bodies") && err.contains("N = 0"), "{}", text(&o));
     assert!(!dir.join("bench.json").exists());
 }
+
+/// A `--timeline` path that cannot be written is refused before anything runs, and the results
+/// of an earlier run in `--out` are left as they were.
+#[test]
+fn a_bad_timeline_path_fails_first_and_keeps_earlier_results() {
+    let dir = out_dir("bad-timeline");
+    std::fs::create_dir_all(&dir).expect("out dir");
+    std::fs::write(dir.join("bench.json"), "{\"earlier\": true}").expect("earlier results");
+    let o = bench(&["--modes", "draw", "--bodies", "64", "--frames", "2", "--rounds", "1", "--timeline", "/nonexistent/dir/t.json"], &dir, &[]);
+    assert!(!o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--timeline") && err.contains("/nonexistent/dir/t-draw-64.json"), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(dir.join("bench.json")).expect("still there"), "{\"earlier\": true}");
+}
