@@ -307,7 +307,11 @@ impl Inner {
             dur_us: call.host_us.max(0.0),
             detail: format!("{} {}", call.result, call.args),
         };
-        let args = serde_json::json!({ "result": call.result, "version": call.version, "export": call.export, "args": call.args, "step": call.step.label() });
+        // The file's arguments only when there is a file (the panel needs the span alone).
+        let args = match self.timeline {
+            Some(_) => serde_json::json!({ "result": call.result, "version": call.version, "export": call.export, "args": call.args, "step": call.step.label() }),
+            None => serde_json::Value::Null,
+        };
         self.add_span(span, args);
         if let Some(s) = self.sink.as_mut() {
             let line = serde_json::to_string(&call).map_err(|e| e.to_string());
