@@ -70,37 +70,139 @@ __device__ __forceinline__ void interact(const float4 b, const float3 xi, float3
     acc.z = fmaf(dz, s, acc.z);
 }
 
-// The tile loop: sum over all N bodies of the interactions with the P bodies at xi[].
-// Every thread of the block must call it (it synchronises the block). B = blockDim.x must be a
-// multiple of unroll_for(P) (any multiple of 32 is).
-template <int P, bool Soft>
+// Mass-scaled source body (softened path of the nbody_step_mPxS kernels; README.md, "mass-scaled
+// loop"): with k = sign(m) / sqrt(|m|) (correctly rounded) and positions taken relative to the
+// block's centre c (its first body), the tile holds q = (k (x - c), k (y - c), k (z - c), k) and
+// e = eps2 k^2. Then d = fma(x_i - c, -k, q) = k (x_j - x_i), r'^2 = |d|^2 + e = k^2 (r^2 + eps2),
+// z = rsqrt(r'^2) and z^3 d = m (x_j - x_i) / (r^2 + eps2)^(3/2): the interaction without the
+// multiplication by m, 12 instructions. (Relative to c, the extra rounding of k (x - c) scales
+// with the distances inside the cluster, not with its distance from the origin.) A massless body
+// (or a pad slot) gets q = 0, e = 1: its term is exactly 0.
+__device__ __forceinline__ void scale_body(const float4 b, const float3 c, const float eps2, float4& q, float& e) {
+    const float am = fabsf(b.w);
+    if (am > 0.0f) {
+        const float k = copysignf(__frsqrt_rn(am), b.w);
+        q = make_float4(k * (b.x - c.x), k * (b.y - c.y), k * (b.z - c.z), k);
+        e = eps2 * (k * k);
+    } else {
+        q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        e = 1.0f;
+    }
+}
+
+// One mass-scaled interaction of body i (at xi) with the scaled source (q, e), added to acc:
+// 3 FFMA (d), 3 FFMA (r'^2 from e), MUFU.RSQ, 2 FMUL, 3 FFMA = 12 instructions. `self` drops the
+// term (j == i: k x_j is rounded, so d is not exactly 0 there as x_j - x_i is).
+template <bool Guard>
+__device__ __forceinline__ void interact_scaled(const float4 q, const float e, const float3 xi, float3& acc,
+                                                const bool self) {
+    const float dx = fmaf(xi.x, -q.w, q.x);
+    const float dy = fmaf(xi.y, -q.w, q.y);
+    const float dz = fmaf(xi.z, -q.w, q.z);
+    float r2 = fmaf(dx, dx, e);
+    r2 = fmaf(dy, dy, r2);
+    r2 = fmaf(dz, dz, r2);
+    const float z = rsqrtf(r2);
+    float s = z * z * z;
+    if (Guard && self) {
+        s = 0.0f;
+    }
+    acc.x = fmaf(dx, s, acc.x);
+    acc.y = fmaf(dy, s, acc.y);
+    acc.z = fmaf(dz, s, acc.z);
+}
+
+// The inner loop's three forms: the classic interaction softened or exact (eps2 == 0), and the
+// mass-scaled one (softened only).
+enum class Loop { Soft, Exact, Scaled };
+
+// The tile loop of every fp32 step kernel: the sum over all N bodies j of the interactions with
+// this thread's P bodies at xi[]. A block of B threads has S split lanes of T = B / S threads:
+// lane s = t / T takes slots [s T, (s + 1) T) of every tile of B bodies (S = 1: all of them), so
+// each thread makes N / S interactions per body (the j-split, README.md). T must be a multiple of
+// 32 (B a multiple of 32 S): every warp then has one s, so its loop bounds and shared-memory reads
+// are warp-uniform (each LDS is a broadcast). Every thread of the block must call it (it
+// synchronises the block). `self[k]` is the index of body k (Scaled: its own term is dropped; the
+// other forms need no guard). Scaled: xi[] and the tile are relative to the block's centre c.
+// Returns this thread's partial sums in acc[].
+template <int P, int S, Loop L>
 __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, const int n, const float eps2,
-                                           const float3 (&xi)[P], float3 (&acc)[P]) {
+                                           const float3 c, const float3 (&xi)[P], const int (&self)[P],
+                                           float3 (&acc)[P]) {
     constexpr int U = unroll_for(P);
+    constexpr bool Scaled = L == Loop::Scaled;
     const int B = blockDim.x;
+    const int T = B / S;
     const int t = threadIdx.x;
+    const int lo = S == 1 ? 0 : (t / T) * T;
+    // Scaled: the tile's e values follow its B float4 (dynamic shared memory B * 20 bytes).
+    float* etile = reinterpret_cast<float*>(nbody_tile + B);
 
     // Register prefetch: the global load of the next tile is issued before the current tile is
     // computed, so its latency hides behind the inner loop.
     float4 next = t < n ? pos_in[t] : pad_body();
 #pragma unroll 1
     for (int base = 0; base < n; base += B) {
-        nbody_tile[t] = next;
+        if (Scaled) {
+            float4 q;
+            float e;
+            if (t < n - base) {
+                scale_body(next, c, eps2, q, e);
+            } else {
+                q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                e = 1.0f;
+            }
+            nbody_tile[t] = q;
+            etile[t] = e;
+        } else {
+            nbody_tile[t] = next;
+        }
         __syncthreads();
         const int j = base + B + t;
         next = j < n ? pos_in[j] : pad_body();
 
-        // Slots used in this tile: B, or in the last tile the valid count rounded up to U (the
-        // padding slots up to there are massless). Block-uniform.
-        const int used = min(B, (n - base + (U - 1)) & ~(U - 1));
+        // This lane's slots below N, rounded up to U (the padding slots up to there are
+        // massless, or q = 0 when scaled). Warp-uniform.
+        const int rem = max(0, n - base - lo);
+        const int used = min(T, (rem + (U - 1)) & ~(U - 1));
+        // Scaled: does one of this thread's bodies sit in this lane's slots of this tile?
+        bool guard = false;
+        int slot[P];
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            slot[k] = self[k] - base - lo;
+            guard |= Scaled && static_cast<unsigned>(slot[k]) < static_cast<unsigned>(T);
+        }
+        const float4* tile = nbody_tile + lo;
+        const float* et = etile + lo;
+        if (guard) {
+            // At most P tiles per thread take this loop, with one select per interaction.
 #pragma unroll 1
-        for (int s = 0; s < used; s += U) {
+            for (int s = 0; s < used; s += U) {
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const float4 b = nbody_tile[s + u];
+                for (int u = 0; u < U; ++u) {
+                    const float4 b = tile[s + u];
+                    const float e = et[s + u];
 #pragma unroll
-                for (int k = 0; k < P; ++k) {
-                    interact<Soft>(b, xi[k], acc[k], eps2);
+                    for (int k = 0; k < P; ++k) {
+                        interact_scaled<true>(b, e, xi[k], acc[k], s + u == slot[k]);
+                    }
+                }
+            }
+        } else {
+#pragma unroll 1
+            for (int s = 0; s < used; s += U) {
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const float4 b = tile[s + u];
+#pragma unroll
+                    for (int k = 0; k < P; ++k) {
+                        if (Scaled) {
+                            interact_scaled<false>(b, et[s + u], xi[k], acc[k], false);
+                        } else {
+                            interact<L == Loop::Soft>(b, xi[k], acc[k], eps2);
+                        }
+                    }
                 }
             }
         }
@@ -108,121 +210,93 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
     }
 }
 
-// One leapfrog step for P bodies per thread (see README.md for the semantics).
-template <int P>
+// One leapfrog step (README.md, semantics) for the bodies [i_begin, i_end): a block of B threads
+// covers T P bodies (T = B / S); thread t handles bodies i_begin + blockIdx.x T P + k T + t mod T,
+// k < P, as split lane t / T. The S lanes' partial sums are added through shared memory (the
+// tile's, free after the tile loop's last barrier) in the order s = 0, 1, ..., S - 1
+// (deterministic) by lane 0, which then updates the body. Scaled: the softened path uses the
+// mass-scaled loop (eps2 == 0 takes the classic exact one).
+template <int P, int S, bool Scaled>
 __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
                                      float4* __restrict__ vel, const int n, const float dt_drift,
                                      const float kick, const float eps2, const float g, const int i_begin,
                                      const int i_end) {
-    const int first = i_begin + blockIdx.x * blockDim.x * P + threadIdx.x;
+    const int T = S == 1 ? blockDim.x : blockDim.x / S;
+    const int t = threadIdx.x;
+    const int li = S == 1 ? t : t % T;
+    const int first = i_begin + blockIdx.x * T * P + li;
 
+    // The bodies' positions (the update below reads them again: fewer live registers).
     float3 xi[P];
     float3 acc[P];
-    float mass[P];
+    int self[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-        const int i = first + k * blockDim.x;
+        const int i = first + k * T;
         const float4 b = i < i_end ? pos_in[i] : pad_body();
         xi[k] = make_float3(b.x, b.y, b.z);
-        mass[k] = b.w;
+        self[k] = i < i_end ? i : -1;
         acc[k] = make_float3(0.0f, 0.0f, 0.0f);
     }
 
     // Block-uniform (a kernel parameter): no divergence. With ftz a denormal eps2 counts as 0.
+    const float3 origin = make_float3(0.0f, 0.0f, 0.0f);
     if (eps2 > 0.0f) {
-        accumulate<P, true>(pos_in, n, eps2, xi, acc);
+        if (Scaled) {
+            // The block's centre: its first body (in range: the grid covers [i_begin, i_end)).
+            const float4 cb = pos_in[i_begin + blockIdx.x * T * P];
+            const float3 c = make_float3(cb.x, cb.y, cb.z);
+#pragma unroll
+            for (int k = 0; k < P; ++k) {
+                xi[k] = make_float3(xi[k].x - c.x, xi[k].y - c.y, xi[k].z - c.z);
+            }
+            accumulate<P, S, Loop::Scaled>(pos_in, n, eps2, c, xi, self, acc);
+        } else {
+            accumulate<P, S, Loop::Soft>(pos_in, n, eps2, origin, xi, self, acc);
+        }
     } else {
-        accumulate<P, false>(pos_in, n, eps2, xi, acc);
+        accumulate<P, S, Loop::Exact>(pos_in, n, eps2, origin, xi, self, acc);
+    }
+
+    if (S > 1) {
+        // The tile loop ended with a barrier: the tile memory (B float4) holds one partial per
+        // thread, for one k at a time.
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            if (k > 0) {
+                __syncthreads();
+            }
+            nbody_tile[t] = make_float4(acc[k].x, acc[k].y, acc[k].z, 0.0f);
+            __syncthreads();
+            if (t < T) {
+#pragma unroll
+                for (int q = 1; q < S; ++q) {
+                    const float4 p = nbody_tile[q * T + t];
+                    acc[k].x += p.x;
+                    acc[k].y += p.y;
+                    acc[k].z += p.z;
+                }
+            }
+        }
+        if (t >= T) {
+            return;
+        }
     }
 
     const float gk = g * kick;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-        const int i = first + k * blockDim.x;
+        const int i = first + k * T;
         if (i < i_end) {
+            const float4 b = pos_in[i];
             float4 v = vel[i];
             v.x = fmaf(acc[k].x, gk, v.x);
             v.y = fmaf(acc[k].y, gk, v.y);
             v.z = fmaf(acc[k].z, gk, v.z);
             v.w = 0.0f;
             vel[i] = v;
-            pos_out[i] = make_float4(fmaf(v.x, dt_drift, xi[k].x), fmaf(v.y, dt_drift, xi[k].y),
-                                     fmaf(v.z, dt_drift, xi[k].z), mass[k]);
+            pos_out[i] = make_float4(fmaf(v.x, dt_drift, b.x), fmaf(v.y, dt_drift, b.y), fmaf(v.z, dt_drift, b.z), b.w);
         }
-    }
-}
-
-// The j-split tile loop (small N): S threads share each body i. Thread t of a block of B threads
-// belongs to split lane s = t / T (T = B / S bodies per block) and takes slots [s*T, (s+1)*T) of
-// every tile, so each thread makes N / S interactions and a block covers T bodies: S times more
-// warps for the same N, which is what hides the latency when N / B is below a few blocks per SM.
-// T must be a multiple of 32 (B a multiple of 32 * S): every warp then has one s (its loop bounds
-// and shared-memory reads are warp-uniform: each LDS.128 is a broadcast). Returns this thread's
-// partial sum; step_split adds the S partials in the order s = 0, 1, ..., S - 1 (deterministic).
-template <int S, bool Soft>
-__device__ __forceinline__ float3 accumulate_split(const float4* __restrict__ pos_in, const int n, const float eps2,
-                                                   const float3 xi) {
-    constexpr int U = 32;
-    const int B = blockDim.x;
-    const int T = B / S;
-    const int t = threadIdx.x;
-    const int lo = (t / T) * T;
-    float3 acc = make_float3(0.0f, 0.0f, 0.0f);
-    float4 next = t < n ? pos_in[t] : pad_body();
-#pragma unroll 1
-    for (int base = 0; base < n; base += B) {
-        nbody_tile[t] = next;
-        __syncthreads();
-        const int j = base + B + t;
-        next = j < n ? pos_in[j] : pad_body();
-        // This lane's slots below N, rounded up to U (the padding slots are massless). Warp-uniform.
-        const int rem = max(0, n - base - lo);
-        const int used = min(T, (rem + (U - 1)) & ~(U - 1));
-#pragma unroll 1
-        for (int s = 0; s < used; s += U) {
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                interact<Soft>(nbody_tile[lo + s + u], xi, acc, eps2);
-            }
-        }
-        __syncthreads();
-    }
-    return acc;
-}
-
-// One leapfrog step with the j-split (one body per S threads; README.md "j-split").
-template <int S>
-__device__ __forceinline__ void step_split(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
-                                           float4* __restrict__ vel, const int n, const float dt_drift,
-                                           const float kick, const float eps2, const float g, const int i_begin,
-                                           const int i_end) {
-    const int T = blockDim.x / S;
-    const int t = threadIdx.x;
-    const int li = t % T;
-    const int i = i_begin + blockIdx.x * T + li;
-    const float4 b = i < i_end ? pos_in[i] : pad_body();
-    const float3 xi = make_float3(b.x, b.y, b.z);
-    // Block-uniform (a kernel parameter): no divergence. With ftz a denormal eps2 counts as 0.
-    float3 acc = eps2 > 0.0f ? accumulate_split<S, true>(pos_in, n, eps2, xi) : accumulate_split<S, false>(pos_in, n, eps2, xi);
-    // The tile loop ended with a barrier: the tile memory is free for the S partial sums.
-    nbody_tile[t] = make_float4(acc.x, acc.y, acc.z, 0.0f);
-    __syncthreads();
-    if (t < T && i < i_end) {
-#pragma unroll
-        for (int q = 1; q < S; ++q) {
-            const float4 p = nbody_tile[q * T + t];
-            acc.x += p.x;
-            acc.y += p.y;
-            acc.z += p.z;
-        }
-        const float gk = g * kick;
-        float4 v = vel[i];
-        v.x = fmaf(acc.x, gk, v.x);
-        v.y = fmaf(acc.y, gk, v.y);
-        v.z = fmaf(acc.z, gk, v.z);
-        v.w = 0.0f;
-        vel[i] = v;
-        pos_out[i] = make_float4(fmaf(v.x, dt_drift, xi.x), fmaf(v.y, dt_drift, xi.y), fmaf(v.z, dt_drift, xi.z), b.w);
     }
 }
 
@@ -370,24 +444,33 @@ __device__ __forceinline__ void step_f64(const double4* __restrict__ pos_in, dou
 }  // namespace nbody
 
 // Every entry point allows up to 1024 threads per block: ptxas keeps them at <= 64 registers.
-// One macro for all step kernels: the same parameters (README.md, ABI), STEP the body. A launch
-// integrates bodies [i_begin, i_end) against all n (0 <= i_begin < i_end <= n): one launch per
-// step, or several for a long step, so that the host can stop between them.
-#define NBODY_STEP_KERNEL(NAME, STEP)                                                                 \
+// One macro for all step kernels: the same parameters (README.md, ABI), nbody::step<P, S, SCALED>
+// the body. A launch integrates bodies [i_begin, i_end) against all n (0 <= i_begin < i_end <= n):
+// one launch per step, or several for a long step, so that the host can stop between them.
+#define NBODY_STEP_KERNEL(NAME, P, S, SCALED)                                                          \
     extern "C" __global__ void __launch_bounds__(1024)                                               \
         NAME(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, \
              int n, float dt_drift, float kick, float eps2, float g, int i_begin, int i_end) {        \
-        STEP(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g, i_begin, i_end);                       \
+        nbody::step<P, S, SCALED>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g, i_begin, i_end);  \
     }
 
-NBODY_STEP_KERNEL(nbody_step_p1, nbody::step<1>)
-NBODY_STEP_KERNEL(nbody_step_p2, nbody::step<2>)
-NBODY_STEP_KERNEL(nbody_step_p4, nbody::step<4>)
+// P bodies per thread (shared memory B * 16 bytes).
+NBODY_STEP_KERNEL(nbody_step_p1, 1, 1, false)
+NBODY_STEP_KERNEL(nbody_step_p2, 2, 1, false)
+NBODY_STEP_KERNEL(nbody_step_p4, 4, 1, false)
 
-// The j-split variants (one body per S threads, for small N).
-NBODY_STEP_KERNEL(nbody_step_s2, nbody::step_split<2>)
-NBODY_STEP_KERNEL(nbody_step_s4, nbody::step_split<4>)
-NBODY_STEP_KERNEL(nbody_step_s8, nbody::step_split<8>)
+// The j-split variants (one body per S threads, for small N; shared memory B * 16 bytes).
+NBODY_STEP_KERNEL(nbody_step_s2, 1, 2, false)
+NBODY_STEP_KERNEL(nbody_step_s4, 1, 4, false)
+NBODY_STEP_KERNEL(nbody_step_s8, 1, 8, false)
+
+// Mass-scaled softened loop, P bodies per thread and S threads per body (nbody_step_mPxS; shared
+// memory B * 20 bytes; README.md, "mass-scaled loop").
+NBODY_STEP_KERNEL(nbody_step_m2x2, 2, 2, true)
+NBODY_STEP_KERNEL(nbody_step_m2x4, 2, 4, true)
+NBODY_STEP_KERNEL(nbody_step_m2x8, 2, 8, true)
+NBODY_STEP_KERNEL(nbody_step_m4x1, 4, 1, true)
+NBODY_STEP_KERNEL(nbody_step_m4x4, 4, 4, true)
 
 // phi[i] = -sum_{j != i} m_j / sqrt(r_ij^2 + eps2); with eps2 == 0 the sum skips r^2 == 0.
 // No G and no m_i: the host multiplies (in f64). One body per thread, grid = ceil(N / B).

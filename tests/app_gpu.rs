@@ -66,11 +66,23 @@ fn rel_err3(a: &[[f32; 4]], b: &[[f64; 3]]) -> f64 {
 type StepOut = (Vec<[f32; 4]>, Vec<[f32; 4]>, bool);
 
 /// One kernel call on the GPU (P, block) from `bodies`.
-/// Every step kernel as (P bodies per thread, S threads per body).
-const VARIANTS: [(u32, u32); 6] = [(1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (1, 8)];
+/// Every step kernel as (P bodies per thread, S threads per body, mass-scaled loop).
+const VARIANTS: [(u32, u32, bool); 11] = [
+    (1, 1, false),
+    (2, 1, false),
+    (4, 1, false),
+    (1, 2, false),
+    (1, 4, false),
+    (1, 8, false),
+    (2, 2, true),
+    (2, 4, true),
+    (2, 8, true),
+    (4, 1, true),
+    (4, 4, true),
+];
 
-fn launch(p: u32, split: u32, block: u32) -> Launch {
-    Launch { block, p, split }
+fn launch(p: u32, split: u32, scaled: bool, block: u32) -> Launch {
+    Launch { block, p, split, scaled }
 }
 
 fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, l: Launch, kick: f32) -> Result<StepOut, Failed> {
@@ -97,12 +109,12 @@ fn one_step_matches_float64_reference() -> Result<(), Failed> {
     let bodies = plummer(4096, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let (rp, rv) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
-    for (p, s) in VARIANTS {
+    for (p, s, m) in VARIANTS {
         for block in [256, 1024] {
-            let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, block), 0.5 * params.dt)?;
+            let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, block), 0.5 * params.dt)?;
             let (ep, ev) = (rel_err(&pos, &rp), rel_err3(&vel, &rv));
-            eprintln!("P={p} S={s} block={block}: position rel. error {ep:.2e}, velocity {ev:.2e}");
-            ensure(ep <= 1e-5 && ev <= 1e-5, format!("P={p} S={s} block={block}: errors {ep:e} / {ev:e} > 1e-5"))?;
+            eprintln!("P={p} S={s} scaled={m} block={block}: position rel. error {ep:.2e}, velocity {ev:.2e}");
+            ensure(ep <= 1e-5 && ev <= 1e-5, format!("P={p} S={s} scaled={m} block={block}: errors {ep:e} / {ev:e} > 1e-5"))?;
         }
     }
     Ok(())
@@ -112,14 +124,14 @@ fn n_not_a_multiple_of_the_block_size() -> Result<(), Failed> {
     let ctx = cuda()?;
     let k = Kernels::load(&ctx, None)?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
-    for n in [1usize, 3, 33, 1000, 4097] {
+    for n in [1usize, 3, 33, 1000, 4097, 16384] {
         let bodies = plummer(n, fresh_seed())?;
         let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
-        for (p, s) in VARIANTS {
-            let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, 256), params.dt)?;
-            ensure(tail_ok, format!("N={n} P={p} S={s}: wrote past N"))?;
+        for (p, s, m) in VARIANTS {
+            let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, 256), params.dt)?;
+            ensure(tail_ok, format!("N={n} P={p} S={s} scaled={m}: wrote past N"))?;
             let e = rel_err(&pos, &rp);
-            ensure(e <= 1e-5, format!("N={n} P={p} S={s}: rel. error {e:e}"))?;
+            ensure(e <= 1e-5, format!("N={n} P={p} S={s} scaled={m}: rel. error {e:e}"))?;
         }
     }
     Ok(())
@@ -131,11 +143,48 @@ fn exact_gravity_with_distinct_bodies_is_finite() -> Result<(), Failed> {
     let bodies = plummer(2048, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-4, softening: 0.0 };
     let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
-    for (p, s) in VARIANTS {
-        let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, 256), params.dt)?;
-        ensure(pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())), format!("P={p} S={s}: non-finite value with ε = 0"))?;
+    for (p, s, m) in VARIANTS {
+        let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, 256), params.dt)?;
+        ensure(
+            pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())),
+            format!("P={p} S={s} scaled={m}: non-finite value with ε = 0"),
+        )?;
         let e = rel_err(&pos, &rp);
-        ensure(e <= 1e-5, format!("P={p} S={s}: ε = 0 rel. error {e:e}"))?;
+        ensure(e <= 1e-5, format!("P={p} S={s} scaled={m}: ε = 0 rel. error {e:e}"))?;
+    }
+    Ok(())
+}
+
+/// The mass-scaled loop where it is hardest: a cluster far from the origin (x ≈ 100, where
+/// k·x rounds by ~1e-5 and a self term left in would add O(1) to each acceleration), a small
+/// softening, massless and negative masses; against the float64 reference, velocities compared
+/// (they carry the accelerations).
+fn mass_scaled_loop_with_hard_masses_matches_float64_reference() -> Result<(), Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let mut bodies = plummer(4097, fresh_seed())?;
+    for (i, b) in bodies.pos.iter_mut().enumerate() {
+        b[0] += 100.0;
+        b[1] -= 50.0;
+        match i % 97 {
+            0 => b[3] = 0.0,
+            1 => b[3] = -b[3],
+            _ => {}
+        }
+    }
+    ensure(nbody_app::cuda::kernels::masses_suit_scaled(&bodies.pos), "the test's masses should suit the scaled loop")?;
+    // A long kick (dt = 0.1) so that the velocity change, G a dt, dominates the velocity.
+    let params = PhysParams { g: 1.0, dt: 0.1, softening: 1e-3 };
+    let (_, rv) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
+    let dv_ref: Vec<[f64; 4]> =
+        rv.iter().zip(&bodies.vel).map(|(r, v)| [r[0] - f64::from(v[0]), r[1] - f64::from(v[1]), r[2] - f64::from(v[2]), 0.0]).collect();
+    for (p, s, m) in VARIANTS {
+        let (_, vel, tail_ok) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, 256), params.dt)?;
+        ensure(tail_ok, format!("P={p} S={s} scaled={m}: wrote past N"))?;
+        let dv: Vec<[f32; 4]> = vel.iter().zip(&bodies.vel).map(|(a, v)| [a[0] - v[0], a[1] - v[1], a[2] - v[2], 0.0]).collect();
+        let e = rel_err(&dv, &dv_ref);
+        eprintln!("P={p} S={s} scaled={m}: kick rel. error {e:.2e}");
+        ensure(e <= 5e-5, format!("P={p} S={s} scaled={m}: kick (G a dt) rel. error {e:e} > 5e-5"))?;
     }
     Ok(())
 }
@@ -618,7 +667,7 @@ fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
         let run = |interrupt: Option<Interrupt>, steps: u32| -> Result<Run, Failed> {
             let pos = [DeviceBuffer::from_slice(&ctx, &bodies.pos)?, DeviceBuffer::from_slice(&ctx, &bodies.pos)?];
             let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel)?;
-            let mut gpu = GpuStepper::new(Kernels::load(&ctx, None)?, vel, 0, params)?;
+            let mut gpu = GpuStepper::new(Kernels::load(&ctx, None)?, vel, 0, params, true)?;
             gpu.set_interrupt(interrupt);
             let parts = gpu.launches_per_step();
             let done = gpu.launch_steps([pos[0].view(), pos[1].view()], steps, &stream)?;
@@ -745,6 +794,7 @@ fn main() {
         ("one_step_matches_float64_reference", one_step_matches_float64_reference),
         ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size),
         ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite),
+        ("mass_scaled_loop_with_hard_masses_matches_float64_reference", mass_scaled_loop_with_hard_masses_matches_float64_reference),
         ("potential_kernel_matches_float64", potential_kernel_matches_float64),
         ("interop_map_and_copy_write_what_gl_reads", interop_map_and_copy_write_what_gl_reads),
         ("external_step_matches_float64_reference", external_step_matches_float64_reference),

@@ -32,6 +32,14 @@ pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
 /// thread group; `kernels/README.md`, "j-split").
 pub const SPLITS: [u32; 3] = [2, 4, 8];
 
+/// (P, S) of the mass-scaled step kernels `nbody_step_m{P}x{S}` (`kernels/README.md`,
+/// "mass-scaled loop"): P bodies per thread, S threads per body.
+pub const MASS_SCALED: [(u32, u32); 5] = [(2, 2), (2, 4), (2, 8), (4, 1), (4, 4)];
+
+/// Dynamic shared memory per thread of a mass-scaled step kernel: the tile's `float4` and its
+/// `float` e (`kernels/README.md`).
+pub const MASS_SCALED_TILE_BYTES: usize = 20;
+
 /// Parameters of `nbody_step_pP`: `(const float4* pos_in, float4* pos_out, float4* vel, int n,
 /// float dt_drift, float kick, float eps2, float g, int i_begin, int i_end)`.
 pub const STEP_PARAMS: [PtxParam; 10] = [
@@ -149,13 +157,14 @@ pub struct StepScalars {
     pub g: f32,
 }
 
-/// `nbody_step_pP` or `nbody_step_sS` of a loaded module, its parameters checked against
-/// [`STEP_PARAMS`].
+/// `nbody_step_pP`, `nbody_step_sS` or `nbody_step_mPxS` of a loaded module, its parameters
+/// checked against [`STEP_PARAMS`].
 #[derive(Debug, Clone)]
 pub struct StepKernel {
     function: Function,
     p: u32,
     split: u32,
+    scaled: bool,
 }
 
 impl StepKernel {
@@ -169,7 +178,7 @@ impl StepKernel {
         if !BODIES_PER_THREAD.contains(&p) {
             return Err(Error::InvalidArgument(format!("no step kernel for P = {p} (1, 2 or 4)")));
         }
-        Ok(StepKernel { function: lookup(module, &format!("nbody_step_p{p}"), &STEP_PARAMS)?, p, split: 1 })
+        Ok(StepKernel { function: lookup(module, &format!("nbody_step_p{p}"), &STEP_PARAMS)?, p, split: 1, scaled: false })
     }
 
     /// Looks up the j-split kernel `nbody_step_s{s}` (S threads per body, P = 1) in `module`
@@ -182,7 +191,33 @@ impl StepKernel {
         if !SPLITS.contains(&s) {
             return Err(Error::InvalidArgument(format!("no j-split step kernel for S = {s} (2, 4 or 8)")));
         }
-        Ok(StepKernel { function: lookup(module, &format!("nbody_step_s{s}"), &STEP_PARAMS)?, p: 1, split: s })
+        Ok(StepKernel { function: lookup(module, &format!("nbody_step_s{s}"), &STEP_PARAMS)?, p: 1, split: s, scaled: false })
+    }
+
+    /// Looks up the mass-scaled kernel `nbody_step_m{p}x{s}` (P bodies per thread, S threads per
+    /// body; its softened loop takes the masses into the tile, `kernels/README.md`,
+    /// "mass-scaled loop") in `module` and checks its PTX parameter list.
+    ///
+    /// # Errors
+    /// `(p, s)` is not one of [`MASS_SCALED`]; the module has no such kernel; its parameters
+    /// differ from [`STEP_PARAMS`].
+    #[doc(alias = "cuModuleGetFunction")]
+    pub fn new_mass_scaled(module: &Module, p: u32, s: u32) -> Result<Self> {
+        if !MASS_SCALED.contains(&(p, s)) {
+            return Err(Error::InvalidArgument(format!("no mass-scaled step kernel for P = {p}, S = {s} (one of {MASS_SCALED:?})")));
+        }
+        Ok(StepKernel { function: lookup(module, &format!("nbody_step_m{p}x{s}"), &STEP_PARAMS)?, p, split: s, scaled: true })
+    }
+
+    /// True for the mass-scaled kernels (`nbody_step_mPxS`).
+    pub fn mass_scaled(&self) -> bool {
+        self.scaled
+    }
+
+    /// Dynamic shared memory of a launch with `block` threads: `block · 16` bytes, or
+    /// `block · 20` for a mass-scaled kernel.
+    pub fn shared_bytes(&self, block: u32) -> u32 {
+        block * if self.scaled { MASS_SCALED_TILE_BYTES } else { BODY_BYTES } as u32
     }
 
     /// Threads per body S (1 for the `nbody_step_pP` kernels).
@@ -196,7 +231,7 @@ impl StepKernel {
         valid_block(block) && block % (32 * self.split) == 0
     }
 
-    /// Bodies one block integrates: `block · P`, or `block / S` for a j-split kernel.
+    /// Bodies one block integrates: `block / S · P` (`block · P` without the j-split).
     pub fn bodies_per_block(&self, block: u32) -> u32 {
         block / self.split * self.p
     }
@@ -233,7 +268,7 @@ impl StepKernel {
     /// One leapfrog step for bodies `bodies` (a sub-range of `0..n`) against all `n`:
     /// `vel[i] += G a_i(pos_in) kick`, `pos_out[i] = pos_in[i] + vel[i] dt_drift` for `i` in
     /// `bodies`, on `stream`, with `block` threads per block, `ceil(len / bodies_per_block)`
-    /// blocks and `block · 16` bytes of shared memory. Buffers are `[N][4]` f32. A long step
+    /// blocks and [`StepKernel::shared_bytes`] of shared memory. Buffers are `[N][4]` f32. A long step
     /// is several such launches over consecutive ranges (the results are the same bits: each
     /// body's sum runs over j in the same order).
     ///
@@ -267,7 +302,7 @@ impl StepKernel {
         let launch = Launch::new(&self.function)
             .grid(grid)
             .block(block)
-            .shared_bytes(block * BODY_BYTES as u32)
+            .shared_bytes(self.shared_bytes(block))
             .ptr(pos_in)
             .ptr(pos_out)
             .ptr(vel)
@@ -282,7 +317,7 @@ impl StepKernel {
         // PTX, and by `launch` against the arguments). Per kernels/README.md the kernel reads
         // pos_in[0..n) and writes pos_out[i_begin..i_end) and vel[i_begin..i_end) only, for a
         // block size that is a multiple of 32 (of 32·S for a j-split kernel) from 32 to 1024,
-        // grid ceil(len / (B·P)) (or ceil(len / (B/S))) and B·16 bytes of shared memory — all
+        // grid ceil(len / (B/S·P)) and B·16 bytes of shared memory (B·20 for a mass-scaled one) — all
         // checked or computed here — and 1 ≤ n ≤ MAX_BODIES, 0 ≤ i_begin < i_end ≤ n (checked);
         // each buffer holds ≥ n bodies and they do not overlap (checked). The views borrow their owners for this call; the owners
         // keep the memory until the stream has finished with it (their teardown synchronises the
@@ -555,6 +590,11 @@ mod tests {
         }
         for s in SPLITS {
             let name = format!("nbody_step_s{s}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_PARAMS, "{name}");
+        }
+        for (p, s) in MASS_SCALED {
+            let name = format!("nbody_step_m{p}x{s}");
             let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, STEP_PARAMS, "{name}");
         }

@@ -200,7 +200,8 @@ impl CudaBackend {
         let gpu = match opts.precision {
             Precision::F32 => {
                 let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
-                Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params)?)
+                let scaled_ok = crate::cuda::kernels::masses_suit_scaled(&bodies.pos);
+                Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params, scaled_ok)?)
             }
             Precision::F64 => Stepper::F64(GpuStepperF64::new(&ctx, kernels, bodies, s.block_size, params)?),
         };
@@ -238,7 +239,7 @@ impl CudaBackend {
 
     /// Block size, bodies per thread and threads per body (j-split) of the step kernel in use
     /// (fp64: the block size, 1, 1).
-    pub fn launch_config(&self) -> (u32, u32, u32) {
+    pub fn launch_config(&self) -> crate::cuda::kernels::Launch {
         self.gpu.launch_config()
     }
 
@@ -299,7 +300,7 @@ impl CudaBackend {
     /// of its module).
     fn sync_storage(&mut self, gl: Gl<'_>, storage: &mut Storage, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> anyhow::Result<()> {
         // The potential kernel's block size: the step's (fp32), or the fp64 one's (≤ 256).
-        let (n, block, eps) = (self.n, self.gpu.launch_config().0, self.gpu.params().softening);
+        let (n, block, eps) = (self.n, self.gpu.launch_config().block, self.gpu.params().softening);
         let stream = &self.stream;
         let gpu = &mut self.gpu;
         match storage {
@@ -711,13 +712,15 @@ impl SimBackend for CudaBackend {
         let (kernel, attributes) = match &self.gpu {
             Stepper::F32(g) => (
                 format!(
-                    "{} · P = {}{} · block {}{auto}",
+                    "{} · {} · P = {}{}{} · block {}{auto}",
                     g.kernels.source(),
-                    g.p,
-                    if g.split > 1 { format!(" · j-split S = {}", g.split) } else { String::new() },
-                    g.block,
+                    g.launch.kernel_name(),
+                    g.launch.p,
+                    if g.launch.split > 1 { format!(" · j-split S = {}", g.launch.split) } else { String::new() },
+                    if g.launch.scaled { " · mass-scaled loop" } else { "" },
+                    g.launch.block,
                 ),
-                g.kernels.step_kernel(g.p, g.split).map(|k| k.function().attributes()),
+                g.kernels.step_kernel(g.launch).map(|k| k.function().attributes()),
             ),
             Stepper::F64(g) => (
                 format!(

@@ -229,7 +229,7 @@ struct Acc {
     draw: Vec<f64>,
     round_medians: Vec<f64>,
     /// (block size, bodies per thread) of the kernel, for CUDA modes.
-    launch: Option<(u32, u32, u32)>,
+    launch: Option<crate::cuda::kernels::Launch>,
     /// A visit ended with non-finite positions or velocities.
     diverged: bool,
 }
@@ -341,12 +341,21 @@ impl Env {
 /// finished row is in the output files in each case.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = validate(args)?;
-    // Every output path is checked before anything is written or removed.
-    if let (Some(base), Some(&m), Some(&n)) = (&args.timeline, plan.modes.first(), plan.bodies.first()) {
-        check_timeline_path(&timeline_path(base, m, n))?;
+    // Every output path is checked before anything is written or removed; a timeline inside the
+    // --out directory once that directory exists (this run makes it).
+    let first_timeline = match (&args.timeline, plan.modes.first(), plan.bodies.first()) {
+        (Some(base), Some(&m), Some(&n)) => Some(timeline_path(base, m, n)),
+        _ => None,
+    };
+    let in_out = |p: &Path| p.parent().is_some_and(|d| d == args.out.as_path());
+    if let Some(p) = first_timeline.as_deref().filter(|p| !in_out(p)) {
+        check_timeline_path(p)?;
     }
     let out_existed = args.out.exists();
     prepare_out(&args.out, &report::paths(&args.out))?;
+    if let Some(p) = first_timeline.as_deref().filter(|p| in_out(p)) {
+        check_timeline_path(p)?;
+    }
     crate::stop::reset();
     crate::stop::install();
 
@@ -816,9 +825,10 @@ fn measure(
                         mode,
                         n,
                         steps_per_frame: steps,
-                        block_size: acc.launch.map(|l| l.0),
-                        bodies_per_thread: acc.launch.map(|l| l.1),
-                        threads_per_body: acc.launch.map(|l| l.2),
+                        block_size: acc.launch.map(|l| l.block),
+                        bodies_per_thread: acc.launch.map(|l| l.p),
+                        threads_per_body: acc.launch.map(|l| l.split),
+                        mass_scaled: acc.launch.map(|l| l.scaled),
                         frames: acc.frame.len(),
                         rounds: args.rounds,
                         warmup: args.warmup,

@@ -19,7 +19,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{check_fits, GpuStepper, GpuStepperF64, Kernels};
+use crate::cuda::kernels::{check_fits, masses_suit_scaled, GpuStepper, GpuStepperF64, Kernels, Launch};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, StreamKind};
 use crate::demo::frame::{render_bodies, GlTrack};
@@ -253,14 +253,14 @@ impl ComputeRunner {
         ];
         let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
         let events = [Event::new(&ctx, event_flags::DEFAULT)?, Event::new(&ctx, event_flags::DEFAULT)?];
-        let gpu = GpuStepper::new(kernels, vel, block, params)?;
+        let gpu = GpuStepper::new(kernels, vel, block, params, masses_suit_scaled(&bodies.pos))?;
         let clock = GpuClock::new(&ctx, &stream)?;
         Ok(ComputeRunner { pos, events, clock, gpu, stream, ctx })
     }
 
-    /// Block size, bodies per thread and threads per body of the step kernel.
-    pub fn launch_config(&self) -> (u32, u32, u32) {
-        (self.gpu.block, self.gpu.p, self.gpu.split)
+    /// The step kernel's launch (block size, P, S, loop).
+    pub fn launch_config(&self) -> Launch {
+        self.gpu.launch
     }
 
     /// One frame: `steps` launches between two events, then wait for the second.
@@ -411,13 +411,13 @@ impl Runner {
     }
 
     /// Block size and bodies per thread of the kernel, for CUDA modes.
-    pub fn launch_config(&self) -> Option<(u32, u32, u32)> {
+    pub fn launch_config(&self) -> Option<Launch> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => None,
             Runner::Cuda(b) => Some(b.launch_config()),
             Runner::External(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
-            Runner::ComputeF64(c) => Some((c.gpu.block, 1, 1)),
+            Runner::ComputeF64(c) => Some(Launch::f64(c.gpu.block)),
         }
     }
 

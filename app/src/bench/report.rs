@@ -8,7 +8,7 @@
 //! Times are milliseconds unless the name says µs; empty (CSV) or `null` (JSON) where a mode has
 //! no such step or fact:
 //! - `mode`, `n` (bodies), `precision` (`f32`, or `f64` with `--precision f64`), `steps_per_frame`, `block_size` (CUDA threads per block; empty for
-//!   cpu), `bodies_per_thread` (P of the step kernel; CUDA modes), `threads_per_body` (S of the j-split; 1: none), `frames` (measured frames, all
+//!   cpu), `bodies_per_thread` (P of the step kernel; CUDA modes), `threads_per_body` (S of the j-split; 1: none), `mass_scaled` (the step kernel is `nbody_step_mPxS`, kernels/README.md; CUDA modes), `frames` (measured frames, all
 //!   rounds), `rounds`, `warmup` (untimed frames per round), `width`, `height` (framebuffer px), `max_sprite_px` (sprite diameter cap, px; GL modes);
 //! - `frame_ms_{median,p95,p99,max}`: host time of the whole frame (simulate + draw into the FBO +
 //!   `glFinish`; compute: kernel launches + event sync);
@@ -66,6 +66,8 @@ pub struct Measured {
     pub bodies_per_thread: Option<u32>,
     /// Threads per body of the step kernel (CUDA modes; 1: no j-split).
     pub threads_per_body: Option<u32>,
+    /// The step kernel is a mass-scaled one, `nbody_step_mPxS` (CUDA modes).
+    pub mass_scaled: Option<bool>,
     /// Measured frames (all rounds).
     pub frames: usize,
     /// Rounds.
@@ -145,6 +147,7 @@ pub struct Row {
     pub block_size: Option<u32>,
     pub bodies_per_thread: Option<u32>,
     pub threads_per_body: Option<u32>,
+    pub mass_scaled: Option<bool>,
     pub frames: usize,
     pub rounds: u32,
     pub warmup: u32,
@@ -278,6 +281,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 block_size: m.block_size,
                 bodies_per_thread: m.bodies_per_thread,
                 threads_per_body: m.threads_per_body,
+                mass_scaled: m.mass_scaled,
                 frames: m.frames,
                 rounds: m.rounds,
                 warmup: m.warmup,
