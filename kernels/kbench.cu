@@ -39,8 +39,12 @@ static double run(const K& k, int n, int B, CUdeviceptr pin, CUdeviceptr pout, C
 }
 int main(int argc, char** argv) {
   CK(cuInit(0)); CUdevice d; CK(cuDeviceGet(&d, 0)); CUcontext c; CK(cuDevicePrimaryCtxRetain(&c, d)); CK(cuCtxSetCurrent(c));
-  FILE* fp = fopen(argv[1], "rb"); fseek(fp, 0, SEEK_END); long sz = ftell(fp); fseek(fp, 0, SEEK_SET);
-  std::string ptx(sz, '\0'); fread(&ptx[0], 1, sz, fp); fclose(fp);
+  FILE* fp = argc > 1 ? fopen(argv[1], "rb") : nullptr;
+  if (!fp) { fprintf(stderr, "usage: kbench PTX [N [KERNEL [BLOCK [EPS2]]]] (cannot open the PTX file)\n"); return 2; }
+  fseek(fp, 0, SEEK_END); long sz = ftell(fp); fseek(fp, 0, SEEK_SET);
+  std::string ptx(sz, '\0');
+  if (fread(&ptx[0], 1, sz, fp) != (size_t)sz) { fprintf(stderr, "cannot read %s\n", argv[1]); return 1; }
+  fclose(fp);
   CK(cuModuleLoadData(&mod, ptx.c_str()));
   std::vector<int> ns = {16384, 32768, 65536, 131072, 262144, 1048576};
   int only_n = argc > 2 ? atoi(argv[2]) : 0; const char* only_k = argc > 3 ? argv[3] : nullptr; int only_b = argc > 4 ? atoi(argv[4]) : 0;

@@ -144,14 +144,10 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
 #pragma unroll 1
     for (int base = 0; base < n; base += B) {
         if (Scaled) {
+            // Slots past N hold pad_body(), massless: scale_body gives them q = 0, e = 1.
             float4 q;
             float e;
-            if (t < n - base) {
-                scale_body(next, c, eps2, q, e);
-            } else {
-                q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                e = 1.0f;
-            }
+            scale_body(next, c, eps2, q, e);
             nbody_tile[t] = q;
             etile[t] = e;
         } else {
@@ -224,7 +220,8 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
     const int T = S == 1 ? blockDim.x : blockDim.x / S;
     const int t = threadIdx.x;
     const int li = S == 1 ? t : t % T;
-    const int first = i_begin + blockIdx.x * T * P + li;
+    const int block_first = i_begin + blockIdx.x * T * P;
+    const int first = block_first + li;
 
     // The bodies' positions (the update below reads them again: fewer live registers).
     float3 xi[P];
@@ -244,7 +241,7 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
     if (eps2 > 0.0f) {
         if (Scaled) {
             // The block's centre: its first body (in range: the grid covers [i_begin, i_end)).
-            const float4 cb = pos_in[i_begin + blockIdx.x * T * P];
+            const float4 cb = pos_in[block_first];
             const float3 c = make_float3(cb.x, cb.y, cb.z);
 #pragma unroll
             for (int k = 0; k < P; ++k) {

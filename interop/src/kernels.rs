@@ -217,7 +217,8 @@ impl StepKernel {
     /// Dynamic shared memory of a launch with `block` threads: `block · 16` bytes, or
     /// `block · 20` for a mass-scaled kernel.
     pub fn shared_bytes(&self, block: u32) -> u32 {
-        block * if self.scaled { MASS_SCALED_TILE_BYTES } else { BODY_BYTES } as u32
+        let per_thread = if self.scaled { MASS_SCALED_TILE_BYTES } else { BODY_BYTES };
+        block * per_thread as u32
     }
 
     /// Threads per body S (1 for the `nbody_step_pP` kernels).

@@ -315,6 +315,16 @@ mod tests {
         }
     }
 
+    /// The bodies, parameters and renderer (with its VBOs) these tests hand to the backends:
+    /// `n` bodies of `init` (seed 1), ε = 0.01. The caller destroys the renderer.
+    fn small_scene(ctx: &HeadlessContext, init: &str, n: usize) -> (Bodies, PhysParams, Renderer, PositionVbos) {
+        let bodies = initial_bodies(init, n, 1, 1.0).expect("bodies");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let renderer = Renderer::new(ctx.gl(), &ctx.info, &bodies).expect("renderer");
+        let vbos = *renderer.vbos();
+        (bodies, params, renderer, vbos)
+    }
+
     #[test]
     fn unsupported_is_found_under_context() {
         let e = anyhow::Error::new(Unsupported("GL_EXT_memory_object_fd missing on x".into())).context("making the backend");
@@ -351,10 +361,7 @@ mod tests {
         let ctx = HeadlessContext::new(0).expect("headless GL");
         let gl = ctx.gl();
         let (info, why) = without_extensions(&ctx);
-        let bodies = initial_bodies("plummer", 64, 1, 1.0).expect("bodies");
-        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
-        let mut renderer = Renderer::new(gl, &ctx.info, &bodies).expect("renderer");
-        let vbos = *renderer.vbos();
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "plummer", 64);
 
         let args = external_config(BackendChoice::Auto, 0);
         let (mut backend, notice) = make_backend(&args, gl, &info, &vbos, &bodies, params).expect("auto never fails");
@@ -388,11 +395,8 @@ mod tests {
     fn the_external_backend_refuses_a_gl_without_the_table_before_touching_cuda() {
         let ctx = HeadlessContext::new(0).expect("headless GL");
         let (info, why) = without_extensions(&ctx);
-        let bodies = initial_bodies("ball", 32, 1, 1.0).expect("bodies");
-        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "ball", 32);
         let args = external_config(BackendChoice::Auto, 0);
-        let mut renderer = Renderer::new(ctx.gl(), &ctx.info, &bodies).expect("renderer");
-        let vbos = *renderer.vbos();
         let e = CudaBackend::new(&args.cuda, ctx.gl(), &info, &vbos, &bodies, params).err().expect("no external memory on this GL");
         assert!(is_unsupported(&e), "{e:#}");
         assert_eq!(format!("{e:#}"), why);
@@ -414,10 +418,7 @@ mod tests {
             return;
         }
         let gl = ctx.gl();
-        let bodies = initial_bodies("ball", 32, 1, 1.0).expect("bodies");
-        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
-        let mut renderer = Renderer::new(gl, &ctx.info, &bodies).expect("renderer");
-        let vbos = *renderer.vbos();
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "ball", 32);
         for interop in [InteropMode::Map, InteropMode::Copy, InteropMode::External] {
             let mut cfg = external_config(BackendChoice::Auto, 0);
             cfg.cuda.settings.interop = interop;
@@ -448,10 +449,7 @@ mod tests {
             return;
         }
         let gl = ctx.gl();
-        let bodies = initial_bodies("ball", 32, 1, 1.0).expect("bodies");
-        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
-        let mut renderer = Renderer::new(gl, &ctx.info, &bodies).expect("renderer");
-        let vbos = *renderer.vbos();
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "ball", 32);
         let args = external_config(BackendChoice::Auto, 0);
         let (mut backend, notice) = make_backend(&args, gl, &ctx.info, &vbos, &bodies, params).expect("auto never fails");
         let notice = notice.expect("a notice");

@@ -261,10 +261,6 @@ impl Kernels {
         self.step.iter().find(|k| k.p() == l.p && k.split() == l.split && k.mass_scaled() == l.scaled)
     }
 
-    /// The classic step kernel's function for P bodies per thread, no j-split (attributes, occupancy).
-    pub fn step_function(&self, p: u32) -> Option<&interop::Function> {
-        self.step_kernel(Launch { block: 0, p, split: 1, scaled: false }).map(StepKernel::function)
-    }
 
     /// The launch for `n` bodies: block size, bodies per thread P, threads per body S and the
     /// loop. `block` as given (or, for [`AUTO_BLOCK`], one of 1024, 512, 256, 128) and every step
