@@ -216,7 +216,10 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
     assert!(failures.is_empty(), "{} of {} cases failed:\n\n{}", failures.len(), cases.len(), failures.join("\n\n"));
 }
 
-/// Sends `signal` to a headless run of `frames` frames after `after_s` seconds.
+/// Sends `signal` to a headless run of `frames` frames after 3 seconds. `timeout --foreground`
+/// signals the run alone: without it, timeout also signals its own process group, which holds
+/// the run, so the run could receive the signal twice (its second-interrupt path: exit without
+/// writing the outputs).
 fn interrupted_run(signal: &str, dir: &Path, frames: Option<&str>) -> (Output, PathBuf, PathBuf) {
     let state = dir.join("state.csv");
     let shot = dir.join("shot.png");
@@ -226,7 +229,7 @@ fn interrupted_run(signal: &str, dir: &Path, frames: Option<&str>) -> (Output, P
     }
     let (s, p) = (state.to_str().expect("utf-8"), shot.to_str().expect("utf-8"));
     args.extend(["--save-state", s, "--screenshot", p]);
-    let o = Command::new("timeout").args(["--preserve-status", "-s", signal, "3", BIN]).args(&args).env("RUST_LOG", "warn").output().expect("spawn timeout");
+    let o = Command::new("timeout").args(["--foreground", "--preserve-status", "-s", signal, "3", BIN]).args(&args).env("RUST_LOG", "warn").output().expect("spawn timeout");
     (o, state, shot)
 }
 
@@ -264,7 +267,7 @@ fn ctrl_c_stops_a_long_step_and_keeps_the_state_before_it() {
     let (s, e) = (start.to_str().expect("utf-8"), end.to_str().expect("utf-8"));
     let args = ["--headless", "--backend", "cpu", "--init", s, "--frames", "1000", "--no-overlay", "--width", "32", "--height", "32"];
     let o = Command::new("timeout")
-        .args(["--preserve-status", "-s", "INT", "1.5", BIN])
+        .args(["--foreground", "--preserve-status", "-s", "INT", "1.5", BIN])
         .args(args)
         .args(["--save-state", e])
         .env("RUST_LOG", "info")
