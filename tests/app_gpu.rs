@@ -19,7 +19,8 @@ use interop::sys::stream_flags;
 use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics};
 use libtest_mimic::Failed;
 use nbody_app::backend::{InteropSettings, PositionVbos, SimBackend};
-use nbody_app::cli::{CtxSched, InteropMode, Precision, ResourceFlags, StreamKind};
+use nbody_app::cli::{CtxSched, GatherChoice, InteropMode, Precision, ResourceFlags, StreamKind};
+use nbody_app::cuda::split::SplitStepper;
 use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
 use nbody_app::gfx::context::HeadlessContext;
 
@@ -784,21 +785,93 @@ fn upload(gl: nbody_app::gfx::gl::Gl<'_>, vbos: &PositionVbos, i: usize, pos: &[
     nbody_app::gfx::buffers::upload_positions(gl, vbos, i, pos).expect("glBufferSubData");
 }
 
+/// The split path on one GPU: `slices` slices on device 0 (peer path, copies within the device),
+/// `steps` steps in frames of 5, against the one-slice run of the same launch.
+fn split_case(bodies: &Bodies, slices: usize, launch: Launch, choice: GatherChoice, steps: u32) -> Result<SplitStepper, Failed> {
+    let api = interop::init(StreamSemantics::Legacy)?;
+    let params = PhysParams { g: 1.0, dt: 0.001, softening: 0.01 };
+    let mut s = SplitStepper::new(&api, &vec![0; slices], bodies, launch.block, Some(launch), params, None, choice)
+        .map_err(|e| format!("{e:#}"))?;
+    let mut left = steps;
+    while left > 0 {
+        let k = left.min(5);
+        let f = s.frame(k).map_err(|e| format!("{e:#}"))?;
+        ensure(f.kernel_ms.len() == k as usize && f.gather_ms.len() == k as usize, "one kernel and one gather time per step")?;
+        left -= k;
+    }
+    Ok(s)
+}
+
+/// Bits of `[N][4]` values, for exact comparison.
+fn bits(v: &[[f32; 4]]) -> Vec<u32> {
+    v.iter().flatten().map(|x| x.to_bits()).collect()
+}
+
+/// Two and three slices on one GPU give the same bits as one slice (each slice starts on a block
+/// boundary of the one-launch step, so every body's sum is the same), for the classic and the
+/// mass-scaled loop; every slice's copy of the positions agrees; N is not a multiple of anything.
+fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed> {
+    let bodies = plummer(5000, fresh_seed())?;
+    for l in [launch(1, 1, false, 256), launch(4, 1, true, 128), launch(1, 4, false, 256)] {
+        let one = split_case(&bodies, 1, l, GatherChoice::Auto, 12)?;
+        ensure(one.gather().name() == "none", "one slice gathers nothing")?;
+        let (p1, v1) = (one.positions().map_err(|e| format!("{e:#}"))?, one.velocities().map_err(|e| format!("{e:#}"))?);
+        ensure(p1.iter().flatten().all(|x| x.is_finite()), "finite positions")?;
+        drop(one);
+        for slices in [2, 3] {
+            let s = split_case(&bodies, slices, l, GatherChoice::Auto, 12)?;
+            ensure(s.gather().name() == "peer", "slices on one device gather with copies")?;
+            let (p, v) = (s.positions().map_err(|e| format!("{e:#}"))?, s.velocities().map_err(|e| format!("{e:#}"))?);
+            ensure(bits(&p) == bits(&p1), format!("{} with {slices} slices: positions differ from one slice", l.kernel_name()))?;
+            ensure(bits(&v) == bits(&v1), format!("{} with {slices} slices: velocities differ from one slice", l.kernel_name()))?;
+            ensure(s.copies_agree().map_err(|e| format!("{e:#}"))?, "every slice holds the same positions")?;
+        }
+    }
+    Ok(())
+}
+
+/// NCCL with one rank: `--gather nccl` on one GPU runs ncclCommInitAll + ncclAllGather (in place,
+/// one rank) every step and gives the same bits as the step without a gather.
+fn nccl_with_one_rank_gives_the_same_bits() -> Result<(), Failed> {
+    let bodies = plummer(4096, fresh_seed())?;
+    let l = launch(1, 1, false, 256);
+    let plain = split_case(&bodies, 1, l, GatherChoice::Auto, 10)?;
+    let nccl = split_case(&bodies, 1, l, GatherChoice::Nccl, 10)?;
+    ensure(nccl.gather().name() == "nccl", format!("gather path {}", nccl.gather().describe()))?;
+    eprintln!("{}", nccl.gather().describe());
+    let (a, b) = (plain.positions().map_err(|e| format!("{e:#}"))?, nccl.positions().map_err(|e| format!("{e:#}"))?);
+    ensure(bits(&a) == bits(&b), "NCCL one-rank run differs from the plain run")?;
+    // Two slices on one device cannot be NCCL ranks: a clear refusal.
+    let api = interop::init(StreamSemantics::Legacy)?;
+    let e = SplitStepper::new(&api, &[0, 0], &bodies, 256, Some(l), PhysParams::default(), None, GatherChoice::Nccl)
+        .err()
+        .ok_or("two NCCL ranks on one device were accepted")?;
+    ensure(format!("{e:#}").contains("one rank per device"), format!("unclear refusal: {e:#}"))?;
+    Ok(())
+}
+
+/// Why the NCCL test cannot run here (NCCL does not load), or None.
+fn nccl_missing() -> Option<String> {
+    interop::Nccl::open().err().map(|e| format!("{e}"))
+}
+
 fn main() {
-    gpu_gate::run(&[
-        ("split_steps_match_and_stop_cleanly", split_steps_match_and_stop_cleanly),
-        ("spread_steps_match_whole_steps_and_abandon_cleanly", spread_steps_match_whole_steps_and_abandon_cleanly),
-        ("f64_step_matches_float64_reference", f64_step_matches_float64_reference),
-        ("f64_interop_step_matches_float64_reference", f64_interop_step_matches_float64_reference),
-        ("bench_f64_rows_say_f64", bench_f64_rows_say_f64),
-        ("one_step_matches_float64_reference", one_step_matches_float64_reference),
-        ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size),
-        ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite),
-        ("mass_scaled_loop_with_hard_masses_matches_float64_reference", mass_scaled_loop_with_hard_masses_matches_float64_reference),
-        ("potential_kernel_matches_float64", potential_kernel_matches_float64),
-        ("interop_map_and_copy_write_what_gl_reads", interop_map_and_copy_write_what_gl_reads),
-        ("external_step_matches_float64_reference", external_step_matches_float64_reference),
-        ("external_gl_draws_what_the_kernel_wrote_every_frame", external_gl_draws_what_the_kernel_wrote_every_frame),
-        ("external_create_destroy_leaks_nothing", external_create_destroy_leaks_nothing),
-    ])
+    gpu_gate::run_with_skips(&[
+        ("split_slices_on_one_gpu_give_the_same_bits", split_slices_on_one_gpu_give_the_same_bits, None),
+        ("nccl_with_one_rank_gives_the_same_bits", nccl_with_one_rank_gives_the_same_bits, nccl_missing()),
+        ("split_steps_match_and_stop_cleanly", split_steps_match_and_stop_cleanly, None),
+        ("spread_steps_match_whole_steps_and_abandon_cleanly", spread_steps_match_whole_steps_and_abandon_cleanly, None),
+        ("f64_step_matches_float64_reference", f64_step_matches_float64_reference, None),
+        ("f64_interop_step_matches_float64_reference", f64_interop_step_matches_float64_reference, None),
+        ("bench_f64_rows_say_f64", bench_f64_rows_say_f64, None),
+        ("one_step_matches_float64_reference", one_step_matches_float64_reference, None),
+        ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size, None),
+        ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite, None),
+        ("mass_scaled_loop_with_hard_masses_matches_float64_reference", mass_scaled_loop_with_hard_masses_matches_float64_reference, None),
+        ("potential_kernel_matches_float64", potential_kernel_matches_float64, None),
+        ("interop_map_and_copy_write_what_gl_reads", interop_map_and_copy_write_what_gl_reads, None),
+        ("external_step_matches_float64_reference", external_step_matches_float64_reference, None),
+        ("external_gl_draws_what_the_kernel_wrote_every_frame", external_gl_draws_what_the_kernel_wrote_every_frame, None),
+        ("external_create_destroy_leaks_nothing", external_create_destroy_leaks_nothing, None),
+    ]);
 }

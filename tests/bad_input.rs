@@ -179,6 +179,13 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
             1,
             &["--block-size", "at most 256"],
         ),
+        // scale (refused before the driver is asked).
+        case("scale gpus 0", &["scale", "--gpus", "0", "--out", &out_dir], 2, &["--gpus", "number ≥ 1 or `all`"]),
+        case("scale gpus not a number", &["scale", "--gpus", "two", "--out", &out_dir], 2, &["--gpus", "two"]),
+        case("scale frames 0", &["scale", "--frames", "0", "--out", &out_dir], 1, &["--frames", "at least 1"]),
+        case("scale slices 0", &["scale", "--slices-per-gpu", "0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1"]),
+        case("scale unknown gather", &["scale", "--gather", "mpi", "--out", &out_dir], 2, &["--gather", "mpi"]),
+        case("scale auto steps", &["scale", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame"]),
         case("bench unknown precision", &["bench", "--precision", "f16", "--out", &out_dir], 2, &["--precision", "f16"]),
         case("bench auto steps", &["bench", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame", "fixed count"]),
         case("bench cpu budget 0", &["bench", "--modes", "cpu", "--cpu-budget-ms", "0", "--out", &out_dir], 1, &["--cpu-budget-ms"]),

@@ -8,7 +8,7 @@ use crate::backend::cuda::CudaOptions;
 pub use crate::backend::select::BackendChoice;
 use crate::backend::select::BackendConfig;
 use crate::backend::InteropSettings;
-pub use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags, StreamKind};
+pub use crate::cuda::settings::{CtxSched, GatherChoice, InteropMode, Precision, ResourceFlags, StreamKind};
 
 /// `nbody-interop`: CUDA–OpenGL interop N-body demo, benchmark and teaching tool.
 #[derive(Debug, Parser)]
@@ -33,6 +33,80 @@ pub enum Command {
     Lab(LabArgs),
     /// Time the CUDA↔GL context switch on its own: tiny CUDA and GL work, alone and alternating.
     Switch(SwitchArgs),
+    /// Time the step with the bodies split over 1, 2, 4, … GPUs (NCCL or peer-copy gather):
+    /// per-step time, gather time, interactions/s and the scaling against one GPU.
+    Scale(ScaleArgs),
+}
+
+/// A GPU count of `--gpus`: a number ≥ 1, or `all` (every CUDA device of the machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuCount {
+    /// Every CUDA device.
+    All,
+    /// This many, devices 0 to count − 1.
+    Count(u32),
+}
+
+impl std::str::FromStr for GpuCount {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "all" => Ok(GpuCount::All),
+            t => match t.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(GpuCount::Count(n)),
+                _ => Err(format!("`{t}` is not a GPU count: give a number ≥ 1 or `all`")),
+            },
+        }
+    }
+}
+
+impl GpuCount {
+    /// The count on a machine of `devices` CUDA devices.
+    ///
+    /// # Errors
+    /// More GPUs than the machine has, with the remedy.
+    pub fn resolve(self, devices: u32) -> anyhow::Result<u32> {
+        match self {
+            GpuCount::All if devices >= 1 => Ok(devices),
+            GpuCount::All => anyhow::bail!("--gpus all: this machine has no CUDA device"),
+            GpuCount::Count(n) if n <= devices => Ok(n),
+            GpuCount::Count(n) => anyhow::bail!(
+                "--gpus {n}: this machine has {devices} CUDA device(s); ask for at most {devices} (or `all`), \
+                 or use --slices-per-gpu to split the bodies over several slices of one GPU"
+            ),
+        }
+    }
+}
+
+/// Options of `scale`.
+#[derive(Debug, Args)]
+pub struct ScaleArgs {
+    /// Physics options (`--steps-per-frame` is the steps per measured frame; `auto` is refused).
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// GPU counts to sweep, comma separated (e.g. 1,2,4,8), or `all`; a count g uses CUDA
+    /// devices 0 to g − 1, and the scaling is against the 1-GPU row of the same N.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub gpus: Vec<GpuCount>,
+    /// Slices per GPU: above 1 a GPU integrates several slices, each on its own stream and
+    /// buffers, gathered with copies as between GPUs (the split path on one GPU).
+    #[arg(long = "slices-per-gpu", default_value_t = 1)]
+    pub slices_per_gpu: u32,
+    /// How the positions are shared after each step.
+    #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
+    pub gather: GatherChoice,
+    /// Body counts N to time, comma separated (default 1048576).
+    #[arg(long, value_delimiter = ',')]
+    pub bodies: Vec<usize>,
+    /// Untimed frames before measuring, per row.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
+    /// Measured frames per row.
+    #[arg(long, default_value_t = 3)]
+    pub frames: u32,
+    /// Directory for scale.json and scale.csv.
+    #[arg(long, default_value = "scale-out")]
+    pub out: PathBuf,
 }
 
 /// Options of `switch`.

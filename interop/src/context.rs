@@ -146,6 +146,25 @@ impl Context {
         Ok(ContextGuard { ctx: self, _not_send: std::marker::PhantomData })
     }
 
+    /// Lets kernels and copies of this context access `peer`'s memory directly
+    /// (`cuCtxEnablePeerAccess` with this context pushed; flags 0). Access is one-way: call it on
+    /// both contexts for both ways. Already enabled counts as success
+    /// (`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`). Without it, `cuMemcpyPeerAsync` between the two
+    /// still works, staged through host memory.
+    ///
+    /// # Errors
+    /// `CUDA_ERROR_PEER_ACCESS_UNSUPPORTED` when [`Device::can_access_peer`] says no,
+    /// `CUDA_ERROR_INVALID_DEVICE` for the same device, `CUDA_ERROR_TOO_MANY_PEERS`; the driver's error.
+    #[doc(alias = "cuCtxEnablePeerAccess")]
+    pub fn enable_peer_access(&self, peer: &Context) -> Result<()> {
+        let _current = self.push()?;
+        // SAFETY: `peer.raw` is a live context (the reference keeps it); flags must be 0.
+        match unsafe { self.api.cuCtxEnablePeerAccess(peer.raw, 0) } {
+            Err(e) if e.code() == Some(crate::sys::CuResult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) => Ok(()),
+            r => r,
+        }
+    }
+
     /// Waits for all work of the context (`cuCtxSynchronize`; the context must be current).
     ///
     /// # Errors

@@ -175,6 +175,20 @@ impl Device {
         Ok(v)
     }
 
+    /// Whether this device can read and write `peer`'s memory directly (`cuDeviceCanAccessPeer`):
+    /// the condition for [`crate::Context::enable_peer_access`]. A device is never its own peer
+    /// (the driver answers 0 for `dev == peer_dev`).
+    ///
+    /// # Errors
+    /// The driver's error.
+    #[doc(alias = "cuDeviceCanAccessPeer")]
+    pub fn can_access_peer(&self, peer: &Device) -> Result<bool> {
+        let mut v = 0;
+        // SAFETY: writes one int; both handles come from cuDeviceGet.
+        unsafe { self.api.cuDeviceCanAccessPeer(&mut v, self.raw, peer.raw) }?;
+        Ok(v != 0)
+    }
+
     /// Compute capability (major, minor).
     ///
     /// # Errors

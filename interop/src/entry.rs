@@ -404,6 +404,12 @@ entry_points! {
     cuMemcpyDtoHAsync @ 3020, "cuMemcpyDtoHAsync_v2", Ptsz, required => (dst_host: *mut c_void, src_device: CUdeviceptr, byte_count: usize, h_stream: CUstream);
     /// Copy device → device on a stream.
     cuMemcpyDtoDAsync @ 3020, "cuMemcpyDtoDAsync_v2", Ptsz, required => (dst_device: CUdeviceptr, src_device: CUdeviceptr, byte_count: usize, h_stream: CUstream);
+    /// Copy between the memory of two contexts (peer copy) on a stream.
+    cuMemcpyPeerAsync @ 4000, "cuMemcpyPeerAsync", Ptsz, required => (dst_device: CUdeviceptr, dst_context: CUcontext, src_device: CUdeviceptr, src_context: CUcontext, byte_count: usize, h_stream: CUstream);
+    /// Whether `dev` can access the memory of `peer_dev` directly (1) or not (0).
+    cuDeviceCanAccessPeer @ 4000, "cuDeviceCanAccessPeer", None, required => (can_access_peer: *mut c_int, dev: CUdevice, peer_dev: CUdevice);
+    /// Lets the current context access the memory of `peer_context` (flags must be 0).
+    cuCtxEnablePeerAccess @ 4000, "cuCtxEnablePeerAccess", None, required => (peer_context: CUcontext, flags: c_uint);
     /// Set bytes on a stream.
     cuMemsetD8Async @ 3020, "cuMemsetD8Async", Ptsz, required => (dst_device: CUdeviceptr, uc: u8, n: usize, h_stream: CUstream);
     /// Set 32-bit words on a stream.
@@ -682,7 +688,7 @@ mod tests {
             "pctx", "flags", "pi", "ph_stream", "device", "total", "ptr", "priority", "ph_event", "p_size",
             "p_milliseconds", "p_dev_ptr", "p_cuda_resource", "p_cuda_device_count", "module", "num_blocks",
             "least_priority", "hfunc", "handle", "greatest_priority", "granularity", "free", "driver_version",
-            "dptr", "count", "bytes", "active",
+            "dptr", "count", "bytes", "active", "can_access_peer",
         ];
         let table = include_str!("entry.rs");
         let table = &table[table.find("entry_points! {").expect("the table")..];

@@ -14,6 +14,8 @@
 //!
 //! 4. [`cupti`]: CUPTI activity records (kernels, copies, memsets, context switches), loaded
 //!    on its own beside the driver and optional ([`Cupti`]).
+//! 5. [`nccl`]: NCCL's all-gather for the bodies split over several GPUs ([`Nccl`],
+//!    [`Clique`]), loaded on its own and optional (peer copies, `cuMemcpyPeerAsync`, stand in).
 //!
 //! # Safety model
 //! The library outlives every function pointer: [`Api`] owns the [`Driver`], which holds the
@@ -38,6 +40,7 @@ pub mod launch;
 pub mod loader;
 pub mod memory;
 pub mod module;
+pub mod nccl;
 pub mod stream;
 pub mod status;
 pub mod sys;
@@ -53,6 +56,7 @@ pub use error::{Error, Result};
 pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedPtr, Mapping, OwnedMapping};
 pub use loader::{BootstrapKind, Driver, StreamSemantics};
 pub use memory::{DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};
+pub use nccl::{Clique, Nccl, NcclError};
 pub use module::{ptx_entries, Function, FunctionAttributes, Module, PtxParam};
 pub use launch::Launch;
 pub use stream::{Event, Stream, StreamKind};

@@ -66,6 +66,17 @@ impl<'a, T: DeviceCopy> DevicePtr<'a, T> {
         self.len * std::mem::size_of::<T>()
     }
 
+    /// The values `range` of this view (a sub-view borrowing the same owner).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `range` is reversed or runs past [`DevicePtr::len`].
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Result<DevicePtr<'a, T>> {
+        if range.start > range.end || range.end > self.len {
+            return Err(Error::InvalidArgument(format!("range {range:?} of a device view of {} values", self.len)));
+        }
+        Ok(DevicePtr { addr: self.addr + (range.start * std::mem::size_of::<T>()) as u64, len: range.len(), _borrow: PhantomData })
+    }
+
     /// True when the byte ranges of `self` and `other` share a byte.
     pub fn overlaps<U: DeviceCopy>(&self, other: &DevicePtr<'_, U>) -> bool {
         let (a0, a1) = (self.addr, self.addr + self.bytes() as u64);
@@ -244,6 +255,31 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // SAFETY: `src` is a live device range of `bytes()` bytes (its view borrows the owner),
         // ours is live and of the same length, and they do not overlap (checked).
         unsafe { self.ctx.api().cuMemcpyDtoDAsync(self.ptr, src.addr(), self.bytes(), stream.raw()) }
+    }
+
+    /// Copies `src` (memory of `src_ctx`, possibly another device's) into this buffer's values
+    /// `at..at + src.len()` on `stream` (`cuMemcpyPeerAsync`; `stream` belongs to either context; within one context it is a `cuMemcpyDtoDAsync`).
+    /// The driver copies directly where peer access is enabled
+    /// ([`Context::enable_peer_access`]) and stages through host memory otherwise. Both owners stay
+    /// alive until `stream` has finished the copy (as for [`DeviceBuffer::copy_from_device_async`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the range runs past this buffer, or when `src` overlaps
+    /// it in the same context; the driver's error.
+    #[doc(alias = "cuMemcpyPeerAsync")]
+    pub fn copy_peer_async(&mut self, at: usize, src: DevicePtr<'_, T>, src_ctx: &Context, stream: &Stream) -> Result<()> {
+        let dst = self.view().slice(at..at.saturating_add(src.len()))?;
+        if src_ctx.raw() == self.ctx.raw() && src.overlaps(&dst) {
+            return Err(Error::InvalidArgument("device-to-device copy between overlapping ranges".into()));
+        }
+        if src_ctx.raw() == self.ctx.raw() {
+            // SAFETY: as below, in one context: a plain device-to-device copy.
+            return unsafe { self.ctx.api().cuMemcpyDtoDAsync(dst.addr(), src.addr(), src.bytes(), stream.raw()) };
+        }
+        // SAFETY: `dst` lies inside our live allocation (checked by `slice`), `src` is a live range
+        // of `src.bytes()` bytes of `src_ctx` (its view borrows the owner; `src_ctx` is live), and
+        // they do not overlap where they share a context (checked).
+        unsafe { self.ctx.api().cuMemcpyPeerAsync(dst.addr(), self.ctx.raw(), src.addr(), src_ctx.raw(), src.bytes(), stream.raw()) }
     }
 
     /// The context the buffer was allocated in.

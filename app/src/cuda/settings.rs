@@ -99,3 +99,14 @@ impl ResourceFlags {
         }
     }
 }
+
+/// How a split step shares the positions between its slices (`--gather`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GatherChoice {
+    /// NCCL when it loads and every slice has a device of its own, else peer copies.
+    Auto,
+    /// `ncclAllGather` (fails when NCCL does not load or a device holds two slices).
+    Nccl,
+    /// `cuMemcpyPeerAsync` from each slice to every other.
+    Peer,
+}

@@ -1,4 +1,6 @@
 //! Probes that measure one mechanism of interop on its own: [`switch`] times the CUDA↔GL
-//! context switch with work too small to matter.
+//! context switch with work too small to matter; [`scale`] times the step split over GPUs
+//! (the slices, their gather and the scaling against one GPU).
 
+pub mod scale;
 pub mod switch;

@@ -1,0 +1,272 @@
+//! `nbody-interop scale`: the step with the bodies split over 1, 2, 4, … GPUs
+//! ([`crate::cuda::split::SplitStepper`]), timed per GPU count and N.
+//!
+//! A row per (N, GPU count): per-step host time (median over the measured frames of frame time /
+//! steps), the slowest slice's kernel time and gather time per step (CUDA events, medians over
+//! every measured step), interactions/s (N² per step), the speedup and scaling efficiency
+//! against the 1-GPU row of the same N (when the sweep has one), and how far the positions
+//! ended from that row's (the same steps from the same bodies; 0 when the split reproduces the
+//! bits). `scale.json` (rows + run facts) and `scale.csv` (rows) are rewritten after every row,
+//! so Ctrl-C keeps the rows finished.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use serde::Serialize;
+
+use crate::bench::stats::median;
+use crate::cli::ScaleArgs;
+use crate::cuda::split::SplitStepper;
+use crate::sim::init::initial_bodies;
+use crate::sim::PhysParams;
+use crate::stop::{stopped, Interrupted};
+
+/// Body counts timed when `--bodies` is not given.
+pub const DEFAULT_BODIES: [usize; 1] = [1 << 20];
+
+/// One row of `scale.csv` / `scale.json` (ms, interactions/s).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScaleRow {
+    /// N.
+    pub n: usize,
+    /// GPUs used (devices 0 to gpus − 1).
+    pub gpus: u32,
+    /// Slices (gpus × slices per GPU).
+    pub slices: u32,
+    /// The device of each slice, e.g. `0;0` or `0;1;2;3`.
+    pub devices: String,
+    /// Bodies per slice (padded to the kernel's bodies per block).
+    pub slice_bodies: usize,
+    /// `none`, `nccl` or `peer`.
+    pub gather: String,
+    /// The gather path in words (NCCL version; direct or staged peer copies, and why).
+    pub gather_detail: String,
+    /// Step kernel, e.g. `nbody_step_m4x1`.
+    pub kernel: String,
+    /// Threads per block.
+    pub block_size: u32,
+    /// Steps per measured frame.
+    pub steps_per_frame: u32,
+    /// Measured frames.
+    pub frames: u32,
+    /// Host time per step (median over frames of frame time / steps), ms.
+    pub step_ms_median: f64,
+    /// The slowest slice's kernel time per step (median over steps), ms.
+    pub kernel_ms_median: f64,
+    /// The slowest slice's gather time per step (median over steps), ms.
+    pub gather_ms_median: f64,
+    /// N² / step time.
+    pub interactions_per_s: f64,
+    /// Interactions/s over the 1-GPU row's of this N (None without such a row).
+    pub speedup: Option<f64>,
+    /// speedup / gpus.
+    pub scaling_efficiency: Option<f64>,
+    /// Largest |Δ| of a position coordinate against the 1-GPU row's final positions (None
+    /// without such a row).
+    pub max_abs_diff_vs_1gpu: Option<f64>,
+    /// Every slice's copy of the positions is the same bits at the end.
+    pub copies_agree: bool,
+}
+
+/// Facts of the run and its rows (`scale.json`).
+#[derive(Debug, Serialize)]
+struct ScaleDoc {
+    tool: &'static str,
+    version: &'static str,
+    status: String,
+    date: String,
+    gpu_name: String,
+    cuda_devices: i32,
+    driver_version: String,
+    build_profile: &'static str,
+    init: String,
+    seed: u64,
+    dt: f32,
+    softening: f32,
+    rows: Vec<ScaleRow>,
+}
+
+/// Runs `scale`.
+///
+/// # Errors
+/// Bad arguments (a GPU count above the devices, no frames); no CUDA driver or device; a
+/// failure while stepping; Ctrl-C (after writing the finished rows).
+pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
+    let steps = args.sim.fixed_steps_per_frame()?;
+    if args.frames == 0 {
+        bail!("--frames must be at least 1");
+    }
+    if args.slices_per_gpu == 0 {
+        bail!("--slices-per-gpu must be at least 1");
+    }
+    let mut bodies_list = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
+    if let Some(n) = bodies_list.iter().find(|&&n| n == 0 || n > crate::cuda::kernels::MAX_BODIES) {
+        bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernels::MAX_BODIES);
+    }
+    bodies_list.sort_unstable();
+    bodies_list.dedup();
+    crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
+    if !(args.sim.dt.is_finite() && args.sim.dt > 0.0) {
+        bail!("--dt must be a finite number > 0 (got {})", args.sim.dt);
+    }
+    if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
+        bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
+    }
+    let api = interop::init(interop::StreamSemantics::Legacy).context("loading the CUDA driver")?;
+    let count = interop::Device::count(&api).context("cuDeviceGetCount")?;
+    let mut gpus: Vec<u32> = args.gpus.iter().map(|g| g.resolve(count.max(0) as u32)).collect::<anyhow::Result<_>>()?;
+    gpus.sort_unstable();
+    gpus.dedup();
+    let first = interop::Device::get(&api, 0).context("cuDeviceGet(0)")?;
+    let json_path: PathBuf = args.out.join("scale.json");
+    let csv_path: PathBuf = args.out.join("scale.csv");
+    crate::bench::prepare_out(&args.out, &[json_path.clone(), csv_path.clone()])?;
+    let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
+    let init = args.sim.init_or(crate::cli::BENCH_INIT).to_string();
+    let mut doc = ScaleDoc {
+        tool: "nbody-interop scale",
+        version: env!("CARGO_PKG_VERSION"),
+        status: "running".into(),
+        date: chrono::Utc::now().to_rfc3339(),
+        gpu_name: first.name().unwrap_or_default(),
+        cuda_devices: count,
+        driver_version: interop::entry::cuda_version_string(api.driver_version()),
+        build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
+        init: init.clone(),
+        seed: args.sim.seed,
+        dt: params.dt,
+        softening: params.softening,
+        rows: Vec::new(),
+    };
+    let write = |doc: &ScaleDoc| -> anyhow::Result<()> {
+        let mut json = serde_json::to_vec_pretty(doc).context("serialising scale.json")?;
+        json.push(b'\n');
+        crate::bench::report::write_atomic(&json_path, &json)?;
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in &doc.rows {
+            w.serialize(r).context("serialising scale.csv")?;
+        }
+        let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}")).context("serialising scale.csv")?;
+        crate::bench::report::write_atomic(&csv_path, &bytes)
+    };
+    crate::stop::reset();
+    crate::stop::install();
+    let mut outcome = Ok(());
+    let mut write_err = None;
+    'all: for &n in &bodies_list {
+        let bodies = initial_bodies(&init, n, args.sim.seed, params.g)?;
+        crate::bench::modes::check_count(&init, &bodies, n)?;
+        let mut one_gpu: Option<(f64, Vec<[f32; 4]>)> = None;
+        for &g in &gpus {
+            let devices: Vec<i32> = (0..g as i32).flat_map(|d| std::iter::repeat_n(d, args.slices_per_gpu as usize)).collect();
+            let r = measure_row(&api, args, &bodies, &devices, g, steps, params, &mut one_gpu);
+            match r {
+                Ok(Some(row)) => {
+                    println!(
+                        "N={n} gpus={g} slices={}: {:.3} ms/step ({:.3e} interactions/s), gather {:.3} ms/step via {}{}",
+                        row.slices,
+                        row.step_ms_median,
+                        row.interactions_per_s,
+                        row.gather_ms_median,
+                        row.gather,
+                        row.scaling_efficiency.map(|e| format!(", scaling efficiency {:.1} %", e * 100.0)).unwrap_or_default()
+                    );
+                    doc.rows.push(row);
+                    if let Err(e) = write(&doc) {
+                        write_err = Some(e);
+                        break 'all;
+                    }
+                }
+                Ok(None) => {
+                    outcome = Err(Interrupted(format!("after {} finished row(s); they are in {}", doc.rows.len(), args.out.display())).into());
+                    break 'all;
+                }
+                Err(e) => {
+                    outcome = Err(e.context(format!("N = {n}, {g} GPU(s), {} slice(s) per GPU", args.slices_per_gpu)));
+                    break 'all;
+                }
+            }
+        }
+    }
+    doc.status = match &outcome {
+        Ok(()) => "complete".into(),
+        Err(e) if e.is::<Interrupted>() => "interrupted".into(),
+        Err(e) => format!("error: {e:#}"),
+    };
+    if write_err.is_none() {
+        write_err = write(&doc).err();
+        println!("wrote {} and {}", json_path.display(), csv_path.display());
+    }
+    crate::bench::with_write_error(outcome, write_err)
+}
+
+/// Measures one (N, GPU count) row; `Ok(None)` when Ctrl-C stopped it. The first 1-GPU row of
+/// an N leaves its rate and final positions in `one_gpu` for the rows after it.
+#[allow(clippy::too_many_arguments)]
+fn measure_row(
+    api: &Arc<interop::Api>,
+    args: &ScaleArgs,
+    bodies: &crate::sim::Bodies,
+    devices: &[i32],
+    gpus: u32,
+    steps: u32,
+    params: PhysParams,
+    one_gpu: &mut Option<(f64, Vec<[f32; 4]>)>,
+) -> anyhow::Result<Option<ScaleRow>> {
+    let n = bodies.len();
+    let mut s = SplitStepper::new(api, devices, bodies, args.sim.block_size, None, params, args.sim.kernel.as_deref(), args.gather)?;
+    let mut step_ms = Vec::new();
+    let (mut kernel_ms, mut gather_ms) = (Vec::new(), Vec::new());
+    for f in 0..args.warmup + args.frames {
+        if stopped() {
+            return Ok(None);
+        }
+        let fr = s.frame(steps)?;
+        if f >= args.warmup {
+            step_ms.push(fr.wall_ms / f64::from(steps));
+            kernel_ms.extend(fr.kernel_ms);
+            gather_ms.extend(fr.gather_ms);
+        }
+    }
+    let pos = s.positions()?;
+    if !pos.iter().flatten().all(|x| x.is_finite()) {
+        bail!("the positions are not finite after the run: the step diverged (a smaller --dt or a larger --softening)");
+    }
+    let step = median(&step_ms).unwrap_or(f64::NAN);
+    let rate = (n as f64) * (n as f64) / (step / 1e3);
+    let (speedup, diff) = match one_gpu.as_ref() {
+        Some((r1, p1)) if gpus > 1 => {
+            let d = pos.iter().flatten().zip(p1.iter().flatten()).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max);
+            (Some(rate / r1), Some(d))
+        }
+        _ => (None, None),
+    };
+    let layout = s.layout();
+    let launch = s.launch();
+    let row = ScaleRow {
+        n,
+        gpus,
+        slices: devices.len() as u32,
+        devices: devices.iter().map(ToString::to_string).collect::<Vec<_>>().join(";"),
+        slice_bodies: layout.len,
+        gather: s.gather().name().into(),
+        gather_detail: s.gather().describe(),
+        kernel: launch.kernel_name(),
+        block_size: launch.block,
+        steps_per_frame: steps,
+        frames: args.frames,
+        step_ms_median: step,
+        kernel_ms_median: median(&kernel_ms).unwrap_or(f64::NAN),
+        gather_ms_median: median(&gather_ms).unwrap_or(f64::NAN),
+        interactions_per_s: rate,
+        speedup,
+        scaling_efficiency: speedup.map(|x| x / f64::from(gpus)),
+        max_abs_diff_vs_1gpu: diff,
+        copies_agree: s.copies_agree()?,
+    };
+    if gpus == 1 && one_gpu.is_none() {
+        *one_gpu = Some((rate, pos));
+    }
+    Ok(Some(row))
+}
