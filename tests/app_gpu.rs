@@ -19,7 +19,7 @@ use interop::sys::stream_flags;
 use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics};
 use libtest_mimic::Failed;
 use nbody_app::backend::{InteropSettings, PositionVbos, SimBackend};
-use nbody_app::cli::{CtxSched, GatherChoice, InteropMode, Precision, ResourceFlags, StreamKind};
+use nbody_app::cli::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 use nbody_app::cuda::split::SplitStepper;
 use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
 use nbody_app::gfx::context::HeadlessContext;
@@ -221,7 +221,7 @@ fn interop_case(ctx: &HeadlessContext, settings: InteropSettings) -> Result<(), 
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32 };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None };
     let result = (|| -> Result<(), Failed> {
         let made = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params);
         if settings.register_flags != ResourceFlags::None && settings.interop == InteropMode::Map {
@@ -302,7 +302,7 @@ fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodies: &Bodies,
         stream_priority: 0,
         block_size: 256,
     };
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32 };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None };
     Ok(CudaBackend::new(&opts, ctx.gl(), &ctx.info, vbos, bodies, params)?)
 }
 
@@ -540,7 +540,7 @@ fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_maps: bool) ->
         stream_priority: 0,
         block_size: 0,
     };
-    let opts = CudaOptions { settings, separate_maps, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F64 };
+    let opts = CudaOptions { settings, separate_maps, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F64, split: None };
     let what = format!("f64 {interop:?}{}", if separate_maps { " (separate maps)" } else { "" });
     let result = (|| -> Result<(), Failed> {
         let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
@@ -719,7 +719,7 @@ fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(), Failed> {
     for settings in cases {
         let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
         let vbos = *renderer.vbos();
-        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32 };
+        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None };
         let r = (|| -> Result<(), Failed> {
             // Whole steps: 3 frames of one step.
             let whole = {
@@ -790,7 +790,7 @@ fn upload(gl: nbody_app::gfx::gl::Gl<'_>, vbos: &PositionVbos, i: usize, pos: &[
 fn split_case(bodies: &Bodies, slices: usize, launch: Launch, choice: GatherChoice, steps: u32) -> Result<SplitStepper, Failed> {
     let api = interop::init(StreamSemantics::Legacy)?;
     let params = PhysParams { g: 1.0, dt: 0.001, softening: 0.01 };
-    let mut s = SplitStepper::new(&api, &vec![0; slices], bodies, launch.block, Some(launch), params, None, choice)
+    let mut s = SplitStepper::new(&api, SchedFlag::Auto, &vec![0; slices], bodies, launch.block, Some(launch), params, None, choice)
         .map_err(|e| format!("{e:#}"))?;
     let mut left = steps;
     while left > 0 {
@@ -843,11 +843,69 @@ fn nccl_with_one_rank_gives_the_same_bits() -> Result<(), Failed> {
     ensure(bits(&a) == bits(&b), "NCCL one-rank run differs from the plain run")?;
     // Two slices on one device cannot be NCCL ranks: a clear refusal.
     let api = interop::init(StreamSemantics::Legacy)?;
-    let e = SplitStepper::new(&api, &[0, 0], &bodies, 256, Some(l), PhysParams::default(), None, GatherChoice::Nccl)
+    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0, 0], &bodies, 256, Some(l), PhysParams::default(), None, GatherChoice::Nccl)
         .err()
         .ok_or("two NCCL ranks on one device were accepted")?;
     ensure(format!("{e:#}").contains("one rank per device"), format!("unclear refusal: {e:#}"))?;
     Ok(())
+}
+
+/// The CUDA backend with the bodies in 2 slices on one GPU (copies between them, then into GL's
+/// buffer): map, copy and external each draw the positions of the step (float64 reference of
+/// that step, 1e-5 as for one slice), the readback and the diagnostics work, the panel names the
+/// gather, and step mode is refused by name.
+fn split_backend_draws_the_step() -> Result<(), Failed> {
+    let ctx = HeadlessContext::new(0)?;
+    let gl = ctx.gl();
+    let bodies = plummer(4096, fresh_seed())?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let split = SplitOptions { gpus: GpuCount::Count(1), slices_per_gpu: 2, gather: GatherChoice::Auto, render_gpu_computes: true };
+    let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
+    let vbos = *renderer.vbos();
+    let result = (|| -> Result<(), Failed> {
+        for interop in [InteropMode::Map, InteropMode::Copy, InteropMode::External] {
+            if interop == InteropMode::External && ctx.info.memory_object.is_err() {
+                eprintln!("external skipped: this GL cannot import CUDA memory");
+                continue;
+            }
+            upload(gl, &vbos, 0, &bodies.pos);
+            let settings = InteropSettings {
+                interop,
+                register_flags: ResourceFlags::None,
+                map_flags: ResourceFlags::None,
+                stream: StreamKind::Legacy,
+                stream_priority: 0,
+                block_size: 0,
+            };
+            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: Some(split) };
+            let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            let panel = backend.device_panel();
+            ensure(panel.iter().any(|(k, v)| k == "gather" && v.contains("cuMemcpyDtoDAsync")), format!("{interop:?}: panel {panel:?}"))?;
+            ensure(backend.step_mode_unavailable().is_some_and(|w| w.contains("--slices-per-gpu")), "step mode is refused by name")?;
+            backend.simulate(gl, &vbos, 1).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            let (rp, _) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
+            let got = backend.bodies(gl, &vbos).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            let e = rel_err(&got.pos, &rp);
+            eprintln!("{interop:?} split in 2 slices: rel. error {e:.2e}");
+            ensure(e <= 1e-5, format!("{interop:?} split: rel. error {e:e}"))?;
+            let d = backend.diagnostics(gl, &vbos).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            ensure(d.total.is_finite() && d.potential < 0.0, format!("{interop:?}: diagnostics {d:?}"))?;
+            // Ten more frames of three steps: still finite, the GL copy keeps up.
+            let mut gather = None;
+            for _ in 0..10 {
+                gather = backend.simulate(gl, &vbos, 3).map_err(|e| format!("{interop:?}: {e:#}"))?.gather_ms;
+            }
+            eprintln!("{interop:?}: gather of the last step {gather:?} ms");
+            ensure(gather.is_some_and(|g| g >= 0.0), format!("{interop:?}: no gather time in the frame's timings"))?;
+            let got = backend.bodies(gl, &vbos).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            ensure(got.pos.iter().flatten().all(|x| x.is_finite()), "finite after 31 steps")?;
+            backend.release_gl(gl);
+            drop(backend);
+        }
+        Ok(())
+    })();
+    renderer.destroy(gl);
+    result
 }
 
 /// Why the NCCL test cannot run here (NCCL does not load), or None.
@@ -859,6 +917,7 @@ fn main() {
     gpu_gate::run_with_skips(&[
         ("split_slices_on_one_gpu_give_the_same_bits", split_slices_on_one_gpu_give_the_same_bits, None),
         ("nccl_with_one_rank_gives_the_same_bits", nccl_with_one_rank_gives_the_same_bits, nccl_missing()),
+        ("split_backend_draws_the_step", split_backend_draws_the_step, None),
         ("split_steps_match_and_stop_cleanly", split_steps_match_and_stop_cleanly, None),
         ("spread_steps_match_whole_steps_and_abandon_cleanly", spread_steps_match_whole_steps_and_abandon_cleanly, None),
         ("f64_step_matches_float64_reference", f64_step_matches_float64_reference, None),

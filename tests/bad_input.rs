@@ -179,6 +179,17 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
             1,
             &["--block-size", "at most 256"],
         ),
+        // The split over slices and GPUs (refused before CUDA is touched).
+        demo_case("slices per gpu 0", &["--slices-per-gpu", "0"], 1, &["--slices-per-gpu", "at least 1"]),
+        demo_case("gpus on the CPU backend", &["--gpus", "2"], 1, &["--gpus", "--backend cpu", "--backend cuda"]),
+        demo_case("gpus 0", &["--gpus", "0"], 2, &["--gpus", "number ≥ 1 or `all`"]),
+        demo_case(
+            "f64 split over slices",
+            &["--precision", "f64", "--backend", "cuda", "--slices-per-gpu", "2"],
+            1,
+            &["--precision f64", "fp32", "--precision f32"],
+        ),
+        demo_case("step mode split over slices", &["--backend", "cuda", "--slices-per-gpu", "2", "--step-mode"], 1, &["step mode", "--slices-per-gpu 1"]),
         // scale (refused before the driver is asked).
         case("scale gpus 0", &["scale", "--gpus", "0", "--out", &out_dir], 2, &["--gpus", "number ≥ 1 or `all`"]),
         case("scale gpus not a number", &["scale", "--gpus", "two", "--out", &out_dir], 2, &["--gpus", "two"]),

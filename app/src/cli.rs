@@ -8,7 +8,7 @@ use crate::backend::cuda::CudaOptions;
 pub use crate::backend::select::BackendChoice;
 use crate::backend::select::BackendConfig;
 use crate::backend::InteropSettings;
-pub use crate::cuda::settings::{CtxSched, GatherChoice, InteropMode, Precision, ResourceFlags, StreamKind};
+pub use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 
 /// `nbody-interop`: CUDA–OpenGL interop N-body demo, benchmark and teaching tool.
 #[derive(Debug, Parser)]
@@ -36,46 +36,6 @@ pub enum Command {
     /// Time the step with the bodies split over 1, 2, 4, … GPUs (NCCL or peer-copy gather):
     /// per-step time, gather time, interactions/s and the scaling against one GPU.
     Scale(ScaleArgs),
-}
-
-/// A GPU count of `--gpus`: a number ≥ 1, or `all` (every CUDA device of the machine).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuCount {
-    /// Every CUDA device.
-    All,
-    /// This many, devices 0 to count − 1.
-    Count(u32),
-}
-
-impl std::str::FromStr for GpuCount {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "all" => Ok(GpuCount::All),
-            t => match t.parse::<u32>() {
-                Ok(n) if n >= 1 => Ok(GpuCount::Count(n)),
-                _ => Err(format!("`{t}` is not a GPU count: give a number ≥ 1 or `all`")),
-            },
-        }
-    }
-}
-
-impl GpuCount {
-    /// The count on a machine of `devices` CUDA devices.
-    ///
-    /// # Errors
-    /// More GPUs than the machine has, with the remedy.
-    pub fn resolve(self, devices: u32) -> anyhow::Result<u32> {
-        match self {
-            GpuCount::All if devices >= 1 => Ok(devices),
-            GpuCount::All => anyhow::bail!("--gpus all: this machine has no CUDA device"),
-            GpuCount::Count(n) if n <= devices => Ok(n),
-            GpuCount::Count(n) => anyhow::bail!(
-                "--gpus {n}: this machine has {devices} CUDA device(s); ask for at most {devices} (or `all`), \
-                 or use --slices-per-gpu to split the bodies over several slices of one GPU"
-            ),
-        }
-    }
 }
 
 /// Options of `scale`.
@@ -306,6 +266,22 @@ pub struct DemoArgs {
     /// `--step-mode`; block sizes up to 256.
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub precision: Precision,
+    /// GPUs that compute (CUDA backend, fp32): the bodies are split into one slice per GPU (the
+    /// GPU GL draws on first), gathered after every step with NCCL or peer copies, and the render
+    /// GPU's vertex buffer receives the positions. A number or `all`.
+    #[arg(long, default_value = "1")]
+    pub gpus: GpuCount,
+    /// Slices per computing GPU (each with its own stream and buffers; above 1 the split path
+    /// runs on one GPU too).
+    #[arg(long = "slices-per-gpu", default_value_t = 1)]
+    pub slices_per_gpu: u32,
+    /// How the slices share the positions after each step.
+    #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
+    pub gather: GatherChoice,
+    /// Whether the GPU GL draws on computes a slice: `no` leaves it to receive the positions
+    /// and draw (no CUDA↔GL context switch on any GPU; needs another GPU).
+    #[arg(long = "render-gpu-computes", value_enum, default_value_t = YesNo::Yes)]
+    pub render_gpu_computes: YesNo,
     /// How CUDA's results reach the GL vertex buffers.
     #[arg(long, value_enum, default_value_t = InteropMode::Map)]
     pub interop: InteropMode,
@@ -529,7 +505,27 @@ impl DemoArgs {
                 ctx_sched: self.ctx_sched,
                 kernel: self.sim.kernel.clone(),
                 precision: self.precision,
+                split: Some(self.split_options()),
             },
         }
     }
+
+    /// The split over slices and GPUs the command line asks for.
+    pub fn split_options(&self) -> SplitOptions {
+        SplitOptions {
+            gpus: self.gpus,
+            slices_per_gpu: self.slices_per_gpu,
+            gather: self.gather,
+            render_gpu_computes: self.render_gpu_computes == YesNo::Yes,
+        }
+    }
+}
+
+/// A yes/no option value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum YesNo {
+    /// Yes.
+    Yes,
+    /// No.
+    No,
 }

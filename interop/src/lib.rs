@@ -55,7 +55,7 @@ pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_PO
 pub use error::{Error, Result};
 pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedPtr, Mapping, OwnedMapping};
 pub use loader::{BootstrapKind, Driver, StreamSemantics};
-pub use memory::{DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};
+pub use memory::{copy_view_async, DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};
 pub use nccl::{Clique, Nccl, NcclError};
 pub use module::{ptx_entries, Function, FunctionAttributes, Module, PtxParam};
 pub use launch::Launch;

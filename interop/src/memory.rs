@@ -258,10 +258,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 
     /// Copies `src` (memory of `src_ctx`, possibly another device's) into this buffer's values
-    /// `at..at + src.len()` on `stream` (`cuMemcpyPeerAsync`; `stream` belongs to either context; within one context it is a `cuMemcpyDtoDAsync`).
-    /// The driver copies directly where peer access is enabled
-    /// ([`Context::enable_peer_access`]) and stages through host memory otherwise. Both owners stay
-    /// alive until `stream` has finished the copy (as for [`DeviceBuffer::copy_from_device_async`]).
+    /// `at..at + src.len()` on `stream`: [`copy_view_async`].
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the range runs past this buffer, or when `src` overlaps
@@ -269,17 +266,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     #[doc(alias = "cuMemcpyPeerAsync")]
     pub fn copy_peer_async(&mut self, at: usize, src: DevicePtr<'_, T>, src_ctx: &Context, stream: &Stream) -> Result<()> {
         let dst = self.view().slice(at..at.saturating_add(src.len()))?;
-        if src_ctx.raw() == self.ctx.raw() && src.overlaps(&dst) {
-            return Err(Error::InvalidArgument("device-to-device copy between overlapping ranges".into()));
-        }
-        if src_ctx.raw() == self.ctx.raw() {
-            // SAFETY: as below, in one context: a plain device-to-device copy.
-            return unsafe { self.ctx.api().cuMemcpyDtoDAsync(dst.addr(), src.addr(), src.bytes(), stream.raw()) };
-        }
-        // SAFETY: `dst` lies inside our live allocation (checked by `slice`), `src` is a live range
-        // of `src.bytes()` bytes of `src_ctx` (its view borrows the owner; `src_ctx` is live), and
-        // they do not overlap where they share a context (checked).
-        unsafe { self.ctx.api().cuMemcpyPeerAsync(dst.addr(), self.ctx.raw(), src.addr(), src_ctx.raw(), src.bytes(), stream.raw()) }
+        copy_view_async(dst, &self.ctx, src, src_ctx, stream)
     }
 
     /// The context the buffer was allocated in.
@@ -296,6 +283,34 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // SAFETY: our range is live.
         unsafe { self.ctx.api().cuMemsetD8Async(self.ptr, value, self.bytes(), stream.raw()) }
     }
+}
+
+/// Copies `src` (memory of `src_ctx`) into `dst` (memory of `dst_ctx`, possibly on another
+/// device) on `stream` (`cuMemcpyPeerAsync`; within one context `cuMemcpyDtoDAsync`). `stream`
+/// belongs to either context. The driver copies directly where peer access is enabled
+/// ([`Context::enable_peer_access`]) and stages through host memory otherwise. `dst` is written
+/// through a view, as a kernel launch writes through one: both owners stay alive (and a mapped
+/// GL buffer mapped) until `stream` has finished the copy.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the lengths differ, or the ranges overlap in one context; the
+/// driver's error.
+#[doc(alias = "cuMemcpyPeerAsync")]
+pub fn copy_view_async<T: DeviceCopy>(dst: DevicePtr<'_, T>, dst_ctx: &Context, src: DevicePtr<'_, T>, src_ctx: &Context, stream: &Stream) -> Result<()> {
+    if dst.len() != src.len() {
+        return Err(Error::InvalidArgument(format!("copy of {} values into a view of {}", src.len(), dst.len())));
+    }
+    if src_ctx.raw() == dst_ctx.raw() {
+        if src.overlaps(&dst) {
+            return Err(Error::InvalidArgument("device-to-device copy between overlapping ranges".into()));
+        }
+        // SAFETY: both views are live device ranges of `src.bytes()` bytes of one context (each
+        // borrows its owner), which do not overlap (checked).
+        return unsafe { dst_ctx.api().cuMemcpyDtoDAsync(dst.addr(), src.addr(), src.bytes(), stream.raw()) };
+    }
+    // SAFETY: `dst` is a live range of `dst_ctx`, `src` one of `src_ctx`, both of `src.bytes()`
+    // bytes (the views borrow their owners; the contexts are live references).
+    unsafe { dst_ctx.api().cuMemcpyPeerAsync(dst.addr(), dst_ctx.raw(), src.addr(), src_ctx.raw(), src.bytes(), stream.raw()) }
 }
 
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {

@@ -279,7 +279,8 @@ impl Nccl {
 }
 
 /// Communicators of one process over several CUDA devices (`ncclCommInitAll`), one rank per
-/// device in the order given; destroyed on drop (`ncclCommDestroy`).
+/// device in the order given; destroyed on drop (`ncclCommDestroy`), which the owner does only
+/// after synchronising the streams its collectives ran on.
 #[derive(Debug)]
 pub struct Clique {
     nccl: Arc<Nccl>,
@@ -358,7 +359,8 @@ impl Clique {
         }
         // 4 floats per body.
         let floats = count * 4;
-        // SAFETY: no arguments.
+        // SAFETY: takes no arguments; the group it opens is closed by the ncclGroupEnd below on
+        // every path (NCCL's rule for grouped calls).
         self.nccl.check("ncclGroupStart", unsafe { (self.nccl.group_start)() }, std::ptr::null_mut())?;
         let mut first_err = None;
         for (r, (b, s)) in bufs.iter().zip(streams).enumerate() {
@@ -375,7 +377,7 @@ impl Clique {
             }
         }
         // The group is always closed, so that NCCL is not left inside it.
-        // SAFETY: no arguments.
+        // SAFETY: takes no arguments; closes the group opened above (each start has one end).
         let end = self.nccl.check("ncclGroupEnd", unsafe { (self.nccl.group_end)() }, std::ptr::null_mut());
         match first_err {
             Some(e) => Err(e),
@@ -387,9 +389,9 @@ impl Clique {
 impl Drop for Clique {
     fn drop(&mut self) {
         for &c in &self.comms {
-            // SAFETY: each handle came from ncclCommInitAll and is destroyed once; the streams
-            // that used it were synchronised by their owners (ncclCommDestroy waits for
-            // outstanding work of the communicator otherwise).
+            // SAFETY: each handle came from ncclCommInitAll and is destroyed once, after its last
+            // use: the owner synchronises the streams its collectives ran on before dropping the
+            // clique (ncclCommDestroy "frees local resources"; it does not flush work).
             // A failure here has no one to report to; the handle is gone either way.
             let _ = unsafe { (self.nccl.comm_destroy)(c) };
         }

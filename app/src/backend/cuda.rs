@@ -44,9 +44,12 @@ use super::external::{ExternalStorage, Unsupported};
 use super::stepwise::StepwiseFrame;
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{check_fits, narrow, validate_block_size, FrameSteps, GpuStepper, GpuStepperF64, Kernels, StateF64, StepProgress, Stepper, BODY_BYTES};
-use crate::cuda::session::{entry_rows, ms, open_for_gl};
-use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags};
+use crate::cuda::kernels::{
+    check_fits, narrow, validate_block_size, FrameSteps, GpuStepper, GpuStepperF64, Kernels, SplitRender, StateF64, StepProgress, Stepper, BODY_BYTES,
+};
+use crate::cuda::split::SplitStepper;
+use crate::cuda::session::{entry_rows, ms, open_for_gl, sched_flag};
+use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags, SplitOptions};
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::fence::wait_for_gl;
 use crate::gfx::gl::Gl;
@@ -66,6 +69,8 @@ pub struct CudaOptions {
     pub kernel: Option<std::path::PathBuf>,
     /// fp32, or fp64 (the state in CUDA buffers, converted to float4 for GL each frame).
     pub precision: Precision,
+    /// The bodies split over slices and GPUs (fp32; `None` or a single slice: the plain stepper).
+    pub split: Option<SplitOptions>,
 }
 
 /// Where the positions live.
@@ -197,7 +202,23 @@ impl CudaBackend {
         let [e0, e1, e2, e3] = events;
         let events = [e0?, e1?, e2?, e3?];
         let clock = GpuClock::new(&ctx, &stream)?;
+        let split = opts.split.filter(|o| !o.is_single());
+        if split.is_some() && opts.precision == Precision::F64 {
+            bail!(
+                "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus, --slices-per-gpu, \
+                 --render-gpu-computes no) is fp32: use --precision f32, or leave those options at their defaults"
+            );
+        }
         let gpu = match opts.precision {
+            Precision::F32 if split.is_some() => {
+                let o = split.context("split options")?;
+                let render = ctx.device().ordinal();
+                let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
+                let devices = o.devices(count.max(0) as u32, render)?;
+                let split = SplitStepper::new(ctx.api(), sched_flag(opts.ctx_sched), &devices, bodies, s.block_size, None, params, opts.kernel.as_deref(), o.gather)?;
+                ctx.make_current().context("cuCtxSetCurrent")?;
+                Stepper::Split(Box::new(SplitRender { split, kernels, ctx: Arc::clone(&ctx), render, shown: 0 }))
+            }
             Precision::F32 => {
                 let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
                 let scaled_ok = crate::cuda::kernels::masses_suit_scaled(&bodies.pos);
@@ -373,6 +394,11 @@ impl CudaBackend {
                 pos = narrow(&p);
                 narrow(&v)
             }
+            Stepper::Split(r) => {
+                let v = r.split.velocities()?;
+                self.ctx.make_current().context("cuCtxSetCurrent")?;
+                v
+            }
         };
         let phi_host = match (&self.phi, with_phi) {
             (Some(phi), true) => Some(phi.to_vec()?),
@@ -482,6 +508,10 @@ impl CudaBackend {
         })();
         self.storage = Some(storage);
         let mut t = res?;
+        if let Stepper::Split(r) = &self.gpu {
+            t.gather_ms = r.split.last_step_times().map(|(_, g)| g);
+            self.ctx.make_current().context("cuCtxSetCurrent")?;
+        }
         // The stream is idle here (every path waited for its last event).
         self.clock.rebase_if_old(&self.stream)?;
         t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -731,7 +761,34 @@ impl SimBackend for CudaBackend {
                 ),
                 Some(g.step_kernel().function().attributes()),
             ),
+            Stepper::Split(r) => {
+                let l = r.split.launch();
+                (
+                    format!("{} · {} · block {}{auto}", r.kernels.source(), l.kernel_name(), l.block),
+                    r.kernels.step_kernel(l).map(|k| k.function().attributes()),
+                )
+            }
         };
+        if let Stepper::Split(r) = &self.gpu {
+            let layout = r.split.layout();
+            let devices = r.split.devices();
+            let mut gpus = devices.clone();
+            gpus.dedup();
+            rows.push((
+                "GPUs · slices".into(),
+                format!(
+                    "{} GPU(s) {:?} · {} slices of {} bodies (devices {:?}) · render GPU {} {}",
+                    gpus.len(),
+                    gpus,
+                    layout.slices,
+                    layout.len,
+                    devices,
+                    r.render,
+                    if r.split.renders_from_own_slice(r.render) { "computes too" } else { "only draws (peer copy in)" }
+                ),
+            ));
+            rows.push(("gather".into(), r.split.gather().describe()));
+        }
         rows.push(("precision".into(), self.gpu.precision().name().into()));
         rows.push(("kernel".into(), kernel));
         rows.push(("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)));

@@ -21,6 +21,7 @@ mod external;
 pub mod select;
 pub mod step;
 mod stepwise;
+pub use stepwise::STEP_MODE_SPLIT;
 
 use serde::Serialize;
 
@@ -48,6 +49,11 @@ pub struct SimTimings {
     pub unmap_ms: Option<f64>,
     /// Time to bring positions to GL in the copy and CPU paths (device → host copy + `glBufferSubData`), ms.
     pub upload_ms: Option<f64>,
+    /// A run split over slices (`--gpus`, `--slices-per-gpu`): the slowest slice's gather time of
+    /// the frame's last step (CUDA events on the slices' streams), ms; `None` otherwise or while
+    /// not yet known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gather_ms: Option<f64>,
     /// `Some(k)` when the frame completed `k` whole steps of those asked: an interrupt stopped
     /// the next ([`SimBackend::set_interrupt`]), or a long step is spread over frames
     /// ([`SimBackend::set_spread`]; then `spread` is set); `None` when all ran.

@@ -15,6 +15,10 @@ pub const STEP_MODE_F64: &str = "step mode walks the fp32 workflow (map → poin
      unmap); with --precision f64 the state lives in CUDA buffers and a conversion kernel writes GL's buffer, so use \
      --precision f32 for step mode";
 
+/// Why step mode refuses a run split over slices or GPUs.
+pub const STEP_MODE_SPLIT: &str = "step mode walks one step kernel in the mapped buffers; a run split over slices or GPUs (--gpus, \
+     --slices-per-gpu) computes in the slices' own buffers and copies into GL: use --gpus 1 --slices-per-gpu 1 for step mode";
+
 /// A frame of `--interop map` taken one step at a time: an explicit state machine
 /// ([`StepState`]) that owns the mapping between the steps.
 ///
@@ -52,8 +56,10 @@ impl StepwiseFrame {
 impl CudaBackend {
     /// Ok when step mode can run: registered buffers mapped in one call.
     pub(super) fn step_support(&self) -> Result<(), String> {
-        if let Stepper::F64(_) = self.gpu {
-            return Err(STEP_MODE_F64.into());
+        match self.gpu {
+            Stepper::F64(_) => return Err(STEP_MODE_F64.into()),
+            Stepper::Split(_) => return Err(STEP_MODE_SPLIT.into()),
+            Stepper::F32(_) => {}
         }
         match (&self.storage, self.opts.separate_maps) {
             (Some(Storage::Map { .. }), false) => Ok(()),

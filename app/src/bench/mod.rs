@@ -587,6 +587,7 @@ fn build(
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
                 precision: args.precision,
+                split: None,
             };
             Runner::Cuda(Box::new(CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?))
         }
@@ -606,6 +607,7 @@ fn build(
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
                 precision: args.precision,
+                split: None,
             };
             let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
             Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.current().clone())))

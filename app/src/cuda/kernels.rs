@@ -17,6 +17,7 @@ use interop::kernels::{PotentialKernel, StepKernel, StepKernelF64, StepScalars, 
 use interop::{Context, DeviceBuffer, DevicePtr, Module, Stream};
 
 use crate::cuda::settings::Precision;
+use crate::cuda::split::SplitStepper;
 use crate::sim::partial::PartialStep;
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
@@ -971,13 +972,34 @@ pub fn narrow(v: &[[f64; 4]]) -> Vec<[f32; 4]> {
 }
 
 /// The integrator a CUDA backend runs: fp32 ([`GpuStepper`], positions in the two float4
-/// buffers GL draws) or fp64 ([`GpuStepperF64`], the state in its own buffers, converted into
-/// one of those float4 buffers after each frame's steps). What the backend's storages share.
+/// buffers GL draws), fp64 ([`GpuStepperF64`], the state in its own buffers, converted into
+/// one of those float4 buffers after each frame's steps) or fp32 split over slices and GPUs
+/// ([`SplitRender`], the state in the slices' buffers, copied into one of those float4 buffers
+/// after each frame's steps). What the backend's storages share.
 pub enum Stepper {
     /// fp32.
     F32(GpuStepper),
     /// fp64.
     F64(GpuStepperF64),
+    /// fp32 with the bodies split over slices on one or more GPUs ([`crate::cuda::split`]): the
+    /// state in the slices' own buffers, copied into one of the float4 buffers after each
+    /// frame's steps (as fp64 converts into one).
+    Split(Box<SplitRender>),
+}
+
+/// A [`SplitStepper`] as a CUDA backend runs it: the slices, plus the render side (the GL
+/// device's context and kernels, for the diagnostics and the panel).
+pub struct SplitRender {
+    /// The slices.
+    pub split: SplitStepper,
+    /// Kernels loaded in the GL device's context (the potential of the diagnostics).
+    pub kernels: Kernels,
+    /// The GL device's context.
+    pub ctx: Arc<Context>,
+    /// The GL device's CUDA ordinal.
+    pub render: i32,
+    /// Index (0/1) of the float4 buffer that received the newest positions.
+    pub shown: usize,
 }
 
 impl Stepper {
@@ -986,6 +1008,7 @@ impl Stepper {
         match self {
             Stepper::F32(_) => Precision::F32,
             Stepper::F64(_) => Precision::F64,
+            Stepper::Split(_) => Precision::F32,
         }
     }
 
@@ -994,6 +1017,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => &g.kernels,
             Stepper::F64(g) => &g.kernels,
+            Stepper::Split(r) => &r.kernels,
         }
     }
 
@@ -1002,6 +1026,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.params,
             Stepper::F64(g) => g.params,
+            Stepper::Split(r) => r.split.params(),
         }
     }
 
@@ -1010,6 +1035,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.params = params,
             Stepper::F64(g) => g.params = params,
+            Stepper::Split(r) => r.split.set_params(params),
         }
     }
 
@@ -1018,6 +1044,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.leap.synchronized,
             Stepper::F64(g) => g.leap.synchronized,
+            Stepper::Split(r) => r.split.synchronized(),
         }
     }
 
@@ -1026,6 +1053,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.launch,
             Stepper::F64(g) => Launch::f64(g.block),
+            Stepper::Split(r) => r.split.launch(),
         }
     }
 
@@ -1037,6 +1065,10 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.set_block(block),
             Stepper::F64(g) => g.set_block(block),
+            Stepper::Split(_) => bail!(
+                "the block size of a run split over slices is fixed when it starts (the slices are aligned to its blocks); \
+                 restart with --block-size {block}"
+            ),
         }
     }
 
@@ -1045,6 +1077,8 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.set_interrupt(interrupt),
             Stepper::F64(g) => g.set_interrupt(interrupt),
+            // A step split over GPUs is one launch per slice: never split further, never stopped.
+            Stepper::Split(_) => {}
         }
     }
 
@@ -1054,6 +1088,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.front,
             Stepper::F64(g) => g.shown,
+            Stepper::Split(r) => r.shown,
         }
     }
 
@@ -1062,6 +1097,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.front = i,
             Stepper::F64(g) => g.shown = i,
+            Stepper::Split(r) => r.shown = i,
         }
     }
 
@@ -1085,6 +1121,17 @@ impl Stepper {
                 }
                 Ok(done)
             }
+            Stepper::Split(r) => {
+                if steps > 0 {
+                    r.split.launch_steps(steps)?;
+                    // The slices made their contexts current: the GL device's again for the rest.
+                    r.ctx.make_current().context("cuCtxSetCurrent")?;
+                    let to = 1 - r.shown;
+                    r.split.show(pos[to], &r.ctx, r.render, stream)?;
+                    r.shown = to;
+                }
+                Ok(steps)
+            }
         }
     }
 
@@ -1097,7 +1144,7 @@ impl Stepper {
     pub fn launch_frame(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream) -> anyhow::Result<FrameSteps> {
         match self {
             Stepper::F32(g) => g.launch_frame(pos, steps, stream),
-            Stepper::F64(_) => {
+            Stepper::F64(_) | Stepper::Split(_) => {
                 let done = self.advance(pos, steps, stream)?;
                 Ok(FrameSteps { done, stopped: done < steps, spread: None })
             }
@@ -1115,7 +1162,7 @@ impl Stepper {
     pub fn step_in_progress(&self) -> Option<StepProgress> {
         match self {
             Stepper::F32(g) => g.step_in_progress(),
-            Stepper::F64(_) => None,
+            Stepper::F64(_) | Stepper::Split(_) => None,
         }
     }
 
@@ -1123,7 +1170,7 @@ impl Stepper {
     pub fn writes_back_in_parts(&self) -> bool {
         match self {
             Stepper::F32(g) => g.writes_back_in_parts(),
-            Stepper::F64(_) => false,
+            Stepper::F64(_) | Stepper::Split(_) => false,
         }
     }
 
@@ -1134,7 +1181,7 @@ impl Stepper {
     pub fn abandon_step(&mut self, stream: &Stream) -> anyhow::Result<Option<StepProgress>> {
         match self {
             Stepper::F32(g) => g.abandon_step(stream),
-            Stepper::F64(_) => Ok(None),
+            Stepper::F64(_) | Stepper::Split(_) => Ok(None),
         }
     }
 
@@ -1148,6 +1195,10 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.sync_in(pos, stream),
             Stepper::F64(g) => g.sync_in(stream),
+            Stepper::Split(r) => {
+                r.split.sync_in()?;
+                r.ctx.make_current().context("cuCtxSetCurrent")
+            }
         }
     }
 

@@ -110,3 +110,114 @@ pub enum GatherChoice {
     /// `cuMemcpyPeerAsync` from each slice to every other.
     Peer,
 }
+
+/// A GPU count of `--gpus`: a number ≥ 1, or `all` (every CUDA device of the machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuCount {
+    /// Every CUDA device.
+    All,
+    /// This many, devices 0 to count − 1.
+    Count(u32),
+}
+
+impl std::str::FromStr for GpuCount {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "all" => Ok(GpuCount::All),
+            t => match t.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(GpuCount::Count(n)),
+                _ => Err(format!("`{t}` is not a GPU count: give a number ≥ 1 or `all`")),
+            },
+        }
+    }
+}
+
+impl GpuCount {
+    /// The count on a machine of `devices` CUDA devices.
+    ///
+    /// # Errors
+    /// More GPUs than the machine has, with the remedy.
+    pub fn resolve(self, devices: u32) -> anyhow::Result<u32> {
+        match self {
+            GpuCount::All if devices >= 1 => Ok(devices),
+            GpuCount::All => anyhow::bail!("--gpus all: this machine has no CUDA device"),
+            GpuCount::Count(n) if n <= devices => Ok(n),
+            GpuCount::Count(n) => anyhow::bail!(
+                "--gpus {n}: this machine has {devices} CUDA device(s); ask for at most {devices} (or `all`), \
+                 or use --slices-per-gpu to split the bodies over several slices of one GPU"
+            ),
+        }
+    }
+}
+
+/// How the bodies are split over GPUs (`--gpus`, `--slices-per-gpu`, `--gather`,
+/// `--render-gpu-computes`); see [`crate::cuda::split`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitOptions {
+    /// GPUs that compute (devices in order, the render GPU first when it computes).
+    pub gpus: GpuCount,
+    /// Slices per computing GPU.
+    pub slices_per_gpu: u32,
+    /// How the slices share the positions.
+    pub gather: GatherChoice,
+    /// The GPU GL draws on computes a share too (`false`: it only receives the positions).
+    pub render_gpu_computes: bool,
+}
+
+impl SplitOptions {
+    /// True when the options ask for the one-slice, one-GPU step (the plain stepper).
+    pub fn is_single(&self) -> bool {
+        self.gpus == GpuCount::Count(1) && self.slices_per_gpu == 1 && self.render_gpu_computes
+    }
+
+    /// The device of each slice on a machine of `devices` CUDA devices with GL on `render`:
+    /// the computing GPUs are the render GPU and the next ones in ordinal order (with
+    /// `render_gpu_computes`), else the first `gpus` devices other than the render GPU; each
+    /// holds `slices_per_gpu` consecutive slices.
+    ///
+    /// # Errors
+    /// More GPUs than the machine has (counting the render GPU apart), with the remedy.
+    pub fn devices(&self, devices: u32, render: i32) -> anyhow::Result<Vec<i32>> {
+        let others: Vec<i32> = (0..devices as i32).filter(|&d| d != render).collect();
+        let order: Vec<i32> = if self.render_gpu_computes { std::iter::once(render).chain(others).collect() } else { others };
+        let avail = order.len() as u32;
+        let g = match self.gpus {
+            GpuCount::All if avail >= 1 => avail,
+            GpuCount::Count(n) if n <= avail => n,
+            _ if !self.render_gpu_computes => anyhow::bail!(
+                "--render-gpu-computes no leaves {avail} CUDA device(s) besides the one GL draws on (device {render}), and \
+                 --gpus asks for {}; use --render-gpu-computes yes, or fewer --gpus",
+                match self.gpus { GpuCount::All => "all".to_string(), GpuCount::Count(n) => n.to_string() }
+            ),
+            GpuCount::All => anyhow::bail!("--gpus all: this machine has no CUDA device"),
+            GpuCount::Count(n) => anyhow::bail!(
+                "--gpus {n}: this machine has {devices} CUDA device(s); ask for at most {devices} (or `all`), or use \
+                 --slices-per-gpu to split the bodies over several slices of one GPU"
+            ),
+        };
+        Ok(order.iter().take(g as usize).flat_map(|&d| std::iter::repeat_n(d, self.slices_per_gpu as usize)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(gpus: GpuCount, slices: u32, computes: bool) -> SplitOptions {
+        SplitOptions { gpus, slices_per_gpu: slices, gather: GatherChoice::Auto, render_gpu_computes: computes }
+    }
+
+    #[test]
+    fn split_devices_put_the_render_gpu_first_or_leave_it_out() {
+        assert_eq!(opts(GpuCount::Count(2), 1, true).devices(4, 1).unwrap(), vec![1, 0]);
+        assert_eq!(opts(GpuCount::All, 1, false).devices(4, 1).unwrap(), vec![0, 2, 3]);
+        assert_eq!(opts(GpuCount::Count(1), 2, true).devices(1, 0).unwrap(), vec![0, 0]);
+        let e = opts(GpuCount::Count(1), 1, false).devices(1, 0).unwrap_err().to_string();
+        assert!(e.contains("--render-gpu-computes"), "{e}");
+        let e = opts(GpuCount::Count(3), 1, true).devices(2, 0).unwrap_err().to_string();
+        assert!(e.contains("2 CUDA device"), "{e}");
+        assert!(opts(GpuCount::Count(1), 1, true).is_single());
+        assert!("0".parse::<GpuCount>().is_err() && "all".parse::<GpuCount>() == Ok(GpuCount::All));
+    }
+}

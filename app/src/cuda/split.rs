@@ -24,6 +24,10 @@
 //!   stream, after its kernel, then records its `done` event; before its next kernel every slice
 //!   waits on all other slices' `done` events (a barrier per step). That covers both hazards:
 //!   reading positions not yet copied in, and a copy overwriting positions still being read.
+//! - The copy to GL ([`SplitStepper::show`]) waits on every slice's `done` (the source slice's
+//!   buffer is written by the others' copies too) and records `copied` on the GL device's stream;
+//!   every slice's next step waits on `copied`, so no step rewrites what the copy still reads.
+//!   Host readbacks synchronise every slice's stream first.
 //!
 //! Steps here are whole steps (no long-step split, no spreading over frames: a step of all N on
 //! several GPUs is the point of this path).
@@ -35,7 +39,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use interop::nccl::{Clique, Nccl};
 use interop::sys::event_flags;
-use interop::{Api, Context, Device, DeviceBuffer, Event, Stream};
+use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 
 use super::kernels::{check_fits, masses_suit_scaled, validate_block_size, Kernels, Launch};
 use super::settings::GatherChoice;
@@ -159,6 +163,10 @@ pub struct SplitFrame {
 pub struct SplitStepper {
     /// Field order is drop order: the communicators go before the slices' streams and buffers.
     clique: Option<Clique>,
+    /// Recorded on the GL device's stream after [`SplitStepper::show`]'s copy.
+    copied: Option<Event>,
+    /// Peer access between the source slice and the GL device was looked at ([`SplitStepper::show`]).
+    peer_to_render: bool,
     slices: Vec<Slice>,
     layout: SliceLayout,
     gather: GatherPath,
@@ -171,7 +179,8 @@ pub struct SplitStepper {
 
 impl SplitStepper {
     /// Uploads `bodies` to one slice per entry of `devices` (CUDA ordinals; a device may hold
-    /// several slices), loads the kernels (`ptx`: a PTX file, else the embedded one) on each and
+    /// several slices; each device's primary context gets the scheduling flag `sched`, as the
+    /// render device's session context has it), loads the kernels (`ptx`: a PTX file, else the embedded one) on each and
     /// picks the gather path: `choice` = auto takes NCCL when it loads and every slice has a
     /// device of its own, else peer copies. `launch`: the step kernel's launch, else the launch
     /// rule's for one slice's bodies with `block` ([`Kernels::choose_launch`]).
@@ -183,6 +192,7 @@ impl SplitStepper {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         api: &Arc<Api>,
+        sched: SchedFlag,
         devices: &[i32],
         bodies: &Bodies,
         block: u32,
@@ -205,7 +215,7 @@ impl SplitStepper {
         for &d in devices {
             if !ctxs.iter().any(|(o, _)| *o == d) {
                 let dev = Device::get(api, d).with_context(|| format!("cuDeviceGet({d})"))?;
-                let ctx = Context::primary(&dev, interop::SchedFlag::Auto).with_context(|| format!("primary context of device {d}"))?;
+                let ctx = Context::primary(&dev, sched).with_context(|| format!("primary context of device {d}"))?;
                 ctxs.push((d, ctx));
             }
         }
@@ -261,12 +271,13 @@ impl SplitStepper {
                 _ if !distinct => Err("a device holds two slices (NCCL takes one rank per device)".to_string()),
                 _ => Nccl::open().map_err(|e| format!("{e}")),
             };
+            let nccl = nccl.and_then(|lib| match Clique::init_all(&lib, devices) {
+                Ok(c) => Ok((c, lib.version_string())),
+                Err(e) => Err(format!("ncclCommInitAll failed: {e}")),
+            });
             match nccl {
-                Ok(lib) => {
-                    let clique = Clique::init_all(&lib, devices).context("ncclCommInitAll")?;
-                    (Some(clique), GatherPath::Nccl { version: lib.version_string() })
-                }
-                Err(why) if choice == GatherChoice::Nccl => bail!("--gather nccl: {why}"),
+                Ok((clique, version)) => (Some(clique), GatherPath::Nccl { version }),
+                Err(why) if choice == GatherChoice::Nccl => bail!("--gather nccl: {why}; use --gather peer (or auto) for peer copies"),
                 Err(why) => {
                     let mut direct = true;
                     for (i, (da, ca)) in ctxs.iter().enumerate() {
@@ -287,7 +298,7 @@ impl SplitStepper {
         if gather != GatherPath::None {
             tracing::info!(slices = devices.len(), len = layout.len, "split step: {}", gather.describe());
         }
-        Ok(SplitStepper { clique, slices, layout, gather, launch, leap: Leapfrog { synchronized: true }, front: 0, params })
+        Ok(SplitStepper { clique, copied: None, peer_to_render: false, slices, layout, gather, launch, leap: Leapfrog { synchronized: true }, front: 0, params })
     }
 
     /// The slices' layout.
@@ -318,6 +329,8 @@ impl SplitStepper {
     /// A launch, copy, NCCL call, event or synchronisation fails.
     pub fn frame(&mut self, steps: u32) -> anyhow::Result<SplitFrame> {
         for s in &mut self.slices {
+            // Events are made in the current context: the slice's.
+            s.ctx.make_current().context("cuCtxSetCurrent")?;
             while s.marks.len() < steps as usize {
                 let ev = || Event::new(&s.ctx, event_flags::DEFAULT).context("cuEventCreate");
                 s.marks.push([ev()?, ev()?, ev()?]);
@@ -346,15 +359,133 @@ impl SplitStepper {
         Ok(out)
     }
 
+    /// `steps` whole steps, enqueued on the slices' streams without waiting (the demo's frame;
+    /// [`SplitStepper::show`] then hands the positions to GL).
+    ///
+    /// # Errors
+    /// A launch, copy, NCCL call or event fails.
+    pub fn launch_steps(&mut self, steps: u32) -> anyhow::Result<()> {
+        if steps > 0 {
+            for s in &mut self.slices {
+                if s.marks.is_empty() {
+                    // Events are made in the current context: the slice's.
+                    s.ctx.make_current().context("cuCtxSetCurrent")?;
+                    let ev = || Event::new(&s.ctx, event_flags::DEFAULT).context("cuEventCreate");
+                    s.marks.push([ev()?, ev()?, ev()?]);
+                }
+            }
+        }
+        for i in 0..steps {
+            let (drift, kick) = self.leap.next_step(self.params.dt);
+            // The last step's kernel and gather are timed ([`SplitStepper::last_step_times`]).
+            self.run_step(drift, kick, (i + 1 == steps).then_some(0))?;
+        }
+        Ok(())
+    }
+
+    /// The slowest slice's kernel and gather time (ms) of the last step of the last
+    /// [`SplitStepper::launch_steps`] (or of the first step of the last [`SplitStepper::frame`]),
+    /// without waiting: `None` until every slice's events have completed.
+    pub fn last_step_times(&self) -> Option<(f64, f64)> {
+        let (mut kern, mut gath) = (0.0f64, 0.0f64);
+        for s in &self.slices {
+            let [a, b, c] = s.marks.first()?;
+            s.ctx.make_current().ok()?;
+            kern = kern.max(f64::from(Event::elapsed_ms(a, b).ok()??));
+            gath = gath.max(f64::from(Event::elapsed_ms(b, c).ok()??));
+        }
+        Some((kern, gath))
+    }
+
+    /// The synchronising half kick, if the velocities are half a step ahead (the positions do
+    /// not move: drift 0).
+    ///
+    /// # Errors
+    /// As [`SplitStepper::launch_steps`].
+    pub fn sync_in(&mut self) -> anyhow::Result<()> {
+        if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
+            self.run_step(drift, kick, None)?;
+        }
+        Ok(())
+    }
+
+    /// Physics parameters.
+    pub fn params(&self) -> PhysParams {
+        self.params
+    }
+
+    /// Sets the physics parameters of the next steps.
+    pub fn set_params(&mut self, params: PhysParams) {
+        self.params = params;
+    }
+
+    /// True when the velocities are synchronised with the positions.
+    pub fn synchronized(&self) -> bool {
+        self.leap.synchronized
+    }
+
+    /// Copies the newest positions of the N bodies into `dst` (memory of `dst_ctx`: a mapped or
+    /// imported vertex buffer of the GL device) on `stream`, after the slices' last gather: from
+    /// the first slice on device `render` (`cuMemcpyDtoDAsync` in the same primary context), else
+    /// from the first slice (`cuMemcpyPeerAsync` from its device). The slices' next steps wait for
+    /// the copy (an event on `stream`), so it never reads positions being rewritten.
+    ///
+    /// # Errors
+    /// `dst` holds fewer than N bodies; an event or the copy fails.
+    pub fn show(&mut self, dst: interop::DevicePtr<'_, [f32; 4]>, dst_ctx: &Arc<Context>, render: i32, stream: &Stream) -> anyhow::Result<()> {
+        let n = self.layout.n;
+        let src = self.slices.iter().find(|s| s.device == render).unwrap_or(&self.slices[0]);
+        if src.ctx.raw() != dst_ctx.raw() && !self.peer_to_render {
+            // The GL device only receives (--render-gpu-computes no): a direct copy where the
+            // devices allow it, else the driver stages it through the host.
+            let (a, b) = (src.ctx.device(), dst_ctx.device());
+            if a.can_access_peer(b).context("cuDeviceCanAccessPeer")? && b.can_access_peer(a).context("cuDeviceCanAccessPeer")? {
+                src.ctx.enable_peer_access(dst_ctx).context("cuCtxEnablePeerAccess (to the GL device)")?;
+                dst_ctx.enable_peer_access(&src.ctx).context("cuCtxEnablePeerAccess (from the GL device)")?;
+            }
+            self.peer_to_render = true;
+        }
+        dst_ctx.make_current().context("cuCtxSetCurrent")?;
+        // Every slice's last gather: with peer copies the other slices write into `src`'s
+        // buffer on their own streams, recorded in their own `done` events.
+        for s in &self.slices {
+            stream.wait_event(&s.done).context("cuStreamWaitEvent (the slices' last gather)")?;
+        }
+        let dst = dst.slice(0..n).context("the vertex buffer holds fewer than N bodies")?;
+        let from = src.pos[self.front].view().slice(0..n)?;
+        interop::copy_view_async(dst, dst_ctx, from, &src.ctx, stream).context("copying the positions to the GL device")?;
+        let copied = match self.copied.take() {
+            Some(e) => e,
+            None => Event::new(dst_ctx, event_flags::DISABLE_TIMING).context("cuEventCreate")?,
+        };
+        copied.record(stream).context("cuEventRecord")?;
+        self.copied = Some(copied);
+        Ok(())
+    }
+
+    /// Whether the positions reach GL from a slice on the render device (`true`) or by a copy
+    /// from another device.
+    pub fn renders_from_own_slice(&self, render: i32) -> bool {
+        self.slices.iter().any(|s| s.device == render)
+    }
+
     /// One step; `k` indexes the frame's timing events.
     fn step(&mut self, k: usize) -> anyhow::Result<()> {
         let (drift, kick) = self.leap.next_step(self.params.dt);
+        self.run_step(drift, kick, Some(k))
+    }
+
+    /// One step with these drift and kick factors; `k`: the timing events to record.
+    fn run_step(&mut self, drift: f32, kick: f32, k: Option<usize>) -> anyhow::Result<()> {
         let cur = self.front;
         let peer = matches!(self.gather, GatherPath::PeerCopies { .. });
         let (launch, params, n) = (self.launch, self.params, self.layout.n);
         for r in 0..self.slices.len() {
             let s = &self.slices[r];
             s.ctx.make_current().context("cuCtxSetCurrent")?;
+            if let Some(c) = &self.copied {
+                s.stream.wait_event(c).context("cuStreamWaitEvent (the copy to GL)")?;
+            }
             if peer {
                 for (q, o) in self.slices.iter().enumerate() {
                     if q != r {
@@ -362,7 +493,9 @@ impl SplitStepper {
                     }
                 }
             }
-            s.marks[k][0].record(&s.stream).context("cuEventRecord")?;
+            if let Some(k) = k {
+                s.marks[k][0].record(&s.stream).context("cuEventRecord")?;
+            }
             let bodies = self.layout.bodies(r);
             if !bodies.is_empty() {
                 let bufs = (s.pos[cur].view(), s.pos[1 - cur].view(), s.vel.view());
@@ -370,12 +503,16 @@ impl SplitStepper {
                     .launch_step_range(launch, n, bodies, bufs, drift, kick, params, &s.stream)
                     .with_context(|| format!("slice {r} on device {}", s.device))?;
             }
-            s.marks[k][1].record(&s.stream).context("cuEventRecord")?;
+            if let Some(k) = k {
+                s.marks[k][1].record(&s.stream).context("cuEventRecord")?;
+            }
         }
         self.gather_into(1 - cur)?;
         for s in &self.slices {
             s.ctx.make_current().context("cuCtxSetCurrent")?;
-            s.marks[k][2].record(&s.stream).context("cuEventRecord")?;
+            if let Some(k) = k {
+                s.marks[k][2].record(&s.stream).context("cuEventRecord")?;
+            }
             s.done.record(&s.stream).context("cuEventRecord")?;
         }
         self.front = 1 - cur;
@@ -417,9 +554,13 @@ impl SplitStepper {
     /// # Errors
     /// A device-to-host copy fails.
     pub fn positions(&self) -> anyhow::Result<Vec<[f32; 4]>> {
+        // Every stream: the other slices' copies into slice 0's buffer run on theirs.
+        for s in &self.slices {
+            s.ctx.make_current().context("cuCtxSetCurrent")?;
+            s.stream.synchronize().context("cuStreamSynchronize")?;
+        }
         let s = &self.slices[0];
         s.ctx.make_current().context("cuCtxSetCurrent")?;
-        s.stream.synchronize().context("cuStreamSynchronize")?;
         let mut v = s.pos[self.front].to_vec().context("cuMemcpyDtoH (positions)")?;
         v.truncate(self.layout.n);
         Ok(v)

@@ -90,6 +90,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
     crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
     check_precision(args)?;
+    check_split(args)?;
     if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernels::MAX_BODIES {
         bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernels::MAX_BODIES, args.n_bodies());
     }
@@ -151,6 +152,32 @@ fn check_precision(args: &DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The split over slices and GPUs: slices ≥ 1; it is a CUDA fp32 path without step mode.
+fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
+    if args.slices_per_gpu == 0 {
+        bail!("--slices-per-gpu must be at least 1");
+    }
+    if args.split_options().is_single() {
+        return Ok(());
+    }
+    if args.backend == crate::cli::BackendChoice::Cpu {
+        bail!(
+            "--gpus, --slices-per-gpu and --render-gpu-computes no split the bodies over CUDA devices: the CPU backend \
+             (--backend cpu) has none; use --backend cuda (or auto) on a machine with an NVIDIA GPU, or leave them out"
+        );
+    }
+    if args.precision == crate::cli::Precision::F64 {
+        bail!(
+            "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus, --slices-per-gpu, \
+             --render-gpu-computes no) is fp32: use --precision f32, or leave those options out"
+        );
+    }
+    if args.step_mode {
+        bail!("{}", crate::backend::STEP_MODE_SPLIT);
+    }
+    Ok(())
+}
+
 /// With `--backend cpu`, the CUDA options given that it ignores (a notice, not silence).
 fn cpu_notice(args: &DemoArgs) -> Option<String> {
     use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags, StreamKind};
@@ -166,6 +193,7 @@ fn cpu_notice(args: &DemoArgs) -> Option<String> {
         ("--ctx-sched", args.ctx_sched != CtxSched::Auto),
         ("--block-size", args.sim.block_size != 0),
         ("--kernel", args.sim.kernel.is_some()),
+        ("--gather", args.gather != crate::cli::GatherChoice::Auto),
     ];
     let names: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
     (!names.is_empty()).then(|| {

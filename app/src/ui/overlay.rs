@@ -342,8 +342,12 @@ impl Overlay {
                 ("kernel", s.sim.kernel_ms),
                 (unmap, s.sim.unmap_ms),
                 ("upload", s.sim.upload_ms),
+                ("gather (slices)", s.sim.gather_ms),
                 ("GL draw", s.draw_ms),
             ] {
+                if name == "gather (slices)" && v.is_none() {
+                    continue;
+                }
                 ui.label(name);
                 ui.label(ms(v));
                 ui.end_row();
