@@ -279,7 +279,8 @@ pub struct DemoArgs {
     #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
     pub gather: GatherChoice,
     /// Whether the GPU GL draws on computes a slice: `no` leaves it to receive the positions
-    /// and draw (no CUDA↔GL context switch on any GPU; needs another GPU).
+    /// and draw (it runs no step kernel, only the copy in and the map or import; needs another
+    /// GPU).
     #[arg(long = "render-gpu-computes", value_enum, default_value_t = YesNo::Yes)]
     pub render_gpu_computes: YesNo,
     /// How CUDA's results reach the GL vertex buffers.

@@ -509,7 +509,12 @@ impl CudaBackend {
         self.storage = Some(storage);
         let mut t = res?;
         if let Stepper::Split(r) = &self.gpu {
-            t.gather_ms = r.split.last_step_times().map(|(_, g)| g);
+            // The slices compute on their own streams: the kernel time is theirs (the backend's
+            // stream only waits for them and copies), and the gather time of the last step.
+            if let Some((k, g)) = r.split.last_step_times() {
+                t.kernel_ms = Some(k);
+                t.gather_ms = Some(g);
+            }
             self.ctx.make_current().context("cuCtxSetCurrent")?;
         }
         // The stream is idle here (every path waited for its last event).

@@ -44,6 +44,8 @@ pub struct SimTimings {
     /// CUDA-event time of `cuGraphicsMapResources` (ms); external: host wait on the GL fence (ms).
     pub map_ms: Option<f64>,
     /// CUDA-event time of the kernel launches of this frame (ms), or CPU compute time for the CPU backend.
+    /// Split over slices: the slowest slice's span from its first step's kernel to its last
+    /// one's end (its own stream's events; the backend's stream only waits and copies).
     pub kernel_ms: Option<f64>,
     /// CUDA-event time of `cuGraphicsUnmapResources` (ms); external: host wait on the CUDA event (ms).
     pub unmap_ms: Option<f64>,

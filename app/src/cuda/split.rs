@@ -377,15 +377,19 @@ impl SplitStepper {
         }
         for i in 0..steps {
             let (drift, kick) = self.leap.next_step(self.params.dt);
-            // The last step's kernel and gather are timed ([`SplitStepper::last_step_times`]).
-            self.run_step(drift, kick, (i + 1 == steps).then_some(0))?;
+            // Timed ([`SplitStepper::last_step_times`]): from the first step's kernel to the last
+            // one's end, and the last step's gather.
+            let last = (i + 1 == steps).then_some(0);
+            self.run_step(drift, kick, [(i == 0).then_some(0), last, last])?;
         }
         Ok(())
     }
 
-    /// The slowest slice's kernel and gather time (ms) of the last step of the last
-    /// [`SplitStepper::launch_steps`] (or of the first step of the last [`SplitStepper::frame`]),
-    /// without waiting: `None` until every slice's events have completed.
+    /// The slowest slice's compute and gather time (ms) of the last
+    /// [`SplitStepper::launch_steps`]: from its first step's kernel start to its last step's
+    /// kernel end (with more than one step this spans the gathers between them), and the last
+    /// step's gather (after a [`SplitStepper::frame`]: its first step's kernel and gather).
+    /// Without waiting: `None` until every slice's events have completed.
     pub fn last_step_times(&self) -> Option<(f64, f64)> {
         let (mut kern, mut gath) = (0.0f64, 0.0f64);
         for s in &self.slices {
@@ -404,7 +408,7 @@ impl SplitStepper {
     /// As [`SplitStepper::launch_steps`].
     pub fn sync_in(&mut self) -> anyhow::Result<()> {
         if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
-            self.run_step(drift, kick, None)?;
+            self.run_step(drift, kick, [None; 3])?;
         }
         Ok(())
     }
@@ -472,11 +476,12 @@ impl SplitStepper {
     /// One step; `k` indexes the frame's timing events.
     fn step(&mut self, k: usize) -> anyhow::Result<()> {
         let (drift, kick) = self.leap.next_step(self.params.dt);
-        self.run_step(drift, kick, Some(k))
+        self.run_step(drift, kick, [Some(k); 3])
     }
 
-    /// One step with these drift and kick factors; `k`: the timing events to record.
-    fn run_step(&mut self, drift: f32, kick: f32, k: Option<usize>) -> anyhow::Result<()> {
+    /// One step with these drift and kick factors; `k`: per mark (before the kernel, after it,
+    /// after the gather) the set of timing events to record it in.
+    fn run_step(&mut self, drift: f32, kick: f32, k: [Option<usize>; 3]) -> anyhow::Result<()> {
         let cur = self.front;
         let peer = matches!(self.gather, GatherPath::PeerCopies { .. });
         let (launch, params, n) = (self.launch, self.params, self.layout.n);
@@ -493,7 +498,7 @@ impl SplitStepper {
                     }
                 }
             }
-            if let Some(k) = k {
+            if let Some(k) = k[0] {
                 s.marks[k][0].record(&s.stream).context("cuEventRecord")?;
             }
             let bodies = self.layout.bodies(r);
@@ -503,14 +508,14 @@ impl SplitStepper {
                     .launch_step_range(launch, n, bodies, bufs, drift, kick, params, &s.stream)
                     .with_context(|| format!("slice {r} on device {}", s.device))?;
             }
-            if let Some(k) = k {
+            if let Some(k) = k[1] {
                 s.marks[k][1].record(&s.stream).context("cuEventRecord")?;
             }
         }
         self.gather_into(1 - cur)?;
         for s in &self.slices {
             s.ctx.make_current().context("cuCtxSetCurrent")?;
-            if let Some(k) = k {
+            if let Some(k) = k[2] {
                 s.marks[k][2].record(&s.stream).context("cuEventRecord")?;
             }
             s.done.record(&s.stream).context("cuEventRecord")?;
