@@ -181,7 +181,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         ),
         // The split over slices and GPUs (refused before CUDA is touched).
         demo_case("slices per gpu 0", &["--slices-per-gpu", "0"], 1, &["--slices-per-gpu", "at least 1"]),
-        demo_case("gpus on the CPU backend", &["--gpus", "2"], 1, &["--gpus", "--backend cpu", "--backend cuda"]),
+        demo_case("gpus on the CPU backend", &["--gpus", "2", "--slices-per-gpu", "2"], 0, &["notice", "--gpus", "--slices-per-gpu", "do(es) not apply"]),
         demo_case("gpus 0", &["--gpus", "0"], 2, &["--gpus", "number ≥ 1 or `all`"]),
         demo_case(
             "f64 split over slices",
@@ -189,14 +189,14 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
             1,
             &["--precision f64", "fp32", "--precision f32"],
         ),
-        demo_case("step mode split over slices", &["--backend", "cuda", "--slices-per-gpu", "2", "--step-mode"], 1, &["step mode", "--slices-per-gpu 1"]),
+        demo_case("step mode split over slices", &["--backend", "cuda", "--render-gpu-computes", "no", "--step-mode"], 1, &["step mode", "given: --render-gpu-computes no"]),
         // scale (refused before the driver is asked).
         case("scale gpus 0", &["scale", "--gpus", "0", "--out", &out_dir], 2, &["--gpus", "number ≥ 1 or `all`"]),
         case("scale gpus not a number", &["scale", "--gpus", "two", "--out", &out_dir], 2, &["--gpus", "two"]),
         case("scale frames 0", &["scale", "--frames", "0", "--out", &out_dir], 1, &["--frames", "at least 1"]),
         case("scale slices 0", &["scale", "--slices-per-gpu", "0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1"]),
         case("scale unknown gather", &["scale", "--gather", "mpi", "--out", &out_dir], 2, &["--gather", "mpi"]),
-        case("scale auto steps", &["scale", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame"]),
+        case("scale auto steps", &["scale", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame auto", "scale times a fixed count"]),
         case("bench unknown precision", &["bench", "--precision", "f16", "--out", &out_dir], 2, &["--precision", "f16"]),
         case("bench auto steps", &["bench", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame", "fixed count"]),
         case("bench cpu budget 0", &["bench", "--modes", "cpu", "--cpu-budget-ms", "0", "--out", &out_dir], 1, &["--cpu-budget-ms"]),

@@ -74,7 +74,7 @@ pub fn make_backend(
                 "--precision f64 needs the CUDA backend, which cannot be used here (the CPU backend is float32 only; use \
                  --precision f32 to run on the CPU)",
             )),
-            BackendChoice::Auto => Ok(cpu_fallback(&err, bodies, params)),
+            BackendChoice::Auto => Ok(cpu_fallback(&err, cfg, bodies, params)),
             _ => Err(err),
         };
     }
@@ -164,8 +164,14 @@ pub fn apply_settings(
 }
 
 /// `--backend auto` without CUDA: the CPU backend, with the notice (also logged) that says why.
-fn cpu_fallback(err: &anyhow::Error, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
-    let notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
+fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
+    let mut notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
+    if cfg.cuda.split.is_some_and(|o| !o.is_single()) {
+        notice.push_str(
+            "; the split over GPUs (--gpus, --slices-per-gpu, --gather, --render-gpu-computes) does not apply to the CPU \
+             backend and is ignored",
+        );
+    }
     tracing::warn!("{notice}");
     (Box::new(CpuBackend::new(bodies, params)), Some(notice))
 }

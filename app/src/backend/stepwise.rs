@@ -17,7 +17,8 @@ pub const STEP_MODE_F64: &str = "step mode walks the fp32 workflow (map → poin
 
 /// Why step mode refuses a run split over slices or GPUs.
 pub const STEP_MODE_SPLIT: &str = "step mode walks one step kernel in the mapped buffers; a run split over slices or GPUs (--gpus, \
-     --slices-per-gpu) computes in the slices' own buffers and copies into GL: use --gpus 1 --slices-per-gpu 1 for step mode";
+     --slices-per-gpu, --render-gpu-computes no, --gather nccl) computes in the slices' own buffers and copies into GL: leave \
+     those options out (--gpus 1 --slices-per-gpu 1 --render-gpu-computes yes --gather auto) for step mode";
 
 /// A frame of `--interop map` taken one step at a time: an explicit state machine
 /// ([`StepState`]) that owns the mapping between the steps.

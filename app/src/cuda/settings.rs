@@ -166,9 +166,11 @@ pub struct SplitOptions {
 }
 
 impl SplitOptions {
-    /// True when the options ask for the one-slice, one-GPU step (the plain stepper).
+    /// True when the options ask for the one-slice, one-GPU step (the plain stepper): one GPU,
+    /// one slice, the render GPU computing, and no NCCL asked for (`--gather nccl` with one slice
+    /// runs the split path with NCCL's one-rank all-gather, as `scale` does).
     pub fn is_single(&self) -> bool {
-        self.gpus == GpuCount::Count(1) && self.slices_per_gpu == 1 && self.render_gpu_computes
+        self.gpus == GpuCount::Count(1) && self.slices_per_gpu == 1 && self.render_gpu_computes && self.gather != GatherChoice::Nccl
     }
 
     /// The device of each slice on a machine of `devices` CUDA devices with GL on `render`:

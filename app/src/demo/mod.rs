@@ -157,14 +157,16 @@ fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
     if args.slices_per_gpu == 0 {
         bail!("--slices-per-gpu must be at least 1");
     }
-    if args.split_options().is_single() {
+    let o = args.split_options();
+    if o.is_single() {
+        if o.gather == crate::cli::GatherChoice::Peer && args.backend != crate::cli::BackendChoice::Cpu {
+            eprintln!("notice: --gather peer does not apply to one slice on one GPU (there is nothing to gather) and is ignored");
+        }
         return Ok(());
     }
     if args.backend == crate::cli::BackendChoice::Cpu {
-        bail!(
-            "--gpus, --slices-per-gpu and --render-gpu-computes no split the bodies over CUDA devices: the CPU backend \
-             (--backend cpu) has none; use --backend cuda (or auto) on a machine with an NVIDIA GPU, or leave them out"
-        );
+        // cpu_notice names them: they do not apply there.
+        return Ok(());
     }
     if args.precision == crate::cli::Precision::F64 {
         bail!(
@@ -173,9 +175,31 @@ fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
         );
     }
     if args.step_mode {
-        bail!("{}", crate::backend::STEP_MODE_SPLIT);
+        bail!("{} (given: {})", crate::backend::STEP_MODE_SPLIT, split_flags(args).join(", "));
     }
     Ok(())
+}
+
+/// The split options given on the command line (as typed), for messages.
+fn split_flags(args: &DemoArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    if args.gpus != crate::cli::GpuCount::Count(1) {
+        v.push(match args.gpus {
+            crate::cli::GpuCount::All => "--gpus all".to_string(),
+            crate::cli::GpuCount::Count(n) => format!("--gpus {n}"),
+        });
+    }
+    if args.slices_per_gpu != 1 {
+        v.push(format!("--slices-per-gpu {}", args.slices_per_gpu));
+    }
+    if args.render_gpu_computes == crate::cli::YesNo::No {
+        v.push("--render-gpu-computes no".into());
+    }
+    if args.gather != crate::cli::GatherChoice::Auto {
+        let name = clap::ValueEnum::to_possible_value(&args.gather).map(|p| p.get_name().to_string()).unwrap_or_default();
+        v.push(format!("--gather {name}"));
+    }
+    v
 }
 
 /// With `--backend cpu`, the CUDA options given that it ignores (a notice, not silence).
@@ -193,6 +217,9 @@ fn cpu_notice(args: &DemoArgs) -> Option<String> {
         ("--ctx-sched", args.ctx_sched != CtxSched::Auto),
         ("--block-size", args.sim.block_size != 0),
         ("--kernel", args.sim.kernel.is_some()),
+        ("--gpus", args.gpus != crate::cli::GpuCount::Count(1)),
+        ("--slices-per-gpu", args.slices_per_gpu != 1),
+        ("--render-gpu-computes", args.render_gpu_computes == crate::cli::YesNo::No),
         ("--gather", args.gather != crate::cli::GatherChoice::Auto),
     ];
     let names: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();

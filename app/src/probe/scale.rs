@@ -97,6 +97,9 @@ struct ScaleDoc {
 /// Bad arguments (a GPU count above the devices, no frames); no CUDA driver or device; a
 /// failure while stepping; Ctrl-C (after writing the finished rows).
 pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
+    if let Some(crate::cli::StepsPerFrame::Auto) = args.sim.steps_per_frame {
+        bail!("--steps-per-frame auto: scale times a fixed count of steps per frame; give a number (default 1)");
+    }
     let steps = args.sim.fixed_steps_per_frame()?;
     if args.frames == 0 {
         bail!("--frames must be at least 1");
@@ -122,6 +125,9 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let mut gpus: Vec<u32> = args.gpus.iter().map(|g| g.resolve(count.max(0) as u32)).collect::<anyhow::Result<_>>()?;
     gpus.sort_unstable();
     gpus.dedup();
+    if gpus.first() != Some(&1) {
+        eprintln!("notice: --gpus has no 1: the speedup and scaling-efficiency columns stay empty (they compare with the 1-GPU row)");
+    }
     let first = interop::Device::get(&api, 0).context("cuDeviceGet(0)")?;
     let json_path: PathBuf = args.out.join("scale.json");
     let csv_path: PathBuf = args.out.join("scale.csv");
