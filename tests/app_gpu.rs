@@ -532,14 +532,7 @@ fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_maps: bool) ->
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
-    let settings = InteropSettings {
-        interop,
-        register_flags: ResourceFlags::None,
-        map_flags: ResourceFlags::None,
-        stream: StreamKind::Legacy,
-        stream_priority: 0,
-        block_size: 0,
-    };
+    let settings = auto_block_settings(interop);
     let opts = CudaOptions { settings, separate_maps, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F64, split: None };
     let what = format!("f64 {interop:?}{}", if separate_maps { " (separate maps)" } else { "" });
     let result = (|| -> Result<(), Failed> {
@@ -691,6 +684,11 @@ fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
 }
 
 /// Which storage a spread test runs on.
+/// `interop` with no flags, the legacy stream and the automatic block size.
+fn auto_block_settings(interop: InteropMode) -> InteropSettings {
+    InteropSettings { interop, register_flags: ResourceFlags::None, map_flags: ResourceFlags::None, stream: StreamKind::Legacy, stream_priority: 0, block_size: 0 }
+}
+
 fn spread_settings(interop: InteropMode, map_flags: ResourceFlags) -> InteropSettings {
     InteropSettings { interop, register_flags: ResourceFlags::None, map_flags, stream: StreamKind::Legacy, stream_priority: 0, block_size: 256 }
 }
@@ -869,14 +867,7 @@ fn split_backend_draws_the_step() -> Result<(), Failed> {
                 continue;
             }
             upload(gl, &vbos, 0, &bodies.pos);
-            let settings = InteropSettings {
-                interop,
-                register_flags: ResourceFlags::None,
-                map_flags: ResourceFlags::None,
-                stream: StreamKind::Legacy,
-                stream_priority: 0,
-                block_size: 0,
-            };
+            let settings = auto_block_settings(interop);
             let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: Some(split) };
             let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let panel = backend.device_panel();

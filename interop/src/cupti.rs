@@ -66,7 +66,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use libloading::Library;
 
-use crate::error::{error_chain, LibraryAttempt};
+use crate::error::{error_chain, tried_list, LibraryAttempt};
 
 /// The environment variable naming the CUPTI library to load instead of the default names.
 pub const LIBRARY_ENV: &str = "NBODY_CUPTI_LIBRARY";
@@ -238,10 +238,6 @@ impl fmt::Display for CuptiResult {
             None => write!(f, "CUptiResult {}", self.0),
         }
     }
-}
-
-fn tried_list(tried: &[LibraryAttempt]) -> String {
-    tried.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 fn not_found_remedy(from_env: bool) -> &'static str {

@@ -21,7 +21,8 @@ impl fmt::Display for LibraryAttempt {
     }
 }
 
-fn list(tried: &[LibraryAttempt]) -> String {
+/// Every attempt, `name (error)`, joined by `; ` (the loaders' "tried: …" lists).
+pub(crate) fn tried_list(tried: &[LibraryAttempt]) -> String {
     tried.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
@@ -33,7 +34,7 @@ pub enum Error {
         "no CUDA driver library could be loaded; tried: {}. An NVIDIA driver is needed (it provides \
          libcuda.so.1 / nvcuda.dll): install the NVIDIA driver, or point NBODY_CUDA_LIBRARY at the \
          driver library",
-        list(.tried)
+        tried_list(.tried)
     )]
     LibraryNotFound {
         /// Every name tried, in order.

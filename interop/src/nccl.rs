@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use libloading::Library;
 
-use crate::error::{error_chain, LibraryAttempt};
+use crate::error::{error_chain, tried_list, LibraryAttempt};
 use crate::memory::DevicePtr;
 use crate::stream::Stream;
 use crate::sys::CUstream;
@@ -87,7 +87,7 @@ pub enum NcclError {
     /// No NCCL library could be opened.
     #[error(
         "no NCCL library could be loaded; tried: {}. {}",
-        .tried.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        tried_list(.tried),
         if *.from_env {
             "NBODY_NCCL_LIBRARY names a file that does not load: point it at libnccl.so.2 or unset it"
         } else {

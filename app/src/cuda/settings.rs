@@ -185,17 +185,14 @@ impl SplitOptions {
         let order: Vec<i32> = if self.render_gpu_computes { std::iter::once(render).chain(others).collect() } else { others };
         let avail = order.len() as u32;
         let g = match self.gpus {
+            // The render GPU computes: every device counts, as in `scale`.
+            _ if self.render_gpu_computes => self.gpus.resolve(devices)?,
             GpuCount::All if avail >= 1 => avail,
             GpuCount::Count(n) if n <= avail => n,
-            _ if !self.render_gpu_computes => anyhow::bail!(
+            _ => anyhow::bail!(
                 "--render-gpu-computes no leaves {avail} CUDA device(s) besides the one GL draws on (device {render}), and \
                  --gpus asks for {}; use --render-gpu-computes yes, or fewer --gpus",
                 match self.gpus { GpuCount::All => "all".to_string(), GpuCount::Count(n) => n.to_string() }
-            ),
-            GpuCount::All => anyhow::bail!("--gpus all: this machine has no CUDA device"),
-            GpuCount::Count(n) => anyhow::bail!(
-                "--gpus {n}: this machine has {devices} CUDA device(s); ask for at most {devices} (or `all`), or use \
-                 --slices-per-gpu to split the bodies over several slices of one GPU"
             ),
         };
         Ok(order.iter().take(g as usize).flat_map(|&d| std::iter::repeat_n(d, self.slices_per_gpu as usize)).collect())

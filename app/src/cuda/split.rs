@@ -222,19 +222,24 @@ impl SplitStepper {
         let ctx_of = |d: i32| ctxs.iter().find(|(o, _)| *o == d).map(|(_, c)| Arc::clone(c)).context("context of a device");
         let scaled_ok = masses_suit_scaled(&bodies.pos);
 
-        // The launch and the layout, from the first slice's kernels.
-        let first = ctx_of(devices[0])?;
-        first.make_current().context("cuCtxSetCurrent")?;
-        let probe = Kernels::load(&first, ptx)?;
+        // Each slice's kernels (a module per slice: every slice launches on its own stream);
+        // the launch and the layout come from the first slice's.
+        let mut loaded = Vec::with_capacity(devices.len());
+        for &d in devices {
+            let ctx = ctx_of(d)?;
+            ctx.make_current().context("cuCtxSetCurrent")?;
+            loaded.push((d, Kernels::load(&ctx, ptx)?, ctx));
+        }
+        let first = &loaded[0].1;
+        loaded[0].2.make_current().context("cuCtxSetCurrent")?;
         let launch = match launch {
             Some(l) => l,
-            None => probe.choose_launch(n.div_ceil(devices.len()), block, scaled_ok)?,
+            None => first.choose_launch(n.div_ceil(devices.len()), block, scaled_ok)?,
         };
-        let align = probe
+        let align = first
             .step_kernel(launch)
             .with_context(|| format!("the PTX has no step kernel {}", launch.kernel_name()))?
             .bodies_per_block(launch.block) as usize;
-        drop(probe);
         let layout = SliceLayout::new(n, devices.len(), align)?;
         let padded = layout.padded();
         for (d, ctx) in &ctxs {
@@ -248,11 +253,9 @@ impl SplitStepper {
         let mut vel0 = bodies.vel.clone();
         vel0.resize(padded, [0.0; 4]);
         let mut slices = Vec::with_capacity(devices.len());
-        for &d in devices {
-            let ctx = ctx_of(d)?;
+        for (d, kernels, ctx) in loaded {
             ctx.make_current().context("cuCtxSetCurrent")?;
             let stream = Stream::create(&ctx, interop::sys::stream_flags::NON_BLOCKING, 0).context("cuStreamCreate")?;
-            let kernels = Kernels::load(&ctx, ptx)?;
             let pos = [
                 DeviceBuffer::from_slice(&ctx, &pos0).context("uploading positions")?,
                 DeviceBuffer::from_slice(&ctx, &pos0).context("uploading positions (second buffer)")?,
@@ -328,22 +331,12 @@ impl SplitStepper {
     /// # Errors
     /// A launch, copy, NCCL call, event or synchronisation fails.
     pub fn frame(&mut self, steps: u32) -> anyhow::Result<SplitFrame> {
-        for s in &mut self.slices {
-            // Events are made in the current context: the slice's.
-            s.ctx.make_current().context("cuCtxSetCurrent")?;
-            while s.marks.len() < steps as usize {
-                let ev = || Event::new(&s.ctx, event_flags::DEFAULT).context("cuEventCreate");
-                s.marks.push([ev()?, ev()?, ev()?]);
-            }
-        }
+        self.ensure_marks(steps as usize)?;
         let t0 = Instant::now();
         for k in 0..steps as usize {
             self.step(k)?;
         }
-        for s in &self.slices {
-            s.ctx.make_current().context("cuCtxSetCurrent")?;
-            s.stream.synchronize().context("cuStreamSynchronize")?;
-        }
+        self.synchronize_all()?;
         let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
         let mut out = SplitFrame { wall_ms, ..SplitFrame::default() };
         for k in 0..steps as usize {
@@ -365,16 +358,7 @@ impl SplitStepper {
     /// # Errors
     /// A launch, copy, NCCL call or event fails.
     pub fn launch_steps(&mut self, steps: u32) -> anyhow::Result<()> {
-        if steps > 0 {
-            for s in &mut self.slices {
-                if s.marks.is_empty() {
-                    // Events are made in the current context: the slice's.
-                    s.ctx.make_current().context("cuCtxSetCurrent")?;
-                    let ev = || Event::new(&s.ctx, event_flags::DEFAULT).context("cuEventCreate");
-                    s.marks.push([ev()?, ev()?, ev()?]);
-                }
-            }
-        }
+        self.ensure_marks(usize::from(steps > 0))?;
         for i in 0..steps {
             let (drift, kick) = self.leap.next_step(self.params.dt);
             // Timed ([`SplitStepper::last_step_times`]): from the first step's kernel to the last
@@ -473,6 +457,22 @@ impl SplitStepper {
         self.slices.iter().any(|s| s.device == render)
     }
 
+    /// At least `count` sets of timing events per slice.
+    fn ensure_marks(&mut self, count: usize) -> anyhow::Result<()> {
+        for s in &mut self.slices {
+            if s.marks.len() >= count {
+                continue;
+            }
+            // Events are made in the current context: the slice's.
+            s.ctx.make_current().context("cuCtxSetCurrent")?;
+            while s.marks.len() < count {
+                let ev = || Event::new(&s.ctx, event_flags::DEFAULT).context("cuEventCreate");
+                s.marks.push([ev()?, ev()?, ev()?]);
+            }
+        }
+        Ok(())
+    }
+
     /// One step; `k` indexes the frame's timing events.
     fn step(&mut self, k: usize) -> anyhow::Result<()> {
         let (drift, kick) = self.leap.next_step(self.params.dt);
@@ -560,15 +560,8 @@ impl SplitStepper {
     /// A device-to-host copy fails.
     pub fn positions(&self) -> anyhow::Result<Vec<[f32; 4]>> {
         // Every stream: the other slices' copies into slice 0's buffer run on theirs.
-        for s in &self.slices {
-            s.ctx.make_current().context("cuCtxSetCurrent")?;
-            s.stream.synchronize().context("cuStreamSynchronize")?;
-        }
-        let s = &self.slices[0];
-        s.ctx.make_current().context("cuCtxSetCurrent")?;
-        let mut v = s.pos[self.front].to_vec().context("cuMemcpyDtoH (positions)")?;
-        v.truncate(self.layout.n);
-        Ok(v)
+        self.synchronize_all()?;
+        self.read_front(&self.slices[0])
     }
 
     /// The velocities of the first N bodies (each slice's own bodies from its device), `[N][4]`,
@@ -577,10 +570,10 @@ impl SplitStepper {
     /// # Errors
     /// A device-to-host copy fails.
     pub fn velocities(&self) -> anyhow::Result<Vec<[f32; 4]>> {
+        self.synchronize_all()?;
         let mut out = Vec::with_capacity(self.layout.n);
         for (r, s) in self.slices.iter().enumerate() {
             s.ctx.make_current().context("cuCtxSetCurrent")?;
-            s.stream.synchronize().context("cuStreamSynchronize")?;
             let v = s.vel.to_vec().context("cuMemcpyDtoH (velocities)")?;
             out.extend_from_slice(&v[self.layout.bodies(r)]);
         }
@@ -594,15 +587,30 @@ impl SplitStepper {
     pub fn copies_agree(&self) -> anyhow::Result<bool> {
         let first = self.positions()?;
         for s in &self.slices[1..] {
-            s.ctx.make_current().context("cuCtxSetCurrent")?;
-            s.stream.synchronize().context("cuStreamSynchronize")?;
-            let mut v = s.pos[self.front].to_vec().context("cuMemcpyDtoH (positions)")?;
-            v.truncate(self.layout.n);
+            let v = self.read_front(s)?;
             if v.iter().flatten().map(|x| x.to_bits()).ne(first.iter().flatten().map(|x| x.to_bits())) {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// Waits for every slice's stream.
+    fn synchronize_all(&self) -> anyhow::Result<()> {
+        for s in &self.slices {
+            s.ctx.make_current().context("cuCtxSetCurrent")?;
+            s.stream.synchronize().context("cuStreamSynchronize")?;
+        }
+        Ok(())
+    }
+
+    /// Slice `s`'s copy of the newest positions of the first N bodies (its streams synchronised
+    /// by the caller).
+    fn read_front(&self, s: &Slice) -> anyhow::Result<Vec<[f32; 4]>> {
+        s.ctx.make_current().context("cuCtxSetCurrent")?;
+        let mut v = s.pos[self.front].to_vec().context("cuMemcpyDtoH (positions)")?;
+        v.truncate(self.layout.n);
+        Ok(v)
     }
 }
 

@@ -217,12 +217,9 @@ fn cpu_notice(args: &DemoArgs) -> Option<String> {
         ("--ctx-sched", args.ctx_sched != CtxSched::Auto),
         ("--block-size", args.sim.block_size != 0),
         ("--kernel", args.sim.kernel.is_some()),
-        ("--gpus", args.gpus != crate::cli::GpuCount::Count(1)),
-        ("--slices-per-gpu", args.slices_per_gpu != 1),
-        ("--render-gpu-computes", args.render_gpu_computes == crate::cli::YesNo::No),
-        ("--gather", args.gather != crate::cli::GatherChoice::Auto),
     ];
-    let names: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    let mut names: Vec<String> = given.iter().filter(|g| g.1).map(|g| g.0.to_string()).collect();
+    names.extend(split_flags(args));
     (!names.is_empty()).then(|| {
         format!("{} do(es) not apply to --backend cpu (the CPU backend never touches CUDA) and are ignored", names.join(", "))
     })

@@ -16,7 +16,7 @@ use anyhow::{bail, Context as _};
 use serde::Serialize;
 
 use crate::bench::stats::median;
-use crate::cli::ScaleArgs;
+use crate::cli::{GpuCount, ScaleArgs, SplitOptions};
 use crate::cuda::split::SplitStepper;
 use crate::sim::init::initial_bodies;
 use crate::sim::PhysParams;
@@ -170,7 +170,9 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         let mut one_gpu: Option<(f64, Vec<[f32; 4]>)> = None;
         let mut launch = None;
         for &g in &gpus {
-            let devices: Vec<i32> = (0..g as i32).flat_map(|d| std::iter::repeat_n(d, args.slices_per_gpu as usize)).collect();
+            // Devices 0 to g − 1, each with its slices (the demo's order, device 0 first).
+            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: args.slices_per_gpu, gather: args.gather, render_gpu_computes: true };
+            let devices = split.devices(count.max(0) as u32, 0)?;
             let r = measure_row(&api, args, &bodies, &devices, g, steps, params, &mut one_gpu, &mut launch);
             match r {
                 Ok(Some(row)) => {
