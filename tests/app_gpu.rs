@@ -638,6 +638,40 @@ fn bench_f64_rows_say_f64() -> Result<(), Failed> {
     ensure(csv.lines().skip(1).all(|l| l.contains(",f64,")), format!("bench.csv rows without f64:\n{csv}"))
 }
 
+/// `bench --slices-per-gpu 1,2` writes a row per (mode, setup): the 2-slice rows say 1 GPU, 2
+/// slices and their gather path, with a gather time, and each interop row's overhead is against
+/// the compute row of its own setup.
+fn bench_setups_give_a_row_per_setup() -> Result<(), Failed> {
+    let out = std::env::temp_dir().join(format!("bench-setups-gpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let bin = std::env::var_os("NBODY_BIN").map_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_nbody-interop")), std::path::PathBuf::from);
+    let o = std::process::Command::new(bin)
+        .args(["bench", "--modes", "compute,map,external", "--slices-per-gpu", "1,2", "--bodies", "8192"])
+        .args(["--frames", "6", "--rounds", "2", "--warmup", "2", "--width", "128", "--height", "128", "--out"])
+        .arg(&out)
+        .env("RUST_LOG", "warn")
+        .output()?;
+    let all = format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    ensure(o.status.success(), format!("bench --slices-per-gpu 1,2 failed:\n{all}"))?;
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("bench.json"))?)?;
+    let rows = doc["rows"].as_array().ok_or("no rows")?;
+    ensure(rows.len() == 6, format!("{} rows, expected 3 modes × 2 setups:\n{all}", rows.len()))?;
+    for r in rows {
+        ensure(r["gpus"] == 1 && r["diverged"] == false, format!("row: {r}"))?;
+        let two = r["slices"] == 2;
+        ensure(two || r["slices"] == 1, format!("slices: {r}"))?;
+        let gather = r["gather"].as_str().unwrap_or_default();
+        ensure(if two { gather == "peer" } else { gather == "none" }, format!("gather path: {r}"))?;
+        ensure(r["gather_ms_median"].as_f64().is_some() == two, format!("gather time: {r}"))?;
+        // One GPU in every row: no speedup (that compares with one GPU, as many slices per GPU).
+        ensure(r["speedup"].is_null() && r["scaling_efficiency"].is_null(), format!("speedup: {r}"))?;
+        if r["mode"] != "compute" {
+            ensure(r["overhead_us"].as_f64().is_some(), format!("no overhead against compute: {r}"))?;
+        }
+    }
+    ensure(all.contains("[1 GPU × 2 slices]"), format!("the table does not name the setups:\n{all}"))
+}
+
 fn never() -> bool {
     false
 }
@@ -914,6 +948,7 @@ fn main() {
         ("f64_step_matches_float64_reference", f64_step_matches_float64_reference, None),
         ("f64_interop_step_matches_float64_reference", f64_interop_step_matches_float64_reference, None),
         ("bench_f64_rows_say_f64", bench_f64_rows_say_f64, None),
+        ("bench_setups_give_a_row_per_setup", bench_setups_give_a_row_per_setup, None),
         ("one_step_matches_float64_reference", one_step_matches_float64_reference, None),
         ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size, None),
         ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite, None),

@@ -206,6 +206,27 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
             1,
             &["no row was measured", "--cpu-budget-ms"],
         ),
+        // bench's GPU setups (refused before the driver is asked).
+        case("bench gpus 0", &["bench", "--gpus", "0", "--out", &out_dir], 2, &["--gpus", "number ≥ 1 or `all`"]),
+        case("bench slices 0", &["bench", "--slices-per-gpu", "1,0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1"]),
+        case(
+            "bench split in f64",
+            &["bench", "--precision", "f64", "--modes", "compute", "--gpus", "1,2", "--out", &out_dir],
+            1,
+            &["--precision f64", "one slice", "--precision f32"],
+        ),
+        case(
+            "bench timeline with two setups",
+            &["bench", "--slices-per-gpu", "1,2", "--timeline", "t.json", "--out", &out_dir],
+            1,
+            &["--timeline", "2 GPU setups", "one value each"],
+        ),
+        case(
+            "bench gpus without a CUDA mode",
+            &["bench", "--modes", "cpu", "--gpus", "2", "--bodies", "64", "--frames", "1", "--rounds", "1", "--warmup", "0", "--out", &out_dir],
+            0,
+            &["notice", "--gpus", "apply to the CUDA modes"],
+        ),
         // lab.
         case("lab unknown case", &["lab", "map-twice-over"], 1, &["map-twice-over"]),
     ];

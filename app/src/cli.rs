@@ -399,6 +399,25 @@ pub struct BenchArgs {
     /// Directory for bench.json, bench.csv and bench.png.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    /// GPU counts to sweep in the CUDA modes, comma separated (e.g. 1,2,4,8), or `all`: the
+    /// bodies are split into one slice per GPU (the GPU GL draws on first), gathered after every
+    /// step with NCCL or peer copies (the demo's `--gpus`). Each count is a setup of its own:
+    /// its rows give the GPUs, the gather path and time, and the speedup and scaling efficiency
+    /// against the 1-GPU row; draw and cpu run once, in the first setup. fp32 only.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub gpus: Vec<GpuCount>,
+    /// Slices per computing GPU, comma separated (e.g. 1,2): above 1 a GPU integrates several
+    /// slices, each on its own stream and buffers (the split path on one GPU).
+    #[arg(long = "slices-per-gpu", value_delimiter = ',', default_value = "1")]
+    pub slices_per_gpu: Vec<u32>,
+    /// How the slices share the positions after each step.
+    #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
+    pub gather: GatherChoice,
+    /// Whether the GPU GL draws on computes a slice, comma separated for both (`yes,no`): `no`
+    /// leaves it to receive the positions and draw, so the interop modes' overhead over compute
+    /// is measured with no context switch on any GPU (needs a GPU besides the render GPU).
+    #[arg(long = "render-gpu-computes", value_enum, value_delimiter = ',', default_value = "yes")]
+    pub render_gpu_computes: Vec<YesNo>,
     /// Precision of the state and the force sum: f32, or f64 for the CUDA modes (compute, map,
     /// map-separate, copy, external; the interop modes convert the double4 state to the float4
     /// GL draws each frame, inside the kernel time). cpu and draw are fp32 only: named in

@@ -264,6 +264,14 @@ impl CudaBackend {
         self.gpu.launch_config()
     }
 
+    /// The split stepper when the bodies are split over slices and GPUs (`None`: one slice).
+    pub fn split(&self) -> Option<&SplitStepper> {
+        match &self.gpu {
+            Stepper::Split(r) => Some(&r.split),
+            _ => None,
+        }
+    }
+
     /// The precision of the state.
     pub fn precision(&self) -> Precision {
         self.gpu.precision()
@@ -746,15 +754,7 @@ impl SimBackend for CudaBackend {
         let auto = if s.block_size == 0 { " (auto)" } else { "" };
         let (kernel, attributes) = match &self.gpu {
             Stepper::F32(g) => (
-                format!(
-                    "{} · {} · P = {}{}{} · block {}{auto}",
-                    g.kernels.source(),
-                    g.launch.kernel_name(),
-                    g.launch.p,
-                    if g.launch.split > 1 { format!(" · j-split S = {}", g.launch.split) } else { String::new() },
-                    if g.launch.scaled { " · mass-scaled loop" } else { "" },
-                    g.launch.block,
-                ),
+                format!("{} · {}{auto}", g.kernels.source(), g.launch.describe()),
                 g.kernels.step_kernel(g.launch).map(|k| k.function().attributes()),
             ),
             Stepper::F64(g) => (
@@ -769,7 +769,7 @@ impl SimBackend for CudaBackend {
             Stepper::Split(r) => {
                 let l = r.split.launch();
                 (
-                    format!("{} · {} · block {}{auto}", r.kernels.source(), l.kernel_name(), l.block),
+                    format!("{} · {}{auto}", r.kernels.source(), l.describe()),
                     r.kernels.step_kernel(l).map(|k| k.function().attributes()),
                 )
             }

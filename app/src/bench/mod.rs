@@ -14,8 +14,20 @@
 //! probe frame at the smallest N (simulate time scaled by N², the rest by N), exceeds
 //! `--cpu-budget-ms`; it says which, and that is not an error.
 //!
+//! # GPU setups
+//! `--gpus 1,2,4,8` × `--slices-per-gpu 1,2` × `--render-gpu-computes yes,no` make the setups
+//! the CUDA modes run in (default: one, the plain one-GPU, one-slice run). In a split setup the
+//! bodies are cut into slices over the GPUs ([`crate::cuda::split`], gathered with NCCL or peer
+//! copies, `--gather`): `compute` steps the slices alone, the interop modes step them and copy the
+//! positions into the render GPU's vertex buffer ([`crate::backend::cuda::CudaBackend`]'s split
+//! stepper). With `--render-gpu-computes no` the GPU GL draws on computes nothing (the compute
+//! rows of that setup leave the same device out), so each interop mode's overhead over compute
+//! in that setup is its frame cost with no context switch on any GPU. Every setup's devices are
+//! checked before the first frame (more GPUs than the machine has is an error naming the count).
+//! draw and cpu have no setup and run in the first one only. fp32 only.
+//!
 //! # Order
-//! For each N (ascending), for each of `--rounds` rounds, for each mode: remake the VBOs from the
+//! For each N (ascending), for each of `--rounds` rounds, for each GPU setup, for each mode: remake the VBOs from the
 //! same seeded initial condition, build the backend, run `--warmup` untimed frames, then this
 //! round's share of `--frames` timed frames; drop the backend (before the VBOs it registered are
 //! remade). Interleaving the rounds spreads slow drifts (clocks, thermals) over all modes, and the
@@ -23,7 +35,7 @@
 //!
 //! # Output
 //! A table on stdout, and `bench.json`, `bench.csv` and `bench.png` in `--out` (columns: see
-//! [`report`]). The two tables are rewritten after every finished (mode, N), so Ctrl-C (which
+//! [`report`]). The two tables are rewritten after every finished (mode, N, setup), so Ctrl-C (which
 //! stops after the current frame) or an error keeps every finished row; the run then exits
 //! non-zero with the reason (130 after an interrupt, 1 after an error).
 //!
@@ -46,7 +58,7 @@ use self::report::{mode_name, Document, Measured, RowMeta, RunMeta, Skipped};
 use self::stats::{median, Summary};
 use crate::backend::{InteropSettings, PositionVbos};
 use crate::backend::cpu::CpuBackend;
-use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision};
+use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions, YesNo};
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::cuda::session::open_for_gl;
 use crate::sim::init::initial_bodies;
@@ -91,6 +103,9 @@ struct Plan {
     bodies: Vec<usize>,
     params: PhysParams,
     stop_after_rows: Option<usize>,
+    /// GPU setups of the CUDA modes (`--gpus` × `--slices-per-gpu` × `--render-gpu-computes`),
+    /// in that order, without repeats.
+    setups: Vec<SplitOptions>,
 }
 
 fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
@@ -146,8 +161,60 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
         Ok(v) => Some(v.trim().parse::<usize>().with_context(|| format!("{STOP_AFTER_ROWS_ENV}={v:?} is not a row count"))?),
         Err(_) => None,
     };
+    let setups = setups(args)?;
+    if setups.len() > 1 && args.timeline.is_some() {
+        bail!(
+            "--timeline writes one file per (mode, N) and cannot hold {} GPU setups; give one value each to --gpus, \
+             --slices-per-gpu and --render-gpu-computes with --timeline",
+            setups.len()
+        );
+    }
+    if setups.iter().any(|s| !s.is_single()) && !modes.iter().any(|m| runs_cuda(*m)) {
+        eprintln!(
+            "notice: --gpus, --slices-per-gpu, --gather and --render-gpu-computes apply to the CUDA modes (compute, map, \
+             map-separate, copy, external); the modes asked for ({}) run as they would without them",
+            modes.iter().map(|m| mode_name(*m)).collect::<Vec<_>>().join(", ")
+        );
+    }
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
-    Ok(Plan { modes, explicit, bodies, params, stop_after_rows })
+    Ok(Plan { modes, explicit, bodies, params, stop_after_rows, setups })
+}
+
+/// The GPU setups of `--gpus` × `--slices-per-gpu` × `--render-gpu-computes`.
+///
+/// # Errors
+/// A slice count of 0; a split setup with `--precision f64`.
+fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
+    if args.slices_per_gpu.contains(&0) {
+        bail!("--slices-per-gpu must be at least 1 (got 0)");
+    }
+    let mut setups: Vec<SplitOptions> = Vec::new();
+    for &gpus in &args.gpus {
+        for &slices_per_gpu in &args.slices_per_gpu {
+            for &rc in &args.render_gpu_computes {
+                let s = SplitOptions { gpus, slices_per_gpu, gather: args.gather, render_gpu_computes: rc == YesNo::Yes };
+                if !setups.contains(&s) {
+                    setups.push(s);
+                }
+            }
+        }
+    }
+    if setups.is_empty() {
+        bail!("--gpus, --slices-per-gpu and --render-gpu-computes need at least one value each");
+    }
+    if args.precision == Precision::F64 && setups.iter().any(|s| !s.is_single()) {
+        bail!(
+            "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus above 1, --slices-per-gpu \
+             above 1, --render-gpu-computes no, --gather nccl) is fp32: use --precision f32, or leave those options at \
+             their defaults"
+        );
+    }
+    Ok(setups)
+}
+
+/// True for the modes that run the CUDA step, the ones a GPU setup applies to.
+fn runs_cuda(mode: BenchMode) -> bool {
+    mode == BenchMode::Compute || mode.interop().is_some()
 }
 
 /// True for the modes that run with `--precision f64` (the CUDA ones).
@@ -227,7 +294,10 @@ struct Acc {
     unmap: Vec<f64>,
     upload: Vec<f64>,
     draw: Vec<f64>,
+    gather: Vec<f64>,
     round_medians: Vec<f64>,
+    /// The GPU setup the runner ran in (CUDA modes).
+    setup: Option<report::SetupFacts>,
     /// (block size, bodies per thread) of the kernel, for CUDA modes.
     launch: Option<crate::cuda::kernels::Launch>,
     /// A visit ended with non-finite positions or velocities.
@@ -242,6 +312,7 @@ impl Acc {
         self.unmap.extend(s.sim.unmap_ms);
         self.upload.extend(s.sim.upload_ms);
         self.draw.extend(s.draw_ms);
+        self.gather.extend(s.sim.gather_ms);
     }
 }
 
@@ -547,7 +618,10 @@ fn cpu_probe(args: &BenchArgs, plan: &Plan, gfx: &mut Gfx, bodies: &Bodies) -> a
         .collect())
 }
 
-/// Build the runner of `mode` for `bodies`; GL modes get `vbos`, freshly loaded with `bodies`.
+/// Build the runner of `mode` for `bodies` in the GPU setup `split` (`devices`: its slices'
+/// devices, `None` for the plain one-slice setup); GL modes get `vbos`, freshly loaded with
+/// `bodies`.
+#[allow(clippy::too_many_arguments)]
 fn build(
     args: &BenchArgs,
     plan: &Plan,
@@ -555,6 +629,8 @@ fn build(
     env: &Env,
     vbos: Option<PositionVbos>,
     bodies: &Bodies,
+    split: &SplitOptions,
+    devices: Option<&[i32]>,
 ) -> anyhow::Result<Runner> {
     Ok(match mode {
         BenchMode::Cpu => Runner::Cpu(Box::new(CpuBackend::new(bodies, plan.params))),
@@ -562,21 +638,31 @@ fn build(
         BenchMode::Compute => {
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
             let (stream, kernel, block) = (args.stream, args.sim.kernel.as_deref(), args.sim.block_size);
-            match args.precision {
-                Precision::F32 => {
+            match (args.precision, devices) {
+                (Precision::F32, Some(devices)) => Runner::SplitCompute(Box::new(modes::SplitComputeRunner::new(
+                    cc,
+                    devices,
+                    kernel,
+                    block,
+                    bodies,
+                    plan.params,
+                    split.gather,
+                )?)),
+                (Precision::F32, None) => {
                     Runner::Compute(Box::new(modes::ComputeRunner::new(cc, stream, kernel, block, bodies, plan.params)?))
                 }
-                Precision::F64 => {
+                (Precision::F64, _) => {
                     Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(cc, stream, kernel, block, bodies, plan.params)?))
                 }
             }
         }
-        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy => {
+        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External => {
             let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
             let vbos = vbos.context("CUDA interop mode without VBOs")?;
+            let interop = mode.interop().context("a CUDA interop mode without its storage")?;
             let opts = CudaOptions {
                 settings: InteropSettings {
-                    interop: if mode == BenchMode::Copy { InteropMode::Copy } else { InteropMode::Map },
+                    interop,
                     register_flags: args.register_flags,
                     map_flags: args.map_flags,
                     stream: args.stream,
@@ -587,30 +673,14 @@ fn build(
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
                 precision: args.precision,
-                split: None,
-            };
-            Runner::Cuda(Box::new(CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?))
-        }
-        BenchMode::External => {
-            let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
-            let vbos = vbos.context("CUDA interop mode without VBOs")?;
-            let opts = CudaOptions {
-                settings: InteropSettings {
-                    interop: InteropMode::External,
-                    register_flags: args.register_flags,
-                    map_flags: args.map_flags,
-                    stream: args.stream,
-                    stream_priority: 0,
-                    block_size: args.sim.block_size,
-                },
-                separate_maps: false,
-                ctx_sched: args.ctx_sched,
-                kernel: args.sim.kernel.clone(),
-                precision: args.precision,
-                split: None,
+                split: Some(*split),
             };
             let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
-            Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.current().clone())))
+            if interop == InteropMode::External {
+                Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.current().clone())))
+            } else {
+                Runner::Cuda(Box::new(backend))
+            }
         }
     })
 }
@@ -670,6 +740,7 @@ fn measure(
 ) -> anyhow::Result<()> {
     let steps = args.sim.fixed_steps_per_frame()?;
     let time_span = plan.params.dt * steps as f32;
+    let devices = setup_devices(plan, active, env)?;
     let initial = |n: usize| -> anyhow::Result<Bodies> {
         let init = args.sim.init_or(crate::cli::BENCH_INIT);
         let b = initial_bodies(init, n, args.sim.seed, plan.params.g)?;
@@ -690,44 +761,56 @@ fn measure(
             cpu_skip.push(n);
         }
     }
-    let modes_at = |n: usize| -> Vec<BenchMode> {
-        active.iter().copied().filter(|m| !(*m == BenchMode::Cpu && cpu_skip.contains(&n))).collect()
+    // Setup 0 runs every mode; the others only the CUDA ones (draw and cpu have no GPU setup).
+    let modes_at = |n: usize, setup: usize| -> Vec<BenchMode> {
+        active
+            .iter()
+            .copied()
+            .filter(|m| !(*m == BenchMode::Cpu && cpu_skip.contains(&n)))
+            .filter(|m| setup == 0 || runs_cuda(*m))
+            .collect()
     };
-    let total: u64 = plan
-        .bodies
-        .iter()
-        .map(|&n| modes_at(n).len() as u64 * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames)))
-        .sum();
+    let visits = |n: usize| -> u64 { (0..plan.setups.len()).map(|si| modes_at(n, si).len() as u64).sum() };
+    let total: u64 =
+        plan.bodies.iter().map(|&n| visits(n) * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames))).sum();
     let pb = progress_bar(total);
     let say = |pb: &ProgressBar, s: String| pb.suspend(|| eprintln!("{s}"));
 
     let mut runner: Option<Runner> = None;
     for &n in &plan.bodies {
-        let modes_n = modes_at(n);
-        if modes_n.is_empty() {
+        if visits(n) == 0 {
             continue;
         }
         let bodies = initial(n)?;
-        let mut accs: HashMap<BenchMode, Acc> = HashMap::new();
+        let mut accs: HashMap<(BenchMode, usize), Acc> = HashMap::new();
+        let visits_n: Vec<(usize, BenchMode)> =
+            (0..plan.setups.len()).flat_map(|si| modes_at(n, si).into_iter().map(move |m| (si, m))).collect();
+        let label = |si: usize, mode: BenchMode| match (&devices[si], runs_cuda(mode)) {
+            (Some(d), true) => format!("{} [{} slice(s) on devices {d:?}]", mode_name(mode), d.len()),
+            _ => mode_name(mode),
+        };
         for round in 0..args.rounds {
-            for &mode in &modes_n {
+            for &(si, mode) in &visits_n {
                 if stopped() {
                     pb.finish_and_clear();
                     return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
                 }
                 let name = mode_name(mode);
-                let ctx = || format!("mode {name}, N = {n}, round {}/{}", round + 1, args.rounds);
-                pb.set_message(format!("{name} N={n} round {}/{}", round + 1, args.rounds));
+                let what = label(si, mode);
+                let ctx = || format!("mode {what}, N = {n}, round {}/{}", round + 1, args.rounds);
+                pb.set_message(format!("{what} N={n} round {}/{}", round + 1, args.rounds));
                 // The old backend goes before the VBOs it may have registered are remade.
                 runner = None;
                 let vbos = match mode {
                     BenchMode::Compute => None,
                     _ => Some(env.gfx.as_mut().context("GL mode without a GL context")?.load(&bodies).with_context(ctx)?),
                 };
-                let r = runner.insert(build(args, plan, mode, env, vbos, &bodies).with_context(ctx)?);
+                let setup = &plan.setups[si];
+                let r = runner.insert(build(args, plan, mode, env, vbos, &bodies, setup, devices[si].as_deref()).with_context(ctx)?);
                 r.make_current().with_context(ctx)?;
-                let acc = accs.entry(mode).or_default();
+                let acc = accs.entry((mode, si)).or_default();
                 acc.launch = r.launch_config();
+                acc.setup = r.setup(setup.render_gpu_computes);
                 for _ in 0..args.warmup {
                     r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
                     pb.inc(1);
@@ -820,7 +903,7 @@ fn measure(
                 }
                 acc.round_medians.push(median(&round_frames).unwrap_or(f64::NAN));
                 if round + 1 == args.rounds {
-                    let acc = accs.remove(&mode).unwrap_or_default();
+                    let acc = accs.remove(&(mode, si)).unwrap_or_default();
                     let frame = Summary::of(&acc.frame).with_context(|| format!("no frames measured ({})", ctx()))?;
                     let gl_mode = mode != BenchMode::Compute;
                     res.measured.push(Measured {
@@ -846,6 +929,8 @@ fn measure(
                         diverged: acc.diverged,
                         precision: if runs_f64(mode) { args.precision.name() } else { "f32" },
                         meta: row_meta(args, mode, env),
+                        setup: acc.setup,
+                        gather: Summary::of(&acc.gather),
                     });
                     res.write_tables("running", false).context("writing the results")?;
                     if let Some(base) = &args.timeline {
@@ -853,7 +938,7 @@ fn measure(
                     }
                     let last = res.measured.last().map(|m| (m.frame.median, m.frame.p99));
                     if let Some((med, p99)) = last {
-                        say(&pb, format!("{name} N={n}: frame median {med:.3} ms, p99 {p99:.3} ms"));
+                        say(&pb, format!("{what} N={n}: frame median {med:.3} ms, p99 {p99:.3} ms"));
                     }
                     if plan.stop_after_rows.is_some_and(|k| res.measured.len() >= k) {
                         // Test hook: behave exactly as if Ctrl-C arrived now.
@@ -869,6 +954,25 @@ fn measure(
         return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
     }
     Ok(())
+}
+
+/// The slices' devices of each setup of `plan` (`None` for the plain one-slice setup, and for
+/// every setup when no CUDA mode runs): the render GPU is the device the GL context's CUDA
+/// context is on (device 0 without GL).
+///
+/// # Errors
+/// More GPUs than the machine has (counting the render GPU apart), with the remedy.
+fn setup_devices(plan: &Plan, active: &[BenchMode], env: &Env) -> anyhow::Result<Vec<Option<Vec<i32>>>> {
+    let ctx = env.shared.as_ref().map(|(c, _)| c).or(env.compute.as_ref().map(|c| &c.ctx));
+    let (Some(ctx), true) = (ctx, active.iter().any(|m| runs_cuda(*m))) else {
+        return Ok(vec![None; plan.setups.len()]);
+    };
+    let render = env.shared.as_ref().map_or(0, |(c, _)| c.device().ordinal());
+    let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
+    plan.setups
+        .iter()
+        .map(|s| if s.is_single() { Ok(None) } else { s.devices(count.max(0) as u32, render).map(Some) })
+        .collect()
 }
 
 /// A measured frame on its timeline: the stream's spans, the clock residual, the counters.

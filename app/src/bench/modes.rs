@@ -6,6 +6,8 @@
 //!   on the host from the start of `simulate` to the return of `glFinish`.
 //! - `compute`: [`ComputeRunner`], the step kernel alone on two device buffers that ping-pong as
 //!   positions; one frame = event, kernel launches, event, `cuEventSynchronize`. No GL at all.
+//!   In a split setup (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes no`):
+//!   [`SplitComputeRunner`], the slices' steps and gathers, waited for.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,13 +17,15 @@ use anyhow::{bail, Context as _};
 use interop::sys::event_flags;
 use interop::{Context, Device, DeviceBuffer, DeviceInfo, Event, Stream, StreamSemantics};
 
+use super::report::SetupFacts;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
 use crate::cuda::clock::GpuClock;
 use crate::cuda::kernels::{check_fits, masses_suit_scaled, GpuStepper, GpuStepperF64, Kernels, Launch};
 use crate::cuda::session::{make_stream, sched_flag};
-use crate::cuda::settings::{CtxSched, StreamKind};
+use crate::cuda::settings::{CtxSched, GatherChoice, StreamKind};
+use crate::cuda::split::SplitStepper;
 use crate::demo::frame::{render_bodies, GlTrack};
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
@@ -194,6 +198,8 @@ pub struct ComputeCtx {
     pub ctx: Arc<Context>,
     /// Device 0's attributes.
     pub info: DeviceInfo,
+    /// The scheduling flag the context was made with (split setups give it to every device's).
+    pub sched: CtxSched,
 }
 
 impl ComputeCtx {
@@ -206,7 +212,7 @@ impl ComputeCtx {
         let device = Device::get(&api, 0).context("CUDA device 0")?;
         let ctx = Context::primary(&device, sched_flag(sched)).context("cuDevicePrimaryCtxRetain")?;
         let info = device.info().context("reading device 0's attributes")?;
-        Ok(ComputeCtx { ctx, info })
+        Ok(ComputeCtx { ctx, info, sched })
     }
 
     /// The driver's CUDA version, e.g. `12.8`.
@@ -368,6 +374,66 @@ impl ComputeRunnerF64 {
     }
 }
 
+/// The `compute` mode of a split setup (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes`):
+/// the step kernel alone on the slices of a [`SplitStepper`], each slice on its own device
+/// stream, gathered after every step; no GL. One frame = [`SplitStepper::frame`].
+pub struct SplitComputeRunner {
+    split: SplitStepper,
+}
+
+impl SplitComputeRunner {
+    /// Upload `bodies` to one slice per entry of `devices` (see [`SplitStepper::new`]; the launch
+    /// rule's pick for one slice's bodies with `block`; every device's primary context gets the
+    /// scheduling flag of `cc`).
+    ///
+    /// # Errors
+    /// As [`SplitStepper::new`].
+    pub fn new(
+        cc: &ComputeCtx,
+        devices: &[i32],
+        kernel: Option<&Path>,
+        block: u32,
+        bodies: &Bodies,
+        params: PhysParams,
+        gather: GatherChoice,
+    ) -> anyhow::Result<SplitComputeRunner> {
+        let split = SplitStepper::new(cc.ctx.api(), sched_flag(cc.sched), devices, bodies, block, None, params, kernel, gather)?;
+        Ok(SplitComputeRunner { split })
+    }
+
+    /// The split stepper (layout, gather path, launch).
+    pub fn split(&self) -> &SplitStepper {
+        &self.split
+    }
+
+    /// One frame: `steps` whole steps on every slice with their gathers, waited for. Kernel
+    /// time: the sum over the steps of the slowest slice's kernel; gather time: the slowest
+    /// slice's gather of the last step (as the demo's backend reports it).
+    ///
+    /// # Errors
+    /// As [`SplitStepper::frame`].
+    pub fn frame(&mut self, steps: u32) -> anyhow::Result<FrameSample> {
+        let f = self.split.frame(steps)?;
+        let sim = SimTimings {
+            host_ms: f.wall_ms,
+            kernel_ms: (!f.kernel_ms.is_empty()).then(|| f.kernel_ms.iter().sum()),
+            gather_ms: f.gather_ms.last().copied(),
+            ..SimTimings::default()
+        };
+        Ok(FrameSample { frame_ms: f.wall_ms, sim, draw_ms: None })
+    }
+
+    /// True when the newest positions and the velocities are all finite.
+    ///
+    /// # Errors
+    /// A device-to-host copy fails.
+    pub fn finite(&self) -> anyhow::Result<bool> {
+        let pos = self.split.positions()?;
+        let vel = self.split.velocities()?;
+        Ok(pos.iter().chain(&vel).all(|b| b.iter().all(|x| x.is_finite())))
+    }
+}
+
 /// What runs the frames of one (mode, N, round) visit.
 pub enum Runner {
     /// The CPU backend (GL upload and draw).
@@ -380,6 +446,8 @@ pub enum Runner {
     Compute(Box<ComputeRunner>),
     /// The fp64 kernel alone (`--precision f64`).
     ComputeF64(Box<ComputeRunnerF64>),
+    /// The kernel alone, the bodies split over slices and GPUs.
+    SplitCompute(Box<SplitComputeRunner>),
     /// GL draw only, no simulation.
     Draw(StaticBackend),
 }
@@ -396,6 +464,8 @@ impl Runner {
             Runner::External(b) => b.backend.context().make_current().context("cuCtxSetCurrent"),
             Runner::Compute(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
             Runner::ComputeF64(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
+            // Each slice makes its own context current.
+            Runner::SplitCompute(_) => Ok(()),
         }
     }
 
@@ -407,6 +477,7 @@ impl Runner {
             Runner::External(b) => b.backend.api(),
             Runner::Compute(c) => Some(Arc::clone(c.ctx.api())),
             Runner::ComputeF64(c) => Some(Arc::clone(c.ctx.api())),
+            Runner::SplitCompute(c) => Some(Arc::clone(c.split.api())),
         }
     }
 
@@ -418,7 +489,43 @@ impl Runner {
             Runner::External(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
             Runner::ComputeF64(c) => Some(Launch::f64(c.gpu.block)),
+            Runner::SplitCompute(c) => Some(c.split.launch()),
         }
+    }
+
+    /// The GPU setup a CUDA runner runs in (`None` for cpu and draw): its slices' devices and
+    /// gather path, or one slice on its context's device; `render_gpu_computes` as asked.
+    pub fn setup(&self, render_gpu_computes: bool) -> Option<SetupFacts> {
+        let split = match self {
+            Runner::Cpu(_) | Runner::Draw(_) => return None,
+            Runner::SplitCompute(c) => Some(c.split()),
+            Runner::Cuda(b) => b.split(),
+            Runner::External(b) => b.backend.split(),
+            Runner::Compute(_) | Runner::ComputeF64(_) => None,
+        };
+        let (devices, gather) = match split {
+            Some(s) => (s.devices(), s.gather().name().to_string()),
+            None => {
+                let ctx = match self {
+                    Runner::Cuda(b) => b.context(),
+                    Runner::External(b) => b.backend.context(),
+                    Runner::Compute(c) => &c.ctx,
+                    Runner::ComputeF64(c) => &c.ctx,
+                    _ => return None,
+                };
+                (vec![ctx.device().ordinal()], "none".to_string())
+            }
+        };
+        let mut gpus = devices.clone();
+        gpus.sort_unstable();
+        gpus.dedup();
+        Some(SetupFacts {
+            gpus: gpus.len() as u32,
+            slices: devices.len() as u32,
+            render_gpu_computes,
+            gather,
+            devices: devices.iter().map(ToString::to_string).collect::<Vec<_>>().join(";"),
+        })
     }
 
     /// True when the simulated state is still finite (no NaN or ∞ in positions or velocities):
@@ -433,6 +540,7 @@ impl Runner {
             Runner::Draw(_) => true,
             Runner::Compute(c) => c.finite()?,
             Runner::ComputeF64(c) => c.finite()?,
+            Runner::SplitCompute(c) => c.finite()?,
             Runner::Cpu(b) => gfx()?.state(b.as_mut())?.is_finite(),
             Runner::Cuda(b) => gfx()?.state(b.as_mut())?.is_finite(),
             Runner::External(b) => gfx()?.state(&mut b.backend)?.is_finite(),
@@ -447,6 +555,7 @@ impl Runner {
         match self {
             Runner::Compute(c) => c.frame(steps),
             Runner::ComputeF64(c) => c.frame(steps),
+            Runner::SplitCompute(c) => c.frame(steps),
             Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b.as_mut(), steps, time_span),
             Runner::Draw(b) => gfx.context("the draw mode needs the GL context")?.frame(b, steps, time_span),
             Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(b.as_mut(), steps, time_span),

@@ -1,6 +1,6 @@
 //! Results of `bench`: the rows, the stdout table, `bench.json`, `bench.csv` and `bench.png`.
 //!
-//! Both files hold one [`Row`] per (mode, N) whose measurement finished. They are rewritten after
+//! Both files hold one [`Row`] per (mode, N, GPU setup) whose measurement finished. They are rewritten after
 //! every finished row (written to a temporary file in the same directory, then renamed over the
 //! old one), so an interrupted or failed run keeps every row it finished.
 //!
@@ -10,6 +10,11 @@
 //! - `mode`, `n` (bodies), `precision` (`f32`, or `f64` with `--precision f64`), `steps_per_frame`, `block_size` (CUDA threads per block; empty for
 //!   cpu), `bodies_per_thread` (P of the step kernel; CUDA modes), `threads_per_body` (S of the j-split; 1: none), `mass_scaled` (the step kernel is `nbody_step_mPxS`, kernels/README.md; CUDA modes), `frames` (measured frames, all
 //!   rounds), `rounds`, `warmup` (untimed frames per round), `width`, `height` (framebuffer px), `max_sprite_px` (sprite diameter cap, px; GL modes);
+//! - `gpus`, `slices`, `render_gpu_computes`, `gather`, `devices` (CUDA modes): the GPU setup
+//!   (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes`): GPUs that compute, slices in all,
+//!   whether the GPU GL draws on computes a slice (`false`: it only receives the positions and
+//!   draws; compute rows of that setup leave the same device out), the gather path (`none` for
+//!   one slice, `nccl`, `peer`) and the device of each slice (`0;1`);
 //! - `frame_ms_{median,p95,p99,max}`: host time of the whole frame (simulate + draw into the FBO +
 //!   `glFinish`; compute: kernel launches + event sync);
 //! - `map_ms_*`, `kernel_ms_*`, `unmap_ms_*`: CUDA-event times of `cuGraphicsMapResources`, the
@@ -18,13 +23,21 @@
 //!   event after the launches);
 //! - `upload_ms_*`: copy (device → pinned host → `glBufferSubData`) and cpu (`glBufferSubData`);
 //! - `draw_ms_*`: GL timer-query time of the body draw (empty without `GL_TIME_ELAPSED`);
+//! - `gather_ms_{median,p99}`: split setups, the slowest slice's gather time of each frame's last
+//!   step (CUDA events on the slices' streams, from its kernel's end to its gather's end: with
+//!   the wait for the other slices' kernels, see `cuda::split::SplitFrame`);
 //! - `interactions_per_s`, `gflops` (0 for `draw`, which simulates nothing): `N² · steps` per frame over the median kernel time (20 flops
 //!   per interaction), or over the median frame time where there is no kernel time;
 //!   `rate_basis` says which (`kernel` or `frame`); `interactions_per_s_frame`, `gflops_frame`:
 //!   always over the median frame time;
+//! - `speedup`, `scaling_efficiency` (CUDA modes): the median frame time of the same mode, N and
+//!   precision on one computing GPU with the render GPU computing and as many slices per GPU,
+//!   over this row's (a rate ratio), and that over `gpus`; empty for that 1-GPU row itself and
+//!   where the run has none;
 //! - `overhead_us`, `overhead_pct`: median frame time of the mode − median frame time of
-//!   `compute` at the same N, in µs and in % of the compute median (empty for compute, draw, and
-//!   when compute was not measured at that N);
+//!   `compute` at the same N and GPU setup (cpu: the first compute row of its N), in µs and in %
+//!   of the compute median (empty for compute, draw, and when compute was not measured there):
+//!   with `--render-gpu-computes no`, the interop frame's cost with no context switch on any GPU;
 //! - `interop_us`: overhead − median frame time of `draw` at the same N: what the mode costs
 //!   beyond the kernel alone and the GL frame alone (the handshakes between CUDA and GL);
 //!   empty for cpu and where compute or draw was not measured;
@@ -98,6 +111,70 @@ pub struct Measured {
     pub precision: &'static str,
     /// Facts about the devices and options.
     pub meta: RowMeta,
+    /// The GPU setup of a CUDA mode (`None` for draw and cpu).
+    pub setup: Option<SetupFacts>,
+    /// Gather time of the frame's last step (ms; split setups).
+    pub gather: Option<Summary>,
+}
+
+/// The GPU setup a CUDA row ran in (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupFacts {
+    /// GPUs that compute (distinct devices among the slices).
+    pub gpus: u32,
+    /// Slices in all.
+    pub slices: u32,
+    /// The GPU GL draws on computes a slice (for compute: the device GL would draw on).
+    pub render_gpu_computes: bool,
+    /// `none` (one slice), `nccl` or `peer`.
+    pub gather: String,
+    /// The device of each slice, e.g. `0;0` or `1;2;3`.
+    pub devices: String,
+}
+
+impl SetupFacts {
+    /// What rows of one setup share: GPUs, slices, the render GPU's role.
+    fn key(&self) -> (u32, u32, bool) {
+        (self.gpus, self.slices, self.render_gpu_computes)
+    }
+
+    /// True for the one-slice, one-GPU setup with the render GPU computing (the plain run).
+    pub fn is_plain(&self) -> bool {
+        self.key() == (1, 1, true)
+    }
+
+    /// A short label, e.g. `2 GPUs`, `1 GPU × 2 slices`, `1 GPU + render GPU`.
+    pub fn label(&self) -> String {
+        setup_label(self.gpus, self.slices, self.render_gpu_computes)
+    }
+}
+
+/// The label of [`SetupFacts::label`] from its parts.
+fn setup_label(gpus: u32, slices: u32, render_gpu_computes: bool) -> String {
+    let mut l = format!("{gpus} GPU{}", if gpus == 1 { "" } else { "s" });
+    if slices != gpus {
+        let _ = write!(l, " × {} slices", slices / gpus.max(1));
+    }
+    if !render_gpu_computes {
+        l.push_str(" + render GPU");
+    }
+    l
+}
+
+/// True when a row ran in a GPU setup other than the plain one (one GPU, one slice, the render
+/// GPU computing).
+fn has_setups(rows: &[Row]) -> bool {
+    rows.iter().any(|r| r.gpus.is_some_and(|g| g != 1) || r.slices.is_some_and(|k| k != 1) || r.render_gpu_computes == Some(false))
+}
+
+/// A row's mode with its precision and, when `setups` (the run has a setup other than the
+/// plain one), its GPU setup: `map`, `map f64`, `map [2 GPUs]`.
+fn row_label(r: &Row, setups: bool) -> String {
+    let mut l = if r.precision == "f64" { format!("{} f64", r.mode) } else { r.mode.clone() };
+    if let (true, Some(g), Some(k), Some(c)) = (setups, r.gpus, r.slices, r.render_gpu_computes) {
+        let _ = write!(l, " [{}]", setup_label(g, k, c));
+    }
+    l
 }
 
 /// Device and option facts of a row; `None` where they do not apply to the mode.
@@ -143,6 +220,11 @@ pub struct Row {
     pub mode: String,
     pub n: usize,
     pub precision: String,
+    pub gpus: Option<u32>,
+    pub slices: Option<u32>,
+    pub render_gpu_computes: Option<bool>,
+    pub gather: Option<String>,
+    pub devices: Option<String>,
     pub steps_per_frame: u32,
     pub block_size: Option<u32>,
     pub bodies_per_thread: Option<u32>,
@@ -178,11 +260,15 @@ pub struct Row {
     pub draw_ms_p95: Option<f64>,
     pub draw_ms_p99: Option<f64>,
     pub draw_ms_max: Option<f64>,
+    pub gather_ms_median: Option<f64>,
+    pub gather_ms_p99: Option<f64>,
     pub interactions_per_s: f64,
     pub gflops: f64,
     pub rate_basis: String,
     pub interactions_per_s_frame: f64,
     pub gflops_frame: f64,
+    pub speedup: Option<f64>,
+    pub scaling_efficiency: Option<f64>,
     pub overhead_us: Option<f64>,
     pub overhead_pct: Option<f64>,
     pub interop_us: Option<f64>,
@@ -244,8 +330,10 @@ fn split(s: Option<Summary>) -> [Option<f64>; 4] {
     }
 }
 
-/// The rows of `measured`, with the overhead against `compute` at the same N filled in.
+/// The rows of `measured`, with the overhead against `compute` at the same N (and, for CUDA
+/// modes, the same GPU setup) and the scaling against the mode's 1-GPU row filled in.
 pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
+    let key = |m: &Measured| m.setup.as_ref().map(SetupFacts::key);
     measured
         .iter()
         .map(|m| {
@@ -257,10 +345,25 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 Some(k) if k.median > 0.0 => (work / (k.median * 1e-3), "kernel"),
                 _ => (ips_frame, "frame"),
             };
+            // cpu (no setup) compares with the first compute row of its N.
             let compute = measured
                 .iter()
-                .find(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Draw))
+                .filter(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Draw))
+                .find(|c| m.setup.is_none() || key(c) == key(m))
                 .map(|c| c.frame.median);
+            // The scaling: frame rates against the same mode's row on one computing GPU with the
+            // render GPU computing and as many slices per GPU.
+            let speedup = m.setup.as_ref().and_then(|s| {
+                let per_gpu = s.slices / s.gpus.max(1);
+                let base = measured.iter().find(|b| {
+                    b.mode == m.mode
+                        && b.n == m.n
+                        && b.precision == m.precision
+                        && b.setup.as_ref().is_some_and(|t| t.key() == (1, per_gpu, true))
+                })?;
+                (!std::ptr::eq(base, m)).then(|| base.frame.median / m.frame.median)
+            });
+            let scaling_efficiency = speedup.zip(m.setup.as_ref()).map(|(x, s)| x / f64::from(s.gpus.max(1)));
             let overhead_ms = compute.map(|c| m.frame.median - c);
             let draw_frame = measured
                 .iter()
@@ -274,9 +377,19 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
             let [unmap_ms_median, unmap_ms_p95, unmap_ms_p99, unmap_ms_max] = split(m.unmap);
             let [upload_ms_median, upload_ms_p95, upload_ms_p99, upload_ms_max] = split(m.upload);
             let [draw_ms_median, draw_ms_p95, draw_ms_p99, draw_ms_max] = split(m.draw);
+            let setup = m.setup.as_ref();
             Row {
                 mode: mode_name(m.mode),
                 n: m.n,
+                gpus: setup.map(|s| s.gpus),
+                slices: setup.map(|s| s.slices),
+                render_gpu_computes: setup.map(|s| s.render_gpu_computes),
+                gather: setup.map(|s| s.gather.clone()),
+                devices: setup.map(|s| s.devices.clone()),
+                gather_ms_median: m.gather.map(|g| g.median),
+                gather_ms_p99: m.gather.map(|g| g.p99),
+                speedup,
+                scaling_efficiency,
                 steps_per_frame: m.steps_per_frame,
                 block_size: m.block_size,
                 bodies_per_thread: m.bodies_per_thread,
@@ -384,12 +497,16 @@ fn sci(v: f64) -> String {
     format!("{v:.3e}")
 }
 
-/// The results as a text table (one line per row).
+/// The results as a text table (one line per row; with GPU setups other than the plain one, the
+/// mode names its setup and the gather time and scaling efficiency get columns).
 pub fn table(rows: &[Row]) -> String {
+    let setups = has_setups(rows);
+    let labels: Vec<String> = rows.iter().map(|r| row_label(r, setups)).collect();
+    let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(13);
     let mut s = String::new();
-    let _ = writeln!(
+    let _ = write!(
         s,
-        "{:<13} {:>8} {:>10} {:>10} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8}",
+        "{:<w$} {:>8} {:>10} {:>10} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8}",
         "mode",
         "N",
         "frame med",
@@ -404,16 +521,18 @@ pub fn table(rows: &[Row]) -> String {
         "GFLOP/s",
         "spread"
     );
-    let _ = writeln!(
+    let _ = writeln!(s, "{}", if setups { format!(" {:>8} {:>10}", "gather", "scaling") } else { String::new() });
+    let _ = write!(
         s,
-        "{:<13} {:>8} {:>10} {:>10} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8}",
+        "{:<w$} {:>8} {:>10} {:>10} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8}",
         "", "bodies", "ms", "ms", "ms", "ms", "ms", "ms", "", "%", "", "", "%"
     );
-    for r in rows {
-        let _ = writeln!(
+    let _ = writeln!(s, "{}", if setups { format!(" {:>8} {:>10}", "ms", "eff. %") } else { String::new() });
+    for (r, label) in rows.iter().zip(&labels) {
+        let _ = write!(
             s,
-            "{:<13} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9.1} {:>8.1}",
-            if r.precision == "f64" { format!("{} f64", r.mode) } else { r.mode.clone() },
+            "{:<w$} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9.1} {:>8.1}",
+            label,
             r.n,
             r.frame_ms_median,
             r.frame_ms_p99,
@@ -427,8 +546,13 @@ pub fn table(rows: &[Row]) -> String {
             r.gflops,
             r.spread_pct
         );
+        let _ = writeln!(
+            s,
+            "{}",
+            if setups { format!(" {:>8} {:>10}", opt(r.gather_ms_median, 3), opt(r.scaling_efficiency.map(|e| e * 100.0), 1)) } else { String::new() }
+        );
         if r.diverged {
-            let _ = writeln!(s, "{:<13} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
+            let _ = writeln!(s, "{:<w$} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
         }
     }
     s
@@ -463,7 +587,8 @@ fn n_label(n: f64) -> String {
     }
 }
 
-/// Draw `bench.png`: median frame time (ms) against N, log-log, one line per mode.
+/// Draw `bench.png`: median frame time (ms) against N, log-log, one line per mode (per mode and
+/// GPU setup when the run has setups besides the plain one).
 ///
 /// # Errors
 /// Nothing to plot, or plotters fails to draw or encode the PNG.
@@ -474,10 +599,13 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     if rows.is_empty() {
         anyhow::bail!("no rows to plot");
     }
+    // One line per mode (and GPU setup, when the run has more than the plain one).
+    let setups = has_setups(rows);
+    let labels: Vec<String> = rows.iter().map(|r| row_label(r, setups)).collect();
     let mut modes: Vec<&str> = Vec::new();
-    for r in rows {
-        if !modes.contains(&r.mode.as_str()) {
-            modes.push(&r.mode);
+    for l in &labels {
+        if !modes.contains(&l.as_str()) {
+            modes.push(l);
         }
     }
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -519,7 +647,7 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
         for (i, mode) in modes.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let mut pts: Vec<(f64, f64)> =
-                rows.iter().filter(|r| r.mode == *mode).map(|r| (r.n as f64, r.frame_ms_median.max(1e-6))).collect();
+                rows.iter().zip(&labels).filter(|(_, l)| l == mode).map(|(r, _)| (r.n as f64, r.frame_ms_median.max(1e-6))).collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
@@ -546,6 +674,73 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn measured(mode: BenchMode, frame_ms: f64, setup: Option<(u32, u32, bool)>) -> Measured {
+        let one = |x: f64| Summary::of(&[x]).expect("a finite sample");
+        Measured {
+            mode,
+            n: 1024,
+            steps_per_frame: 1,
+            block_size: None,
+            bodies_per_thread: None,
+            threads_per_body: None,
+            mass_scaled: None,
+            frames: 1,
+            rounds: 1,
+            warmup: 0,
+            size: None,
+            max_sprite_px: None,
+            frame: one(frame_ms),
+            map: None,
+            kernel: None,
+            unmap: None,
+            upload: None,
+            draw: None,
+            round_medians: vec![frame_ms],
+            diverged: false,
+            precision: "f32",
+            meta: RowMeta::default(),
+            setup: setup.map(|(gpus, slices, render_gpu_computes)| SetupFacts {
+                gpus,
+                slices,
+                render_gpu_computes,
+                gather: if slices == 1 { "none".into() } else { "peer".into() },
+                devices: String::new(),
+            }),
+            gather: setup.filter(|s| s.1 > 1).map(|_| one(0.01)),
+        }
+    }
+
+    #[test]
+    fn setups_compare_with_their_own_compute_row_and_one_gpu() {
+        let run = RunMeta { build_profile: "test", date: String::new(), host: String::new() };
+        let m = [
+            measured(BenchMode::Compute, 10.0, Some((1, 1, true))),
+            measured(BenchMode::Map, 10.5, Some((1, 1, true))),
+            measured(BenchMode::Compute, 5.0, Some((2, 2, true))),
+            measured(BenchMode::Map, 5.2, Some((2, 2, true))),
+            measured(BenchMode::Compute, 5.0, Some((2, 2, false))),
+            measured(BenchMode::Map, 5.05, Some((2, 2, false))),
+            measured(BenchMode::Cpu, 100.0, None),
+        ];
+        let r = rows(&m, &run);
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        // Each map row against the compute row of its own setup.
+        assert!(close(r[1].overhead_us, 500.0) && close(r[3].overhead_us, 200.0) && close(r[5].overhead_us, 50.0));
+        // cpu: the first compute row of its N.
+        assert!(close(r[6].overhead_us, 90_000.0));
+        // Scaling against the same mode on one GPU (none for that row itself, nor for cpu).
+        assert!(r[0].speedup.is_none() && r[6].speedup.is_none() && r[6].gpus.is_none());
+        assert!(close(r[2].speedup, 2.0) && close(r[2].scaling_efficiency, 1.0));
+        assert!(close(r[3].scaling_efficiency, 10.5 / 5.2 / 2.0));
+        assert_eq!((r[5].gpus, r[5].slices, r[5].render_gpu_computes, r[5].gather.as_deref()), (Some(2), Some(2), Some(false), Some("peer")));
+        assert!(close(r[3].gather_ms_median, 0.01) && r[1].gather_ms_median.is_none());
+        let t = table(&r);
+        assert!(t.contains("map [2 GPUs + render GPU]") && t.contains("compute [1 GPU]") && t.contains("eff. %"), "{t}");
+        // A plain run keeps the plain table.
+        let plain = table(&r[..2]);
+        assert!(!plain.contains('[') && !plain.contains("eff. %"), "{plain}");
+    }
 
     #[test]
     fn labels() {

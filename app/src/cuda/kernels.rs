@@ -114,17 +114,31 @@ fn fill_efficiency(n: usize, bodies_per_block: u32, sms: u32) -> f64 {
 }
 
 /// Warps an SM needs resident to hide the latency of the inner loop (shared-memory loads and
-/// MUFU.RSQ): below it the loop issues less than every cycle.
-const LATENCY_WARPS: f64 = 16.0;
+/// MUFU.RSQ) fully.
+const LATENCY_WARPS: f64 = 32.0;
+
+/// The fraction of the issue rate that 16 resident warps per SM sustain. Measured on the H200
+/// (`bench --modes compute --steps-per-frame 20`, 2026-12-02): `nbody_step_p1` with B = 512 at
+/// N = 65536 (one block of 16 warps per SM) ran at 1.893e12 interactions/s, 0.94 of the 2.02e12
+/// that its fill and loop terms predict; `m2x4` with B = 1024 (32 warps) ran at 1.986e12, as
+/// predicted.
+const AT_16_WARPS: f64 = 0.94;
 
 /// Fraction of the issue rate the warps resident on the busiest SM sustain: the busiest SM holds
-/// `min(ceil(grid / sms), resident)` blocks of `block / 32` warps; fewer than [`LATENCY_WARPS`]
-/// leave the loop latency-bound (what a small N without the j-split suffers).
+/// `min(ceil(grid / sms), resident)` blocks of `block / 32` warps; 1 from [`LATENCY_WARPS`] on,
+/// [`AT_16_WARPS`] at 16 (linear in between), and in proportion to the warps below 16, where the
+/// loop is latency-bound (what a small N without the j-split suffers).
 fn latency_efficiency(n: usize, block: u32, bodies_per_block: u32, sms: u32, resident: u32) -> f64 {
     let grid = n.div_ceil(bodies_per_block as usize);
     let per_sm = grid.div_ceil(sms as usize).min(resident as usize);
     let warps = (per_sm * block as usize / 32) as f64;
-    (warps / LATENCY_WARPS).min(1.0)
+    if warps >= LATENCY_WARPS {
+        1.0
+    } else if warps >= 16.0 {
+        AT_16_WARPS + (1.0 - AT_16_WARPS) * (warps - 16.0) / (LATENCY_WARPS - 16.0)
+    } else {
+        AT_16_WARPS * warps / 16.0
+    }
 }
 
 /// One step kernel's launch: threads per block, bodies per thread P, threads per body S, and
@@ -143,12 +157,27 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// The fp64 kernels' launch: `block` threads, one body per thread.
+    /// The fp64 kernels' launch: `block` threads, one body per thread (the shape only: the value
+    /// does not know its precision, so [`Launch::kernel_name`] names the fp32 kernel of that
+    /// shape; the fp64 step kernel is `nbody_step_f64`).
     pub fn f64(block: u32) -> Launch {
         Launch { block, p: 1, split: 1, scaled: false }
     }
 
-    /// The step kernel's name (`nbody_step_p4`, `nbody_step_s8`, `nbody_step_m4x1`).
+    /// The fp32 launch in words for the device panel: `nbody_step_m2x4 · P = 2 · j-split S = 4 ·
+    /// mass-scaled loop · block 1024`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} · P = {}{}{} · block {}",
+            self.kernel_name(),
+            self.p,
+            if self.split > 1 { format!(" · j-split S = {}", self.split) } else { String::new() },
+            if self.scaled { " · mass-scaled loop" } else { "" },
+            self.block
+        )
+    }
+
+    /// The fp32 step kernel's name (`nbody_step_p4`, `nbody_step_s8`, `nbody_step_m4x1`).
     pub fn kernel_name(&self) -> String {
         match (self.scaled, self.split) {
             (true, s) => format!("nbody_step_m{}x{s}", self.p),
@@ -1206,5 +1235,31 @@ impl Stepper {
     /// velocities half a step ahead): a storage GL reads without a map waits for GL first.
     pub fn sync_writes_float4(&self) -> bool {
         matches!(self, Stepper::F32(g) if !g.leap.synchronized)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The launch rule's score of (N, B, P, S, loop) on the H200's 132 SMs with `resident`
+    /// blocks per SM (what the driver reports there: 4 of 512 threads at 32 registers, 1 of 1024
+    /// at 64).
+    fn score(n: usize, b: u32, p: u32, s: u32, scaled: bool, resident: u32) -> f64 {
+        let bpb = b / s * p;
+        fill_efficiency(n, bpb, 132) * loop_efficiency(b, p, s, scaled) * latency_efficiency(n, b, bpb, 132, resident)
+    }
+
+    #[test]
+    fn latency_term_follows_the_measured_warps() {
+        // 16 warps per SM (p1, B = 512, N = 65536): 0.94; 8 warps: half that; 64 warps: 1.
+        assert!((latency_efficiency(65536, 512, 512, 132, 4) - AT_16_WARPS).abs() < 1e-12);
+        assert!((latency_efficiency(16384, 256, 128, 132, 8) - AT_16_WARPS / 2.0).abs() < 1e-12);
+        assert_eq!(latency_efficiency(262144, 512, 512, 132, 4), 1.0);
+        // N = 65536: the mass-scaled m2x4 with 1024 threads (32 warps) over p1 with 512 (16
+        // warps), as the bench measured (1.986e12 against 1.893e12 interactions/s).
+        assert!(score(65536, 1024, 2, 4, true, 1) > score(65536, 512, 1, 1, false, 4));
+        // N = 16384: s8 with 1024 threads over s4 with 512 (kbench: 1.77e12 against 1.76e12).
+        assert!(score(16384, 1024, 1, 8, false, 1) > score(16384, 512, 1, 4, false, 2));
     }
 }
