@@ -5,7 +5,9 @@
 // against nbody_step_p1's (relative L2 difference: the j-split kernels add in another order).
 // Build and run there:  nvcc -O2 -o /tmp/kbench kernels/kbench.cu -lcuda
 //                       /tmp/kbench kernels/nbody.ptx [N [KERNEL [BLOCK [EPS2]]]] > sweep.csv
-// Prints CSV: n,kernel,p,s,block,ms,rate,err_vs_p1 (rate: interactions/s, N^2 per launch).
+// Prints CSV: n,kernel,p,s,block,ms,rate,err_vs_p1 (rate: interactions/s, N^2 per launch). Each
+// kernel runs twice: as nbody_step_<v> (one launch), and as its stream-K pair nbody_stepk_<v> on
+// SMs x (resident blocks per SM) persistent CTAs + nbody_stepk_finish (rows named nbody_stepk_<v>).
 #include <cuda.h>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,37 @@ static const K KS[] = {
   {"nbody_step_m4x1",4,1,1},{"nbody_step_m4x4",4,4,1},
 };
 static CUmodule mod;
+static CUdeviceptr scratch; static size_t scratch_bytes;
+// The stream-K pair of kernel k ("nbody_step_X" -> "nbody_stepk_X"): partial on `ctas` CTAs, then
+// finish; `ctas` = 0 asks the occupancy API. Returns false when the PTX lacks it.
+static bool launch_sk(const K& k, int n, int B, CUdeviceptr pin, CUdeviceptr pout, CUdeviceptr vel, float dt, float kick, float eps2, int* ctas_out) {
+  std::string nm = std::string("nbody_stepk_") + (k.name + strlen("nbody_step_"));
+  CUfunction f, fin;
+  if (cuModuleGetFunction(&f, mod, nm.c_str()) != CUDA_SUCCESS || cuModuleGetFunction(&fin, mod, "nbody_stepk_finish") != CUDA_SUCCESS) return false;
+  unsigned sh = B * (k.scaled ? 20 : 16);
+  int per_sm = 0; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, B, sh));
+  CUdevice d; CK(cuCtxGetDevice(&d)); int sms; CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+  int ctas = sms * (per_sm > 0 ? per_sm : 1); *ctas_out = ctas;
+  int bpb = B / k.s * k.p; size_t need = 16 * ((size_t)ctas + (n + bpb - 1) / bpb) * bpb;
+  if (need > scratch_bytes) { if (scratch) cuMemFree(scratch); CK(cuMemAlloc(&scratch, need)); scratch_bytes = need; }
+  float g = 1.0f; int ib = 0, ie = n;
+  void* a1[] = {&pin, &scratch, &n, &eps2, &ib, &ie};
+  CK(cuLaunchKernel(f, ctas, 1, 1, B, 1, 1, sh, 0, a1, 0));
+  void* a2[] = {&pin, &pout, &vel, &scratch, &n, &dt, &kick, &g, &ib, &ie, &bpb, &ctas};
+  CK(cuLaunchKernel(fin, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0, a2, 0));
+  return true;
+}
+static double run_sk(const K& k, int n, int B, CUdeviceptr pin, CUdeviceptr pout, CUdeviceptr vel, int iters, float eps2) {
+  int ctas; float dt = 1e-3f, kick = 1e-3f;
+  for (int w = 0; w < 2; ++w) if (!launch_sk(k, n, B, pin, pout, vel, dt, kick, eps2, &ctas)) return -1;
+  CUevent a, b; CK(cuEventCreate(&a, 0)); CK(cuEventCreate(&b, 0));
+  CK(cuEventRecord(a, 0));
+  for (int w = 0; w < iters; ++w) launch_sk(k, n, B, pin, pout, vel, dt, kick, eps2, &ctas);
+  CK(cuEventRecord(b, 0)); CK(cuEventSynchronize(b));
+  float ms; CK(cuEventElapsedTime(&ms, a, b));
+  cuEventDestroy(a); cuEventDestroy(b);
+  return ms / iters;
+}
 static double run(const K& k, int n, int B, CUdeviceptr pin, CUdeviceptr pout, CUdeviceptr vel, int iters, float eps2) {
   CUfunction f; if (cuModuleGetFunction(&f, mod, k.name) != CUDA_SUCCESS) return -1;
   int bpb = B / k.s * k.p; unsigned grid = (n + bpb - 1) / bpb; unsigned sh = B * (k.scaled ? 20 : 16);
@@ -84,6 +117,16 @@ int main(int argc, char** argv) {
         double num = 0, den = 0; for (size_t i = 0; i < 4 * (size_t)n; ++i) { if (i % 4 == 3) continue; double dd = got[i] - ref[i]; num += dd * dd; den += (double)ref[i] * ref[i]; }
         double ms = run(k, n, B, pin, pout, vel, iters, eps2);
         printf("%d,%s,%d,%d,%d,%.4f,%.4e,%.2e\n", n, k.name, k.p, k.s, B, ms, (double)n * n / (ms * 1e-3), sqrt(num / den));
+        fflush(stdout);
+        // The stream-K pair: the same correctness check, then its time.
+        CK(cuMemcpyHtoD(vel, v.data(), bytes));
+        int ctas = 0;
+        if (!launch_sk(k, n, B, pin, pout, vel, 0.f, 1.f, eps2, &ctas)) continue;
+        CK(cuCtxSynchronize());
+        CK(cuMemcpyDtoH(got.data(), vel, bytes));
+        num = 0; for (size_t i = 0; i < 4 * (size_t)n; ++i) { if (i % 4 == 3) continue; double dd = got[i] - ref[i]; num += dd * dd; }
+        ms = run_sk(k, n, B, pin, pout, vel, iters, eps2);
+        printf("%d,nbody_stepk_%s,%d,%d,%d,%.4f,%.4e,%.2e\n", n, k.name + strlen("nbody_step_"), k.p, k.s, B, ms, (double)n * n / (ms * 1e-3), sqrt(num / den));
         fflush(stdout);
       }
     }

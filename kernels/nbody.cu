@@ -124,11 +124,13 @@ enum class Loop { Soft, Exact, Scaled };
 // are warp-uniform (each LDS is a broadcast). Every thread of the block must call it (it
 // synchronises the block). `self[k]` is the index of body k (Scaled: its own term is dropped; the
 // other forms need no guard). Scaled: xi[] and the tile are relative to the block's centre c.
-// Returns this thread's partial sums in acc[].
+// The sources are bodies [j0, j1) (0 <= j0 < j1 <= n): all n for a step, a stream-K segment's
+// share otherwise; tiles start at j0, and slots at or past j1 hold pad bodies. Adds this
+// thread's partial sums to acc[].
 template <int P, int S, Loop L>
-__device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, const int n, const float eps2,
-                                           const float3 c, const float3 (&xi)[P], const int (&self)[P],
-                                           float3 (&acc)[P]) {
+__device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, const int j0, const int j1,
+                                           const float eps2, const float3 c, const float3 (&xi)[P],
+                                           const int (&self)[P], float3 (&acc)[P]) {
     constexpr int U = unroll_for(P);
     constexpr bool Scaled = L == Loop::Scaled;
     const int B = blockDim.x;
@@ -140,9 +142,9 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
 
     // Register prefetch: the global load of the next tile is issued before the current tile is
     // computed, so its latency hides behind the inner loop.
-    float4 next = t < n ? pos_in[t] : pad_body();
+    float4 next = j0 + t < j1 ? pos_in[j0 + t] : pad_body();
 #pragma unroll 1
-    for (int base = 0; base < n; base += B) {
+    for (int base = j0; base < j1; base += B) {
         if (Scaled) {
             // Slots past N hold pad_body(), massless: scale_body gives them q = 0, e = 1.
             float4 q;
@@ -155,11 +157,11 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
         }
         __syncthreads();
         const int j = base + B + t;
-        next = j < n ? pos_in[j] : pad_body();
+        next = j < j1 ? pos_in[j] : pad_body();
 
-        // This lane's slots below N, rounded up to U (the padding slots up to there are
+        // This lane's slots below j1, rounded up to U (the padding slots up to there are
         // massless, or q = 0 when scaled). Warp-uniform.
-        const int rem = max(0, n - base - lo);
+        const int rem = max(0, j1 - base - lo);
         const int used = min(T, (rem + (U - 1)) & ~(U - 1));
         // Scaled: does one of this thread's bodies sit in this lane's slots of this tile?
         bool guard = false;
@@ -206,6 +208,21 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
     }
 }
 
+// The leapfrog update of body i with acceleration sum a (README.md, semantics): vel[i] += a g kick,
+// pos_out[i] = pos_in[i] + vel[i] dt_drift (gk = g kick).
+__device__ __forceinline__ void update(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
+                                       float4* __restrict__ vel, const int i, const float3 a, const float gk,
+                                       const float dt_drift) {
+    const float4 b = pos_in[i];
+    float4 v = vel[i];
+    v.x = fmaf(a.x, gk, v.x);
+    v.y = fmaf(a.y, gk, v.y);
+    v.z = fmaf(a.z, gk, v.z);
+    v.w = 0.0f;
+    vel[i] = v;
+    pos_out[i] = make_float4(fmaf(v.x, dt_drift, b.x), fmaf(v.y, dt_drift, b.y), fmaf(v.z, dt_drift, b.z), b.w);
+}
+
 // One leapfrog step (README.md, semantics) for the bodies [i_begin, i_end): a block of B threads
 // covers T P bodies (T = B / S); thread t handles bodies i_begin + blockIdx.x T P + k T + t mod T,
 // k < P, as split lane t / T. The S lanes' partial sums are added through shared memory (the
@@ -247,12 +264,12 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
             for (int k = 0; k < P; ++k) {
                 xi[k] = make_float3(xi[k].x - c.x, xi[k].y - c.y, xi[k].z - c.z);
             }
-            accumulate<P, S, Loop::Scaled>(pos_in, n, eps2, c, xi, self, acc);
+            accumulate<P, S, Loop::Scaled>(pos_in, 0, n, eps2, c, xi, self, acc);
         } else {
-            accumulate<P, S, Loop::Soft>(pos_in, n, eps2, origin, xi, self, acc);
+            accumulate<P, S, Loop::Soft>(pos_in, 0, n, eps2, origin, xi, self, acc);
         }
     } else {
-        accumulate<P, S, Loop::Exact>(pos_in, n, eps2, origin, xi, self, acc);
+        accumulate<P, S, Loop::Exact>(pos_in, 0, n, eps2, origin, xi, self, acc);
     }
 
     if (S > 1) {
@@ -285,15 +302,105 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
     for (int k = 0; k < P; ++k) {
         const int i = first + k * T;
         if (i < i_end) {
-            const float4 b = pos_in[i];
-            float4 v = vel[i];
-            v.x = fmaf(acc[k].x, gk, v.x);
-            v.y = fmaf(acc[k].y, gk, v.y);
-            v.z = fmaf(acc[k].z, gk, v.z);
-            v.w = 0.0f;
-            vel[i] = v;
-            pos_out[i] = make_float4(fmaf(v.x, dt_drift, b.x), fmaf(v.y, dt_drift, b.y), fmaf(v.z, dt_drift, b.z), b.w);
+            update(pos_in, pos_out, vel, i, acc[k], gk, dt_drift);
         }
+    }
+}
+
+// Stream-K (README.md, "stream-K"): the work of a launch over bodies [i_begin, i_end) is cut
+// into U = I * J units, unit (ib, q) = the ib-th block of bodies (T P of them, as `step` groups
+// them) against the q-th chunk of 32 source bodies; CTA c of the G = gridDim.x persistent CTAs
+// takes units [c U / G, (c + 1) U / G), so every CTA gets the same work within one unit, whatever
+// N. It walks them as segments, one per block of bodies it meets, and writes each segment's
+// acceleration sums (the S lanes already added) to partial[(c + ib) * T P + k T + l] for body
+// k T + l of the block (c + ib is unique per segment: see README.md). No body is updated here:
+// nbody_stepk_finish adds each body's segments in CTA order (deterministic) and updates it.
+__host__ __device__ __forceinline__ long long chunks_of(const int n) {
+    return (n + 31) / 32;
+}
+
+// First unit of CTA c: c U / G (64-bit: U < 2^47 for N < 2^31).
+__host__ __device__ __forceinline__ long long cta_start(const long long c, const long long units, const long long ctas) {
+    return c * units / ctas;
+}
+
+template <int P, int S, bool Scaled>
+__device__ __forceinline__ void step_partial(const float4* __restrict__ pos_in, float4* __restrict__ partial,
+                                             const int n, const float eps2, const int i_begin, const int i_end) {
+    const int T = S == 1 ? blockDim.x : blockDim.x / S;
+    const int t = threadIdx.x;
+    const int li = S == 1 ? t : t % T;
+    const int bpb = T * P;
+    const long long chunks = chunks_of(n);
+    const long long units = (static_cast<long long>(i_end - i_begin) + bpb - 1) / bpb * chunks;
+    const long long c = blockIdx.x;
+    long long u = cta_start(c, units, gridDim.x);
+    const long long u_end = cta_start(c + 1, units, gridDim.x);
+    const float3 origin = make_float3(0.0f, 0.0f, 0.0f);
+    while (u < u_end) {
+        const long long ib = u / chunks;
+        const long long q0 = u - ib * chunks;
+        const long long q1 = min(chunks, q0 + (u_end - u));
+        const int j0 = static_cast<int>(q0 * 32);
+        const int j1 = static_cast<int>(min(static_cast<long long>(n), q1 * 32));
+        const int block_first = i_begin + static_cast<int>(ib) * bpb;
+        const int first = block_first + li;
+        float3 xi[P];
+        float3 acc[P];
+        int self[P];
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            const int i = first + k * T;
+            const float4 b = i < i_end ? pos_in[i] : pad_body();
+            xi[k] = make_float3(b.x, b.y, b.z);
+            self[k] = i < i_end ? i : -1;
+            acc[k] = make_float3(0.0f, 0.0f, 0.0f);
+        }
+        if (eps2 > 0.0f) {
+            if (Scaled) {
+                const float4 cb = pos_in[block_first];
+                const float3 cc = make_float3(cb.x, cb.y, cb.z);
+#pragma unroll
+                for (int k = 0; k < P; ++k) {
+                    xi[k] = make_float3(xi[k].x - cc.x, xi[k].y - cc.y, xi[k].z - cc.z);
+                }
+                accumulate<P, S, Loop::Scaled>(pos_in, j0, j1, eps2, cc, xi, self, acc);
+            } else {
+                accumulate<P, S, Loop::Soft>(pos_in, j0, j1, eps2, origin, xi, self, acc);
+            }
+        } else {
+            accumulate<P, S, Loop::Exact>(pos_in, j0, j1, eps2, origin, xi, self, acc);
+        }
+        if (S > 1) {
+            // As in `step`: lane 0 adds the S lanes' sums in lane order.
+#pragma unroll
+            for (int k = 0; k < P; ++k) {
+                if (k > 0) {
+                    __syncthreads();
+                }
+                nbody_tile[t] = make_float4(acc[k].x, acc[k].y, acc[k].z, 0.0f);
+                __syncthreads();
+                if (t < T) {
+#pragma unroll
+                    for (int s = 1; s < S; ++s) {
+                        const float4 p = nbody_tile[s * T + t];
+                        acc[k].x += p.x;
+                        acc[k].y += p.y;
+                        acc[k].z += p.z;
+                    }
+                }
+            }
+        }
+        if (t < T) {
+            float4* out = partial + (c + ib) * bpb;
+#pragma unroll
+            for (int k = 0; k < P; ++k) {
+                out[k * T + li] = make_float4(acc[k].x, acc[k].y, acc[k].z, 0.0f);
+            }
+        }
+        // The next segment's tiles reuse the shared memory the reduction read.
+        __syncthreads();
+        u += q1 - q0;
     }
 }
 
@@ -468,6 +575,74 @@ NBODY_STEP_KERNEL(nbody_step_m2x4, 2, 4, true)
 NBODY_STEP_KERNEL(nbody_step_m2x8, 2, 8, true)
 NBODY_STEP_KERNEL(nbody_step_m4x1, 4, 1, true)
 NBODY_STEP_KERNEL(nbody_step_m4x4, 4, 4, true)
+
+// Stream-K step kernels (README.md, "stream-K"): nbody_stepk_<variant> is the first half of a
+// step of nbody_step_<variant> over [i_begin, i_end), with G persistent CTAs (the grid); it
+// writes the segments' sums to `partial` ((G + I) T P float4, I = ceil(len / (T P)), T = B / S)
+// and updates nothing. nbody_stepk_finish is the second half.
+#define NBODY_STEPK_KERNEL(NAME, P, S, SCALED)                                                          \
+    extern "C" __global__ void __launch_bounds__(1024)                                                \
+        NAME(const float4* __restrict__ pos_in, float4* __restrict__ partial, int n, float eps2,        \
+             int i_begin, int i_end) {                                                                  \
+        nbody::step_partial<P, S, SCALED>(pos_in, partial, n, eps2, i_begin, i_end);                    \
+    }
+
+NBODY_STEPK_KERNEL(nbody_stepk_p1, 1, 1, false)
+NBODY_STEPK_KERNEL(nbody_stepk_p2, 2, 1, false)
+NBODY_STEPK_KERNEL(nbody_stepk_p4, 4, 1, false)
+NBODY_STEPK_KERNEL(nbody_stepk_s2, 1, 2, false)
+NBODY_STEPK_KERNEL(nbody_stepk_s4, 1, 4, false)
+NBODY_STEPK_KERNEL(nbody_stepk_s8, 1, 8, false)
+NBODY_STEPK_KERNEL(nbody_stepk_m2x2, 2, 2, true)
+NBODY_STEPK_KERNEL(nbody_stepk_m2x4, 2, 4, true)
+NBODY_STEPK_KERNEL(nbody_stepk_m2x8, 2, 8, true)
+NBODY_STEPK_KERNEL(nbody_stepk_m4x1, 4, 1, true)
+NBODY_STEPK_KERNEL(nbody_stepk_m4x4, 4, 4, true)
+
+// The second half of a stream-K step: for each body i of [i_begin, i_end) (one per thread,
+// grid ceil(len / B) of any valid B), the sum of its block's segments partial[(c + ib) bpb + l]
+// over the CTAs c whose units meet block ib, in CTA order, then the leapfrog update. `bpb` = T P
+// and `ctas` = G of the first half's launch. Reads pos_in[i], vel[i] and partial; writes
+// pos_out[i] and vel[i].
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_stepk_finish(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel,
+                       const float4* __restrict__ partial, int n, float dt_drift, float kick, float g,
+                       int i_begin, int i_end, int bpb, int ctas) {
+    const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (idx >= i_end - i_begin) {
+        return;
+    }
+    const long long chunks = nbody::chunks_of(n);
+    const long long units = (static_cast<long long>(i_end - i_begin) + bpb - 1) / bpb * chunks;
+    const long long ib = idx / bpb;
+    const long long l = idx - ib * bpb;
+    // The CTA that owns a unit u: the last c with cta_start(c) <= u (CTAs with no units share
+    // their start with the next one, so the owner is the last of them).
+    auto owner = [&](const long long u) {
+        long long c = u * ctas / units;
+        while (c + 1 < ctas && nbody::cta_start(c + 1, units, ctas) <= u) {
+            ++c;
+        }
+        while (c > 0 && nbody::cta_start(c, units, ctas) > u) {
+            --c;
+        }
+        return c;
+    };
+    const long long c0 = owner(ib * chunks);
+    const long long c1 = owner(ib * chunks + chunks - 1);
+    float3 a = make_float3(0.0f, 0.0f, 0.0f);
+    for (long long c = c0; c <= c1; ++c) {
+        // A CTA without units wrote nothing (only possible between c0 and c1 when U < G).
+        if (nbody::cta_start(c, units, ctas) == nbody::cta_start(c + 1, units, ctas)) {
+            continue;
+        }
+        const float4 p = partial[(c + ib) * bpb + l];
+        a.x += p.x;
+        a.y += p.y;
+        a.z += p.z;
+    }
+    nbody::update(pos_in, pos_out, vel, i_begin + static_cast<int>(idx), a, g * kick, dt_drift);
+}
 
 // phi[i] = -sum_{j != i} m_j / sqrt(r_ij^2 + eps2); with eps2 == 0 the sum skips r^2 == 0.
 // No G and no m_i: the host multiplies (in f64). One body per thread, grid = ceil(N / B).

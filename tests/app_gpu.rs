@@ -83,7 +83,14 @@ const VARIANTS: [(u32, u32, bool); 11] = [
 ];
 
 fn launch(p: u32, split: u32, scaled: bool, block: u32) -> Launch {
-    Launch { block, p, split, scaled }
+    Launch { block, p, split, scaled, stream_k: None }
+}
+
+/// Each variant's launches: the plain one, and stream-K on 1 CTA, on 7 (uneven shares), on the
+/// H200's 132 SMs and on 1000 (more CTAs than units at small N: CTAs without work).
+fn launches(p: u32, split: u32, scaled: bool, block: u32) -> Vec<Launch> {
+    let plain = launch(p, split, scaled, block);
+    std::iter::once(plain).chain([1, 7, 132, 1000].map(|c| Launch { stream_k: Some(c), ..plain })).collect()
 }
 
 fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, l: Launch, kick: f32) -> Result<StepOut, Failed> {
@@ -112,10 +119,13 @@ fn one_step_matches_float64_reference() -> Result<(), Failed> {
     let (rp, rv) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
     for (p, s, m) in VARIANTS {
         for block in [256, 1024] {
-            let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, block), 0.5 * params.dt)?;
-            let (ep, ev) = (rel_err(&pos, &rp), rel_err3(&vel, &rv));
-            eprintln!("P={p} S={s} scaled={m} block={block}: position rel. error {ep:.2e}, velocity {ev:.2e}");
-            ensure(ep <= 1e-5 && ev <= 1e-5, format!("P={p} S={s} scaled={m} block={block}: errors {ep:e} / {ev:e} > 1e-5"))?;
+            for l in launches(p, s, m, block) {
+                let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, l, 0.5 * params.dt)?;
+                let (ep, ev) = (rel_err(&pos, &rp), rel_err3(&vel, &rv));
+                let what = l.describe();
+                eprintln!("{what}: position rel. error {ep:.2e}, velocity {ev:.2e}");
+                ensure(ep <= 1e-5 && ev <= 1e-5, format!("{what}: errors {ep:e} / {ev:e} > 1e-5"))?;
+            }
         }
     }
     Ok(())
@@ -129,10 +139,12 @@ fn n_not_a_multiple_of_the_block_size() -> Result<(), Failed> {
         let bodies = plummer(n, fresh_seed())?;
         let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
         for (p, s, m) in VARIANTS {
-            let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, 256), params.dt)?;
-            ensure(tail_ok, format!("N={n} P={p} S={s} scaled={m}: wrote past N"))?;
-            let e = rel_err(&pos, &rp);
-            ensure(e <= 1e-5, format!("N={n} P={p} S={s} scaled={m}: rel. error {e:e}"))?;
+            for l in launches(p, s, m, 256) {
+                let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, l, params.dt)?;
+                ensure(tail_ok, format!("N={n} {}: wrote past N", l.describe()))?;
+                let e = rel_err(&pos, &rp);
+                ensure(e <= 1e-5, format!("N={n} {}: rel. error {e:e}", l.describe()))?;
+            }
         }
     }
     Ok(())
@@ -145,13 +157,15 @@ fn exact_gravity_with_distinct_bodies_is_finite() -> Result<(), Failed> {
     let params = PhysParams { g: 1.0, dt: 1e-4, softening: 0.0 };
     let (rp, _) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
     for (p, s, m) in VARIANTS {
-        let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, 256), params.dt)?;
-        ensure(
-            pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())),
-            format!("P={p} S={s} scaled={m}: non-finite value with ε = 0"),
-        )?;
-        let e = rel_err(&pos, &rp);
-        ensure(e <= 1e-5, format!("P={p} S={s} scaled={m}: ε = 0 rel. error {e:e}"))?;
+        for l in launches(p, s, m, 256) {
+            let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, l, params.dt)?;
+            ensure(
+                pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())),
+                format!("{}: non-finite value with ε = 0", l.describe()),
+            )?;
+            let e = rel_err(&pos, &rp);
+            ensure(e <= 1e-5, format!("{}: ε = 0 rel. error {e:e}", l.describe()))?;
+        }
     }
     Ok(())
 }
@@ -180,12 +194,38 @@ fn mass_scaled_loop_with_hard_masses_matches_float64_reference() -> Result<(), F
     let dv_ref: Vec<[f64; 4]> =
         rv.iter().zip(&bodies.vel).map(|(r, v)| [r[0] - f64::from(v[0]), r[1] - f64::from(v[1]), r[2] - f64::from(v[2]), 0.0]).collect();
     for (p, s, m) in VARIANTS {
-        let (_, vel, tail_ok) = gpu_step(&ctx, &k, &bodies, params, launch(p, s, m, 256), params.dt)?;
-        ensure(tail_ok, format!("P={p} S={s} scaled={m}: wrote past N"))?;
-        let dv: Vec<[f32; 4]> = vel.iter().zip(&bodies.vel).map(|(a, v)| [a[0] - v[0], a[1] - v[1], a[2] - v[2], 0.0]).collect();
-        let e = rel_err(&dv, &dv_ref);
-        eprintln!("P={p} S={s} scaled={m}: kick rel. error {e:.2e}");
-        ensure(e <= 5e-5, format!("P={p} S={s} scaled={m}: kick (G a dt) rel. error {e:e} > 5e-5"))?;
+        for l in launches(p, s, m, 256) {
+            let (_, vel, tail_ok) = gpu_step(&ctx, &k, &bodies, params, l, params.dt)?;
+            ensure(tail_ok, format!("{}: wrote past N", l.describe()))?;
+            let dv: Vec<[f32; 4]> = vel.iter().zip(&bodies.vel).map(|(a, v)| [a[0] - v[0], a[1] - v[1], a[2] - v[2], 0.0]).collect();
+            let e = rel_err(&dv, &dv_ref);
+            eprintln!("{}: kick rel. error {e:.2e}", l.describe());
+            ensure(e <= 5e-5, format!("{}: kick (G a dt) rel. error {e:e} > 5e-5", l.describe()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Stream-K is deterministic: the same launch twice gives the same bits; and on one CTA (every
+/// block of bodies a single segment over all sources, in the plain kernel's order) it gives the
+/// plain kernel's bits.
+fn stream_k_is_deterministic() -> Result<(), Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let bodies = plummer(4097, fresh_seed())?;
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    for (p, s, m) in VARIANTS {
+        let plain = launch(p, s, m, 256);
+        let sk = Launch { stream_k: Some(132), ..plain };
+        let a = gpu_step(&ctx, &k, &bodies, params, sk, params.dt)?;
+        let b = gpu_step(&ctx, &k, &bodies, params, sk, params.dt)?;
+        ensure(bits(&a.0) == bits(&b.0) && bits(&a.1) == bits(&b.1), format!("{}: two runs differ", sk.describe()))?;
+        let one = gpu_step(&ctx, &k, &bodies, params, Launch { stream_k: Some(1), ..plain }, params.dt)?;
+        let reference = gpu_step(&ctx, &k, &bodies, params, plain, params.dt)?;
+        ensure(
+            bits(&one.0) == bits(&reference.0) && bits(&one.1) == bits(&reference.1),
+            format!("{}: stream-K on one CTA differs from one plain launch", plain.describe()),
+        )?;
     }
     Ok(())
 }
@@ -681,7 +721,8 @@ fn always() -> bool {
 }
 
 /// A step split into launches over body ranges (what a long step does so that Ctrl-C answers
-/// between them) gives the same bits as one launch, for every kernel variant; a split step
+/// between them) gives the same bits as one plain launch (stream-K forbidden: ranges always run
+/// the plain kernel); a split step
 /// stopped after its first launch leaves positions, velocities and the front buffer as before.
 fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
     use nbody_app::cuda::kernels::{GpuStepper, Interrupt};
@@ -696,6 +737,8 @@ fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
             let pos = [DeviceBuffer::from_slice(&ctx, &bodies.pos)?, DeviceBuffer::from_slice(&ctx, &bodies.pos)?];
             let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel)?;
             let mut gpu = GpuStepper::new(Kernels::load(&ctx, None)?, vel, 0, params, true)?;
+            // Body ranges run the plain kernel: compare with whole steps of the plain kernel.
+            gpu.set_stream_k(false)?;
             gpu.set_interrupt(interrupt);
             let parts = gpu.launches_per_step();
             let done = gpu.launch_steps([pos[0].view(), pos[1].view()], steps, &stream)?;
@@ -756,6 +799,8 @@ fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(), Failed> {
             // Whole steps: 3 frames of one step.
             let whole = {
                 let mut b = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
+                // The spread steps run body ranges with the plain kernel: the same for the whole ones.
+                b.set_stream_k(false)?;
                 for _ in 0..3 {
                     b.simulate(gl, &vbos, 1)?;
                 }
@@ -767,6 +812,8 @@ fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(), Failed> {
                 upload(gl, &vbos, i, &bodies.pos);
             }
             let mut b = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
+            // Its half kick is a whole launch: plain too.
+            b.set_stream_k(false)?;
             b.set_interrupt_at(never, 1.0);
             b.set_spread(true);
             let (mut steps, mut frames, mut launches) = (0u32, 0u32, 0usize);
@@ -950,6 +997,7 @@ fn main() {
         ("bench_f64_rows_say_f64", bench_f64_rows_say_f64, None),
         ("bench_setups_give_a_row_per_setup", bench_setups_give_a_row_per_setup, None),
         ("one_step_matches_float64_reference", one_step_matches_float64_reference, None),
+        ("stream_k_is_deterministic", stream_k_is_deterministic, None),
         ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size, None),
         ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite, None),
         ("mass_scaled_loop_with_hard_masses_matches_float64_reference", mass_scaled_loop_with_hard_masses_matches_float64_reference, None),

@@ -55,6 +55,31 @@ pub const STEP_PARAMS: [PtxParam; 10] = [
     PtxParam::B32,
 ];
 
+/// Parameters of the stream-K first halves `nbody_stepk_*`: `(const float4* pos_in, float4*
+/// partial, int n, float eps2, int i_begin, int i_end)` (`kernels/README.md`, "stream-K").
+pub const STEPK_PARAMS: [PtxParam; 6] = [PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32, PtxParam::B32, PtxParam::B32];
+
+/// Parameters of `nbody_stepk_finish`: `(const float4* pos_in, float4* pos_out, float4* vel,
+/// const float4* partial, int n, float dt_drift, float kick, float g, int i_begin, int i_end,
+/// int bpb, int ctas)`.
+pub const STEPK_FINISH_PARAMS: [PtxParam; 12] = [
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::B32,
+    PtxParam::B32,
+    PtxParam::B32,
+    PtxParam::B32,
+];
+
+/// Threads per block of `nbody_stepk_finish` launches (one body per thread).
+const FINISH_BLOCK: u32 = 256;
+
 /// Parameters of `nbody_step_f64` and `nbody_step_f64_lib`: `(const double4* pos_in, double4*
 /// pos_out, double4* vel, int n, double dt_drift, double kick, double eps2, double g, int
 /// i_begin, int i_end)`.
@@ -158,13 +183,27 @@ pub struct StepScalars {
 }
 
 /// `nbody_step_pP`, `nbody_step_sS` or `nbody_step_mPxS` of a loaded module, its parameters
-/// checked against [`STEP_PARAMS`].
+/// checked against [`STEP_PARAMS`], with its stream-K halves (`nbody_stepk_*` and
+/// `nbody_stepk_finish`, checked against [`STEPK_PARAMS`] and [`STEPK_FINISH_PARAMS`]) where the
+/// module has them.
 #[derive(Debug, Clone)]
 pub struct StepKernel {
     function: Function,
     p: u32,
     split: u32,
     scaled: bool,
+    /// The stream-K first half and the finishing kernel.
+    stream_k: Option<(Function, Function)>,
+}
+
+/// The stream-K halves of the step kernel `nbody_step_{suffix}`: `None` when the module has no
+/// `nbody_stepk_{suffix}` (an older or a user's PTX).
+fn lookup_stream_k(module: &Module, suffix: &str) -> Result<Option<(Function, Function)>> {
+    let name = format!("nbody_stepk_{suffix}");
+    if module.function(&name).is_err() {
+        return Ok(None);
+    }
+    Ok(Some((lookup(module, &name, &STEPK_PARAMS)?, lookup(module, "nbody_stepk_finish", &STEPK_FINISH_PARAMS)?)))
 }
 
 impl StepKernel {
@@ -178,7 +217,14 @@ impl StepKernel {
         if !BODIES_PER_THREAD.contains(&p) {
             return Err(Error::InvalidArgument(format!("no step kernel for P = {p} (1, 2 or 4)")));
         }
-        Ok(StepKernel { function: lookup(module, &format!("nbody_step_p{p}"), &STEP_PARAMS)?, p, split: 1, scaled: false })
+        let suffix = format!("p{p}");
+        Ok(StepKernel {
+            function: lookup(module, &format!("nbody_step_{suffix}"), &STEP_PARAMS)?,
+            p,
+            split: 1,
+            scaled: false,
+            stream_k: lookup_stream_k(module, &suffix)?,
+        })
     }
 
     /// Looks up the j-split kernel `nbody_step_s{s}` (S threads per body, P = 1) in `module`
@@ -191,7 +237,14 @@ impl StepKernel {
         if !SPLITS.contains(&s) {
             return Err(Error::InvalidArgument(format!("no j-split step kernel for S = {s} (2, 4 or 8)")));
         }
-        Ok(StepKernel { function: lookup(module, &format!("nbody_step_s{s}"), &STEP_PARAMS)?, p: 1, split: s, scaled: false })
+        let suffix = format!("s{s}");
+        Ok(StepKernel {
+            function: lookup(module, &format!("nbody_step_{suffix}"), &STEP_PARAMS)?,
+            p: 1,
+            split: s,
+            scaled: false,
+            stream_k: lookup_stream_k(module, &suffix)?,
+        })
     }
 
     /// Looks up the mass-scaled kernel `nbody_step_m{p}x{s}` (P bodies per thread, S threads per
@@ -206,7 +259,14 @@ impl StepKernel {
         if !MASS_SCALED.contains(&(p, s)) {
             return Err(Error::InvalidArgument(format!("no mass-scaled step kernel for P = {p}, S = {s} (one of {MASS_SCALED:?})")));
         }
-        Ok(StepKernel { function: lookup(module, &format!("nbody_step_m{p}x{s}"), &STEP_PARAMS)?, p, split: s, scaled: true })
+        let suffix = format!("m{p}x{s}");
+        Ok(StepKernel {
+            function: lookup(module, &format!("nbody_step_{suffix}"), &STEP_PARAMS)?,
+            p,
+            split: s,
+            scaled: true,
+            stream_k: lookup_stream_k(module, &suffix)?,
+        })
     }
 
     /// True for the mass-scaled kernels (`nbody_step_mPxS`).
@@ -240,6 +300,112 @@ impl StepKernel {
     /// The kernel (attributes, occupancy).
     pub fn function(&self) -> &Function {
         &self.function
+    }
+
+    /// The stream-K first half (`nbody_stepk_*`; attributes, occupancy), if the module has it.
+    pub fn stream_k_function(&self) -> Option<&Function> {
+        self.stream_k.as_ref().map(|(f, _)| f)
+    }
+
+    /// Bodies of the scratch buffer a stream-K launch over `len` bodies with `block` threads and
+    /// `ctas` persistent blocks needs: `(ctas + ceil(len / bodies_per_block)) · bodies_per_block`
+    /// (`kernels/README.md`, "stream-K").
+    pub fn stream_k_scratch(&self, block: u32, len: usize, ctas: u32) -> usize {
+        let bpb = self.bodies_per_block(block) as usize;
+        (ctas as usize + len.div_ceil(bpb)) * bpb
+    }
+
+    /// The step of [`StepKernel::launch_range`] in two launches (`kernels/README.md`,
+    /// "stream-K"): `nbody_stepk_*` on `ctas` persistent blocks of `block` threads, which share
+    /// the work of `bodies` against all `n` equally (to one unit of 32 interactions per body
+    /// block) and write their sums to `partial`, then `nbody_stepk_finish` (one thread per body),
+    /// which adds each body's sums in block order and updates it. The same semantics as one
+    /// `launch_range`; not the same bits (the sum over j is grouped differently), but the same
+    /// bits for the same `ctas` every time.
+    ///
+    /// # Errors
+    /// As [`StepKernel::launch_range`]; the module has no stream-K halves; `ctas` is 0 or above
+    /// `i32::MAX`; `partial` holds fewer than [`StepKernel::stream_k_scratch`] bodies or overlaps
+    /// another buffer.
+    #[allow(clippy::too_many_arguments)]
+    #[doc(alias = "cuLaunchKernel")]
+    pub fn launch_range_stream_k(
+        &self,
+        block: u32,
+        n: usize,
+        bodies: std::ops::Range<usize>,
+        ctas: u32,
+        pos_in: DevicePtr<'_, [f32; 4]>,
+        pos_out: DevicePtr<'_, [f32; 4]>,
+        vel: DevicePtr<'_, [f32; 4]>,
+        partial: DevicePtr<'_, [f32; 4]>,
+        s: StepScalars,
+        stream: &Stream,
+    ) -> Result<()> {
+        let Some((first, finish)) = &self.stream_k else {
+            return Err(Error::InvalidArgument(format!("this PTX has no stream-K kernels for {}", self.function.name())));
+        };
+        check_block(block)?;
+        if !self.takes_block(block) {
+            return Err(Error::InvalidArgument(format!(
+                "block size {block}: the j-split kernel {} takes multiples of {} up to 1024",
+                self.function.name(),
+                32 * self.split
+            )));
+        }
+        let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
+        let ctas_i = i32::try_from(ctas).ok().filter(|&c| c > 0).ok_or_else(|| Error::InvalidArgument(format!("{ctas} CTAs: give 1 to i32::MAX")))?;
+        let need = self.stream_k_scratch(block, bodies.len(), ctas);
+        check_len("partial", &partial, need)?;
+        if [&pos_in, &pos_out, &vel].iter().any(|b| b.overlaps(&partial)) {
+            return Err(Error::InvalidArgument("partial must not overlap pos_in, pos_out or vel".into()));
+        }
+        let bpb = self.bodies_per_block(block);
+        let first_half = Launch::new(first)
+            .grid(ctas)
+            .block(block)
+            .shared_bytes(self.shared_bytes(block))
+            .ptr(pos_in)
+            .ptr(partial)
+            .i32(nn)
+            .f32(s.eps2)
+            .i32(i_begin)
+            .i32(i_end);
+        // SAFETY: the parameter list is STEPK_PARAMS (checked against the PTX when the kernel was
+        // looked up, and here against the arguments). Per kernels/README.md ("stream-K") the
+        // kernel reads pos_in[0..n) and writes partial[0..(G + ceil(len / bpb)) · bpb) only, for
+        // G = the grid (ctas ≥ 1, checked), a block size taken by this kernel (checked) and its
+        // shared memory (computed here), 1 ≤ n ≤ MAX_BODIES and 0 ≤ i_begin < i_end ≤ n
+        // (checked); partial holds that many bodies and overlaps no other buffer (checked). The
+        // views borrow their owners for this call, and the owners keep the memory until the
+        // stream has finished with it.
+        unsafe { first_half.launch(stream)? };
+        let grid = u32::try_from(bodies.len().div_ceil(FINISH_BLOCK as usize))
+            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        let second_half = Launch::new(finish)
+            .grid(grid)
+            .block(FINISH_BLOCK)
+            .ptr(pos_in)
+            .ptr(pos_out)
+            .ptr(vel)
+            .ptr(partial)
+            .i32(nn)
+            .f32(s.dt_drift)
+            .f32(s.kick)
+            .f32(s.g)
+            .i32(i_begin)
+            .i32(i_end)
+            // bpb ≤ 1024 / S · P ≤ 4096.
+            .i32(bpb as i32)
+            .i32(ctas_i);
+        // SAFETY: the parameter list is STEPK_FINISH_PARAMS (checked against the PTX at lookup,
+        // here against the arguments). The kernel reads pos_in[i], vel[i] for i in
+        // [i_begin, i_end) and partial[0..(ctas + ceil(len / bpb)) · bpb), and writes pos_out[i]
+        // and vel[i] there, with one thread per body (grid ceil(len / 256) of 256 threads, no
+        // shared memory); bpb and ctas are those of the first half, so the slots it reads are the
+        // ones that launch wrote, on the same stream before it. Buffer sizes and overlaps are
+        // checked above.
+        unsafe { second_half.launch(stream) }
     }
 
     /// Bodies per thread P.

@@ -189,11 +189,12 @@ impl CudaBackend {
         // CUDA's own buffers: velocities; copy adds two device position buffers, external allocates
         // both position buffers itself (map uses GL's VBOs).
         // A step long enough to be split (Ctrl-C between launches) backs the velocities up.
+        // A stream-K step needs its scratch: about one [N][4] f32 buffer more (kernels/README.md).
         // fp64: its own three [N][4] f64 buffers (as many bytes as six f32 ones) in place of the
         // f32 velocities, and no backup (an fp64 step is never split).
         let storage_bufs = if s.interop == InteropMode::Map { 0 } else { 2 };
         let state_bufs = match opts.precision {
-            Precision::F32 => 1 + usize::from((n as f64) * (n as f64) / crate::cuda::kernels::nominal_rate(&info) > crate::cuda::kernels::LONG_STEP_S),
+            Precision::F32 => 2 + usize::from((n as f64) * (n as f64) / crate::cuda::kernels::nominal_rate(&info) > crate::cuda::kernels::LONG_STEP_S),
             Precision::F64 => 6,
         };
         check_fits(&ctx, n, storage_bufs + state_bufs)?;
@@ -251,6 +252,16 @@ impl CudaBackend {
     /// split (and spread) steps at a small N.
     pub fn set_interrupt_at(&mut self, requested: fn() -> bool, rate: f64) {
         self.gpu.set_interrupt(Some(crate::cuda::kernels::Interrupt { requested, rate }));
+    }
+
+    /// Allows (the default) or forbids the stream-K launches of the fp32 step
+    /// ([`crate::cuda::kernels::GpuStepper::set_stream_k`]): forbidden, whole and split steps
+    /// give the same bits, which tests compare.
+    ///
+    /// # Errors
+    /// The launch cannot be chosen again (the occupancy query fails).
+    pub fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
+        self.gpu.set_stream_k(on)
     }
 
     /// The CUDA device's attributes.

@@ -914,6 +914,7 @@ fn measure(
                         bodies_per_thread: acc.launch.map(|l| l.p),
                         threads_per_body: acc.launch.map(|l| l.split),
                         mass_scaled: acc.launch.map(|l| l.scaled),
+                        stream_k_ctas: acc.launch.and_then(|l| l.stream_k),
                         frames: acc.frame.len(),
                         rounds: args.rounds,
                         warmup: args.warmup,

@@ -250,7 +250,8 @@ impl ComputeRunner {
     ) -> anyhow::Result<ComputeRunner> {
         let ctx = Arc::clone(&cc.ctx);
         ctx.make_current().context("cuCtxSetCurrent")?;
-        check_fits(&ctx, bodies.len(), 3)?;
+        // Two position buffers, the velocities, a stream-K step's scratch.
+        check_fits(&ctx, bodies.len(), 4)?;
         let stream = make_stream(&ctx, stream, 0)?;
         let kernels = Kernels::load(&ctx, kernel)?;
         let pos = [

@@ -38,6 +38,11 @@ pub const FORCE_SPLIT_ENV: &str = "NBODY_SPLIT";
 /// when the masses suit them ([`masses_suit_scaled`]).
 pub const FORCE_SCALED_ENV: &str = "NBODY_MASS_SCALED";
 
+/// Environment variable that allows (1) or forbids (0) the stream-K launches (`nbody_stepk_*`,
+/// `kernels/README.md`, "stream-K") for tuning like [`FORCE_P_ENV`]. Unset: allowed where the
+/// launch rule prefers them (whole-step launches of one stepper; never in a split over slices).
+pub const FORCE_STREAM_K_ENV: &str = "NBODY_STREAM_K";
+
 /// Smallest and largest |m| (other than 0) the mass-scaled kernels take: their loop's `z³ =
 /// (|m| / (r² + ε²))^{3/2}` differs from the classic loop's `m / (r² + ε²)^{3/2}` by the factor
 /// √|m|, so outside these bounds it could overflow or flush to 0 where the classic loop would
@@ -104,6 +109,54 @@ fn loop_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
     }
 }
 
+/// Relative speed of each stream-K step (`nbody_stepk_*` + `nbody_stepk_finish`) and block size
+/// with every SM busy: its rate at N = 262144 on an H200 over 2.1e12 interactions/s
+/// (`kernels/kbench.cu`, 2026-12-02, `docs/results/2026-12-02-h200/session5/kbench-stream-k.csv`;
+/// there the persistent CTAs share the work to a few parts in 10⁵ and the segments cost nothing
+/// measurable). 128 threads: 2 % below 256.
+fn stream_k_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
+    let row: [f64; 3] = match (p, split, scaled) {
+        (1, 1, false) => [0.938, 0.968, 0.977],
+        (2, 1, false) => [0.957, 0.967, 0.967],
+        (4, 1, false) => [0.926, 0.952, 0.998],
+        (1, 2, false) => [0.907, 0.927, 0.932],
+        (1, 4, false) => [0.888, 0.916, 0.924],
+        (1, 8, false) => [0.854, 0.889, 0.912],
+        (2, 2, true) => [0.926, 0.970, 1.017],
+        (2, 4, true) => [0.907, 0.952, 0.996],
+        (2, 8, true) => [0.853, 0.911, 0.962],
+        (4, 1, true) => [0.994, 1.010, 1.026],
+        (4, 4, true) => [0.958, 0.989, 1.021],
+        _ => [0.85, 0.85, 0.85],
+    };
+    match block {
+        b if b >= 1024 => row[2],
+        b if b >= 512 => row[1],
+        b if b >= 256 => row[0],
+        _ => row[0] * 0.98,
+    }
+}
+
+/// Host-side cost of a stream-K step besides its interactions, as seconds of the H200 (the
+/// second launch and the finishing kernel's pass; fitted to the sweep: 8 µs).
+const STREAM_K_FIXED_S: f64 = 8e-6;
+
+/// The fraction of a stream-K step's ideal rate left after its overheads, on `sms` SMs with
+/// `ctas` persistent CTAs over `n` bodies in blocks of `bpb`: the fixed cost
+/// [`STREAM_K_FIXED_S`] against the step's length at 1.6e10 interactions/s per SM, and the
+/// segments' cost, which grows with the block's bodies over the source bodies one CTA takes
+/// (`x = bpb / (32 · U / G)`: a CTA with fewer sources than its block has bodies spends its time
+/// loading the block and writing sums), `0.07 · x^0.6` — both fitted to the sweep
+/// (`kernels/README.md`, "stream-K"). Also the fill: the busiest CTA's units over the mean.
+fn stream_k_fraction(n: usize, bpb: u32, sms: u32, ctas: u32) -> f64 {
+    let units = (n.div_ceil(bpb as usize) as f64) * (n.div_ceil(32) as f64);
+    let per_cta = units / f64::from(ctas.max(1));
+    let fill = per_cta / per_cta.ceil();
+    let ideal_s = (n as f64) * (n as f64) / (1.6e10 * f64::from(sms.max(1)));
+    let x = f64::from(bpb) / (32.0 * per_cta);
+    fill / (1.0 + STREAM_K_FIXED_S / ideal_s + 0.07 * x.powf(0.6))
+}
+
 /// Fraction of the ideal that the busiest SM allows: the grid's blocks are spread over `sms`
 /// SMs, so the run takes as long as the SM with `ceil(grid / sms)` blocks of `bodies_per_block`.
 fn fill_efficiency(n: usize, bodies_per_block: u32, sms: u32) -> f64 {
@@ -131,7 +184,11 @@ const AT_16_WARPS: f64 = 0.94;
 fn latency_efficiency(n: usize, block: u32, bodies_per_block: u32, sms: u32, resident: u32) -> f64 {
     let grid = n.div_ceil(bodies_per_block as usize);
     let per_sm = grid.div_ceil(sms as usize).min(resident as usize);
-    let warps = (per_sm * block as usize / 32) as f64;
+    warp_cover((per_sm * block as usize / 32) as f64)
+}
+
+/// The latency term of `warps` resident warps per SM (see [`latency_efficiency`]).
+fn warp_cover(warps: f64) -> f64 {
     if warps >= LATENCY_WARPS {
         1.0
     } else if warps >= 16.0 {
@@ -154,6 +211,9 @@ pub struct Launch {
     /// The mass-scaled kernel `nbody_step_m{p}x{split}` (else `nbody_step_p{p}` or
     /// `nbody_step_s{split}`).
     pub scaled: bool,
+    /// A stream-K launch on this many persistent CTAs (`nbody_stepk_*` + `nbody_stepk_finish`,
+    /// `kernels/README.md`, "stream-K"); `None`: one launch of `nbody_step_*`.
+    pub stream_k: Option<u32>,
 }
 
 impl Launch {
@@ -161,28 +221,37 @@ impl Launch {
     /// does not know its precision, so [`Launch::kernel_name`] names the fp32 kernel of that
     /// shape; the fp64 step kernel is `nbody_step_f64`).
     pub fn f64(block: u32) -> Launch {
-        Launch { block, p: 1, split: 1, scaled: false }
+        Launch { block, p: 1, split: 1, scaled: false, stream_k: None }
+    }
+
+    /// The same kernel as one launch of `nbody_step_*` (what a step split over body ranges, or
+    /// over slices, runs: their bits then match one launch's).
+    pub fn plain(self) -> Launch {
+        Launch { stream_k: None, ..self }
     }
 
     /// The fp32 launch in words for the device panel: `nbody_step_m2x4 · P = 2 · j-split S = 4 ·
-    /// mass-scaled loop · block 1024`.
+    /// mass-scaled loop · block 1024 · stream-K on 132 CTAs`.
     pub fn describe(&self) -> String {
         format!(
-            "{} · P = {}{}{} · block {}",
+            "{} · P = {}{}{} · block {}{}",
             self.kernel_name(),
             self.p,
             if self.split > 1 { format!(" · j-split S = {}", self.split) } else { String::new() },
             if self.scaled { " · mass-scaled loop" } else { "" },
-            self.block
+            self.block,
+            self.stream_k.map(|c| format!(" · stream-K on {c} CTAs")).unwrap_or_default()
         )
     }
 
-    /// The fp32 step kernel's name (`nbody_step_p4`, `nbody_step_s8`, `nbody_step_m4x1`).
+    /// The fp32 step kernel's name (`nbody_step_p4`, `nbody_step_s8`, `nbody_step_m4x1`; a
+    /// stream-K launch: `nbody_stepk_m4x1`, its first half).
     pub fn kernel_name(&self) -> String {
+        let family = if self.stream_k.is_some() { "nbody_stepk" } else { "nbody_step" };
         match (self.scaled, self.split) {
-            (true, s) => format!("nbody_step_m{}x{s}", self.p),
-            (false, 1) => format!("nbody_step_p{}", self.p),
-            (false, s) => format!("nbody_step_s{s}"),
+            (true, s) => format!("{family}_m{}x{s}", self.p),
+            (false, 1) => format!("{family}_p{}", self.p),
+            (false, s) => format!("{family}_s{s}"),
         }
     }
 }
@@ -210,13 +279,17 @@ pub fn eps2_f64(softening: f32) -> f64 {
 /// The buffers of one step launch: `(pos_in, pos_out, vel)`, each `[N][4]` f32.
 pub type StepBuffers<'a> = (DevicePtr<'a, [f32; 4]>, DevicePtr<'a, [f32; 4]>, DevicePtr<'a, [f32; 4]>);
 
-/// The loaded kernels.
+/// The loaded kernels, and the scratch buffer of their stream-K launches.
 pub struct Kernels {
+    /// Sums of the stream-K segments (`[bodies][4]` f32), grown on demand; a launch borrows it
+    /// for the two kernels it enqueues.
+    scratch: std::cell::RefCell<Option<DeviceBuffer<[f32; 4]>>>,
     module: Module,
     step: Vec<StepKernel>,
     potential: PotentialKernel,
     sms: u32,
     source: String,
+    ctx: Arc<Context>,
 }
 
 impl Kernels {
@@ -255,7 +328,7 @@ impl Kernels {
         }
         let potential = PotentialKernel::new(&module).with_context(|| format!("{source} has no usable kernel nbody_potential"))?;
         let sms = ctx.device().attribute(interop::sys::attr::MULTIPROCESSOR_COUNT)?.max(1) as u32;
-        Ok(Kernels { module, step, potential, sms, source })
+        Ok(Kernels { scratch: std::cell::RefCell::new(None), module, step, potential, sms, source, ctx: Arc::clone(ctx) })
     }
 
     /// Where the PTX came from.
@@ -298,12 +371,15 @@ impl Kernels {
     /// mass-scaled [`MASS_SCALED`] ones when `scaled_ok`, see [`masses_suit_scaled`]),
     /// maximising the fill of the busiest SM times the measured loop efficiency
     /// (`loop_efficiency`) times the latency cover of the warps resident there
-    /// (`latency_efficiency`). The environment variables [`FORCE_P_ENV`], [`FORCE_SPLIT_ENV`] and
-    /// [`FORCE_SCALED_ENV`] fix P, S and the loop, for tuning.
+    /// (`latency_efficiency`). With `stream_k_ok` each kernel's stream-K launch competes too (on
+    /// SMs × its resident blocks per SM persistent CTAs; its measured efficiency
+    /// `stream_k_efficiency` times the latency cover times `stream_k_fraction`). The environment
+    /// variables [`FORCE_P_ENV`], [`FORCE_SPLIT_ENV`], [`FORCE_SCALED_ENV`] and
+    /// [`FORCE_STREAM_K_ENV`] fix P, S, the loop and stream-K, for tuning.
     ///
     /// # Errors
     /// An override is not valid; the occupancy query fails.
-    pub fn choose_launch(&self, n: usize, block: u32, scaled_ok: bool) -> anyhow::Result<Launch> {
+    pub fn choose_launch(&self, n: usize, block: u32, scaled_ok: bool, stream_k_ok: bool) -> anyhow::Result<Launch> {
         let force = |var: &str, valid: &[u32]| -> anyhow::Result<Option<u32>> {
             match std::env::var_os(var) {
                 Some(v) => {
@@ -319,6 +395,7 @@ impl Kernels {
         let force_p = force(FORCE_P_ENV, &BODIES_PER_THREAD)?;
         let force_s = force(FORCE_SPLIT_ENV, &[1, 2, 4, 8])?;
         let force_m = force(FORCE_SCALED_ENV, &[0, 1])?.map(|m| m == 1);
+        let force_k = force(FORCE_STREAM_K_ENV, &[0, 1])?.map(|m| m == 1);
         let blocks: Vec<u32> = if block == AUTO_BLOCK { vec![1024, 512, 256, 128] } else { vec![block] };
         let mut best: Option<(f64, Launch)> = None;
         for &b in &blocks {
@@ -337,22 +414,40 @@ impl Kernels {
                     continue;
                 }
                 let bpb = k.bodies_per_block(b);
-                let score = fill_efficiency(n, bpb, self.sms) * loop_efficiency(b, k.p(), k.split(), scaled)
-                    * latency_efficiency(n, b, bpb, self.sms, resident as u32);
-                if best.is_none_or(|(s, _)| score > s + 1e-9) {
-                    best = Some((score, Launch { block: b, p: k.p(), split: k.split(), scaled }));
+                let plain = Launch { block: b, p: k.p(), split: k.split(), scaled, stream_k: None };
+                if force_k != Some(true) {
+                    let score = fill_efficiency(n, bpb, self.sms) * loop_efficiency(b, k.p(), k.split(), scaled)
+                        * latency_efficiency(n, b, bpb, self.sms, resident as u32);
+                    if best.is_none_or(|(s, _)| score > s + 1e-9) {
+                        best = Some((score, plain));
+                    }
+                }
+                let sk = match k.stream_k_function() {
+                    Some(f) if stream_k_ok && force_k != Some(false) => f.max_active_blocks_per_sm(b, k.shared_bytes(b) as usize)?,
+                    _ => 0,
+                };
+                if sk >= 1 {
+                    let ctas = self.sms * sk as u32;
+                    let score = stream_k_efficiency(b, k.p(), k.split(), scaled)
+                        * warp_cover(f64::from(sk as u32 * b / 32))
+                        * stream_k_fraction(n, bpb, self.sms, ctas);
+                    if best.is_none_or(|(s, _)| score > s + 1e-9) {
+                        best = Some((score, Launch { stream_k: Some(ctas), ..plain }));
+                    }
                 }
             }
         }
         match best {
             Some((_, l)) => Ok(l),
-            None if force_p.is_some() || force_s.is_some() || force_m.is_some() => bail!(
-                "no step kernel matches {FORCE_P_ENV}={force_p:?}, {FORCE_SPLIT_ENV}={force_s:?} and {FORCE_SCALED_ENV}={force_m:?} \
+            None if force_p.is_some() || force_s.is_some() || force_m.is_some() || force_k.is_some() => bail!(
+                "no step kernel matches {FORCE_P_ENV}={force_p:?}, {FORCE_SPLIT_ENV}={force_s:?}, {FORCE_SCALED_ENV}={force_m:?} and \
+                 {FORCE_STREAM_K_ENV}={force_k:?} (stream-K needs a PTX with nbody_stepk_* kernels, and is never used for a split \
+                 over slices) \
                  with {} threads per block (classic: P = 1, 2, 4 with S = 1, or S = 2, 4, 8 with P = 1; mass-scaled: (P, S) one of \
                  {MASS_SCALED:?}; S > 1 takes multiples of 32·S threads); change or unset them",
                 if block == AUTO_BLOCK { "any".to_string() } else { block.to_string() }
             ),
-            None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1, scaled: false }),
+            None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1, scaled: false, stream_k: None }),
             None => bail!("no step kernel can be launched with {block} threads per block on this device"),
         }
     }
@@ -397,8 +492,20 @@ impl Kernels {
         let k = self.step_kernel(launch).with_context(|| format!("the PTX has no step kernel {}", launch.kernel_name()))?;
         let (pos_in, pos_out, vel) = bufs;
         let s = StepScalars { dt_drift, kick, eps2: eps2(params.softening), g: params.g };
-        k.launch_range(block, n, bodies.clone(), pos_in, pos_out, vel, s, stream)
-            .with_context(|| format!("cuLaunchKernel of {} (bodies {bodies:?} of N = {n}, block {block})", k.function().name()))
+        let what = || format!("cuLaunchKernel of {} (bodies {bodies:?} of N = {n}, block {block})", launch.kernel_name());
+        let Some(ctas) = launch.stream_k else {
+            return k.launch_range(block, n, bodies.clone(), pos_in, pos_out, vel, s, stream).with_context(what);
+        };
+        let need = k.stream_k_scratch(block, bodies.len(), ctas);
+        let mut scratch = self.scratch.borrow_mut();
+        if scratch.as_ref().is_none_or(|b| b.len() < need) {
+            // Work queued on this stream may still read the old buffer.
+            stream.synchronize().context("cuStreamSynchronize (before growing the stream-K scratch)")?;
+            *scratch = None;
+            *scratch = Some(DeviceBuffer::alloc(&self.ctx, need).context("cuMemAlloc (stream-K scratch)")?);
+        }
+        let partial = scratch.as_ref().context("stream-K scratch")?.view();
+        k.launch_range_stream_k(block, n, bodies.clone(), ctas, pos_in, pos_out, vel, partial, s, stream).with_context(what)
     }
 
     /// Launches `nbody_potential`: `phi[i] = −Σ_{j≠i} m_j / sqrt(r² + ε²)`.
@@ -469,10 +576,17 @@ pub struct GpuStepper {
     /// Index (0/1) of the position buffer holding the newest positions (while a step is in
     /// progress: the one before it, which its launches read).
     pub front: usize,
-    /// The step kernel's launch: block size, P, S, loop.
+    /// The step kernel's launch: block size, P, S, loop, stream-K. A whole step runs it; a step
+    /// split over body ranges runs [`Launch::plain`] (stream-K groups each body's sum by its
+    /// CTAs, which differ per range: the plain kernel keeps the split step's bits those of one
+    /// plain launch).
     pub launch: Launch,
     /// The masses suit the mass-scaled kernels ([`masses_suit_scaled`]): the launch rule may pick them.
     pub scaled_ok: bool,
+    /// The launch rule may pick a stream-K launch ([`GpuStepper::set_stream_k`]; default true).
+    stream_k_ok: bool,
+    /// The block size asked for ([`AUTO_BLOCK`]: the rule's), which the launch was chosen with.
+    block_asked: u32,
     /// Physics parameters.
     pub params: PhysParams,
     /// N.
@@ -532,7 +646,7 @@ impl GpuStepper {
     pub fn new(kernels: Kernels, vel: interop::DeviceBuffer<[f32; 4]>, block: u32, params: PhysParams, scaled_ok: bool) -> anyhow::Result<Self> {
         validate_block_size(block)?;
         let n = vel.len();
-        let launch = kernels.choose_launch(n, block, scaled_ok)?;
+        let launch = kernels.choose_launch(n, block, scaled_ok, true)?;
         Ok(GpuStepper {
             kernels,
             vel,
@@ -540,6 +654,8 @@ impl GpuStepper {
             front: 0,
             launch,
             scaled_ok,
+            stream_k_ok: true,
+            block_asked: block,
             params,
             n,
             interrupt: None,
@@ -594,9 +710,21 @@ impl GpuStepper {
         if self.partial.is_some() {
             bail!("a long step is in progress: abandon it before changing the block size");
         }
-        let l = self.kernels.choose_launch(self.n, block, self.scaled_ok)?;
+        let l = self.kernels.choose_launch(self.n, block, self.scaled_ok, self.stream_k_ok)?;
         self.launch = l;
+        self.block_asked = block;
         Ok(())
+    }
+
+    /// Allows (the default) or forbids stream-K launches, and re-chooses the launch with the
+    /// same block size. Forbidden, every step is one plain launch (or, when long, plain launches
+    /// over body ranges), so whole and split steps give the same bits (tests, comparisons).
+    ///
+    /// # Errors
+    /// As [`GpuStepper::set_block`].
+    pub fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
+        self.stream_k_ok = on;
+        self.set_block(self.block_asked)
     }
 
     /// `steps` whole steps ping-ponging between `pos` on `stream`, starting from `self.front`.
@@ -744,7 +872,8 @@ impl GpuStepper {
     /// A failed launch abandons the step (best effort; the failure is what is reported).
     fn continue_partial(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], stream: &Stream, budget: usize) -> anyhow::Result<Part> {
         let mut p = self.partial.take().context("no step in progress")?;
-        let launch = self.launch;
+        // Body ranges run the plain kernel (see `launch`).
+        let launch = self.launch.plain();
         let requested = self.interrupt.map(|i| i.requested);
         let mut ran = 0;
         loop {
@@ -1101,6 +1230,18 @@ impl Stepper {
         }
     }
 
+    /// Allows or forbids stream-K launches ([`GpuStepper::set_stream_k`]); the fp64 and split
+    /// steppers never use them.
+    ///
+    /// # Errors
+    /// As [`GpuStepper::set_stream_k`].
+    pub fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
+        match self {
+            Stepper::F32(g) => g.set_stream_k(on),
+            Stepper::F64(_) | Stepper::Split(_) => Ok(()),
+        }
+    }
+
     /// The stop request ([`GpuStepper::set_interrupt`], [`GpuStepperF64::set_interrupt`]).
     pub fn set_interrupt(&mut self, interrupt: Option<Interrupt>) {
         match self {
@@ -1261,5 +1402,24 @@ mod tests {
         assert!(score(65536, 1024, 2, 4, true, 1) > score(65536, 512, 1, 1, false, 4));
         // N = 16384: s8 with 1024 threads over s4 with 512 (kbench: 1.77e12 against 1.76e12).
         assert!(score(16384, 1024, 1, 8, false, 1) > score(16384, 512, 1, 4, false, 2));
+    }
+
+    /// The stream-K score on the H200 (132 SMs, one CTA of 1024 threads per SM).
+    fn score_k(n: usize, b: u32, p: u32, s: u32, scaled: bool) -> f64 {
+        stream_k_efficiency(b, p, s, scaled) * stream_k_fraction(n, b / s * p, 132, 132)
+    }
+
+    #[test]
+    fn stream_k_wins_where_the_grid_leaves_sms_idle() {
+        // At 262144 the shares are even and the overheads nothing.
+        assert!((stream_k_fraction(262144, 1024, 132, 132) - 1.0).abs() < 5e-3);
+        // Small N, big blocks of bodies: a CTA's few sources cost (kbench: m4x1 at 16384 ran at
+        // 0.79 of its rate at 262144; the model says 0.74).
+        let f = stream_k_fraction(16384, 4096, 132, 132);
+        assert!(f > 0.7 && f < 0.85, "{f}");
+        // N = 65536: stream-K m4x4 (kbench 2.115e12) over the plain m2x4 (1.984e12).
+        assert!(score_k(65536, 1024, 4, 4, true) > score(65536, 1024, 2, 4, true, 1));
+        // N = 16384: stream-K m2x4 (1.874e12) over stream-K m4x1 (1.70e12).
+        assert!(score_k(16384, 1024, 2, 4, true) > score_k(16384, 1024, 4, 1, true));
     }
 }

@@ -187,7 +187,8 @@ impl SplitStepper {
     /// render device's session context has it), loads the kernels (`ptx`: a PTX file, else the embedded one) on each and
     /// picks the gather path: `choice` = auto takes NCCL when it loads and every slice has a
     /// device of its own, else peer copies. `launch`: the step kernel's launch, else the launch
-    /// rule's for one slice's bodies with `block` ([`Kernels::choose_launch`]).
+    /// rule's for one slice's bodies with `block` ([`Kernels::choose_launch`]); always a plain
+    /// launch (a stream-K one is run as [`Launch::plain`]: see `kernels/README.md`, "stream-K").
     ///
     /// # Errors
     /// No device, an ordinal past the device count, an invalid block size, N too large for a
@@ -236,9 +237,11 @@ impl SplitStepper {
         }
         let first = &loaded[0].1;
         loaded[0].2.make_current().context("cuCtxSetCurrent")?;
+        // Plain launches: stream-K would group each body's sum by its slice's CTAs, and the
+        // slices must give the bits of one slice.
         let launch = match launch {
-            Some(l) => l,
-            None => first.choose_launch(n.div_ceil(devices.len()), block, scaled_ok)?,
+            Some(l) => l.plain(),
+            None => first.choose_launch(n.div_ceil(devices.len()), block, scaled_ok, false)?,
         };
         let align = first
             .step_kernel(launch)
