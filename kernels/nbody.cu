@@ -319,7 +319,7 @@ __host__ __device__ __forceinline__ long long chunks_of(const int n) {
     return (n + 31) / 32;
 }
 
-// First unit of CTA c: c U / G (64-bit: U < 2^47 for N < 2^31).
+// First unit of CTA c: c U / G, in 64 bits: the host keeps G U below 2^63 (U can reach ~2^55).
 __host__ __device__ __forceinline__ long long cta_start(const long long c, const long long units, const long long ctas) {
     return c * units / ctas;
 }

@@ -10,7 +10,7 @@ for n in 16384 32768 65536 131072; do
     set -- $cfg; s=$1; p=$2; m=$3
     for blk in 128 256 512 1024; do
       [ $((blk % (32 * s))) -ne 0 ] && continue
-      r=$(NBODY_SPLIT=$s NBODY_BODIES_PER_THREAD=$p NBODY_MASS_SCALED=$m timeout 30 $b bench --modes compute --bodies $n --block-size $blk --frames 10 --warmup 2 --rounds 1 --out /tmp/sw-$n-$s-$p-$m-$blk 2>&1 | grep -m1 "^compute N=" | sed "s/.*median \([0-9.]*\) ms.*/\1/")
+      r=$(NBODY_STREAM_K=0 NBODY_SPLIT=$s NBODY_BODIES_PER_THREAD=$p NBODY_MASS_SCALED=$m timeout 30 $b bench --modes compute --bodies $n --block-size $blk --frames 10 --warmup 2 --rounds 1 --out /tmp/sw-$n-$s-$p-$m-$blk 2>&1 | grep -m1 "^compute N=" | sed "s/.*median \([0-9.]*\) ms.*/\1/")
       echo "$n,$s,$p,$m,$blk,$r" >> $o/sweep.csv
     done
   done

@@ -197,11 +197,18 @@ pub struct StepKernel {
 }
 
 /// The stream-K halves of the step kernel `nbody_step_{suffix}`: `None` when the module has no
-/// `nbody_stepk_{suffix}` (an older or a user's PTX).
+/// `nbody_stepk_{suffix}` (`CUDA_ERROR_NOT_FOUND`: an older or a user's PTX).
+///
+/// # Errors
+/// `nbody_stepk_{suffix}` is there but takes other parameters than [`STEPK_PARAMS`], or
+/// `nbody_stepk_finish` is missing or takes other parameters than [`STEPK_FINISH_PARAMS`]; any
+/// other driver error of the lookup.
 fn lookup_stream_k(module: &Module, suffix: &str) -> Result<Option<(Function, Function)>> {
     let name = format!("nbody_stepk_{suffix}");
-    if module.function(&name).is_err() {
-        return Ok(None);
+    match module.function(&name) {
+        Err(e) if e.code() == Some(crate::sys::CuResult::CUDA_ERROR_NOT_FOUND) => return Ok(None),
+        Err(e) => return Err(e),
+        Ok(_) => {}
     }
     Ok(Some((lookup(module, &name, &STEPK_PARAMS)?, lookup(module, "nbody_stepk_finish", &STEPK_FINISH_PARAMS)?)))
 }
@@ -211,7 +218,8 @@ impl StepKernel {
     ///
     /// # Errors
     /// `p` is not 1, 2 or 4; the module has no such kernel (`CUDA_ERROR_NOT_FOUND`); its
-    /// parameters differ from [`STEP_PARAMS`] ([`Error::InvalidArgument`]).
+    /// parameters differ from [`STEP_PARAMS`] ([`Error::InvalidArgument`]); its stream-K half is
+    /// there but unusable (see [`StepKernel::launch_range_stream_k`]; a module without it is fine).
     #[doc(alias = "cuModuleGetFunction")]
     pub fn new(module: &Module, p: u32) -> Result<Self> {
         if !BODIES_PER_THREAD.contains(&p) {
@@ -231,7 +239,8 @@ impl StepKernel {
     /// and checks its PTX parameter list.
     ///
     /// # Errors
-    /// `s` is not 2, 4 or 8; the module has no such kernel; its parameters differ from [`STEP_PARAMS`].
+    /// `s` is not 2, 4 or 8; the module has no such kernel; its parameters differ from
+    /// [`STEP_PARAMS`]; its stream-K half is there but unusable.
     #[doc(alias = "cuModuleGetFunction")]
     pub fn new_split(module: &Module, s: u32) -> Result<Self> {
         if !SPLITS.contains(&s) {
@@ -253,7 +262,7 @@ impl StepKernel {
     ///
     /// # Errors
     /// `(p, s)` is not one of [`MASS_SCALED`]; the module has no such kernel; its parameters
-    /// differ from [`STEP_PARAMS`].
+    /// differ from [`STEP_PARAMS`]; its stream-K half is there but unusable.
     #[doc(alias = "cuModuleGetFunction")]
     pub fn new_mass_scaled(module: &Module, p: u32, s: u32) -> Result<Self> {
         if !MASS_SCALED.contains(&(p, s)) {
@@ -321,12 +330,14 @@ impl StepKernel {
     /// block) and write their sums to `partial`, then `nbody_stepk_finish` (one thread per body),
     /// which adds each body's sums in block order and updates it. The same semantics as one
     /// `launch_range`; not the same bits (the sum over j is grouped differently), but the same
-    /// bits for the same `ctas` every time.
+    /// bits for the same `ctas` every time, and a plain launch's bits for `ctas` = 1. `partial`
+    /// is scratch: it must not be used by other work until the stream has run both kernels.
     ///
     /// # Errors
-    /// As [`StepKernel::launch_range`]; the module has no stream-K halves; `ctas` is 0 or above
-    /// `i32::MAX`; `partial` holds fewer than [`StepKernel::stream_k_scratch`] bodies or overlaps
-    /// another buffer.
+    /// As [`StepKernel::launch_range`]; the module has no stream-K halves; `ctas` is 0, above
+    /// `i32::MAX`, or so large that `ctas · units` passes `i64::MAX` (the kernels' unit
+    /// arithmetic; `units = ceil(len / bodies_per_block) · ceil(n / 32)`); `partial` holds fewer
+    /// than [`StepKernel::stream_k_scratch`] bodies or overlaps another buffer.
     #[allow(clippy::too_many_arguments)]
     #[doc(alias = "cuLaunchKernel")]
     pub fn launch_range_stream_k(
@@ -354,58 +365,63 @@ impl StepKernel {
             )));
         }
         let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
-        let ctas_i = i32::try_from(ctas).ok().filter(|&c| c > 0).ok_or_else(|| Error::InvalidArgument(format!("{ctas} CTAs: give 1 to i32::MAX")))?;
+        let bpb = self.bodies_per_block(block);
+        let units = (bodies.len().div_ceil(bpb as usize) as u128) * (n.div_ceil(32) as u128);
+        let ctas_i = i32::try_from(ctas)
+            .ok()
+            .filter(|&c| c > 0 && u128::from(ctas) * units <= i64::MAX as u128)
+            .ok_or_else(|| Error::InvalidArgument(format!("{ctas} CTAs for {units} units: give 1 to i32::MAX CTAs with CTAs × units ≤ 2^63")))?;
         let need = self.stream_k_scratch(block, bodies.len(), ctas);
-        check_len("partial", &partial, need)?;
+        if partial.len() < need {
+            return Err(Error::InvalidArgument(format!(
+                "partial holds {} bodies, a stream-K step of {} bodies on {ctas} CTAs needs {need}",
+                partial.len(),
+                bodies.len()
+            )));
+        }
         if [&pos_in, &pos_out, &vel].iter().any(|b| b.overlaps(&partial)) {
             return Err(Error::InvalidArgument("partial must not overlap pos_in, pos_out or vel".into()));
         }
-        let bpb = self.bodies_per_block(block);
-        let first_half = Launch::new(first)
+        self.launch_stream_k_sums(first, block, ctas, pos_in, partial, nn, s.eps2, i_begin, i_end, stream)?;
+        // bpb ≤ 1024 / S · P ≤ 4096.
+        launch_stream_k_finish(finish, bodies.len(), pos_in, pos_out, vel, partial, nn, s, i_begin, i_end, bpb as i32, ctas_i, stream)
+    }
+
+    /// The first half of [`StepKernel::launch_range_stream_k`], its arguments checked there.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_stream_k_sums(
+        &self,
+        first: &Function,
+        block: u32,
+        ctas: u32,
+        pos_in: DevicePtr<'_, [f32; 4]>,
+        partial: DevicePtr<'_, [f32; 4]>,
+        n: i32,
+        eps2: f32,
+        i_begin: i32,
+        i_end: i32,
+        stream: &Stream,
+    ) -> Result<()> {
+        let launch = Launch::new(first)
             .grid(ctas)
             .block(block)
             .shared_bytes(self.shared_bytes(block))
             .ptr(pos_in)
             .ptr(partial)
-            .i32(nn)
-            .f32(s.eps2)
+            .i32(n)
+            .f32(eps2)
             .i32(i_begin)
             .i32(i_end);
         // SAFETY: the parameter list is STEPK_PARAMS (checked against the PTX when the kernel was
         // looked up, and here against the arguments). Per kernels/README.md ("stream-K") the
         // kernel reads pos_in[0..n) and writes partial[0..(G + ceil(len / bpb)) · bpb) only, for
-        // G = the grid (ctas ≥ 1, checked), a block size taken by this kernel (checked) and its
-        // shared memory (computed here), 1 ≤ n ≤ MAX_BODIES and 0 ≤ i_begin < i_end ≤ n
-        // (checked); partial holds that many bodies and overlaps no other buffer (checked). The
-        // views borrow their owners for this call, and the owners keep the memory until the
-        // stream has finished with it.
-        unsafe { first_half.launch(stream)? };
-        let grid = u32::try_from(bodies.len().div_ceil(FINISH_BLOCK as usize))
-            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
-        let second_half = Launch::new(finish)
-            .grid(grid)
-            .block(FINISH_BLOCK)
-            .ptr(pos_in)
-            .ptr(pos_out)
-            .ptr(vel)
-            .ptr(partial)
-            .i32(nn)
-            .f32(s.dt_drift)
-            .f32(s.kick)
-            .f32(s.g)
-            .i32(i_begin)
-            .i32(i_end)
-            // bpb ≤ 1024 / S · P ≤ 4096.
-            .i32(bpb as i32)
-            .i32(ctas_i);
-        // SAFETY: the parameter list is STEPK_FINISH_PARAMS (checked against the PTX at lookup,
-        // here against the arguments). The kernel reads pos_in[i], vel[i] for i in
-        // [i_begin, i_end) and partial[0..(ctas + ceil(len / bpb)) · bpb), and writes pos_out[i]
-        // and vel[i] there, with one thread per body (grid ceil(len / 256) of 256 threads, no
-        // shared memory); bpb and ctas are those of the first half, so the slots it reads are the
-        // ones that launch wrote, on the same stream before it. Buffer sizes and overlaps are
-        // checked above.
-        unsafe { second_half.launch(stream) }
+        // G = the grid, a block size taken by this kernel and its shared memory (computed here),
+        // 1 ≤ n ≤ MAX_BODIES and 0 ≤ i_begin < i_end ≤ n; the caller
+        // (`launch_range_stream_k`) checked those, that 1 ≤ G with G · units < 2^63 (the
+        // kernel's 64-bit unit arithmetic then never overflows), that partial holds that many
+        // bodies and that it overlaps no other buffer. The views borrow their owners for this
+        // call, and the owners keep the memory until the stream has finished with it.
+        unsafe { launch.launch(stream) }
     }
 
     /// Bodies per thread P.
@@ -491,6 +507,51 @@ impl StepKernel {
         // stream or unmaps on it).
         unsafe { launch.launch(stream) }
     }
+}
+
+/// The second half of [`StepKernel::launch_range_stream_k`] (`nbody_stepk_finish`), its
+/// arguments checked there.
+#[allow(clippy::too_many_arguments)]
+fn launch_stream_k_finish(
+    finish: &Function,
+    len: usize,
+    pos_in: DevicePtr<'_, [f32; 4]>,
+    pos_out: DevicePtr<'_, [f32; 4]>,
+    vel: DevicePtr<'_, [f32; 4]>,
+    partial: DevicePtr<'_, [f32; 4]>,
+    n: i32,
+    s: StepScalars,
+    i_begin: i32,
+    i_end: i32,
+    bpb: i32,
+    ctas: i32,
+    stream: &Stream,
+) -> Result<()> {
+    let grid = u32::try_from(len.div_ceil(FINISH_BLOCK as usize))
+        .map_err(|_| Error::InvalidArgument(format!("{len} bodies need more blocks than a grid holds")))?;
+    let launch = Launch::new(finish)
+        .grid(grid)
+        .block(FINISH_BLOCK)
+        .ptr(pos_in)
+        .ptr(pos_out)
+        .ptr(vel)
+        .ptr(partial)
+        .i32(n)
+        .f32(s.dt_drift)
+        .f32(s.kick)
+        .f32(s.g)
+        .i32(i_begin)
+        .i32(i_end)
+        .i32(bpb)
+        .i32(ctas);
+    // SAFETY: the parameter list is STEPK_FINISH_PARAMS (checked against the PTX at lookup, here
+    // against the arguments). The kernel reads pos_in[i], vel[i] for i in [i_begin, i_end) and
+    // partial[0..(ctas + ceil(len / bpb)) · bpb), and writes pos_out[i] and vel[i] there, with one
+    // thread per body (grid ceil(len / 256) of 256 threads, no shared memory); bpb and ctas are
+    // those of the first half, so the slots it reads are the ones that launch wrote, on the same
+    // stream before it. `launch_range_stream_k` checked the buffer sizes, the overlaps and
+    // ctas · units < 2^63.
+    unsafe { launch.launch(stream) }
 }
 
 /// The scalars of one fp64 leapfrog step (as [`StepScalars`], in double).

@@ -189,7 +189,8 @@ impl CudaBackend {
         // CUDA's own buffers: velocities; copy adds two device position buffers, external allocates
         // both position buffers itself (map uses GL's VBOs).
         // A step long enough to be split (Ctrl-C between launches) backs the velocities up.
-        // A stream-K step needs its scratch: about one [N][4] f32 buffer more (kernels/README.md).
+        // A stream-K step needs its scratch: N plus G blocks of bodies (kernels/README.md), counted
+        // as one [N][4] f32 buffer more (G blocks of up to 4096 bodies fit the 5 % left over).
         // fp64: its own three [N][4] f64 buffers (as many bytes as six f32 ones) in place of the
         // f32 velocities, and no backup (an fp64 step is never split).
         let storage_bufs = if s.interop == InteropMode::Map { 0 } else { 2 };
@@ -764,10 +765,13 @@ impl SimBackend for CudaBackend {
         }
         let auto = if s.block_size == 0 { " (auto)" } else { "" };
         let (kernel, attributes) = match &self.gpu {
-            Stepper::F32(g) => (
-                format!("{} · {}{auto}", g.kernels.source(), g.launch.describe()),
-                g.kernels.step_kernel(g.launch).map(|k| k.function().attributes()),
-            ),
+            Stepper::F32(g) => {
+                let l = g.launch_in_use();
+                let k = g.kernels.step_kernel(l);
+                // A stream-K launch: the attributes of its first half, the kernel that carries the work.
+                let f = k.and_then(|k| if l.stream_k.is_some() { k.stream_k_function() } else { Some(k.function()) });
+                (format!("{} · {}{auto}", g.kernels.source(), l.describe()), f.map(|f| f.attributes()))
+            }
             Stepper::F64(g) => (
                 format!(
                     "{} · fp64 {} + nbody_to_float4 · block {}{auto}",

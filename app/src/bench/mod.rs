@@ -518,7 +518,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
              smaller --bodies, or other --modes"
         );
     }
-    let diverged: Vec<String> = rows.iter().filter(|r| r.diverged).map(|r| format!("{} N={}", r.mode, r.n)).collect();
+    let diverged: Vec<String> = rows.iter().filter(|r| r.diverged).map(|r| format!("{} N={}", report::row_label(r, true), r.n)).collect();
     if !diverged.is_empty() {
         bail!(
             "{} row(s) diverged ({}): NaN or ∞ in the state, so their timings are of non-finite arithmetic (the rows \
@@ -673,7 +673,8 @@ fn build(
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
                 precision: args.precision,
-                split: Some(*split),
+                // `None` devices: the plain setup, whatever the options said.
+                split: devices.map(|_| *split),
             };
             let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
             if interop == InteropMode::External {
@@ -741,6 +742,16 @@ fn measure(
     let steps = args.sim.fixed_steps_per_frame()?;
     let time_span = plan.params.dt * steps as f32;
     let devices = setup_devices(plan, active, env)?;
+    // Setups that resolve to the same slices (e.g. `--gpus 1,all` on a machine of one GPU) run once.
+    let repeat: Vec<bool> = (0..plan.setups.len())
+        .map(|si| (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes))
+        .collect();
+    if repeat.iter().any(|&r| r) {
+        eprintln!(
+            "notice: {} of the GPU setups asked for resolve to the same slices as an earlier one on this machine: each runs once",
+            repeat.iter().filter(|&&r| r).count()
+        );
+    }
     let initial = |n: usize| -> anyhow::Result<Bodies> {
         let init = args.sim.init_or(crate::cli::BENCH_INIT);
         let b = initial_bodies(init, n, args.sim.seed, plan.params.g)?;
@@ -768,6 +779,7 @@ fn measure(
             .copied()
             .filter(|m| !(*m == BenchMode::Cpu && cpu_skip.contains(&n)))
             .filter(|m| setup == 0 || runs_cuda(*m))
+            .filter(|_| !repeat[setup])
             .collect()
     };
     let visits = |n: usize| -> u64 { (0..plan.setups.len()).map(|si| modes_at(n, si).len() as u64).sum() };
@@ -957,9 +969,10 @@ fn measure(
     Ok(())
 }
 
-/// The slices' devices of each setup of `plan` (`None` for the plain one-slice setup, and for
-/// every setup when no CUDA mode runs): the render GPU is the device the GL context's CUDA
-/// context is on (device 0 without GL).
+/// The slices' devices of each setup of `plan` (`None` for the plain one-slice setup — also
+/// one that resolves to a single slice on the render GPU without NCCL, as `--gpus all` on a
+/// machine of one GPU — and for every setup when no CUDA mode runs): the render GPU is the
+/// device the GL context's CUDA context is on (device 0 without GL).
 ///
 /// # Errors
 /// More GPUs than the machine has (counting the render GPU apart), with the remedy.
@@ -972,7 +985,14 @@ fn setup_devices(plan: &Plan, active: &[BenchMode], env: &Env) -> anyhow::Result
     let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
     plan.setups
         .iter()
-        .map(|s| if s.is_single() { Ok(None) } else { s.devices(count.max(0) as u32, render).map(Some) })
+        .map(|s| {
+            if s.is_single() {
+                return Ok(None);
+            }
+            let d = s.devices(count.max(0) as u32, render)?;
+            // One slice on the render GPU without NCCL (`--gpus all` on one GPU): the plain setup.
+            Ok((d.len() > 1 || !s.render_gpu_computes || s.gather == crate::cli::GatherChoice::Nccl).then_some(d))
+        })
         .collect()
 }
 

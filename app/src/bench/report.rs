@@ -33,7 +33,9 @@
 //! - `speedup`, `scaling_efficiency` (CUDA modes): the median frame time of the same mode, N and
 //!   precision on one computing GPU with the render GPU computing and as many slices per GPU,
 //!   over this row's (a rate ratio), and that over `gpus`; empty for that 1-GPU row itself and
-//!   where the run has none;
+//!   where the run has none. The 1-GPU row with one slice runs the plain stepper (a stream-K step
+//!   where the launch rule picks it), a split runs plain launches: the ratio is against the best
+//!   one GPU does, not against the same kernel (`scale` compares equal launches);
 //! - `overhead_us`, `overhead_pct`: median frame time of the mode − median frame time of
 //!   `compute` at the same N and GPU setup (cpu: the first compute row of its N), in µs and in %
 //!   of the compute median (empty for compute, draw, and when compute was not measured there):
@@ -171,7 +173,7 @@ fn has_setups(rows: &[Row]) -> bool {
 
 /// A row's mode with its precision and, when `setups` (the run has a setup other than the
 /// plain one), its GPU setup: `map`, `map f64`, `map [2 GPUs]`.
-fn row_label(r: &Row, setups: bool) -> String {
+pub(crate) fn row_label(r: &Row, setups: bool) -> String {
     let mut l = if r.precision == "f64" { format!("{} f64", r.mode) } else { r.mode.clone() };
     if let (true, Some(g), Some(k), Some(c)) = (setups, r.gpus, r.slices, r.render_gpu_computes) {
         let _ = write!(l, " [{}]", setup_label(g, k, c));

@@ -38,9 +38,10 @@ pub const FORCE_SPLIT_ENV: &str = "NBODY_SPLIT";
 /// when the masses suit them ([`masses_suit_scaled`]).
 pub const FORCE_SCALED_ENV: &str = "NBODY_MASS_SCALED";
 
-/// Environment variable that allows (1) or forbids (0) the stream-K launches (`nbody_stepk_*`,
-/// `kernels/README.md`, "stream-K") for tuning like [`FORCE_P_ENV`]. Unset: allowed where the
-/// launch rule prefers them (whole-step launches of one stepper; never in a split over slices).
+/// Environment variable that forces (1) or forbids (0) the stream-K launches (`nbody_stepk_*`,
+/// `kernels/README.md`, "stream-K") for tuning like [`FORCE_P_ENV`], where they may run at all
+/// (whole-step launches of one stepper; a split over slices or a step over body ranges ignores
+/// it). Unset: the launch rule decides.
 pub const FORCE_STREAM_K_ENV: &str = "NBODY_STREAM_K";
 
 /// Smallest and largest |m| (other than 0) the mass-scaled kernels take: their loop's `z³ =
@@ -281,8 +282,11 @@ pub type StepBuffers<'a> = (DevicePtr<'a, [f32; 4]>, DevicePtr<'a, [f32; 4]>, De
 
 /// The loaded kernels, and the scratch buffer of their stream-K launches.
 pub struct Kernels {
-    /// Sums of the stream-K segments (`[bodies][4]` f32), grown on demand; a launch borrows it
-    /// for the two kernels it enqueues.
+    /// Sums of the stream-K segments (`[bodies][4]` f32: `(G + ceil(len / bpb)) · bpb`, about
+    /// N plus G blocks of bodies), grown on demand. One stream at a time: the two kernels of a
+    /// launch use it after the call returns, so stream-K launches of these kernels go to one
+    /// stream, or a stream waits for the other's before it launches (each stepper has its own
+    /// `Kernels` and stream).
     scratch: std::cell::RefCell<Option<DeviceBuffer<[f32; 4]>>>,
     module: Module,
     step: Vec<StepKernel>,
@@ -364,7 +368,6 @@ impl Kernels {
         self.step.iter().find(|k| k.p() == l.p && k.split() == l.split && k.mass_scaled() == l.scaled)
     }
 
-
     /// The launch for `n` bodies: block size, bodies per thread P, threads per body S and the
     /// loop. `block` as given (or, for [`AUTO_BLOCK`], one of 1024, 512, 256, 128) and every step
     /// kernel that takes it (P = 1, 2, 4 without j-split; S = 2, 4, 8 with P = 1; the
@@ -395,7 +398,8 @@ impl Kernels {
         let force_p = force(FORCE_P_ENV, &BODIES_PER_THREAD)?;
         let force_s = force(FORCE_SPLIT_ENV, &[1, 2, 4, 8])?;
         let force_m = force(FORCE_SCALED_ENV, &[0, 1])?.map(|m| m == 1);
-        let force_k = force(FORCE_STREAM_K_ENV, &[0, 1])?.map(|m| m == 1);
+        // Where stream-K may not run, its override does not apply.
+        let force_k = force(FORCE_STREAM_K_ENV, &[0, 1])?.map(|m| m == 1).filter(|_| stream_k_ok);
         let blocks: Vec<u32> = if block == AUTO_BLOCK { vec![1024, 512, 256, 128] } else { vec![block] };
         let mut best: Option<(f64, Launch)> = None;
         for &b in &blocks {
@@ -502,7 +506,13 @@ impl Kernels {
             // Work queued on this stream may still read the old buffer.
             stream.synchronize().context("cuStreamSynchronize (before growing the stream-K scratch)")?;
             *scratch = None;
-            *scratch = Some(DeviceBuffer::alloc(&self.ctx, need).context("cuMemAlloc (stream-K scratch)")?);
+            *scratch = Some(DeviceBuffer::alloc(&self.ctx, need).with_context(|| {
+                format!(
+                    "cuMemAlloc of the stream-K scratch ({need} bodies, {:.1} MiB); use fewer bodies, or \
+                     {FORCE_STREAM_K_ENV}=0 for plain launches without it",
+                    (need * BODY_BYTES) as f64 / (1u64 << 20) as f64
+                )
+            })?);
         }
         let partial = scratch.as_ref().context("stream-K scratch")?.view();
         k.launch_range_stream_k(block, n, bodies.clone(), ctas, pos_in, pos_out, vel, partial, s, stream).with_context(what)
@@ -576,11 +586,12 @@ pub struct GpuStepper {
     /// Index (0/1) of the position buffer holding the newest positions (while a step is in
     /// progress: the one before it, which its launches read).
     pub front: usize,
-    /// The step kernel's launch: block size, P, S, loop, stream-K. A whole step runs it; a step
-    /// split over body ranges runs [`Launch::plain`] (stream-K groups each body's sum by its
-    /// CTAs, which differ per range: the plain kernel keeps the split step's bits those of one
-    /// plain launch).
+    /// The step kernel's launch for a whole step: block size, P, S, loop, stream-K.
     pub launch: Launch,
+    /// The launch of a step split over body ranges: the rule's plain pick for N (stream-K groups
+    /// each body's sum by its CTAs, which differ per range; the plain kernel keeps the split
+    /// step's bits those of one plain launch of it).
+    pub range_launch: Launch,
     /// The masses suit the mass-scaled kernels ([`masses_suit_scaled`]): the launch rule may pick them.
     pub scaled_ok: bool,
     /// The launch rule may pick a stream-K launch ([`GpuStepper::set_stream_k`]; default true).
@@ -647,12 +658,14 @@ impl GpuStepper {
         validate_block_size(block)?;
         let n = vel.len();
         let launch = kernels.choose_launch(n, block, scaled_ok, true)?;
+        let range_launch = kernels.choose_launch(n, block, scaled_ok, false)?;
         Ok(GpuStepper {
             kernels,
             vel,
             leap: Leapfrog { synchronized: true },
             front: 0,
             launch,
+            range_launch,
             scaled_ok,
             stream_k_ok: true,
             block_asked: block,
@@ -710,10 +723,21 @@ impl GpuStepper {
         if self.partial.is_some() {
             bail!("a long step is in progress: abandon it before changing the block size");
         }
-        let l = self.kernels.choose_launch(self.n, block, self.scaled_ok, self.stream_k_ok)?;
-        self.launch = l;
+        self.launch = self.kernels.choose_launch(self.n, block, self.scaled_ok, self.stream_k_ok)?;
+        self.range_launch = self.kernels.choose_launch(self.n, block, self.scaled_ok, false)?;
         self.block_asked = block;
         Ok(())
+    }
+
+    /// The launch the steps run now: [`GpuStepper::range_launch`] while steps are split over
+    /// body ranges (a step in progress, or the next step long enough), else
+    /// [`GpuStepper::launch`].
+    pub fn launch_in_use(&self) -> Launch {
+        if self.partial.is_some() || self.launches_per_step() > 1 {
+            self.range_launch
+        } else {
+            self.launch
+        }
     }
 
     /// Allows (the default) or forbids stream-K launches, and re-chooses the launch with the
@@ -872,8 +896,8 @@ impl GpuStepper {
     /// A failed launch abandons the step (best effort; the failure is what is reported).
     fn continue_partial(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], stream: &Stream, budget: usize) -> anyhow::Result<Part> {
         let mut p = self.partial.take().context("no step in progress")?;
-        // Body ranges run the plain kernel (see `launch`).
-        let launch = self.launch.plain();
+        // Body ranges run the plain kernel (see `range_launch`).
+        let launch = self.range_launch;
         let requested = self.interrupt.map(|i| i.requested);
         let mut ran = 0;
         loop {
@@ -1209,7 +1233,7 @@ impl Stepper {
     /// The step kernel's launch (block size, P, S, loop; [`Launch::f64`] for fp64).
     pub fn launch_config(&self) -> Launch {
         match self {
-            Stepper::F32(g) => g.launch,
+            Stepper::F32(g) => g.launch_in_use(),
             Stepper::F64(g) => Launch::f64(g.block),
             Stepper::Split(r) => r.split.launch(),
         }
