@@ -172,18 +172,41 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
             guard |= Scaled && static_cast<unsigned>(slot[k]) < static_cast<unsigned>(T);
         }
         const float4* tile = nbody_tile + lo;
-        const float* et = etile + lo;
+        // Scaled: the e values of four sources come in one LDS.128 (et + s is 16-byte aligned:
+        // etile follows B float4, and lo and s are multiples of 32 and of U >= 4).
+        const float4* et4 = reinterpret_cast<const float4*>(etile + lo);
         if (guard) {
             // At most P tiles per thread take this loop, with one select per interaction.
 #pragma unroll 1
             for (int s = 0; s < used; s += U) {
 #pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    const float4 b = tile[s + u];
-                    const float e = et[s + u];
+                for (int u = 0; u < U; u += 4) {
+                    const float4 e4 = et4[(s + u) / 4];
+                    const float e[4] = {e4.x, e4.y, e4.z, e4.w};
 #pragma unroll
-                    for (int k = 0; k < P; ++k) {
-                        interact_scaled<true>(b, e, xi[k], acc[k], s + u == slot[k]);
+                    for (int v = 0; v < 4; ++v) {
+                        const float4 b = tile[s + u + v];
+#pragma unroll
+                        for (int k = 0; k < P; ++k) {
+                            interact_scaled<true>(b, e[v], xi[k], acc[k], s + u + v == slot[k]);
+                        }
+                    }
+                }
+            }
+        } else if (Scaled) {
+#pragma unroll 1
+            for (int s = 0; s < used; s += U) {
+#pragma unroll
+                for (int u = 0; u < U; u += 4) {
+                    const float4 e4 = et4[(s + u) / 4];
+                    const float e[4] = {e4.x, e4.y, e4.z, e4.w};
+#pragma unroll
+                    for (int v = 0; v < 4; ++v) {
+                        const float4 b = tile[s + u + v];
+#pragma unroll
+                        for (int k = 0; k < P; ++k) {
+                            interact_scaled<false>(b, e[v], xi[k], acc[k], false);
+                        }
                     }
                 }
             }
@@ -195,11 +218,7 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
                     const float4 b = tile[s + u];
 #pragma unroll
                     for (int k = 0; k < P; ++k) {
-                        if (Scaled) {
-                            interact_scaled<false>(b, et[s + u], xi[k], acc[k], false);
-                        } else {
-                            interact<L == Loop::Soft>(b, xi[k], acc[k], eps2);
-                        }
+                        interact<L == Loop::Soft>(b, xi[k], acc[k], eps2);
                     }
                 }
             }

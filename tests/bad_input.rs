@@ -210,6 +210,18 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         case("bench gpus 0", &["bench", "--gpus", "0", "--out", &out_dir], 2, &["--gpus", "number ≥ 1 or `all`"]),
         case("bench slices 0", &["bench", "--slices-per-gpu", "1,0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1"]),
         case(
+            "bench nccl with two slices",
+            &["bench", "--gather", "nccl", "--slices-per-gpu", "1,2", "--out", &out_dir],
+            1,
+            &["--gather nccl", "one slice per GPU", "--gather peer"],
+        ),
+        case(
+            "scale nccl with two slices",
+            &["scale", "--gather", "nccl", "--slices-per-gpu", "2", "--out", &out_dir],
+            1,
+            &["--gather nccl", "one slice per GPU", "--gather peer"],
+        ),
+        case(
             "bench split in f64",
             &["bench", "--precision", "f64", "--modes", "compute", "--gpus", "1,2", "--out", &out_dir],
             1,

@@ -208,7 +208,7 @@ impl CudaBackend {
         if split.is_some() && opts.precision == Precision::F64 {
             bail!(
                 "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus, --slices-per-gpu, \
-                 --render-gpu-computes no) is fp32: use --precision f32, or leave those options at their defaults"
+                 --render-gpu-computes no, --gather nccl) is fp32: use --precision f32, or leave those options at their defaults"
             );
         }
         let gpu = match opts.precision {

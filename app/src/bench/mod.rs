@@ -202,6 +202,12 @@ fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
     if setups.is_empty() {
         bail!("--gpus, --slices-per-gpu and --render-gpu-computes need at least one value each");
     }
+    if args.gather == crate::cli::GatherChoice::Nccl && args.slices_per_gpu.iter().any(|&k| k > 1) {
+        bail!(
+            "--gather nccl takes one slice per GPU (one NCCL rank per device), and --slices-per-gpu asks for more; use \
+             --gather peer (or auto), or --slices-per-gpu 1"
+        );
+    }
     if args.precision == Precision::F64 && setups.iter().any(|s| !s.is_single()) {
         bail!(
             "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus above 1, --slices-per-gpu \
@@ -457,6 +463,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         eprintln!("{}: skipped: {why}", ms.join(", "));
     }
     let active: Vec<BenchMode> = plan.modes.iter().copied().filter(|m| !env.unavailable.contains_key(m)).collect();
+    if plan.setups.iter().any(|s| !s.is_single()) && plan.modes.iter().any(|m| runs_cuda(*m)) && !active.iter().any(|m| runs_cuda(*m)) {
+        eprintln!("notice: no CUDA mode can run here (see above), so none of the GPU setups asked for (--gpus, --slices-per-gpu, --render-gpu-computes) is measured");
+    }
     let requested_missing: Vec<String> = if plan.explicit {
         plan.modes
             .iter()
@@ -743,8 +752,12 @@ fn measure(
     let time_span = plan.params.dt * steps as f32;
     let devices = setup_devices(plan, active, env)?;
     // Setups that resolve to the same slices (e.g. `--gpus 1,all` on a machine of one GPU) run once.
+    let cuda_runs = active.iter().any(|m| runs_cuda(*m));
     let repeat: Vec<bool> = (0..plan.setups.len())
-        .map(|si| (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes))
+        .map(|si| {
+            cuda_runs
+                && (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes)
+        })
         .collect();
     if repeat.iter().any(|&r| r) {
         eprintln!(

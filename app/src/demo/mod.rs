@@ -171,7 +171,8 @@ fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
     if args.precision == crate::cli::Precision::F64 {
         bail!(
             "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus, --slices-per-gpu, \
-             --render-gpu-computes no) is fp32: use --precision f32, or leave those options out"
+             --render-gpu-computes no, --gather nccl) is fp32 (given: {}): use --precision f32, or leave those options out",
+            split_flags(args).join(", ")
         );
     }
     if args.step_mode {
