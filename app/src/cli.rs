@@ -138,7 +138,7 @@ pub struct SimArgs {
     /// Initial condition: plummer, galaxies, ball, figure-eight, a path to a CSV file
     /// with header `x,y,z,vx,vy,vz,mass`, or a tipsy snapshot (`.tipsy`, `.std`, `.bin`; the
     /// format of NVIDIA's nbody sample, either byte order). Default: galaxies for the demo,
-    /// plummer for `bench` (comparable numbers).
+    /// plummer for `bench` and `scale` (comparable numbers).
     #[arg(long)]
     pub init: Option<String>,
     /// Gravitational constant G (N-body units: 1).
@@ -152,7 +152,7 @@ pub struct SimArgs {
     pub softening: f32,
     /// Leapfrog steps per rendered frame: a number, or `auto` (as many as fit the frame
     /// interval: the display's refresh with vsync, else `--target-fps`; measured as it runs).
-    /// Default: `auto` in a window, 1 headless; `bench` needs a number (default 1).
+    /// Default: `auto` in a window, 1 headless; `bench` and `scale` need a number (default 1).
     #[arg(long = "steps-per-frame")]
     pub steps_per_frame: Option<StepsPerFrame>,
     /// CUDA threads per block of the N-body kernel (a multiple of 32 up to 1024), or 0 to choose
