@@ -242,26 +242,19 @@ __device__ __forceinline__ void update(const float4* __restrict__ pos_in, float4
     pos_out[i] = make_float4(fmaf(v.x, dt_drift, b.x), fmaf(v.y, dt_drift, b.y), fmaf(v.z, dt_drift, b.z), b.w);
 }
 
-// One leapfrog step (README.md, semantics) for the bodies [i_begin, i_end): a block of B threads
-// covers T P bodies (T = B / S); thread t handles bodies i_begin + blockIdx.x T P + k T + t mod T,
-// k < P, as split lane t / T. The S lanes' partial sums are added through shared memory (the
-// tile's, free after the tile loop's last barrier) in the order s = 0, 1, ..., S - 1
-// (deterministic) by lane 0, which then updates the body. Scaled: the softened path uses the
-// mass-scaled loop (eps2 == 0 takes the classic exact one).
+// The acceleration sums of one block of T P bodies (T = B / S; body first + k T, k < P, of the
+// thread's lane; block_first: the block's first body, in range) over the sources [j0, j1): the
+// bodies' positions loaded, the tile loop (one block-uniform branch on eps2, a kernel parameter:
+// no divergence; with ftz a denormal eps2 counts as 0), then the S lanes' sums added through
+// shared memory (the tile's, free after the tile loop's last barrier) in the order s = 0, 1, ...,
+// S - 1 (deterministic) into lane 0's acc[]. Every thread of the block must call it.
 template <int P, int S, bool Scaled>
-__device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
-                                     float4* __restrict__ vel, const int n, const float dt_drift,
-                                     const float kick, const float eps2, const float g, const int i_begin,
-                                     const int i_end) {
-    const int T = S == 1 ? blockDim.x : blockDim.x / S;
+__device__ __forceinline__ void block_sums(const float4* __restrict__ pos_in, const int j0, const int j1,
+                                           const float eps2, const int block_first, const int first,
+                                           const int i_end, const int T, float3 (&acc)[P]) {
     const int t = threadIdx.x;
-    const int li = S == 1 ? t : t % T;
-    const int block_first = i_begin + blockIdx.x * T * P;
-    const int first = block_first + li;
-
-    // The bodies' positions (the update below reads them again: fewer live registers).
+    // The bodies' positions (the update reads them again: fewer live registers).
     float3 xi[P];
-    float3 acc[P];
     int self[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
@@ -272,23 +265,22 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
         acc[k] = make_float3(0.0f, 0.0f, 0.0f);
     }
 
-    // Block-uniform (a kernel parameter): no divergence. With ftz a denormal eps2 counts as 0.
     const float3 origin = make_float3(0.0f, 0.0f, 0.0f);
     if (eps2 > 0.0f) {
         if (Scaled) {
-            // The block's centre: its first body (in range: the grid covers [i_begin, i_end)).
+            // The block's centre: its first body.
             const float4 cb = pos_in[block_first];
             const float3 c = make_float3(cb.x, cb.y, cb.z);
 #pragma unroll
             for (int k = 0; k < P; ++k) {
                 xi[k] = make_float3(xi[k].x - c.x, xi[k].y - c.y, xi[k].z - c.z);
             }
-            accumulate<P, S, Loop::Scaled>(pos_in, 0, n, eps2, c, xi, self, acc);
+            accumulate<P, S, Loop::Scaled>(pos_in, j0, j1, eps2, c, xi, self, acc);
         } else {
-            accumulate<P, S, Loop::Soft>(pos_in, 0, n, eps2, origin, xi, self, acc);
+            accumulate<P, S, Loop::Soft>(pos_in, j0, j1, eps2, origin, xi, self, acc);
         }
     } else {
-        accumulate<P, S, Loop::Exact>(pos_in, 0, n, eps2, origin, xi, self, acc);
+        accumulate<P, S, Loop::Exact>(pos_in, j0, j1, eps2, origin, xi, self, acc);
     }
 
     if (S > 1) {
@@ -311,11 +303,31 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
                 }
             }
         }
-        if (t >= T) {
-            return;
-        }
     }
+}
 
+// One leapfrog step (README.md, semantics) for the bodies [i_begin, i_end): a block of B threads
+// covers T P bodies (T = B / S); thread t handles bodies i_begin + blockIdx.x T P + k T + t mod T,
+// k < P, as split lane t / T. The S lanes' partial sums are added through shared memory (the
+// tile's, free after the tile loop's last barrier) in the order s = 0, 1, ..., S - 1
+// (deterministic) by lane 0 (`block_sums`), which then updates the body. Scaled: the softened path uses the
+// mass-scaled loop (eps2 == 0 takes the classic exact one).
+template <int P, int S, bool Scaled>
+__device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
+                                     float4* __restrict__ vel, const int n, const float dt_drift,
+                                     const float kick, const float eps2, const float g, const int i_begin,
+                                     const int i_end) {
+    const int T = S == 1 ? blockDim.x : blockDim.x / S;
+    const int t = threadIdx.x;
+    const int li = S == 1 ? t : t % T;
+    // In range: the grid covers [i_begin, i_end).
+    const int block_first = i_begin + blockIdx.x * T * P;
+    const int first = block_first + li;
+    float3 acc[P];
+    block_sums<P, S, Scaled>(pos_in, 0, n, eps2, block_first, first, i_end, T, acc);
+    if (S > 1 && t >= T) {
+        return;
+    }
     const float gk = g * kick;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
@@ -355,7 +367,6 @@ __device__ __forceinline__ void step_partial(const float4* __restrict__ pos_in, 
     const long long c = blockIdx.x;
     long long u = cta_start(c, units, gridDim.x);
     const long long u_end = cta_start(c + 1, units, gridDim.x);
-    const float3 origin = make_float3(0.0f, 0.0f, 0.0f);
     while (u < u_end) {
         const long long ib = u / chunks;
         const long long q0 = u - ib * chunks;
@@ -363,53 +374,8 @@ __device__ __forceinline__ void step_partial(const float4* __restrict__ pos_in, 
         const int j0 = static_cast<int>(q0 * 32);
         const int j1 = static_cast<int>(min(static_cast<long long>(n), q1 * 32));
         const int block_first = i_begin + static_cast<int>(ib) * bpb;
-        const int first = block_first + li;
-        float3 xi[P];
         float3 acc[P];
-        int self[P];
-#pragma unroll
-        for (int k = 0; k < P; ++k) {
-            const int i = first + k * T;
-            const float4 b = i < i_end ? pos_in[i] : pad_body();
-            xi[k] = make_float3(b.x, b.y, b.z);
-            self[k] = i < i_end ? i : -1;
-            acc[k] = make_float3(0.0f, 0.0f, 0.0f);
-        }
-        if (eps2 > 0.0f) {
-            if (Scaled) {
-                const float4 cb = pos_in[block_first];
-                const float3 cc = make_float3(cb.x, cb.y, cb.z);
-#pragma unroll
-                for (int k = 0; k < P; ++k) {
-                    xi[k] = make_float3(xi[k].x - cc.x, xi[k].y - cc.y, xi[k].z - cc.z);
-                }
-                accumulate<P, S, Loop::Scaled>(pos_in, j0, j1, eps2, cc, xi, self, acc);
-            } else {
-                accumulate<P, S, Loop::Soft>(pos_in, j0, j1, eps2, origin, xi, self, acc);
-            }
-        } else {
-            accumulate<P, S, Loop::Exact>(pos_in, j0, j1, eps2, origin, xi, self, acc);
-        }
-        if (S > 1) {
-            // As in `step`: lane 0 adds the S lanes' sums in lane order.
-#pragma unroll
-            for (int k = 0; k < P; ++k) {
-                if (k > 0) {
-                    __syncthreads();
-                }
-                nbody_tile[t] = make_float4(acc[k].x, acc[k].y, acc[k].z, 0.0f);
-                __syncthreads();
-                if (t < T) {
-#pragma unroll
-                    for (int s = 1; s < S; ++s) {
-                        const float4 p = nbody_tile[s * T + t];
-                        acc[k].x += p.x;
-                        acc[k].y += p.y;
-                        acc[k].z += p.z;
-                    }
-                }
-            }
-        }
+        block_sums<P, S, Scaled>(pos_in, j0, j1, eps2, block_first, block_first + li, i_end, T, acc);
         if (t < T) {
             float4* out = partial + (c + ib) * bpb;
 #pragma unroll
