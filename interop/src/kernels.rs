@@ -301,6 +301,19 @@ impl StepKernel {
         valid_block(block) && block % (32 * self.split) == 0
     }
 
+    /// [`check_block`], and a multiple of 32 · S for a j-split kernel ([`StepKernel::takes_block`]).
+    fn check_takes_block(&self, block: u32) -> Result<()> {
+        check_block(block)?;
+        if !self.takes_block(block) {
+            return Err(Error::InvalidArgument(format!(
+                "block size {block}: the j-split kernel {} takes multiples of {} up to 1024",
+                self.function.name(),
+                32 * self.split
+            )));
+        }
+        Ok(())
+    }
+
     /// Bodies one block integrates: `block / S · P` (`block · P` without the j-split).
     pub fn bodies_per_block(&self, block: u32) -> u32 {
         block / self.split * self.p
@@ -356,14 +369,7 @@ impl StepKernel {
         let Some((first, finish)) = &self.stream_k else {
             return Err(Error::InvalidArgument(format!("this PTX has no stream-K kernels for {}", self.function.name())));
         };
-        check_block(block)?;
-        if !self.takes_block(block) {
-            return Err(Error::InvalidArgument(format!(
-                "block size {block}: the j-split kernel {} takes multiples of {} up to 1024",
-                self.function.name(),
-                32 * self.split
-            )));
-        }
+        self.check_takes_block(block)?;
         let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
         let bpb = self.bodies_per_block(block);
         let units = (bodies.len().div_ceil(bpb as usize) as u128) * (n.div_ceil(32) as u128);
@@ -471,14 +477,7 @@ impl StepKernel {
         s: StepScalars,
         stream: &Stream,
     ) -> Result<()> {
-        check_block(block)?;
-        if !self.takes_block(block) {
-            return Err(Error::InvalidArgument(format!(
-                "block size {block}: the j-split kernel {} takes multiples of {} up to 1024",
-                self.function.name(),
-                32 * self.split
-            )));
-        }
+        self.check_takes_block(block)?;
         let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
         let grid = u32::try_from(bodies.len().div_ceil(self.bodies_per_block(block) as usize))
             .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;

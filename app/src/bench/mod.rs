@@ -202,12 +202,7 @@ fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
     if setups.is_empty() {
         bail!("--gpus, --slices-per-gpu and --render-gpu-computes need at least one value each");
     }
-    if args.gather == crate::cli::GatherChoice::Nccl && args.slices_per_gpu.iter().any(|&k| k > 1) {
-        bail!(
-            "--gather nccl takes one slice per GPU (one NCCL rank per device), and --slices-per-gpu asks for more; use \
-             --gather peer (or auto), or --slices-per-gpu 1"
-        );
-    }
+    crate::cuda::settings::check_gather_slices(args.gather, args.slices_per_gpu.iter().copied().max().unwrap_or(1))?;
     if args.precision == Precision::F64 && setups.iter().any(|s| !s.is_single()) {
         bail!(
             "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus above 1, --slices-per-gpu \

@@ -141,19 +141,9 @@ impl SetupFacts {
     fn key(&self) -> (u32, u32, bool) {
         (self.gpus, self.slices, self.render_gpu_computes)
     }
-
-    /// True for the one-slice, one-GPU setup with the render GPU computing (the plain run).
-    pub fn is_plain(&self) -> bool {
-        self.key() == (1, 1, true)
-    }
-
-    /// A short label, e.g. `2 GPUs`, `1 GPU × 2 slices`, `1 GPU + render GPU`.
-    pub fn label(&self) -> String {
-        setup_label(self.gpus, self.slices, self.render_gpu_computes)
-    }
 }
 
-/// The label of [`SetupFacts::label`] from its parts.
+/// A setup's short label from its parts, e.g. `2 GPUs`, `1 GPU × 2 slices`, `1 GPU + render GPU`.
 fn setup_label(gpus: u32, slices: u32, render_gpu_computes: bool) -> String {
     let mut l = format!("{gpus} GPU{}", if gpus == 1 { "" } else { "s" });
     if slices != gpus {

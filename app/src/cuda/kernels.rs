@@ -82,32 +82,32 @@ pub fn validate_block_size(block: u32) -> anyhow::Result<()> {
 /// interaction) and adds an S-way reduction; the mass-scaled loop saves an instruction per
 /// interaction but loads e beside each source body. 128 threads: 2 % below 256.
 fn loop_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
-    let at = |b: u32| -> f64 {
-        let row: [f64; 3] = match (p, split, scaled) {
-            (1, 1, false) => [0.963, 0.992, 1.005],
-            (2, 1, false) => [0.946, 0.971, 1.008],
-            (4, 1, false) => [0.952, 0.977, 0.988],
-            (1, 2, false) => [0.895, 0.903, 0.902],
-            (1, 4, false) => [0.881, 0.896, 0.897],
-            (1, 8, false) => [0.851, 0.879, 0.886],
-            (2, 2, true) => [0.936, 0.950, 1.021],
-            (2, 4, true) => [0.899, 0.922, 0.979],
-            (2, 8, true) => [0.861, 0.897, 0.936],
-            (4, 1, true) => [0.958, 1.006, 1.031],
-            (4, 4, true) => [0.937, 0.962, 0.997],
-            _ => [0.85, 0.85, 0.85],
-        };
-        match b {
-            1024 => row[2],
-            512 => row[1],
-            _ => row[0],
-        }
+    let row: [f64; 3] = match (p, split, scaled) {
+        (1, 1, false) => [0.963, 0.992, 1.005],
+        (2, 1, false) => [0.946, 0.971, 1.008],
+        (4, 1, false) => [0.952, 0.977, 0.988],
+        (1, 2, false) => [0.895, 0.903, 0.902],
+        (1, 4, false) => [0.881, 0.896, 0.897],
+        (1, 8, false) => [0.851, 0.879, 0.886],
+        (2, 2, true) => [0.936, 0.950, 1.021],
+        (2, 4, true) => [0.899, 0.922, 0.979],
+        (2, 8, true) => [0.861, 0.897, 0.936],
+        (4, 1, true) => [0.958, 1.006, 1.031],
+        (4, 4, true) => [0.937, 0.962, 0.997],
+        _ => [0.85, 0.85, 0.85],
     };
+    at_block(row, block)
+}
+
+/// A measured row `[B = 256, 512, 1024]` of [`loop_efficiency`] or [`stream_k_efficiency`] at
+/// `block` threads: the row's value for the largest of those sizes not above `block`, and 128
+/// threads (or fewer) 2 % below 256.
+fn at_block(row: [f64; 3], block: u32) -> f64 {
     match block {
-        b if b >= 1024 => at(1024),
-        b if b >= 512 => at(512),
-        b if b >= 256 => at(256),
-        _ => at(256) * 0.98,
+        b if b >= 1024 => row[2],
+        b if b >= 512 => row[1],
+        b if b >= 256 => row[0],
+        _ => row[0] * 0.98,
     }
 }
 
@@ -131,12 +131,7 @@ fn stream_k_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
         (4, 4, true) => [0.955, 0.985, 1.030],
         _ => [0.85, 0.85, 0.85],
     };
-    match block {
-        b if b >= 1024 => row[2],
-        b if b >= 512 => row[1],
-        b if b >= 256 => row[0],
-        _ => row[0] * 0.98,
-    }
+    at_block(row, block)
 }
 
 /// Host-side cost of a stream-K step besides its interactions, as seconds of the H200 (the
@@ -504,8 +499,8 @@ impl Kernels {
         let need = k.stream_k_scratch(block, bodies.len(), ctas);
         let mut scratch = self.scratch.borrow_mut();
         if scratch.as_ref().is_none_or(|b| b.len() < need) {
-            // Work queued on this stream may still read the old buffer.
-            stream.synchronize().context("cuStreamSynchronize (before growing the stream-K scratch)")?;
+            // The old buffer goes first (its drop waits for the context's queued work, which may
+            // still read it), then the larger one is made.
             *scratch = None;
             *scratch = Some(DeviceBuffer::alloc(&self.ctx, need).with_context(|| {
                 format!(

@@ -111,6 +111,21 @@ pub enum GatherChoice {
     Peer,
 }
 
+/// Refuses `--gather nccl` with more than one slice per GPU before anything starts: NCCL takes
+/// one rank per device (a split with it would fail when it starts).
+///
+/// # Errors
+/// `gather` is [`GatherChoice::Nccl`] and `slices_per_gpu` is above 1; the message gives the remedy.
+pub fn check_gather_slices(gather: GatherChoice, slices_per_gpu: u32) -> anyhow::Result<()> {
+    if gather == GatherChoice::Nccl && slices_per_gpu > 1 {
+        anyhow::bail!(
+            "--gather nccl takes one slice per GPU (one NCCL rank per device), and --slices-per-gpu {slices_per_gpu} asks \
+             for more; use --gather peer (or auto), or --slices-per-gpu 1"
+        );
+    }
+    Ok(())
+}
+
 /// A GPU count of `--gpus`: a number ≥ 1, or `all` (every CUDA device of the machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GpuCount {

@@ -107,13 +107,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     if args.slices_per_gpu == 0 {
         bail!("--slices-per-gpu must be at least 1 (got 0)");
     }
-    if args.gather == crate::cli::GatherChoice::Nccl && args.slices_per_gpu > 1 {
-        bail!(
-            "--gather nccl takes one slice per GPU (one NCCL rank per device), and --slices-per-gpu {} asks for more; use \
-             --gather peer (or auto), or --slices-per-gpu 1",
-            args.slices_per_gpu
-        );
-    }
+    crate::cuda::settings::check_gather_slices(args.gather, args.slices_per_gpu)?;
     let mut bodies_list = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
     if let Some(n) = bodies_list.iter().find(|&&n| n == 0 || n > crate::cuda::kernels::MAX_BODIES) {
         bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernels::MAX_BODIES);
