@@ -34,11 +34,15 @@ namespace nbody {
 // Largest finite float: the clamp of the unsoftened path (see interact<false>).
 #define NBODY_FLT_MAX 3.402823466e38f
 
-// Inner-loop unroll factor: interactions per loop trip, per body. U * P == 32 keeps the loop body
-// at ~430 SASS instructions for every P (the trip overhead is 4 instructions per 32 interactions)
-// and lets every block size that is a multiple of 32 tile exactly.
-__host__ __device__ constexpr int unroll_for(const int p) {
-    return 32 / p;
+// Inner-loop unroll factor: source bodies per loop trip (each against the thread's P bodies).
+// U * P == 32 keeps the loop body at ~430 SASS instructions (the trip overhead is 4 instructions
+// per 32 interactions) and lets every block size that is a multiple of 32 tile exactly. The
+// mass-scaled loop of P = 4 unsplit (nbody_step_m4x1, its stream-K half) takes 32 sources per
+// trip (128 interactions, ~1580 SASS instructions): 12.37 instructions per interaction instead
+// of 12.53, and 2-3 % faster on the H200 (kernels/README.md, "Variants tried"); 32 divides
+// every valid B.
+__host__ __device__ constexpr int unroll_for(const int p, const int s, const bool scaled) {
+    return scaled && p == 4 && s == 1 ? 32 : 32 / p;
 }
 
 __device__ __forceinline__ float4 pad_body() {
@@ -131,8 +135,8 @@ template <int P, int S, Loop L>
 __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, const int j0, const int j1,
                                            const float eps2, const float3 c, const float3 (&xi)[P],
                                            const int (&self)[P], float3 (&acc)[P]) {
-    constexpr int U = unroll_for(P);
     constexpr bool Scaled = L == Loop::Scaled;
+    constexpr int U = unroll_for(P, S, Scaled);
     const int B = blockDim.x;
     const int T = B / S;
     const int t = threadIdx.x;
@@ -200,12 +204,31 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
                 for (int u = 0; u < U; u += 4) {
                     const float4 e4 = et4[(s + u) / 4];
                     const float e[4] = {e4.x, e4.y, e4.z, e4.w};
+                    if (P == 4 && S == 1) {
+                        // m4x1: body by body over the four sources, the order ptxas scheduled
+                        // best (with U = 32, N = 262144 on the H200: 2.222e12 interactions/s
+                        // against 2.213e12 source by source; for m4x4 and the P = 2 kernels it
+                        // was slower; README.md, "Variants tried").
+                        float4 b[4];
 #pragma unroll
-                    for (int v = 0; v < 4; ++v) {
-                        const float4 b = tile[s + u + v];
+                        for (int v = 0; v < 4; ++v) {
+                            b[v] = tile[s + u + v];
+                        }
 #pragma unroll
                         for (int k = 0; k < P; ++k) {
-                            interact_scaled<false>(b, e[v], xi[k], acc[k], false);
+#pragma unroll
+                            for (int v = 0; v < 4; ++v) {
+                                interact_scaled<false>(b[v], e[v], xi[k], acc[k], false);
+                            }
+                        }
+                    } else {
+#pragma unroll
+                        for (int v = 0; v < 4; ++v) {
+                            const float4 b = tile[s + u + v];
+#pragma unroll
+                            for (int k = 0; k < P; ++k) {
+                                interact_scaled<false>(b, e[v], xi[k], acc[k], false);
+                            }
                         }
                     }
                 }

@@ -77,9 +77,10 @@ pub fn validate_block_size(block: u32) -> anyhow::Result<()> {
 /// N = 262144 on an H200 divided by this rule's fill and latency terms there, over 2.1e12
 /// interactions/s (`kernels/kbench.cu`, 2026-12-02; `kernels/README.md`, "Choosing the block
 /// size"; the mass-scaled rows scaled by their rate change once the loop loaded four `e` at a
-/// time, `session5/kbench-stream-k-e4.csv`). Larger blocks share each shared-memory tile among more threads and synchronise less
-/// often per interaction; a j-split lane reads B / S slots of each tile (more barriers per
-/// interaction) and adds an S-way reduction; the mass-scaled loop saves an instruction per
+/// time, `session5/kbench-stream-k-e4.csv`; `m4x1`'s by its rate change once its loop took 32
+/// sources per trip, body by body, `session6/kbench-variants.csv`). Larger blocks share each
+/// shared-memory tile among more threads and synchronise less often per interaction; a j-split
+/// lane reads B / S slots of each tile (more barriers per interaction) and adds an S-way reduction; the mass-scaled loop saves an instruction per
 /// interaction but loads e beside each source body. 128 threads: 2 % below 256.
 fn loop_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
     let row: [f64; 3] = match (p, split, scaled) {
@@ -92,7 +93,7 @@ fn loop_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
         (2, 2, true) => [0.936, 0.950, 1.021],
         (2, 4, true) => [0.899, 0.922, 0.979],
         (2, 8, true) => [0.861, 0.897, 0.936],
-        (4, 1, true) => [0.958, 1.006, 1.031],
+        (4, 1, true) => [0.979, 1.028, 1.046],
         (4, 4, true) => [0.937, 0.962, 0.997],
         _ => [0.85, 0.85, 0.85],
     };
@@ -114,6 +115,7 @@ fn at_block(row: [f64; 3], block: u32) -> f64 {
 /// Relative speed of each stream-K step (`nbody_stepk_*` + `nbody_stepk_finish`) and block size
 /// with every SM busy: its rate at N = 262144 on an H200 over 2.1e12 interactions/s
 /// (`kernels/kbench.cu`, 2026-12-02, `docs/results/2026-12-02-h200/session5/kbench-stream-k-e4.csv`;
+/// `m4x1` from `session6/kbench-variants.csv`, its loop of 32 sources per trip, body by body;
 /// there the persistent CTAs share the work to a few parts in 10⁵ and the segments cost nothing
 /// measurable). 128 threads: 2 % below 256.
 fn stream_k_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
@@ -127,7 +129,7 @@ fn stream_k_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
         (2, 2, true) => [0.976, 1.004, 1.015],
         (2, 4, true) => [0.939, 0.999, 1.038],
         (2, 8, true) => [0.887, 0.953, 1.009],
-        (4, 1, true) => [0.992, 1.011, 1.026],
+        (4, 1, true) => [1.021, 1.039, 1.058],
         (4, 4, true) => [0.955, 0.985, 1.030],
         _ => [0.85, 0.85, 0.85],
     };
@@ -1441,5 +1443,11 @@ mod tests {
         assert!(score_k(65536, 1024, 4, 4, true) > score(65536, 1024, 2, 4, true, 1));
         // N = 16384: stream-K m2x4 (1.874e12) over stream-K m4x1 (1.70e12).
         assert!(score_k(16384, 1024, 2, 4, true) > score_k(16384, 1024, 4, 1, true));
+        // m4x1's loop of 32 sources per trip (session 6, kbench): stream-K m2x4 stays ahead at
+        // 65536 (2.163e12 against 2.059e12), m4x1 leads from 131072 (2.189e12 against 2.177e12;
+        // 262144: 2.224e12 against 2.181e12).
+        assert!(score_k(65536, 1024, 2, 4, true) > score_k(65536, 1024, 4, 1, true));
+        assert!(score_k(131072, 1024, 4, 1, true) > score_k(131072, 1024, 2, 4, true));
+        assert!(score_k(262144, 1024, 4, 1, true) > score_k(262144, 1024, 2, 4, true));
     }
 }
