@@ -35,12 +35,12 @@ namespace nbody {
 #define NBODY_FLT_MAX 3.402823466e38f
 
 // Inner-loop unroll factor: source bodies per loop trip (each against the thread's P bodies).
-// U * P == 32 keeps the loop body at ~430 SASS instructions (the trip overhead is 4 instructions
-// per 32 interactions) and lets every block size that is a multiple of 32 tile exactly. The
+// U * P == 32 keeps the loop body at 400-490 SASS instructions (4-7 of them the trip's own, per
+// 32 interactions) and lets every block size that is a multiple of 32 tile exactly. The
 // mass-scaled loop of P = 4 unsplit (nbody_step_m4x1, its stream-K half) takes 32 sources per
 // trip (128 interactions, ~1580 SASS instructions): 12.37 instructions per interaction instead
 // of 12.53, and 2-3 % faster on the H200 (kernels/README.md, "Variants tried"); 32 divides
-// every valid B.
+// every valid B. (Also its guarded self-tile loop, which shares the loop's `used`.)
 __host__ __device__ constexpr int unroll_for(const int p, const int s, const bool scaled) {
     return scaled && p == 4 && s == 1 ? 32 : 32 / p;
 }
@@ -208,7 +208,7 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
                         // m4x1: body by body over the four sources, the order ptxas scheduled
                         // best (with U = 32, N = 262144 on the H200: 2.222e12 interactions/s
                         // against 2.213e12 source by source; for m4x4 and the P = 2 kernels it
-                        // was slower; README.md, "Variants tried").
+                        // was slower; kernels/README.md, "Variants tried").
                         float4 b[4];
 #pragma unroll
                         for (int v = 0; v < 4; ++v) {

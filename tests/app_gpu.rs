@@ -146,6 +146,18 @@ fn n_not_a_multiple_of_the_block_size() -> Result<(), Failed> {
                 ensure(e <= 1e-5, format!("N={n} {}: rel. error {e:e}", l.describe()))?;
             }
         }
+        // The smallest tiles of the unsplit kernels: B = 32 (one loop trip per tile for m4x1's
+        // 32 sources per trip) and 96 (three).
+        for (p, s, m) in VARIANTS.into_iter().filter(|&(_, s, _)| s == 1) {
+            for b in [32, 96] {
+                for l in launches(p, s, m, b) {
+                    let (pos, _, tail_ok) = gpu_step(&ctx, &k, &bodies, params, l, params.dt)?;
+                    ensure(tail_ok, format!("N={n} {}: wrote past N", l.describe()))?;
+                    let e = rel_err(&pos, &rp);
+                    ensure(e <= 1e-5, format!("N={n} {}: rel. error {e:e}", l.describe()))?;
+                }
+            }
+        }
     }
     Ok(())
 }
