@@ -119,8 +119,8 @@ fn at_block(row: [f64; 3], block: u32) -> f64 {
 /// (`kernels/kbench.cu`, 2026-12-02, `docs/results/2026-12-02-h200/session5/kbench-stream-k-e4.csv`;
 /// `m4x1` at B = 512 and 1024 from `docs/results/2026-12-02-h200/session6/kbench-variants.csv`,
 /// its loop of 32 sources per trip, body by body, and at 256 scaled by the change at 512, not
-/// measured; there the persistent CTAs share the work to a few parts in 10⁵ and the segments cost nothing
-/// measurable). 128 threads: 2 % below 256.
+/// measured; there the persistent CTAs share the work to a few parts in 10⁵ and the segments
+/// cost nothing measurable). 128 threads: 2 % below 256.
 fn stream_k_efficiency(block: u32, p: u32, split: u32, scaled: bool) -> f64 {
     let row: [f64; 3] = match (p, split, scaled) {
         (1, 1, false) => [0.936, 0.968, 0.975],
