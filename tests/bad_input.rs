@@ -195,6 +195,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         case("scale gpus not a number", &["scale", "--gpus", "two", "--out", &out_dir], 2, &["--gpus", "two"]),
         case("scale frames 0", &["scale", "--frames", "0", "--out", &out_dir], 1, &["--frames", "at least 1"]),
         case("scale slices 0", &["scale", "--slices-per-gpu", "0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1"]),
+        case("scale slices 1,0", &["scale", "--slices-per-gpu", "1,0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1", "1,0"]),
         case("scale unknown gather", &["scale", "--gather", "mpi", "--out", &out_dir], 2, &["--gather", "mpi"]),
         case("scale auto steps", &["scale", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame auto", "scale times a fixed count"]),
         case("bench unknown precision", &["bench", "--precision", "f16", "--out", &out_dir], 2, &["--precision", "f16"]),

@@ -33,8 +33,8 @@ pub enum Command {
     Lab(LabArgs),
     /// Time the CUDA↔GL context switch on its own: tiny CUDA and GL work, alone and alternating.
     Switch(SwitchArgs),
-    /// Time the step with the bodies split over 1, 2, 4, … GPUs (NCCL or peer-copy gather):
-    /// per-step time, gather time, interactions/s and the scaling against one GPU.
+    /// Time the step with the bodies split over 1, 2, 4, … GPUs and slices per GPU (NCCL or
+    /// peer-copy gather): per-step time, gather time, interactions/s and the scaling against one GPU.
     Scale(ScaleArgs),
 }
 
@@ -44,14 +44,17 @@ pub struct ScaleArgs {
     /// Physics options (`--steps-per-frame` is the steps per measured frame; `auto` is refused).
     #[command(flatten)]
     pub sim: SimArgs,
-    /// GPU counts to sweep, comma separated (e.g. 1,2,4,8), or `all`; a count g uses CUDA
-    /// devices 0 to g − 1, and the scaling is against the 1-GPU row of the same N.
+    /// GPU counts to sweep, comma separated (e.g. 1,2,4,8), or `all` (sorted; repeats run once);
+    /// a count g uses CUDA devices 0 to g − 1, and the scaling is against the 1-GPU row of the
+    /// same N and slices per GPU.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub gpus: Vec<GpuCount>,
-    /// Slices per GPU: above 1 a GPU integrates several slices, each on its own stream and
-    /// buffers, gathered with copies as between GPUs (the split path on one GPU).
-    #[arg(long = "slices-per-gpu", default_value_t = 1)]
-    pub slices_per_gpu: u32,
+    /// Slices per GPU to sweep, comma separated (e.g. 1,2,4; sorted, repeats run once): above 1
+    /// a GPU integrates several slices, each on its own stream and buffers, gathered with copies
+    /// as between GPUs (the split path on one GPU; `--gather nccl` takes only 1). Every row's
+    /// final positions are compared with the first 1-GPU row's, the fewest slices per GPU.
+    #[arg(long = "slices-per-gpu", value_delimiter = ',', default_value = "1")]
+    pub slices_per_gpu: Vec<u32>,
     /// How the positions are shared after each step.
     #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
     pub gather: GatherChoice,

@@ -183,11 +183,10 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
 /// The GPU setups of `--gpus` × `--slices-per-gpu` × `--render-gpu-computes`.
 ///
 /// # Errors
-/// A slice count of 0; a split setup with `--precision f64`.
+/// A bad `--slices-per-gpu` list ([`crate::cuda::settings::check_slices_per_gpu`]); a split setup
+/// with `--precision f64`.
 fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
-    if args.slices_per_gpu.contains(&0) {
-        bail!("--slices-per-gpu must be at least 1 (got 0)");
-    }
+    crate::cuda::settings::check_slices_per_gpu(&args.slices_per_gpu, args.gather)?;
     let mut setups: Vec<SplitOptions> = Vec::new();
     for &gpus in &args.gpus {
         for &slices_per_gpu in &args.slices_per_gpu {
@@ -202,7 +201,6 @@ fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
     if setups.is_empty() {
         bail!("--gpus, --slices-per-gpu and --render-gpu-computes need at least one value each");
     }
-    crate::cuda::settings::check_gather_slices(args.gather, args.slices_per_gpu.iter().copied().max().unwrap_or(1))?;
     if args.precision == Precision::F64 && setups.iter().any(|s| !s.is_single()) {
         bail!(
             "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus above 1, --slices-per-gpu \

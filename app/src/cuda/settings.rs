@@ -126,6 +126,24 @@ pub fn check_gather_slices(gather: GatherChoice, slices_per_gpu: u32) -> anyhow:
     Ok(())
 }
 
+/// Checks a list of `--slices-per-gpu` (`bench`, `scale`) with the `--gather` it runs with, and
+/// returns its largest value.
+///
+/// # Errors
+/// An empty list; a 0 in it (the message gives the list as typed); more than one slice per GPU
+/// with `--gather nccl` ([`check_gather_slices`]).
+pub fn check_slices_per_gpu(values: &[u32], gather: GatherChoice) -> anyhow::Result<u32> {
+    let Some(&largest) = values.iter().max() else {
+        anyhow::bail!("--slices-per-gpu needs at least one value (e.g. 1 or 1,2,4)");
+    };
+    if values.contains(&0) {
+        let typed = values.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+        anyhow::bail!("every --slices-per-gpu value must be at least 1, a GPU's share of the bodies in one slice or more (got {typed})");
+    }
+    check_gather_slices(gather, largest)?;
+    Ok(largest)
+}
+
 /// A GPU count of `--gpus`: a number ≥ 1, or `all` (every CUDA device of the machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GpuCount {

@@ -1,12 +1,14 @@
 //! `nbody-interop scale`: the step with the bodies split over 1, 2, 4, … GPUs
-//! ([`crate::cuda::split::SplitStepper`]), timed per GPU count and N.
+//! ([`crate::cuda::split::SplitStepper`]), timed per N, GPU count and slices per GPU.
 //!
-//! A row per (N, GPU count), every row of an N with the kernel launch of its first row: per-step
-//! host time (median and 99th percentile over the measured frames of frame time / steps), the slowest slice's kernel time and gather time per step (CUDA events, medians over
-//! every measured step), interactions/s (N² per step) and GFLOP/s (20 flops each), the speedup and scaling efficiency
-//! against the 1-GPU row of the same N (when the sweep has one), and how far the positions
-//! ended from that row's (the same steps from the same bodies; 0 when the split reproduces the
-//! bits). `scale.json` (rows + run facts) and `scale.csv` (rows) are rewritten after every row,
+//! A row per (N, GPU count, slices per GPU), every row of an N with the kernel launch of its
+//! first row: per-step host time (median and 99th percentile over the measured frames of frame
+//! time / steps), the slowest slice's kernel time and gather time per step (CUDA events, medians
+//! over every measured step), interactions/s (N² per step) and GFLOP/s (20 flops each), the
+//! speedup and scaling efficiency against the 1-GPU row of the same N and slices per GPU (as
+//! `bench` compares), and how far the positions ended from the baseline's: the first 1-GPU row
+//! of the N, the fewest slices per GPU (the same steps from the same bodies; 0 when the split
+//! reproduces the bits). `scale.json` (rows + run facts) and `scale.csv` (rows) are rewritten after every row,
 //! so Ctrl-C keeps the rows finished.
 
 use std::path::PathBuf;
@@ -62,12 +64,14 @@ pub struct ScaleRow {
     pub interactions_per_s: f64,
     /// 20 flops per interaction (GPU Gems 3, ch. 31) at that rate, GFLOP/s.
     pub gflops: f64,
-    /// Interactions/s over the 1-GPU row's of this N (None without such a row).
+    /// Interactions/s over the 1-GPU row's of this N with as many slices per GPU (None on 1-GPU
+    /// rows and without such a row).
     pub speedup: Option<f64>,
     /// speedup / gpus.
     pub scaling_efficiency: Option<f64>,
-    /// Largest |Δ| of a position coordinate against the 1-GPU row's final positions (None
-    /// without such a row).
+    /// Largest |Δ| of a position coordinate against the baseline's final positions: the first
+    /// 1-GPU row of this N, with the fewest slices per GPU (None for that row and without one;
+    /// the name is from when `scale` took one slice count).
     pub max_abs_diff_vs_1gpu: Option<f64>,
     /// Every slice's copy of the positions is the same bits at the end.
     pub copies_agree: bool,
@@ -94,8 +98,9 @@ struct ScaleDoc {
 /// Runs `scale`.
 ///
 /// # Errors
-/// Bad arguments (a GPU count above the devices, no frames); no CUDA driver or device; a
-/// failure while stepping; Ctrl-C (after writing the finished rows).
+/// Bad arguments (a GPU count above the devices, no frames, 0 slices per GPU, `--gather nccl`
+/// with more than one slice per GPU); no CUDA driver or device; a failure while stepping; Ctrl-C
+/// (after writing the finished rows).
 pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     if let Some(crate::cli::StepsPerFrame::Auto) = args.sim.steps_per_frame {
         bail!("--steps-per-frame auto: scale times a fixed count of steps per frame; give a number (default 1)");
@@ -104,10 +109,10 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     if args.frames == 0 {
         bail!("--frames must be at least 1");
     }
-    if args.slices_per_gpu == 0 {
-        bail!("--slices-per-gpu must be at least 1 (got 0)");
-    }
-    crate::cuda::settings::check_gather_slices(args.gather, args.slices_per_gpu)?;
+    crate::cuda::settings::check_slices_per_gpu(&args.slices_per_gpu, args.gather)?;
+    let mut slices_list = args.slices_per_gpu.clone();
+    slices_list.sort_unstable();
+    slices_list.dedup();
     let mut bodies_list = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
     if let Some(n) = bodies_list.iter().find(|&&n| n == 0 || n > crate::cuda::kernels::MAX_BODIES) {
         bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernels::MAX_BODIES);
@@ -127,7 +132,10 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     gpus.sort_unstable();
     gpus.dedup();
     if gpus.first() != Some(&1) {
-        eprintln!("notice: --gpus has no 1: the speedup and scaling-efficiency columns stay empty (they compare with the 1-GPU row)");
+        eprintln!(
+            "notice: --gpus has no 1: the speedup, scaling-efficiency and position-difference columns stay empty (they \
+             compare with 1-GPU rows)"
+        );
     }
     let first = interop::Device::get(&api, 0).context("cuDeviceGet(0)")?;
     let json_path: PathBuf = args.out.join("scale.json");
@@ -168,23 +176,24 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     'all: for &n in &bodies_list {
         let bodies = initial_bodies(&init, n, args.sim.seed, params.g)?;
         crate::bench::modes::check_count(&init, &bodies, n)?;
-        let mut one_gpu: Option<(f64, Vec<[f32; 4]>)> = None;
+        let mut base = Baseline::default();
         let mut launch = None;
-        for &g in &gpus {
+        for (g, spg) in gpus.iter().flat_map(|&g| slices_list.iter().map(move |&spg| (g, spg))) {
             // Devices 0 to g − 1, each with its slices (the demo's order, device 0 first).
-            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: args.slices_per_gpu, gather: args.gather, render_gpu_computes: true };
+            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: spg, gather: args.gather, render_gpu_computes: true };
             let devices = split.devices(count.max(0) as u32, 0)?;
-            let r = measure_row(&api, args, &bodies, &devices, g, steps, params, &mut one_gpu, &mut launch);
+            let r = measure_row(&api, args, &bodies, &devices, (g, spg), steps, params, &mut base, &mut launch);
             match r {
                 Ok(Some(row)) => {
                     println!(
-                        "N={n} gpus={g} slices={}: {:.3} ms/step ({:.3e} interactions/s), gather {:.3} ms/step via {}{}",
+                        "N={n} gpus={g} slices={} ({spg} per GPU): {:.3} ms/step ({:.3e} interactions/s), gather {:.3} ms/step via {}{}{}",
                         row.slices,
                         row.step_ms_median,
                         row.interactions_per_s,
                         row.gather_ms_median,
                         row.gather,
-                        row.scaling_efficiency.map(|e| format!(", scaling efficiency {:.1} %", e * 100.0)).unwrap_or_default()
+                        row.scaling_efficiency.map(|e| format!(", scaling efficiency {:.1} %", e * 100.0)).unwrap_or_default(),
+                        row.max_abs_diff_vs_1gpu.map(|d| format!(", positions max |Δ| {d:.3e} from the baseline")).unwrap_or_default()
                     );
                     doc.rows.push(row);
                     if let Err(e) = write(&doc) {
@@ -197,7 +206,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
                     break 'all;
                 }
                 Err(e) => {
-                    outcome = Err(e.context(format!("N = {n}, {g} GPU(s), {} slice(s) per GPU", args.slices_per_gpu)));
+                    outcome = Err(e.context(format!("N = {n}, {g} GPU(s), {spg} slice(s) per GPU")));
                     break 'all;
                 }
             }
@@ -215,18 +224,44 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     crate::bench::with_write_error(outcome, write_err)
 }
 
-/// Measures one (N, GPU count) row; `Ok(None)` when Ctrl-C stopped it. The first 1-GPU row of
-/// an N leaves its rate and final positions in `one_gpu` for the rows after it.
+/// What the rows of one N compare with: the 1-GPU rows' rates by slices per GPU (speedup) and
+/// the final positions of the first 1-GPU row, the fewest slices per GPU (the bits).
+#[derive(Default)]
+struct Baseline {
+    rates: Vec<(u32, f64)>,
+    positions: Option<Vec<[f32; 4]>>,
+}
+
+impl Baseline {
+    /// A row's speedup (its rate over the 1-GPU row's with as many slices per GPU; None for 1
+    /// GPU) and its positions' largest |Δ| from the first 1-GPU row's; then, for a 1-GPU row,
+    /// records its rate and (the first time) its positions for the rows after it.
+    fn compare_and_record(&mut self, gpus: u32, slices_per_gpu: u32, rate: f64, pos: Vec<[f32; 4]>) -> (Option<f64>, Option<f64>) {
+        let speedup = if gpus > 1 { self.rates.iter().find(|(s, _)| *s == slices_per_gpu).map(|(_, r1)| rate / r1) } else { None };
+        let diff = self.positions.as_ref().map(|p1| {
+            pos.iter().flatten().zip(p1.iter().flatten()).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max)
+        });
+        if gpus == 1 {
+            self.rates.push((slices_per_gpu, rate));
+            self.positions.get_or_insert(pos);
+        }
+        (speedup, diff)
+    }
+}
+
+/// Measures one (N, GPU count, slices per GPU) row; `Ok(None)` when Ctrl-C stopped it. A 1-GPU
+/// row leaves its rate in `base` for the rows of more GPUs with as many slices per GPU, and the
+/// first (the fewest slices per GPU: the sweep's order) its final positions for every row after it.
 #[allow(clippy::too_many_arguments)]
 fn measure_row(
     api: &Arc<interop::Api>,
     args: &ScaleArgs,
     bodies: &crate::sim::Bodies,
     devices: &[i32],
-    gpus: u32,
+    (gpus, slices_per_gpu): (u32, u32),
     steps: u32,
     params: PhysParams,
-    one_gpu: &mut Option<(f64, Vec<[f32; 4]>)>,
+    base: &mut Baseline,
     launch: &mut Option<crate::cuda::kernels::Launch>,
 ) -> anyhow::Result<Option<ScaleRow>> {
     let n = bodies.len();
@@ -253,13 +288,7 @@ fn measure_row(
     }
     let step = median(&step_ms).unwrap_or(f64::NAN);
     let rate = (n as f64) * (n as f64) / (step / 1e3);
-    let (speedup, diff) = match one_gpu.as_ref() {
-        Some((r1, p1)) if gpus > 1 => {
-            let d = pos.iter().flatten().zip(p1.iter().flatten()).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max);
-            (Some(rate / r1), Some(d))
-        }
-        _ => (None, None),
-    };
+    let (speedup, diff) = base.compare_and_record(gpus, slices_per_gpu, rate, pos);
     let layout = s.layout();
     let launch = s.launch();
     let row = ScaleRow {
@@ -285,8 +314,26 @@ fn measure_row(
         max_abs_diff_vs_1gpu: diff,
         copies_agree: s.copies_agree()?,
     };
-    if gpus == 1 && one_gpu.is_none() {
-        *one_gpu = Some((rate, pos));
-    }
     Ok(Some(row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Baseline;
+
+    /// The sweep's order for `--gpus 1,2 --slices-per-gpu 1,2`: (1, 1), (1, 2), (2, 1), (2, 2).
+    /// Speedups compare equal slices per GPU; positions compare with the (1, 1) row.
+    #[test]
+    fn rows_compare_with_one_gpu_at_as_many_slices_and_with_the_first_row_s_bits() {
+        let mut base = Baseline::default();
+        let at = |x: f32| vec![[x, 0.0, 0.0, 1.0]];
+        assert_eq!(base.compare_and_record(1, 1, 10.0, at(1.0)), (None, None));
+        assert_eq!(base.compare_and_record(1, 2, 8.0, at(1.0)), (None, Some(0.0)));
+        assert_eq!(base.compare_and_record(2, 1, 19.0, at(1.5)), (Some(1.9), Some(0.5)));
+        assert_eq!(base.compare_and_record(2, 2, 16.0, at(1.0)), (Some(2.0), Some(0.0)));
+        // Without a 1-GPU row (--gpus 2,4) nothing is compared.
+        let mut none = Baseline::default();
+        assert_eq!(none.compare_and_record(2, 1, 19.0, at(1.0)), (None, None));
+        assert_eq!(none.compare_and_record(4, 1, 30.0, at(1.0)), (None, None));
+    }
 }
