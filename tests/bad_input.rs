@@ -332,6 +332,29 @@ fn ctrl_c_stops_a_long_step_and_keeps_the_state_before_it() {
     assert_eq!(saved.pos, init.pos, "the stopped step moved bodies:\n{all}");
 }
 
+/// Ctrl-C during the first step of a run whose step is long (N = 100000: ~2.5 s at the CPU
+/// backend's nominal rate, far more in a debug build): the stopped step leaves the velocities
+/// synchronised, so writing the state needs no force evaluation and none is announced.
+#[test]
+fn ctrl_c_before_any_step_finished_announces_no_closing_force_evaluation() {
+    let dir = scratch("first-step");
+    let end = dir.join("end.csv");
+    let e = end.to_str().expect("utf-8");
+    let args = ["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "100000", "--frames", "1000", "--no-overlay"];
+    let o = Command::new("timeout")
+        .args(["--foreground", "--preserve-status", "-s", "INT", "3", BIN])
+        .args(args)
+        .args(["--width", "32", "--height", "32", "--save-state", e])
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("spawn timeout");
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{all}");
+    assert!(all.contains(", 0 steps"), "a step finished within 3 s: this test needs a slower step\n{all}");
+    assert!(!all.contains("one more force evaluation"), "{all}");
+    assert_eq!(state_rows(&end).len(), 100_000, "{all}");
+}
+
 #[test]
 fn without_frames_ctrl_c_is_the_normal_end() {
     let dir = scratch("until-ctrl-c");

@@ -235,6 +235,39 @@ fn compute_without_gpu_fails_cleanly() {
     assert!(!dir.join("bench.json").exists() && !dir.join("bench.csv").exists(), "no rows, so no files");
 }
 
+/// A mode asked for by name that cannot run here: the others are measured and written, the
+/// file says the run is incomplete and why, and the exit code is 1.
+#[test]
+fn a_requested_mode_that_cannot_run_marks_the_results_incomplete() {
+    if interop::init(interop::StreamSemantics::Legacy).is_ok() {
+        eprintln!("skipped: a CUDA driver is present, so compute may run here");
+        return;
+    }
+    let dir = out_dir("draw-compute");
+    let o = bench(&["--modes", "draw,compute", "--bodies", "64", "--frames", "2", "--warmup", "0", "--rounds", "1"], &dir, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let (doc, rows) = json_rows(&dir);
+    assert_eq!(rows.len(), 1, "the draw row is written");
+    assert_eq!(doc["complete"], false);
+    let status = doc["status"].as_str().expect("status");
+    assert!(status.starts_with("incomplete:") && status.contains("compute"), "{status}");
+    assert!(doc["skipped"].as_array().is_some_and(|s| s.iter().any(|k| k["mode"] == "compute")), "{doc}");
+    // draw simulates nothing: the table shows no rate for it.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!stdout.contains("0.000e0"), "{stdout}");
+}
+
+/// The cpu probe runs a prefix of at most 8192 bodies, whatever the smallest N: N = 200000 is
+/// judged (and skipped, over a 1 ms budget) without a frame of 200000 bodies.
+#[test]
+fn the_cpu_probe_judges_a_large_n_from_a_small_prefix() {
+    let dir = out_dir("probe-prefix");
+    let o = bench(&["--modes", "cpu", "--bodies", "200000", "--frames", "2", "--rounds", "1", "--cpu-budget-ms", "1"], &dir, &[]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("cpu N=200000: skipped: estimated") && all.contains("no row was measured"), "{all}");
+}
+
 #[test]
 fn bad_body_count_is_a_clear_error() {
     let dir = out_dir("bad-bodies");

@@ -329,6 +329,26 @@ fn auto_backend_falls_back_to_cpu_with_a_notice() {
     assert!(out.contains("CPU f32"), "summary does not name the CPU backend:\n{out}");
 }
 
+/// Without a driver library `auto` falls back once: the notice is logged once (not again for
+/// the restart at the CPU backend's default N), and the CUDA options given are named as ignored
+/// on a line of their own; an N too large for the CPU is refused at the CPU's rate, not a GPU's.
+#[test]
+fn auto_without_a_driver_says_so_once_and_judges_n_at_the_cpus_rate() {
+    let no_driver = |args: &[&str]| {
+        Command::new(BIN).args(args).env("RUST_LOG", "info").env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1").output().expect("spawn")
+    };
+    let o = no_driver(&["--headless", "--frames", "1", "--kernel", "missing.ptx", "--block-size", "256"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    assert_eq!(err.matches("CUDA unavailable, running the CPU backend").count(), 1, "{err}");
+    assert!(err.contains("--block-size, --kernel do(es) not apply to the CPU backend and are ignored"), "{err}");
+    assert!(out.contains("1 frame,") && out.contains("1 step ("), "{out}");
+    let o = no_driver(&["--headless", "--frames", "1", "--bodies", "5000000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("the nominal rate of the CPU backend") && err.contains("--allow-slow"), "{err}");
+}
+
 #[test]
 fn unknown_initial_condition_is_a_clear_error() {
     let o = run(&["--headless", "--backend", "cpu", "--frames", "1", "--init", "nosuch"]);

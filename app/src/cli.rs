@@ -110,7 +110,7 @@ pub struct LabArgs {
     #[arg(long)]
     pub quiz: bool,
     /// Replay the results recorded in this file (the JSON lines `lab NAME --json` prints, e.g.
-    /// docs/results/2026-11-30-h200/lab.jsonl) instead of calling the driver: no GPU needed.
+    /// docs/results/2026-12-02-h200/lab.jsonl, run from the repository's root) instead of calling the driver: no GPU needed.
     /// Exits non-zero when a replayed case did not get its expected code.
     #[arg(long, value_name = "FILE.jsonl")]
     pub replay: Option<PathBuf>,
@@ -443,7 +443,8 @@ pub struct BenchArgs {
     /// other; with `--steps-per-frame` above 1 no hint is given (both are read and written).
     #[arg(long = "map-flags", value_enum, default_value_t = ResourceFlags::None)]
     pub map_flags: ResourceFlags,
-    /// Time budget of the cpu mode per frame, in ms: larger N are skipped.
+    /// Time budget of the cpu mode per frame, in ms: larger N are skipped (estimated from a short
+    /// probe of at most 8192 bodies, scaled by N², before anything is measured).
     #[arg(long = "cpu-budget-ms", default_value_t = 2000.0)]
     pub cpu_budget_ms: f64,
     /// Largest sprite diameter in pixels (the demo's `--max-sprite-px`): the fill cost of the draw.

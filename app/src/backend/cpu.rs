@@ -53,6 +53,10 @@ impl SimBackend for CpuBackend {
         (rate, format!("the CPU backend on {} threads", self.threads))
     }
 
+    fn synchronized(&self) -> bool {
+        self.sim.is_synchronized()
+    }
+
     fn set_interrupt(&mut self, requested: fn() -> bool) {
         self.sim.set_interrupt(Some(requested));
     }

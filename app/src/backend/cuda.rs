@@ -640,6 +640,10 @@ impl SimBackend for CudaBackend {
         }
     }
 
+    fn synchronized(&self) -> bool {
+        self.gpu.synchronized()
+    }
+
     fn nominal_rate(&self) -> (f64, String) {
         let i = &self.info;
         let scale = match self.gpu.precision() {

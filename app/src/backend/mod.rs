@@ -160,6 +160,12 @@ pub trait SimBackend {
     fn abandon_step(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
+    /// True when the velocities are synchronised with the positions (no step since the start or
+    /// the last synchronisation, or the only one was abandoned): [`SimBackend::bodies`] then needs
+    /// no closing half kick, so no force evaluation. Default: false (one may be needed).
+    fn synchronized(&self) -> bool {
+        false
+    }
     /// The all-pairs rate (interactions/s) to expect from this backend, and what it is the
     /// rate of (for step-time estimates: refusals, the notice before a long closing step).
     fn nominal_rate(&self) -> (f64, String);

@@ -39,7 +39,7 @@ pub struct BackendConfig {
 /// - `cpu`: [`CpuBackend`]; CUDA is never touched.
 /// - `cuda`: [`CudaBackend::new`]; its error is returned.
 /// - `auto`: CUDA, else the CPU backend; the second value is then the notice
-///   `"CUDA unavailable, running the CPU backend: <error>"` for the overlay (also logged). With
+///   `"CUDA unavailable, running the CPU backend: <error>"` for the overlay (the caller logs it). With
 ///   `--precision f64` there is no fallback (the CPU backend is float32): CUDA's error is returned.
 ///
 /// With `--interop external` (cuda or auto), where this GL or CUDA cannot do external memory
@@ -81,7 +81,6 @@ pub fn make_backend(
     let first = format!("{err:#}: falling back to --interop map");
     // Refused register flags end here as an error, not in the CPU fallback of `auto`.
     super::cuda::check_register_flags(InteropMode::Map, cfg.cuda.settings.register_flags).with_context(|| first.clone())?;
-    tracing::warn!("{first}");
     let mut map_cfg = cfg.clone();
     map_cfg.cuda.settings.interop = InteropMode::Map;
     let (backend, notice) = make_backend(&map_cfg, gl, gl_info, vbos, bodies, params).with_context(|| first.clone())?;
@@ -163,15 +162,32 @@ pub fn apply_settings(
     }
 }
 
-/// `--backend auto` without CUDA: the CPU backend, with the notice (also logged) that says why.
+/// `--backend auto` without CUDA: the CPU backend, with the notice that says why.
 fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
     let mut notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
-    if cfg.cuda.split.is_some_and(|o| !o.is_single()) {
-        notice.push_str(
-            "; the split over GPUs (--gpus, --slices-per-gpu, --gather, --render-gpu-computes) does not apply to the CPU \
-             backend and is ignored",
-        );
+    let ignored = cuda_only_given(&cfg.cuda);
+    if !ignored.is_empty() {
+        // A line of its own, so that it is not lost at the end of the driver's error.
+        notice.push_str(&format!("\n{} do(es) not apply to the CPU backend and are ignored", ignored.join(", ")));
     }
-    tracing::warn!("{notice}");
     (Box::new(CpuBackend::new(bodies, params)), Some(notice))
+}
+
+/// The options of the CUDA backend that `o` sets away from their defaults (by flag name), which
+/// the CPU backend does not use.
+fn cuda_only_given(o: &CudaOptions) -> Vec<&'static str> {
+    use crate::cuda::settings::{CtxSched, ResourceFlags, StreamKind};
+    let s = &o.settings;
+    let given = [
+        ("--interop", s.interop != InteropMode::Map),
+        ("--register-flags", s.register_flags != ResourceFlags::None),
+        ("--map-flags", s.map_flags != ResourceFlags::None),
+        ("--stream", s.stream != StreamKind::Legacy),
+        ("--stream-priority", s.stream_priority != 0),
+        ("--block-size", s.block_size != 0),
+        ("--ctx-sched", o.ctx_sched != CtxSched::Auto),
+        ("--kernel", o.kernel.is_some()),
+        ("the split over GPUs (--gpus, --slices-per-gpu, --gather, --render-gpu-computes)", o.split.is_some_and(|x| !x.is_single())),
+    ];
+    given.iter().filter(|g| g.1).map(|g| g.0).collect()
 }

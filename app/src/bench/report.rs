@@ -53,7 +53,8 @@
 //!   UTC, RFC 3339), `host` (host name).
 //!
 //! `bench.json` is `{"tool", "version", "status", "complete", "skipped": [{mode, n, reason}],
-//! "rows": [...]}`; `status` is `complete`, `running`, `interrupted` or `error: <message>`.
+//! "rows": [...]}`; `status` is `complete`, `running`, `interrupted`, `incomplete: <modes asked for
+//! by name that could not run here>` or `error: <message>`; `complete` is true only for `complete`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -303,9 +304,11 @@ pub struct Document<'a> {
     pub tool: &'static str,
     /// Version of the program.
     pub version: &'static str,
-    /// `complete`, `running`, `interrupted` or `error: <message>`.
+    /// `complete`, `running`, `interrupted`, `incomplete: requested mode(s) could not run here: …`
+    /// or `error: <message>`.
     pub status: String,
-    /// True when the run went to its end (skipped modes and sizes are listed in `skipped`).
+    /// True when the run went to its end with every mode asked for by name (skipped sizes, and
+    /// modes of the default list that cannot run here, are listed in `skipped`).
     pub complete: bool,
     /// What was not measured.
     pub skipped: &'a [Skipped],
@@ -527,7 +530,7 @@ pub fn table(rows: &[Row]) -> String {
     for (r, label) in rows.iter().zip(&labels) {
         let _ = write!(
             s,
-            "{:<w$} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9.1} {:>8.1}",
+            "{:<w$} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8.1}",
             label,
             r.n,
             r.frame_ms_median,
@@ -538,8 +541,9 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.draw_ms_median, 3),
             opt(r.overhead_us, 1),
             opt(r.overhead_pct, 1),
-            sci(r.interactions_per_s),
-            r.gflops,
+            // `draw` simulates nothing: no rate (the JSON keeps its 0).
+            if r.mode == "draw" { "—".to_string() } else { sci(r.interactions_per_s) },
+            if r.mode == "draw" { "—".to_string() } else { format!("{:.1}", r.gflops) },
             r.spread_pct
         );
         let _ = writeln!(

@@ -34,19 +34,24 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         args.bodies = Some(crate::cli::CPU_DEMO_BODIES);
     }
     let args = &args;
-    // Before anything is made: the nominal rate of the backend asked for (`auto`: the GPU's; a
-    // fallback to the CPU is checked again once the backend is made, `Scene::new`). A file fixes
-    // N itself: it is checked once read.
-    let cpu = args.backend == crate::cli::BackendChoice::Cpu;
+    // Before anything is made: the nominal rate of the backend that will most likely run; the
+    // backend's own rate is checked again once it is made (`Scene::new`), and only that check
+    // warns under --allow-slow. A file fixes N itself: it is checked once read.
+    let cpu = match args.backend {
+        crate::cli::BackendChoice::Cpu => true,
+        crate::cli::BackendChoice::Cuda => false,
+        // Without a driver library `auto` will run the CPU backend: its rate, not a GPU's.
+        crate::cli::BackendChoice::Auto => interop::Driver::open().is_err(),
+    };
     let from_file = std::path::Path::new(args.init()).is_file();
     if !from_file {
-        check_step_time(args.n_bodies(), cpu, args.allow_slow)?;
+        refuse_slow_step(args.n_bodies(), cpu, args.allow_slow)?;
         check_host_memory(args)?;
     }
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
     let bodies = initial_bodies(args.init(), args.n_bodies(), args.sim.seed, params.g)?;
     if from_file {
-        check_step_time(bodies.len(), cpu, args.allow_slow)?;
+        refuse_slow_step(bodies.len(), cpu, args.allow_slow)?;
     }
     if args.headless {
         headless::run(args, bodies, params)
@@ -88,7 +93,10 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
         }
     }
     crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
-    crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
+    if args.backend != crate::cli::BackendChoice::Cpu {
+        // The CPU backend ignores the flags (cpu_notice names them).
+        crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
+    }
     check_precision(args)?;
     check_split(args)?;
     if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernels::MAX_BODIES {
@@ -267,6 +275,18 @@ pub fn check_step_time(n: usize, cpu: bool, allow_slow: bool) -> anyhow::Result<
     check_step_rate(n, rate, &what, allow_slow)
 }
 
+/// [`check_step_time`] before the backend exists: the same refusal, but no warning with
+/// `allow_slow` (the check of the backend that was made gives it, once, with that backend's rate).
+///
+/// # Errors
+/// As [`check_step_time`] without `allow_slow`.
+fn refuse_slow_step(n: usize, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+    if allow_slow {
+        return Ok(());
+    }
+    check_step_time(n, cpu, false)
+}
+
 /// [`check_step_time`] at `rate` interactions/s, the rate of `what` (e.g. the backend's own
 /// [`crate::backend::SimBackend::nominal_rate`]).
 ///
@@ -352,10 +372,12 @@ impl Summary {
     /// Print the one-line summary to stdout.
     pub fn print(&self) {
         println!(
-            "nbody-interop: {} frames, mean frame {:.3} ms, {} steps ({:.1} per frame, {:.0} steps/s), backend: {}",
+            "nbody-interop: {} frame{}, mean frame {:.3} ms, {} step{} ({:.1} per frame, {:.0} steps/s), backend: {}",
             self.frames,
+            if self.frames == 1 { "" } else { "s" },
             self.mean_frame_ms,
             self.steps,
+            if self.steps == 1 { "" } else { "s" },
             self.steps as f64 / self.frames.max(1) as f64,
             self.steps_per_s,
             self.label

@@ -217,10 +217,11 @@ impl Scene {
         let cpu = backend.cuda_context().is_none();
         // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
         // GPU's, derived from its SM count and clock.
+        // The notice first: it says why the rate below is the CPU's.
+        scene.set_notice(notice);
         let (rate, what) = backend.nominal_rate();
         super::check_step_rate(bodies.len(), rate, &what, scene.args.allow_slow)?;
         scene.backend = Some(backend);
-        scene.notice = notice;
         let preset = crate::sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
         if cpu && scene.args.bodies.is_none() && preset {
             // `auto` fell back to the CPU with the default N: start again at the CPU's default N
@@ -238,6 +239,18 @@ impl Scene {
             scene.set_step_mode(true);
         }
         Ok(scene)
+    }
+
+    /// The overlay's notice about the backend (a fallback, `make_backend`), logged as a warning
+    /// line by line where a line is new: a reset that falls back the same way again (the CPU
+    /// backend's default N at the start, a reset from the overlay) does not repeat it in the log.
+    fn set_notice(&mut self, notice: Option<String>) {
+        for line in notice.iter().flat_map(|n| n.lines()) {
+            if !self.notice.as_deref().is_some_and(|old| old.lines().any(|l| l == line)) {
+                tracing::warn!("{line}");
+            }
+        }
+        self.notice = notice;
     }
 
     /// The GL calls of the scene's context (current while the scene lives: `Scene::new`).
@@ -284,7 +297,7 @@ impl Scene {
                     match crate::backend::select::apply_settings(backend, &self.args.backend_config(), gl, &self.gl_info, &vbos, s, params) {
                         Ok(applied) => {
                             if let crate::backend::select::Applied::Replaced { notice } = applied {
-                                self.notice = notice;
+                                self.set_notice(notice);
                             }
                             self.panels = None;
                             self.overlay.set_message(None)
@@ -348,7 +361,7 @@ impl Scene {
             make_backend(&args.backend_config(), self.current.gl(), &self.gl_info, self.renderer.vbos(), &bodies, params).context("reset: making the backend")?;
         self.backend = Some(backend);
         self.panels = None;
-        self.notice = notice;
+        self.set_notice(notice);
         self.camera = framing_camera(&self.renderer);
         self.time_span = 0.0;
         // Another N: the auto pace starts again from one step (its step times are of the old N).
@@ -632,8 +645,9 @@ impl Scene {
                 }
             }
         }
-        if let Some(b) = self.backend.as_deref().filter(|_| crate::stop::stopped()) {
-            // The state written has synchronised velocities: one more force evaluation.
+        if let Some(b) = self.backend.as_deref().filter(|b| crate::stop::stopped() && !b.synchronized()) {
+            // The state written has synchronised velocities: one more force evaluation, unless
+            // they are already (no step finished since the start or the last synchronisation).
             let (rate, _) = b.nominal_rate();
             let n = b.n() as f64;
             let secs = n * n / rate.max(1.0);

@@ -76,13 +76,21 @@ struct App {
     presented: u64,
 }
 
+/// winit's OS errors read `os error at <source file>:<line>: <message>`, the file being in
+/// winit's sources: the user needs only the message.
+fn without_source_location(msg: &str) -> &str {
+    msg.strip_prefix("os error at ").and_then(|rest| rest.split_once(": ")).map_or(msg, |(_, m)| m)
+}
+
 /// Run the demo in a window until it is closed (or `--frames` were presented), then the
 /// screenshot, the state and the summary.
 ///
 /// # Errors
 /// No display or GL context, or a failure while running or writing the outputs.
 pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Result<()> {
-    let event_loop = EventLoop::new().context("opening the display (winit event loop); use --headless without a display")?;
+    let event_loop = EventLoop::new().map_err(|e| {
+        anyhow!("opening the display (winit event loop): {}; use --headless without a display", without_source_location(&e.to_string()))
+    })?;
     event_loop.set_control_flow(ControlFlow::Poll);
     crate::stop::reset();
     crate::stop::install();
@@ -377,5 +385,16 @@ impl ApplicationHandler for App {
 
     fn exiting(&mut self, _event_loop: &ActiveEventLoop) {
         self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn winit_os_errors_lose_the_source_location() {
+        let m = "os error at /root/.cargo/registry/src/winit-0.30.13/src/platform_impl/linux/mod.rs:765: neither \
+                 WAYLAND_DISPLAY nor WAYLAND_SOCKET nor DISPLAY is set.";
+        assert_eq!(super::without_source_location(m), "neither WAYLAND_DISPLAY nor WAYLAND_SOCKET nor DISPLAY is set.");
+        assert_eq!(super::without_source_location("the event loop can't be recreated"), "the event loop can't be recreated");
     }
 }

@@ -2,7 +2,7 @@
 //! (`lab`; `lab --quiz` without the expected codes), the text of one outcome, the quiz (predict
 //! each call's answer, run, then see the expected code, the explanation and the fix) and
 //! `lab --replay FILE.jsonl`, which shows results recorded on a GPU machine — the JSON lines that
-//! `lab NAME --json` prints, e.g. `docs/results/2026-11-30-h200/lab.jsonl` — without calling the
+//! `lab NAME --json` prints, e.g. [`RECORDED`] — without calling the
 //! driver, so a class can do the lab on machines without a GPU.
 //!
 //! A replay judges each recorded answer against this build's table ([`CASES`]): the code, name,
@@ -81,7 +81,7 @@ pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> 
         writeln!(
             out,
             "\npredict what the driver returns for each call, then run one with `nbody-interop lab --quiz NAME`, all with \
-             `nbody-interop lab --quiz all` (no GPU here: add `--replay FILE.jsonl`, e.g. docs/results/2026-11-30-h200/lab.jsonl)"
+             `nbody-interop lab --quiz all` (no GPU here: add `--replay {RECORDED}`)"
         )?;
     } else {
         writeln!(out, "\nrun one with `nbody-interop lab NAME`, all with `nbody-interop lab all` (--json: one object per case)")?;
@@ -93,6 +93,10 @@ pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> 
     }
     Ok(())
 }
+
+/// The mistake lab's answers recorded on the H200 (driver 580.159, every case), relative to the
+/// repository's root: what `lab --replay` is pointed at without a GPU.
+pub const RECORDED: &str = "docs/results/2026-12-02-h200/lab.jsonl";
 
 /// One outcome as `lab NAME` prints it; `replayed` marks it as read from a file.
 ///
@@ -208,10 +212,24 @@ pub fn reveal(out: &mut impl Write, o: &Outcome, prediction: Option<&str>, repla
 /// # Errors
 /// `out` cannot be written.
 pub fn show(out: &mut impl Write, outcomes: &[Outcome], json: bool, quiz: Option<&[Option<String>]>, replayed: bool) -> anyhow::Result<()> {
+    let mut last_reason: Option<&str> = None;
     for (i, o) in outcomes.iter().enumerate() {
         if json {
             writeln!(out, "{}", serde_json::to_string(o)?)?;
-        } else if let Some(p) = quiz {
+            continue;
+        }
+        // A reason a case could not run (a missing driver, often) is printed once, at its
+        // first case; the cases after it that could not run for the same reason refer to it.
+        let repeat = o.is_unavailable() && last_reason == Some(o.got_text.as_str());
+        let short;
+        let o = if repeat {
+            short = Outcome { got_text: "unavailable: the same reason as above".into(), ..o.clone() };
+            &short
+        } else {
+            last_reason = o.is_unavailable().then_some(o.got_text.as_str());
+            o
+        };
+        if let Some(p) = quiz {
             reveal(out, o, p.get(i).and_then(|p| p.as_deref()), replayed)?;
         } else {
             print_text(out, o, replayed)?;
@@ -244,8 +262,12 @@ pub fn verdict(outcomes: &[Outcome], replayed: Option<&Path>, quiz: bool) -> any
             let each: Vec<String> = unavailable.iter().map(|o| format!("{}: {}", o.case, o.got_text)).collect();
             why.push(format!("{} {ran}: {}", unavailable.len(), each.join("; ")));
         }
-        if quiz && replayed.is_none() {
-            why.push("without a GPU, replay results recorded on one: `nbody-interop lab --quiz --replay FILE.jsonl NAME` (e.g. docs/results/2026-11-30-h200/lab.jsonl)".into());
+        if replayed.is_none() {
+            let quiz = if quiz { " --quiz" } else { "" };
+            why.push(format!(
+                "without a GPU, replay the answers recorded on one: `nbody-interop lab{quiz} --replay {RECORDED} [NAME]` (run it \
+                 from the repository's root)"
+            ));
         }
     }
     if why.is_empty() {
@@ -594,5 +616,22 @@ mod tests {
         assert!(told.starts_with("unmap-twice — ok (replayed)"), "{told}");
         assert!(told.find("got:").expect("got") < told.find("expected:").expect("expected"), "{told}");
         assert!(told.contains("predicted: not_mapped — right"), "{told}");
+    }
+
+    #[test]
+    fn a_reason_shared_by_cases_is_printed_once_with_the_replay_remedy() {
+        let why = "no CUDA driver library could be loaded; tried: libcuda.so.1";
+        let outcomes: Vec<Outcome> = CASES.iter().take(3).map(|c| Outcome::unavailable(c, why)).collect();
+        let mut out = Vec::new();
+        show(&mut out, &outcomes, false, None, false).expect("shows");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert_eq!(text.matches(why).count(), 1, "{text}");
+        assert_eq!(text.matches("the same reason as above").count(), 2, "{text}");
+        let err = verdict(&outcomes, None, false).expect_err("cases that could not run fail").to_string();
+        assert!(err.contains(why) && err.contains(&format!("lab --replay {RECORDED}")), "{err}");
+        // The recorded file is where the remedy says (relative to the repository's root).
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let rec = parse(&std::fs::read_to_string(root.join(RECORDED)).expect("the recorded lab file")).expect("parses");
+        assert!(rec.not_recorded().is_empty(), "every case of this build is recorded in {RECORDED}");
     }
 }
