@@ -157,7 +157,8 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("save-state not writable", &["--save-state", "/proc/nbody-state.csv"], 1, &["--save-state", "/proc/nbody-state.csv", "cannot write"]),
         demo_case("trace in a missing directory", &["--trace", "/nonexistent-dir/t.jsonl"], 1, &["--trace", "does not exist"]),
         // Options that do not apply: a notice, and the run goes on.
-        demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do(es) not apply"]),
+        demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do not apply to the CPU backend"]),
+        demo_case("register flags with the CPU backend", &["--register-flags", "read-only"], 0, &["notice", "--register-flags does not apply to the CPU backend"]),
         // bench.
         case("bench bodies 0", &["bench", "--bodies", "0", "--out", &out_dir], 1, &["--bodies", "N = 0"]),
         case("bench unknown mode", &["bench", "--modes", "warp", "--out", &out_dir], 2, &["warp"]),
@@ -181,7 +182,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         ),
         // The split over slices and GPUs (refused before CUDA is touched).
         demo_case("slices per gpu 0", &["--slices-per-gpu", "0"], 1, &["--slices-per-gpu", "at least 1"]),
-        demo_case("gpus on the CPU backend", &["--gpus", "2", "--slices-per-gpu", "2"], 0, &["notice", "--gpus", "--slices-per-gpu", "do(es) not apply"]),
+        demo_case("gpus on the CPU backend", &["--gpus", "2", "--slices-per-gpu", "2"], 0, &["notice", "--gpus", "--slices-per-gpu", "do not apply to the CPU backend"]),
         demo_case("gpus 0", &["--gpus", "0"], 2, &["--gpus", "number ≥ 1 or `all`"]),
         demo_case(
             "f64 split over slices",
@@ -332,27 +333,30 @@ fn ctrl_c_stops_a_long_step_and_keeps_the_state_before_it() {
     assert_eq!(saved.pos, init.pos, "the stopped step moved bodies:\n{all}");
 }
 
-/// Ctrl-C during the first step of a run whose step is long (N = 100000: ~2.5 s at the CPU
-/// backend's nominal rate, far more in a debug build): the stopped step leaves the velocities
-/// synchronised, so writing the state needs no force evaluation and none is announced.
+/// Ctrl-C during the first step of a run whose step is long (N = 300000 on 2 threads: 22 s at
+/// the CPU backend's nominal rate, so it needs --allow-slow, and far longer in a debug build):
+/// --allow-slow warns once, and the stopped step leaves the velocities synchronised, so writing
+/// the state needs no force evaluation and none is announced (one was, over 1 s, before).
 #[test]
 fn ctrl_c_before_any_step_finished_announces_no_closing_force_evaluation() {
     let dir = scratch("first-step");
     let end = dir.join("end.csv");
     let e = end.to_str().expect("utf-8");
-    let args = ["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "100000", "--frames", "1000", "--no-overlay"];
+    let args = ["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "300000", "--frames", "1000", "--no-overlay", "--allow-slow"];
     let o = Command::new("timeout")
         .args(["--foreground", "--preserve-status", "-s", "INT", "3", BIN])
         .args(args)
         .args(["--width", "32", "--height", "32", "--save-state", e])
         .env("RUST_LOG", "info")
+        .env("RAYON_NUM_THREADS", "2")
         .output()
         .expect("spawn timeout");
     let all = text(&o);
     assert_eq!(o.status.code(), Some(130), "{all}");
     assert!(all.contains(", 0 steps"), "a step finished within 3 s: this test needs a slower step\n{all}");
+    assert_eq!(all.matches("running anyway (--allow-slow)").count(), 1, "{all}");
     assert!(!all.contains("one more force evaluation"), "{all}");
-    assert_eq!(state_rows(&end).len(), 100_000, "{all}");
+    assert_eq!(state_rows(&end).len(), 300_000, "{all}");
 }
 
 #[test]

@@ -258,14 +258,39 @@ fn a_requested_mode_that_cannot_run_marks_the_results_incomplete() {
 }
 
 /// The cpu probe runs a prefix of at most 8192 bodies, whatever the smallest N: N = 200000 is
-/// judged (and skipped, over a 1 ms budget) without a frame of 200000 bodies.
+/// judged (and skipped, over a 1 ms budget) without a frame of 200000 bodies (four of them would
+/// take hours in a debug build: the run is killed after 300 s, a guard, not a time limit).
 #[test]
 fn the_cpu_probe_judges_a_large_n_from_a_small_prefix() {
     let dir = out_dir("probe-prefix");
-    let o = bench(&["--modes", "cpu", "--bodies", "200000", "--frames", "2", "--rounds", "1", "--cpu-budget-ms", "1"], &dir, &[]);
+    let o = Command::new("timeout")
+        .args(["-s", "KILL", "300", BIN, "bench", "--modes", "cpu", "--bodies", "200000", "--frames", "2", "--rounds", "1"])
+        .args(["--cpu-budget-ms", "1", "--out", dir.to_str().expect("utf-8")])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("spawn timeout");
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("cpu N=200000: skipped: estimated") && all.contains("no row was measured"), "{all}");
+}
+
+/// Ctrl-C during the cpu probe (a probe of 1000 steps per frame: minutes in a debug build) ends
+/// the bench as an interrupted run, without rows. A probe that ignored it would run on and be
+/// killed 60 s later (not a time limit on the probe: a guard against waiting for its end).
+#[test]
+fn ctrl_c_stops_the_cpu_probe() {
+    let dir = out_dir("probe-interrupted");
+    let d = dir.to_str().expect("utf-8");
+    let o = Command::new("timeout")
+        .args(["--foreground", "--preserve-status", "-k", "60", "-s", "INT", "3", BIN, "bench"])
+        .args(["--modes", "cpu", "--bodies", "8192", "--steps-per-frame", "1000", "--frames", "2", "--rounds", "1", "--warmup", "0"])
+        .args(["--out", d])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("spawn timeout");
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{all}");
+    assert!(all.contains("interrupted") && all.contains("no rows were measured"), "{all}");
 }
 
 #[test]

@@ -341,7 +341,7 @@ fn auto_without_a_driver_says_so_once_and_judges_n_at_the_cpus_rate() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert_eq!(err.matches("CUDA unavailable, running the CPU backend").count(), 1, "{err}");
-    assert!(err.contains("--block-size, --kernel do(es) not apply to the CPU backend and are ignored"), "{err}");
+    assert!(err.contains("--block-size, --kernel do not apply to the CPU backend and are ignored"), "{err}");
     assert!(out.contains("1 frame,") && out.contains("1 step ("), "{out}");
     let o = no_driver(&["--headless", "--frames", "1", "--bodies", "5000000"]);
     let (_, err) = text(&o);

@@ -149,7 +149,12 @@ pub fn apply_settings(
                 back.cuda.settings = o;
             }
             match make_backend(&back, gl, gl_info, vbos, &bodies, params) {
-                Ok((b, _)) => {
+                Ok((b, notice)) => {
+                    // The old settings' backend, made again: its fallback (if any) is said here,
+                    // as the caller keeps its notice and reports only the error.
+                    if let Some(n) = notice {
+                        tracing::warn!("{n}");
+                    }
                     *backend = b;
                     Err(e)
                 }
@@ -165,19 +170,20 @@ pub fn apply_settings(
 /// `--backend auto` without CUDA: the CPU backend, with the notice that says why.
 fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
     let mut notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
-    let ignored = cuda_only_given(&cfg.cuda);
-    if !ignored.is_empty() {
+    if let Some(ignored) = ignored_by_cpu(&cuda_only_options(&cfg.cuda)) {
         // A line of its own, so that it is not lost at the end of the driver's error.
-        notice.push_str(&format!("\n{} do(es) not apply to the CPU backend and are ignored", ignored.join(", ")));
+        notice.push('\n');
+        notice.push_str(&ignored);
     }
     (Box::new(CpuBackend::new(bodies, params)), Some(notice))
 }
 
-/// The options of the CUDA backend that `o` sets away from their defaults (by flag name), which
-/// the CPU backend does not use.
-fn cuda_only_given(o: &CudaOptions) -> Vec<&'static str> {
-    use crate::cuda::settings::{CtxSched, ResourceFlags, StreamKind};
+/// The options of the CUDA backend that `o` sets away from their defaults, by flag name: the CPU
+/// backend does not use them (`--backend cpu`, or `auto` without CUDA).
+pub fn cuda_only_options(o: &CudaOptions) -> Vec<&'static str> {
+    use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, ResourceFlags, StreamKind};
     let s = &o.settings;
+    let split = |f: fn(&crate::cuda::settings::SplitOptions) -> bool| o.split.as_ref().is_some_and(f);
     let given = [
         ("--interop", s.interop != InteropMode::Map),
         ("--register-flags", s.register_flags != ResourceFlags::None),
@@ -187,7 +193,27 @@ fn cuda_only_given(o: &CudaOptions) -> Vec<&'static str> {
         ("--block-size", s.block_size != 0),
         ("--ctx-sched", o.ctx_sched != CtxSched::Auto),
         ("--kernel", o.kernel.is_some()),
-        ("the split over GPUs (--gpus, --slices-per-gpu, --gather, --render-gpu-computes)", o.split.is_some_and(|x| !x.is_single())),
+        ("--gpus", split(|x| x.gpus != GpuCount::Count(1))),
+        ("--slices-per-gpu", split(|x| x.slices_per_gpu != 1)),
+        ("--gather", split(|x| x.gather != GatherChoice::Auto)),
+        ("--render-gpu-computes", split(|x| !x.render_gpu_computes)),
     ];
     given.iter().filter(|g| g.1).map(|g| g.0).collect()
+}
+
+/// The sentence that names `options` (flag names, [`cuda_only_options`]) as ignored by the CPU
+/// backend; `None` when there are none.
+pub fn ignored_by_cpu(options: &[&str]) -> Option<String> {
+    match options {
+        [] => None,
+        [one] => Some(format!("{one} does not apply to the CPU backend and is ignored")),
+        many => Some(format!("{} do not apply to the CPU backend and are ignored", many.join(", "))),
+    }
+}
+
+/// Whether the CUDA driver library loads here ([`interop::Driver::open`]: the library and
+/// `cuDriverGetVersion`, no `cuInit`). Without it `auto` runs the CPU backend; with it `auto` may
+/// still fall back once the backend is made (no device, no GL context on one).
+pub fn driver_library_loads() -> bool {
+    interop::Driver::open().is_ok()
 }

@@ -10,8 +10,9 @@
 //! kernel alone on device buffers, no GL) and `cpu` (CPU backend + upload + draw). A mode this
 //! machine cannot run (CUDA ones without a driver or GPU, GL ones without EGL) is reported once as
 //! `skipped: <reason>`; that is an error only for modes named in `--modes`, and then only after
-//! the other modes were measured. The cpu mode skips every N whose frame time, estimated from a
-//! probe frame at the smallest N (simulate time scaled by N², the rest by N), exceeds
+//! the other modes were measured (`bench.json`'s status then says `incomplete`). The cpu mode
+//! skips every N whose frame time, estimated from the fastest of three probe frames of the first
+//! min(N, 8192) bodies of the smallest N (simulate time scaled by N², the rest by N), exceeds
 //! `--cpu-budget-ms`; it says which, and that is not an error.
 //!
 //! # GPU setups
@@ -459,6 +460,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if plan.setups.iter().any(|s| !s.is_single()) && plan.modes.iter().any(|m| runs_cuda(*m)) && !active.iter().any(|m| runs_cuda(*m)) {
         eprintln!("notice: no CUDA mode can run here (see above), so none of the GPU setups asked for (--gpus, --slices-per-gpu, --render-gpu-computes) is measured");
     }
+    // Modes asked for by name (`--modes`) that cannot run here: the run ends with exit 1.
+    let missing: Vec<String> =
+        plan.modes.iter().filter(|m| plan.explicit && env.unavailable.contains_key(m)).map(|m| mode_name(*m)).collect();
     let requested_missing: Vec<String> = if plan.explicit {
         plan.modes
             .iter()
@@ -480,13 +484,16 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
     // Report and write what exists, whatever the outcome.
     let interrupted = matches!(&outcome, Err(e) if e.is::<Interrupted>());
-    let missing: Vec<&str> = requested_missing.iter().filter_map(|m| m.split(':').next()).collect();
     let status = match &outcome {
-        // The run went to its end, but without modes that were asked for by name (the exit code is 1).
-        Ok(()) if !missing.is_empty() => format!("incomplete: requested mode(s) could not run here: {} (see skipped)", missing.join(", ")),
         Ok(()) => "complete".to_string(),
         Err(_) if interrupted => "interrupted".to_string(),
         Err(e) => format!("error: {e:#}"),
+    };
+    // Without modes that were asked for by name, even a run that went to its end is incomplete.
+    let status = match (status.as_str(), missing.is_empty()) {
+        (_, true) => status,
+        ("complete", false) => format!("incomplete: requested mode(s) could not run here: {} (see skipped)", missing.join(", ")),
+        (_, false) => format!("{status}; requested mode(s) could not run here: {} (see skipped)", missing.join(", ")),
     };
     let complete = outcome.is_ok() && missing.is_empty();
     let rows = res.rows();
@@ -590,8 +597,9 @@ impl Timelines {
     }
 }
 
-/// The most bodies the cpu probe runs (a prefix of the smallest N's initial state): its frames
-/// then take well under a second on two cores, whatever N was asked for.
+/// The most bodies the cpu probe runs (a prefix of the smallest N's initial state): a step of
+/// them takes ~15 ms on two cores, whatever N was asked for (a frame is `--steps-per-frame` of
+/// them; Ctrl-C stops the probe inside a step).
 const CPU_PROBE_MAX_N: usize = 8192;
 
 /// The cpu probe: after one untimed frame, the fastest of three timed frames of the first

@@ -53,8 +53,10 @@
 //!   UTC, RFC 3339), `host` (host name).
 //!
 //! `bench.json` is `{"tool", "version", "status", "complete", "skipped": [{mode, n, reason}],
-//! "rows": [...]}`; `status` is `complete`, `running`, `interrupted`, `incomplete: <modes asked for
-//! by name that could not run here>` or `error: <message>`; `complete` is true only for `complete`.
+//! "rows": [...]}`; `status` is `complete`, `running`, `interrupted` or `error: <message>`, or
+//! `incomplete: …` for a run that went to its end without modes asked for by name that could not
+//! run here (those are also added to `interrupted` and `error`); `complete` is true only for
+//! `complete`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -305,7 +307,7 @@ pub struct Document<'a> {
     /// Version of the program.
     pub version: &'static str,
     /// `complete`, `running`, `interrupted`, `incomplete: requested mode(s) could not run here: …`
-    /// or `error: <message>`.
+    /// or `error: <message>` (the last two, when modes asked for could not run, name them too).
     pub status: String,
     /// True when the run went to its end with every mode asked for by name (skipped sizes, and
     /// modes of the default list that cannot run here, are listed in `skipped`).

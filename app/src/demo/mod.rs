@@ -41,7 +41,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         crate::cli::BackendChoice::Cpu => true,
         crate::cli::BackendChoice::Cuda => false,
         // Without a driver library `auto` will run the CPU backend: its rate, not a GPU's.
-        crate::cli::BackendChoice::Auto => interop::Driver::open().is_err(),
+        crate::cli::BackendChoice::Auto => !crate::backend::select::driver_library_loads(),
     };
     let from_file = std::path::Path::new(args.init()).is_file();
     if !from_file {
@@ -213,25 +213,12 @@ fn split_flags(args: &DemoArgs) -> Vec<String> {
 
 /// With `--backend cpu`, the CUDA options given that it ignores (a notice, not silence).
 fn cpu_notice(args: &DemoArgs) -> Option<String> {
-    use crate::cuda::settings::{CtxSched, InteropMode, ResourceFlags, StreamKind};
     if args.backend != crate::cli::BackendChoice::Cpu {
         return None;
     }
-    let given = [
-        ("--interop", args.interop != InteropMode::Map),
-        ("--register-flags", args.register_flags != ResourceFlags::None),
-        ("--map-flags", args.map_flags != ResourceFlags::None),
-        ("--stream", args.stream != StreamKind::Legacy),
-        ("--stream-priority", args.stream_priority != 0),
-        ("--ctx-sched", args.ctx_sched != CtxSched::Auto),
-        ("--block-size", args.sim.block_size != 0),
-        ("--kernel", args.sim.kernel.is_some()),
-    ];
-    let mut names: Vec<String> = given.iter().filter(|g| g.1).map(|g| g.0.to_string()).collect();
-    names.extend(split_flags(args));
-    (!names.is_empty()).then(|| {
-        format!("{} do(es) not apply to --backend cpu (the CPU backend never touches CUDA) and are ignored", names.join(", "))
-    })
+    let cfg = args.backend_config();
+    crate::backend::select::ignored_by_cpu(&crate::backend::select::cuda_only_options(&cfg.cuda))
+        .map(|s| format!("{s} (--backend cpu never touches CUDA)"))
 }
 
 /// Checks up front that `path` can be written, so that a run never learns it only at its end: an

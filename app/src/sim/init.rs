@@ -340,11 +340,11 @@ fn figure_eight() -> System {
 /// Unknown name, N = 0, bad G, or an unreadable CSV or tipsy file.
 pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> anyhow::Result<Bodies> {
     let ic = InitialCondition::parse(init).with_context(|| format!("--init {init}"))?;
-    let what = match &ic {
-        InitialCondition::Csv(p) | InitialCondition::Tipsy(p) => format!("reading the initial state from {}", p.display()),
-        _ => format!("generating the `{}` initial condition", ic.name()),
+    let bodies = match &ic {
+        // A file's errors name the file already.
+        InitialCondition::Csv(_) | InitialCondition::Tipsy(_) => ic.generate(n, seed, g)?,
+        _ => ic.generate(n, seed, g).with_context(|| format!("generating the `{}` initial condition", ic.name()))?,
     };
-    let bodies = ic.generate(n, seed, g).context(what)?;
     if bodies.is_empty() {
         bail!("the initial condition `{}` has no bodies", ic.name());
     }

@@ -240,8 +240,9 @@ pub fn show(out: &mut impl Write, outcomes: &[Outcome], json: bool, quiz: Option
 }
 
 /// `Ok` when every outcome got an expected code; otherwise an error that says which did not,
-/// and why (`replayed`: the file they were read from). `quiz`: a case that could not run here
-/// gets the remedy of a class without a GPU (`--replay`).
+/// and why (`replayed`: the file they were read from). A case that could not run here (not a
+/// replay) gets the remedy of a class without a GPU: `--replay` [`RECORDED`] (with `--quiz` when
+/// `quiz`).
 ///
 /// # Errors
 /// As said: a case that could not run (or was recorded so) or did not produce an expected code.
