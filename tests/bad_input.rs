@@ -155,6 +155,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("screenshot in a missing directory", &["--screenshot", "/nonexistent-dir/x.png"], 1, &["/nonexistent-dir", "does not exist"]),
         demo_case("save-state is a directory", &["--save-state", &d], 1, &["--save-state", "directory"]),
         demo_case("save-state not writable", &["--save-state", "/proc/nbody-state.csv"], 1, &["--save-state", "/proc/nbody-state.csv", "cannot write"]),
+        demo_case("trace and timeline in one file", &["--trace", "same.json", "--timeline", "same.json"], 1, &["--trace and --timeline name the same file"]),
         demo_case("trace in a missing directory", &["--trace", "/nonexistent-dir/t.jsonl"], 1, &["--trace", "does not exist"]),
         // Options that do not apply: a notice, and the run goes on.
         demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do not apply to the CPU backend"]),

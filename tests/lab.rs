@@ -191,7 +191,7 @@ fn root() -> PathBuf {
 
 /// The lab results recorded on the H200 and committed.
 fn committed_lab_jsonl() -> PathBuf {
-    root().join("docs/results/2026-12-02-h200/lab.jsonl")
+    root().join(nbody_app::teach::replay::RECORDED)
 }
 
 /// This build's cases that `file` holds results for, in the file's order.
@@ -438,11 +438,15 @@ fn a_quiz_asks_every_call_before_it_shows_any_answer() {
     }
     assert_eq!(answers.contains("not recorded in"), !unrecorded.is_empty(), "{answers}");
 
-    // A live quiz without a driver says how to do the lab without a GPU.
+    // A live quiz without a driver asks nothing and says how to do the lab without a GPU.
     let o = run(&["lab", "--quiz", "unmap-twice"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
     assert!(!o.status.success());
     let (out, err) = text(&o);
-    assert!(out.find("1. unmap-twice").expect("asked") < out.find("expected:").expect("answered"), "{out}");
-    assert!(err.contains("--replay"), "{err}");
+    assert!(!out.contains("1. unmap-twice"), "{out}");
+    assert!(err.contains("lab --quiz --replay docs/results/") && err.contains("unmap-twice"), "{err}");
+    // The quiz hides the answers that --json prints: the two are refused together for a case.
+    let o = run(&["lab", "--quiz", "--json", "--replay", file.to_str().expect("utf-8"), "unmap-twice"], None);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("--quiz hides each answer"), "{}", text(&o).1);
 }

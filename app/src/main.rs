@@ -34,11 +34,18 @@ fn main() -> ExitCode {
             eprintln!("{e:#}");
             ExitCode::from(nbody_app::stop::EXIT_INTERRUPTED)
         }
+        // The reader of stdout went away (`lab … | head`): nothing left to say to it.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// True when `e` comes from writing to a closed pipe.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 /// True when `e` says the run was interrupted (after writing its outputs).

@@ -13,10 +13,14 @@ use crate::stop::Interrupted;
 /// How often a headless run prints a progress line.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Egui input of a headless frame: `width` × `height` points at 1 pixel per point.
-pub(crate) fn headless_input(width: u32, height: u32, time: f64) -> egui::RawInput {
+/// Egui input of a headless frame on a `width` × `height` pixel target at the overlay's `zoom`
+/// ([`super::scene::Scene::ui_zoom_for`]): the screen is `width / zoom` × `height / zoom` points,
+/// at a native 1 pixel per point.
+pub(crate) fn headless_input(width: u32, height: u32, time: f64, zoom: f32) -> egui::RawInput {
+    // egui lays out in points: at zoom z a target of W pixels is W / z points wide.
+    let z = zoom.max(0.1);
     let mut raw = egui::RawInput {
-        screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(width as f32, height as f32))),
+        screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(width as f32 / z, height as f32 / z))),
         time: Some(time),
         ..Default::default()
     };
@@ -59,7 +63,7 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
             let of = args.frames.map_or_else(String::new, |n| format!(" of {n}"));
             eprintln!("frame {}{of}: {} steps, {:.0} steps/s, {:.3} ms per frame", s.frames, s.steps, s.steps_per_s, s.mean_frame_ms);
         }
-        let input = headless_input(args.width, args.height, scene.time());
+        let input = headless_input(args.width, args.height, scene.time(), scene.ui_zoom_for(args.height, 1.0));
         let r = scene.frame(input, target, 1.0, true);
         ctx.gl().finish();
         for line in scene.take_reports() {

@@ -113,9 +113,13 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if args.timeline.is_some() && !interop::entry::TRACING_COMPILED {
         bail!("--timeline needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
     }
-    for (flag, path) in
-        [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace), ("--timeline", &args.timeline)]
-    {
+    let outputs = [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace), ("--timeline", &args.timeline)];
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| p.is_some() && *p == *path) {
+            bail!("{other} and {flag} name the same file, so one would overwrite the other: give each its own path");
+        }
+    }
+    for (flag, path) in outputs {
         if let Some(p) = path {
             if p.is_dir() {
                 bail!("cannot write {flag} file {}: it is a directory; give a file name", p.display());

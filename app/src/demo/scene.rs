@@ -219,6 +219,12 @@ impl Scene {
         // GPU's, derived from its SM count and clock.
         // The notice first: it says why the rate below is the CPU's.
         scene.set_notice(notice);
+        if scene.args.trace.is_some() && backend.api().is_none() {
+            tracing::warn!(
+                "--trace: the CPU backend makes no CUDA driver calls, so the trace holds only the GL draws (a CUDA run's \
+                 trace: docs/results/2026-12-02-h200/trace-map.jsonl)"
+            );
+        }
         let (rate, what) = backend.nominal_rate();
         super::check_step_rate(bodies.len(), rate, &what, scene.args.allow_slow)?;
         scene.backend = Some(backend);
@@ -526,11 +532,11 @@ impl Scene {
                     step_unavailable: step_unavailable.as_deref(),
                 },
             };
-            let overlay = &mut self.overlay;
-            let mut actions = Vec::new();
             // The overlay's zoom follows the window's size (a 4K window gets a readable overlay);
             // set only when that size asks for another value, so egui's own Ctrl +/- zoom stays.
-            let zoom = self.args.ui_scale.unwrap_or_else(|| auto_ui_zoom(target.size()[1], pixels_per_point));
+            let zoom = self.ui_zoom_for(target.size()[1], pixels_per_point);
+            let overlay = &mut self.overlay;
+            let mut actions = Vec::new();
             if self.ui_zoom != Some(zoom) {
                 self.ui_zoom = Some(zoom);
                 self.egui_ctx.set_zoom_factor(zoom);
@@ -597,6 +603,13 @@ impl Scene {
         if self.args.target_fps.is_none() && hz.is_finite() && hz > 0.0 {
             self.pace.set_interval_ms(1e3 / hz);
         }
+    }
+
+    /// The overlay's zoom on a target `height_px` physical pixels high at `pixels_per_point`:
+    /// `--ui-scale`, else [`auto_ui_zoom`]. A caller that makes egui's input itself (headless)
+    /// gives the screen in points of this zoom (pixels / zoom).
+    pub fn ui_zoom_for(&self, height_px: u32, pixels_per_point: f32) -> f32 {
+        self.args.ui_scale.unwrap_or_else(|| auto_ui_zoom(height_px, pixels_per_point))
     }
 
     /// The frame interval (ms) that `--steps-per-frame auto` fills.

@@ -203,7 +203,14 @@ pub struct Case {
 pub fn find(name: &str) -> anyhow::Result<&'static Case> {
     match CASES.iter().find(|c| c.name == name) {
         Some(c) => Ok(c),
-        None => bail!("unknown lab case `{name}`; cases: {} (or `all`)", CASES.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")),
+        None => {
+            // `map_already_mapped`, `Map-Already-Mapped`: the case's name with hyphens.
+            let alt = name.to_ascii_lowercase().replace('_', "-");
+            if let Some(c) = CASES.iter().find(|c| c.name == alt) {
+                bail!("unknown lab case `{name}`; did you mean `{}`?", c.name);
+            }
+            bail!("unknown lab case `{name}`; cases: {} (or `all`)", CASES.iter().map(|c| c.name).collect::<Vec<_>>().join(", "))
+        }
     }
 }
 
@@ -476,6 +483,15 @@ pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let stdin = std::io::stdin();
     let ask = opts.quiz && !opts.json && stdin.is_terminal();
+    if opts.quiz && opts.json && (opts.name.is_some() || opts.replay.is_some()) && !opts.child {
+        bail!(
+            "--quiz hides each answer until its case ran, and --json prints the answers: use --quiz for the quiz, \
+             --json for the results (`lab --quiz --json` without a name lists the calls only)"
+        );
+    }
+    if opts.quiz && !ask && !opts.json && (opts.name.is_some() || opts.replay.is_some()) {
+        eprintln!("notice: stdin is not a terminal, so no predictions are asked: each call is followed by its answer");
+    }
     let mut lock = stdin.lock();
     let input = ask.then_some(&mut lock as &mut dyn std::io::BufRead);
     if let Some(file) = &opts.replay {
@@ -493,6 +509,17 @@ pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
         return super::replay::list(&mut out, opts.json, opts.quiz);
     };
     let cases: Vec<&Case> = if name == "all" { CASES.iter().collect() } else { vec![find(name)?] };
+    if opts.quiz {
+        // No predictions for cases that cannot run: say so before asking.
+        if let Err(e) = Driver::open() {
+            bail!(
+                "the quiz runs the cases on this machine's CUDA driver, and none loads here ({e}); without a GPU, \
+                 quiz on the answers recorded on one: `nbody-interop lab --quiz --replay {} {name}` (from the \
+                 repository's root)",
+                super::replay::RECORDED
+            );
+        }
+    }
     let predictions = if opts.quiz && !opts.json {
         let calls: Vec<(&str, &str)> = cases.iter().map(|c| (c.name, c.call)).collect();
         Some(super::replay::ask(&mut out, &calls, input)?)

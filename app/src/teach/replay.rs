@@ -26,6 +26,8 @@ use anyhow::{bail, Context as _};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use interop::sys::CuResult;
+
 use super::lab::{Outcome, CASES};
 
 /// Keys of a line that describes the machine the results were recorded on, in the order shown.
@@ -143,13 +145,21 @@ pub fn ask(out: &mut impl Write, calls: &[(&str, &str)], mut input: Option<&mut 
         if let Some(r) = input.as_mut() {
             write!(out, "   predict:   ")?;
             out.flush()?;
-            let mut line = String::new();
-            if r.read_line(&mut line).context("reading a prediction from stdin")? == 0 {
-                input = None;
-                writeln!(out)?;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).context("reading a prediction from stdin")? == 0 {
+                    input = None;
+                    writeln!(out)?;
+                    break;
+                }
+                let t = line.trim();
+                if t.is_empty() || is_known_answer(t) {
+                    prediction = (!t.is_empty()).then(|| t.to_string());
+                    break;
+                }
+                write!(out, "   `{t}` is not a CUresult or symbolStatus name this lab knows; again (empty: none): ")?;
+                out.flush()?;
             }
-            let t = line.trim();
-            prediction = (!t.is_empty()).then(|| t.to_string());
         }
         predictions.push(prediction);
     }
@@ -162,25 +172,96 @@ fn core(name: &str) -> &str {
     ["CUDA_ERROR_", "CU_GET_PROC_ADDRESS_", "CUDA_"].iter().find_map(|p| name.strip_prefix(p)).unwrap_or(name)
 }
 
-/// Whether `prediction` names what came back: its number, its name, or its name without the
-/// `cuda.h` prefix (`ALREADY_MAPPED` for `CUDA_ERROR_ALREADY_MAPPED`), in any case. For a silent
-/// answer (`SUCCESS_BUT_STALE_DATA`) the name or its data word (`STALE`, `GARBLED`, `CURRENT`,
-/// spaces or underscores around it allowed: `stale data`); a number cannot tell the data. `None`
-/// when the case did not run (nothing to compare with).
-pub fn prediction_matches(prediction: &str, o: &Outcome) -> Option<bool> {
-    let got = o.got_code?;
-    let p = prediction.trim();
+/// How a quiz prediction compares with what came back ([`judge_prediction`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It names what came back.
+    Right,
+    /// It names another answer; the string adds a hint for a common near miss (or is empty).
+    Wrong(String),
+    /// The case did not run: nothing to compare with.
+    NotRun,
+    /// It cannot be judged as typed (a number where numbers are ambiguous, a name this lab does
+    /// not know); the string says why.
+    Unclear(String),
+}
+
+/// A prediction in upper case, spaces and hyphens as underscores (`stale data` → `STALE_DATA`).
+fn normalized(p: &str) -> String {
+    p.trim().to_ascii_uppercase().replace([' ', '-'], "_")
+}
+
+/// Whether `prediction` names an answer this lab can give: a number, a `CUresult` name this
+/// build knows (with or without its `CUDA_ERROR_` / `CUDA_` prefix), a `symbolStatus` name (with
+/// or without `CU_GET_PROC_ADDRESS_`), or a silent case's data word (`STALE`, `GARBLED`,
+/// `CURRENT`, alone or in its `SUCCESS_…_DATA` name). The quiz asks again for anything else.
+pub fn is_known_answer(prediction: &str) -> bool {
+    let p = normalized(prediction);
+    if p.parse::<i32>().is_ok() || ["STALE", "GARBLED", "CURRENT"].iter().any(|w| p.contains(w)) {
+        return true;
+    }
+    let status = ["CU_GET_PROC_ADDRESS_SUCCESS", "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND", "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT"];
+    let known = |n: &str| p == n || p == core(n);
+    status.iter().any(|n| known(n)) || (0..1000).filter_map(|c| CuResult(c).known_name()).any(known)
+}
+
+/// Judges a quiz prediction against what came back: by its name, its name without the `cuda.h`
+/// prefix (`ALREADY_MAPPED` for `CUDA_ERROR_ALREADY_MAPPED`) or its number, in any case. A silent
+/// answer (`SUCCESS_BUT_STALE_DATA`) by its name or data word (`STALE`, `GARBLED`, `CURRENT`;
+/// `stale data` too), never by a number (every call returned 0). For the `cuGetProcAddress`
+/// cases a number is not judged either: symbolStatus 1 and CUresult 1 are different answers.
+pub fn judge_prediction(prediction: &str, o: &Outcome) -> Verdict {
+    let Some(got) = o.got_code else {
+        return Verdict::NotRun;
+    };
+    let p = normalized(prediction);
+    let unknown = || Verdict::Unclear(format!("`{}` is not a CUresult or symbolStatus name this lab knows (a typo?)", prediction.trim()));
+    let number = p.parse::<i32>().ok();
     if o.is_silent() {
-        let p = p.to_ascii_uppercase().replace([' ', '-'], "_");
+        if number.is_some() {
+            return Verdict::Unclear(
+                "every call of this case returns 0 (CUDA_SUCCESS): its answer is what the data read back shows, STALE, \
+                 GARBLED or CURRENT"
+                    .into(),
+            );
+        }
         let name = o.got_name.to_ascii_uppercase();
         let word = ["STALE", "GARBLED", "CURRENT"].into_iter().find(|w| name.contains(w));
-        return Some(p == name || word.is_some_and(|w| p == w || p == format!("{w}_DATA")));
+        return if p == name || word.is_some_and(|w| p == w || p == format!("{w}_DATA")) {
+            Verdict::Right
+        } else if is_known_answer(&p) {
+            Verdict::Wrong(String::new())
+        } else {
+            unknown()
+        };
     }
-    if let Ok(n) = p.parse::<i32>() {
-        return Some(n == got);
+    let proc_address = o.call.contains("cuGetProcAddress");
+    if let Some(n) = number {
+        if proc_address {
+            return Verdict::Unclear(
+                "a number is ambiguous for cuGetProcAddress (symbolStatus 1 is SYMBOL_NOT_FOUND, CUresult 1 \
+                 CUDA_ERROR_INVALID_VALUE): type the name"
+                    .into(),
+            );
+        }
+        return if n == got { Verdict::Right } else { Verdict::Wrong(String::new()) };
     }
-    let (p, name) = (p.to_ascii_uppercase(), o.got_name.to_ascii_uppercase());
-    Some(p == name || core(&p) == core(&name))
+    let name = o.got_name.to_ascii_uppercase();
+    if p == name || core(&p) == core(&name) {
+        return Verdict::Right;
+    }
+    if !is_known_answer(&p) {
+        return unknown();
+    }
+    let status_word = ["SUCCESS", "SYMBOL_NOT_FOUND", "VERSION_NOT_SUFFICIENT"].contains(&core(&p));
+    let hint = if proc_address && name.starts_with("CU_GET_PROC_ADDRESS_") && core(&p) == "SUCCESS" {
+        "the call itself returned CUDA_SUCCESS; the lab's code for such a call is its symbolStatus"
+    } else if proc_address && name.starts_with("CUDA_ERROR_") && status_word {
+        "the call itself was refused: the lab's code is then its CUresult"
+    } else {
+        ""
+    };
+    Verdict::Wrong(hint.into())
 }
 
 /// The quiz's second half for one outcome: what came back first, then the expected codes, the
@@ -194,10 +275,12 @@ pub fn reveal(out: &mut impl Write, o: &Outcome, prediction: Option<&str>, repla
     got_lines(out, o)?;
     writeln!(out, "  expected:  {}", o.expected.join(" or "))?;
     if let Some(p) = prediction {
-        let verdict = match prediction_matches(p, o) {
-            Some(true) => "right".to_string(),
-            Some(false) => format!("not what came back ({})", o.got_summary()),
-            None => "cannot tell: the case did not run".to_string(),
+        let verdict = match judge_prediction(p, o) {
+            Verdict::Right => "right".to_string(),
+            Verdict::Wrong(hint) if hint.is_empty() => format!("not what came back ({})", o.got_summary()),
+            Verdict::Wrong(hint) => format!("not what came back ({}): {hint}", o.got_summary()),
+            Verdict::NotRun => "cannot tell: the case did not run".to_string(),
+            Verdict::Unclear(why) => format!("cannot judge it: {why}"),
         };
         writeln!(out, "  predicted: {p} — {verdict}")?;
     }
@@ -233,6 +316,15 @@ pub fn show(out: &mut impl Write, outcomes: &[Outcome], json: bool, quiz: Option
             reveal(out, o, p.get(i).and_then(|p| p.as_deref()), replayed)?;
         } else {
             print_text(out, o, replayed)?;
+        }
+    }
+    if let Some(p) = quiz {
+        let verdicts: Vec<Verdict> = outcomes.iter().zip(p).filter_map(|(o, p)| p.as_deref().map(|p| judge_prediction(p, o))).collect();
+        if !verdicts.is_empty() {
+            let right = verdicts.iter().filter(|v| **v == Verdict::Right).count();
+            let open = verdicts.iter().filter(|v| matches!(v, Verdict::NotRun | Verdict::Unclear(_))).count();
+            let open = if open > 0 { format!(" ({open} could not be judged)") } else { String::new() };
+            writeln!(out, "score: {right} of {} prediction(s) right{open}", verdicts.len())?;
         }
     }
     out.flush()?;
@@ -417,9 +509,11 @@ impl Recording {
             let mut held: Vec<&str> = self.results.iter().map(|r| r.outcome.case.as_str()).collect();
             held.dedup();
             let n = name.unwrap_or_default();
-            let known = if CASES.iter().any(|c| c.name == n) { "a case of this build" } else { "not a case of this build either" };
+            let ours = CASES.iter().any(|c| c.name == n);
+            let known = if ours { "a case of this build" } else { "not a case of this build either" };
+            let newest = if ours && !self.path.ends_with(RECORDED) { format!("; {RECORDED} holds every case") } else { String::new() };
             bail!(
-                "lab case `{n}` is not recorded in {} ({known}); it holds: {} (or `all`)",
+                "lab case `{n}` is not recorded in {} ({known}); it holds: {} (or `all`){newest}",
                 self.path.display(),
                 held.join(", ")
             );
@@ -570,14 +664,32 @@ mod tests {
     #[test]
     fn predictions_match_by_number_name_or_short_name() {
         let o = parse(LINE).expect("parses").results[0].outcome.clone();
-        for p in ["211", "CUDA_ERROR_NOT_MAPPED", "not_mapped", " NOT_MAPPED "] {
-            assert_eq!(prediction_matches(p, &o), Some(true), "{p}");
+        for p in ["211", "CUDA_ERROR_NOT_MAPPED", "not_mapped", " NOT_MAPPED ", "not mapped"] {
+            assert_eq!(judge_prediction(p, &o), Verdict::Right, "{p}");
         }
-        for p in ["208", "MAPPED", "ALREADY_MAPPED", ""] {
-            assert_eq!(prediction_matches(p, &o), Some(false), "{p}");
+        for p in ["208", "ALREADY_MAPPED", "CUDA_SUCCESS"] {
+            assert_eq!(judge_prediction(p, &o), Verdict::Wrong(String::new()), "{p}");
+        }
+        // A typo is not judged wrong: it is not an answer at all.
+        for p in ["CUDA_ERROR_NOT_MAPED", "banana", "MAPPED", ""] {
+            assert!(matches!(judge_prediction(p, &o), Verdict::Unclear(_)), "{p}");
+            assert!(!is_known_answer(p), "{p}");
         }
         let gone = Outcome::unavailable(&CASES[0], "no driver");
-        assert_eq!(prediction_matches("208", &gone), None);
+        assert_eq!(judge_prediction("208", &gone), Verdict::NotRun);
+    }
+
+    #[test]
+    fn get_proc_address_predictions_are_judged_by_name_with_a_hint() {
+        let case = |name: &str| CASES.iter().find(|c| c.name == name).expect("a case");
+        let old = Outcome::new(case("proc-address-old-version"), Some(2), "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT".into(), String::new(), None);
+        assert_eq!(judge_prediction("version_not_sufficient", &old), Verdict::Right);
+        assert!(matches!(judge_prediction("2", &old), Verdict::Unclear(w) if w.contains("ambiguous")));
+        assert!(matches!(judge_prediction("CUDA_SUCCESS", &old), Verdict::Wrong(h) if h.contains("symbolStatus")));
+        let above = Outcome::new(case("proc-address-above-driver"), Some(1), "CUDA_ERROR_INVALID_VALUE".into(), String::new(), None);
+        assert!(matches!(judge_prediction("SYMBOL_NOT_FOUND", &above), Verdict::Wrong(h) if h.contains("refused")));
+        assert!(matches!(judge_prediction("1", &above), Verdict::Unclear(_)));
+        assert_eq!(judge_prediction("invalid value", &above), Verdict::Right);
     }
 
     #[test]
@@ -588,11 +700,13 @@ mod tests {
         assert!(o.ok && o.is_silent(), "{o:?}");
         assert_eq!(o.detail.as_deref(), Some("first words 0x00000000"));
         for p in ["stale", "STALE_DATA", "stale data", "SUCCESS_BUT_STALE_DATA"] {
-            assert_eq!(prediction_matches(p, o), Some(true), "{p}");
+            assert_eq!(judge_prediction(p, o), Verdict::Right, "{p}");
         }
-        for p in ["current", "0", "CUDA_SUCCESS", "garbled"] {
-            assert_eq!(prediction_matches(p, o), Some(false), "{p}");
+        for p in ["current", "CUDA_SUCCESS", "garbled"] {
+            assert_eq!(judge_prediction(p, o), Verdict::Wrong(String::new()), "{p}");
         }
+        // A number cannot tell the data: it is not judged, and the reason says what to type.
+        assert!(matches!(judge_prediction("0", o), Verdict::Unclear(w) if w.contains("STALE, GARBLED or CURRENT")));
         // GARBLED is not among this case's answers: a replay of it is UNEXPECTED.
         let garbled = line.replace("STALE", "GARBLED");
         assert!(!parse(&garbled).expect("parses").results[0].outcome.ok);

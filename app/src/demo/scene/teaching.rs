@@ -30,6 +30,8 @@ impl Scene {
             r = r.with_timeline(path);
             if self.args.backend == crate::backend::select::BackendChoice::Cpu {
                 r.note("cupti", serde_json::json!("not loaded: the CPU backend makes no GPU work"));
+            } else if !crate::backend::select::driver_library_loads() {
+                r.note("cupti", serde_json::json!("not loaded: no CUDA driver here (the CPU backend makes no GPU work)"));
             } else {
                 self.cupti = crate::trace::cupti::CuptiTrack::start(&r);
             }
@@ -118,7 +120,8 @@ impl Scene {
         self.recorder = None;
         if let Some(r) = self.trace_file.take() {
             match r.finish() {
-                Ok(()) => tracing::info!(calls = r.count(), "trace written"),
+                Ok(()) if self.args.trace.is_some() => tracing::info!(calls = r.count(), "trace written"),
+                Ok(()) => tracing::info!("timeline written"),
                 Err(e) => tracing::warn!("{e:#}"),
             }
         }
@@ -148,9 +151,12 @@ impl Scene {
         match r {
             Ok(()) => self.overlay.workflow.step_mode = on,
             Err(e) => {
-                tracing::warn!("step mode: {e:#}");
+                // The backends' reasons mostly name step mode already.
+                let e = format!("{e:#}");
+                let msg = if e.starts_with("step mode") { e } else { format!("step mode: {e}") };
+                tracing::warn!("{msg}");
                 self.overlay.workflow.step_mode = false;
-                self.overlay.set_message(Some(format!("step mode: {e:#}")));
+                self.overlay.set_message(Some(msg));
             }
         }
     }

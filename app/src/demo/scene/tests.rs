@@ -30,7 +30,7 @@ fn scene(a: &DemoArgs) -> (Scene, RenderTarget, HeadlessContext) {
 
 fn frame(s: &mut Scene, t: RenderTarget) {
     let [w, h] = t.size();
-    s.frame(headless_input(w, h, s.time()), t, 1.0, true).expect("frame");
+    s.frame(headless_input(w, h, s.time(), s.ui_zoom_for(h, 1.0)), t, 1.0, true).expect("frame");
 }
 
 #[test]
@@ -173,6 +173,21 @@ fn workflow_panel_traces_and_explains_what_needs_cuda() {
     // The panel closed again (the test's UI pass leaves it collapsed): tracing stops.
     frame(&mut s, t);
     assert!(s.recorder.is_none());
+    drop(s);
+    drop(ctx);
+}
+
+/// Headless, egui's screen is the target in points of the overlay's zoom: at --ui-scale 1.5 a
+/// 300 × 200 pixel target is 200 × 133 points, so a window anchored to its corner (the Timeline)
+/// stays inside the picture (it was 300 × 200 points, half of it off the target).
+#[test]
+fn headless_overlay_fills_the_target_at_any_zoom() {
+    let a = args(&["--ui-scale", "1.5", "--width", "300", "--height", "200"]);
+    let (mut s, t, ctx) = scene(&a);
+    frame(&mut s, t);
+    frame(&mut s, t);
+    let r = s.egui_ctx.content_rect();
+    assert!((r.width() * 1.5 - 300.0).abs() < 0.5 && (r.height() * 1.5 - 200.0).abs() < 0.5, "{r:?}");
     drop(s);
     drop(ctx);
 }
