@@ -1,7 +1,7 @@
 //! The mistake lab and the API trace without a GPU: `lab` lists its cases, every case against a
 //! missing driver is reported "unavailable" with the load error (never a crash), and `--trace`
 //! writes JSON lines; `lab --quiz` hides the expected codes until a case ran, and `lab --replay`
-//! shows the results recorded on the H200 (`docs/results/2026-12-02-h200/lab.jsonl`) as README's
+//! shows the results recorded on the H200 (`docs/results/2026-12-03-h200/lab.jsonl`) as README's
 //! table gives them. The cases themselves run on the GPU machine (`.ci/gpu-check run`).
 
 use std::path::{Path, PathBuf};
@@ -292,7 +292,7 @@ fn replay_of_the_committed_lab_jsonl_reproduces_the_readme_table_without_a_gpu()
     assert_no_panic(&o);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
-    assert!(out.starts_with(&format!("replayed from {f} (the file records no driver information)")), "{out}");
+    assert!(out.starts_with(&format!("replayed from {f}")) && out.contains("recorded with gpu NVIDIA H200, driver 580.159.04"), "{out}");
     assert!(out.contains("no driver call is made here"), "{out}");
     for ((case, code, _), r) in table.iter().zip(&rows) {
         assert!(out.contains(&format!("{case} — ok (replayed)")), "{case} missing:\n{out}");
@@ -318,7 +318,8 @@ fn replay_json_prints_the_recorded_objects() {
     let o = run(&["lab", "--json", "--replay", file.to_str().expect("utf-8")], Some("/nonexistent/libcuda.so.1"));
     assert!(o.status.success());
     let (out, _) = text(&o);
-    let want: Vec<&str> = recorded.lines().filter(|l| !l.trim().is_empty()).collect();
+    // The results' lines (the file's first line names the driver: not a result).
+    let want: Vec<&str> = recorded.lines().filter(|l| l.contains(r#""case":"#)).collect();
     assert_eq!(out.lines().collect::<Vec<_>>(), want);
     let one = run(&["lab", "--json", "--replay", file.to_str().expect("utf-8"), "unmap-twice"], None);
     assert!(one.status.success());
@@ -360,7 +361,7 @@ fn replay_errors_name_the_file_the_line_and_the_cases_it_holds() {
     assert!(err.contains("lab all --json"), "the remedy says how to record one:\n{err}");
 
     let recorded = std::fs::read_to_string(committed_lab_jsonl()).expect("lab.jsonl");
-    let first = recorded.lines().next().expect("a line");
+    let first = recorded.lines().find(|l| l.contains(r#""case":"#)).expect("a result");
     let bad = scratch_file("bad.jsonl", &format!("{first}\n\n{{\"case\": \"unmap-twice\", oops}}\n"));
     let o = run(&["lab", "--replay", bad.to_str().expect("utf-8")], None);
     assert_no_panic(&o);

@@ -35,7 +35,7 @@ pub const DRIVER_KEYS: [&str; 8] = ["gpu", "device", "devices", "driver", "drive
 
 /// How to make a file to replay, for error messages.
 const RECORD_HINT: &str = "record one on a machine with the GPU with `nbody-interop lab all --json > FILE.jsonl` \
-                           (one is committed: docs/results/2026-12-02-h200/lab.jsonl)";
+                           (one is committed: docs/results/2026-12-03-h200/lab.jsonl)";
 
 fn mark(o: &Outcome) -> &'static str {
     if o.ok {
@@ -96,9 +96,10 @@ pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The mistake lab's answers recorded on the H200 (driver 580.159, every case), relative to the
+/// The mistake lab's answers recorded on the H200 (driver 580.159.04, every case, with a driver
+/// line; 2026-12-03), relative to the
 /// repository's root: what `lab --replay` is pointed at without a GPU.
-pub const RECORDED: &str = "docs/results/2026-12-02-h200/lab.jsonl";
+pub const RECORDED: &str = "docs/results/2026-12-03-h200/lab.jsonl";
 
 /// One outcome as `lab NAME` prints it; `replayed` marks it as read from a file.
 ///

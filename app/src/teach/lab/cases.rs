@@ -355,7 +355,7 @@ pub const CASES: &[Case] = &[
                       Ok(None), so the lab calls the raw Api method to show the real code. Reference \
                       (cuEventElapsedTime): \"If cuEventRecord() has been called on both events but one or both of \
                       them has not yet been completed [...], CUDA_ERROR_NOT_READY is returned.\" H200: 600 \
-                      CUDA_ERROR_NOT_READY; after cuEventSynchronize(end) the elapsed time was 100.0 ms, the spin's \
+                      CUDA_ERROR_NOT_READY; after cuEventSynchronize(end) the elapsed time was 100.1 ms, the spin's \
                       length (an event's time is the GPU's clock when the stream reaches it, so host work between \
                       the records counts too: the 2026-12-02 recording, which loaded the spin's PTX there, read \
                       116.8 ms).",
