@@ -530,6 +530,7 @@ impl Scene {
                     tracing,
                     step: step_view.as_ref(),
                     step_unavailable: step_unavailable.as_deref(),
+                    cuda: backend.api().is_some(),
                 },
             };
             // The overlay's zoom follows the window's size (a 4K window gets a readable overlay);

@@ -24,11 +24,14 @@ pub struct WorkflowView<'a> {
     pub step: Option<&'a StepView>,
     /// Why step mode cannot run with this backend (`None`: it can).
     pub step_unavailable: Option<&'a str>,
+    /// The backend runs on CUDA (its times come from CUDA events; the CPU backend's step time is
+    /// the host's clock).
+    pub cuda: bool,
 }
 
 impl Default for WorkflowView<'_> {
     fn default() -> Self {
-        WorkflowView { calls: &[], frame: None, spans: &[], tracing: false, step: None, step_unavailable: Some("no backend") }
+        WorkflowView { calls: &[], frame: None, spans: &[], tracing: false, step: None, step_unavailable: Some("no backend"), cuda: false }
     }
 }
 
@@ -61,9 +64,10 @@ impl WorkflowPanel {
     pub fn body(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
         ui.label(RichText::new("register -> map -> get pointer -> launch -> unmap -> draw -> unregister").small());
         egui::Grid::new("workflow_times").num_columns(2).show(ui, |ui| {
+            let kernel = if view.cuda { "kernel (CUDA events)" } else { "CPU step (host clock)" };
             for (name, v) in [
                 ("map (CUDA events)", stats.sim.map_ms),
-                ("kernel (CUDA events)", stats.sim.kernel_ms),
+                (kernel, stats.sim.kernel_ms),
                 ("unmap (CUDA events)", stats.sim.unmap_ms),
                 ("draw (GL timer)", stats.draw_ms),
             ] {
@@ -281,7 +285,7 @@ mod tests {
         };
         let mut panel = WorkflowPanel { step_mode: true, ..Default::default() };
         panel.lab.push(crate::teach::lab::Outcome::unavailable(&crate::teach::lab::CASES[0], "no GPU"));
-        let view = WorkflowView { calls: &calls, frame: Some(1), spans: &[], tracing: true, step: Some(&step), step_unavailable: None };
+        let view = WorkflowView { calls: &calls, frame: Some(1), spans: &[], tracing: true, step: Some(&step), step_unavailable: None, cuda: true };
         assert!(run_body(&mut panel, &view).is_empty(), "nothing clicked, nothing asked");
     }
 }
