@@ -34,8 +34,9 @@ fn main() -> ExitCode {
             eprintln!("{e:#}");
             ExitCode::from(nbody_app::stop::EXIT_INTERRUPTED)
         }
-        // The reader of stdout went away (`lab … | head`): nothing left to say to it.
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`lab … | head`): end quietly with the status of a
+        // process killed by SIGPIPE (128 + 13), as a C program's would.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(141),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

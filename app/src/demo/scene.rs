@@ -155,6 +155,12 @@ impl Scene {
         let camera = framing_camera(&renderer);
         let egui_ctx = egui::Context::default();
         crate::ui::overlay::install_fonts(&egui_ctx);
+        // The zoom of the first frame, set before it: egui lays out the pass that changes the
+        // zoom on the previous pass's screen (none yet), so a headless run's only frame at
+        // --ui-scale 1.5 was laid out on the wrong screen. (`frame` sets it again if the target
+        // asks for another.)
+        let first_zoom = args.ui_scale.unwrap_or_else(|| auto_ui_zoom(args.height, 1.0));
+        egui_ctx.options_mut(|o| o.zoom_factor = first_zoom);
         let controls = Controls {
             params,
             steps_per_frame: match args.steps_per_frame() {
@@ -202,7 +208,7 @@ impl Scene {
             panels: None,
             reports: Vec::new(),
             steps_total: 0,
-            ui_zoom: None,
+            ui_zoom: Some(first_zoom),
             pace: Pace::new(1e3 / args.target_fps.unwrap_or(DEFAULT_TARGET_FPS)),
             last_finite: (0, bodies.clone()),
             diverged: None,

@@ -489,12 +489,15 @@ pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
              --json for the results (`lab --quiz --json` without a name lists the calls only)"
         );
     }
-    if opts.quiz && !ask && !opts.json && (opts.name.is_some() || opts.replay.is_some()) {
-        eprintln!("notice: stdin is not a terminal, so no predictions are asked: each call is followed by its answer");
-    }
+    let say_no_asking = || {
+        if opts.quiz && !ask && !opts.json {
+            eprintln!("notice: stdin is not a terminal, so no predictions are asked: each call is followed by its answer");
+        }
+    };
     let mut lock = stdin.lock();
     let input = ask.then_some(&mut lock as &mut dyn std::io::BufRead);
     if let Some(file) = &opts.replay {
+        say_no_asking();
         return super::replay::replay(&mut out, file, opts.name.as_deref(), opts.json, opts.quiz, input);
     }
     if opts.child {
@@ -520,6 +523,7 @@ pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
             );
         }
     }
+    say_no_asking();
     let predictions = if opts.quiz && !opts.json {
         let calls: Vec<(&str, &str)> = cases.iter().map(|c| (c.name, c.call)).collect();
         Some(super::replay::ask(&mut out, &calls, input)?)

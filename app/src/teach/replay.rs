@@ -187,54 +187,86 @@ pub enum Verdict {
     Unclear(String),
 }
 
-/// A prediction in upper case, spaces and hyphens as underscores (`stale data` → `STALE_DATA`).
+/// A prediction in upper case, its words joined by underscores (`stale  data` → `STALE_DATA`,
+/// `not-ready` → `NOT_READY`); a number as typed (`-11`).
 fn normalized(p: &str) -> String {
-    p.trim().to_ascii_uppercase().replace([' ', '-'], "_")
+    let t = p.trim();
+    if t.parse::<i32>().is_ok() {
+        return t.to_string();
+    }
+    t.to_ascii_uppercase().replace('-', " ").split_whitespace().collect::<Vec<_>>().join("_")
 }
 
-/// Whether `prediction` names an answer this lab can give: a number, a `CUresult` name this
-/// build knows (with or without its `CUDA_ERROR_` / `CUDA_` prefix), a `symbolStatus` name (with
-/// or without `CU_GET_PROC_ADDRESS_`), or a silent case's data word (`STALE`, `GARBLED`,
-/// `CURRENT`, alone or in its `SUCCESS_…_DATA` name). The quiz asks again for anything else.
+/// The data words of the silent answers (`SUCCESS_BUT_STALE_DATA`, …).
+const DATA_WORDS: [&str; 3] = ["STALE", "GARBLED", "CURRENT"];
+
+/// The answer's kind a name's prefix gives: a `CUresult` (`CUDA_…`), a `symbolStatus`
+/// (`CU_GET_PROC_ADDRESS_…`), or none (a bare name such as `NOT_MAPPED`, which may be either).
+fn kind(name: &str) -> Option<&'static str> {
+    if name.starts_with("CU_GET_PROC_ADDRESS_") {
+        Some("symbolStatus")
+    } else if name.starts_with("CUDA_") {
+        Some("CUresult")
+    } else {
+        None
+    }
+}
+
+/// Whether `prediction` has the form of an answer this lab can give: a number (a negative one
+/// for a signal), any `CUDA_…` or `CU_GET_PROC_ADDRESS_…` name or the short form of one this
+/// build knows (`NOT_MAPPED`), a silent case's data word (`STALE`, `GARBLED`, `CURRENT`, alone or
+/// in a longer name), or a crash (`PROCESS_KILLED_BY_A_SIGNAL`, `CHILD_CRASHED`, `CRASH`). The
+/// quiz asks again for anything else (a typo of a short name, a word of another language).
 pub fn is_known_answer(prediction: &str) -> bool {
     let p = normalized(prediction);
-    if p.parse::<i32>().is_ok() || ["STALE", "GARBLED", "CURRENT"].iter().any(|w| p.contains(w)) {
-        return true;
+    if p.is_empty() {
+        return false;
     }
-    let status = ["CU_GET_PROC_ADDRESS_SUCCESS", "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND", "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT"];
-    let known = |n: &str| p == n || p == core(n);
-    status.iter().any(|n| known(n)) || (0..1000).filter_map(|c| CuResult(c).known_name()).any(known)
+    let named = |n: &str| p == n || p == core(n);
+    p.parse::<i32>().is_ok()
+        || kind(&p).is_some() && p.len() > "CUDA_".len()
+        || DATA_WORDS.iter().any(|w| p.contains(w))
+        || ["PROCESS_KILLED_BY_A_SIGNAL", "CHILD_CRASHED", "CRASH", "CRASHED", "SIGSEGV"].contains(&p.as_str())
+        || ["CU_GET_PROC_ADDRESS_SUCCESS", "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND", "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT"]
+            .iter()
+            .any(|n| named(n))
+        || (0..1000).filter_map(|c| CuResult(c).known_name()).any(named)
 }
 
-/// Judges a quiz prediction against what came back: by its name, its name without the `cuda.h`
-/// prefix (`ALREADY_MAPPED` for `CUDA_ERROR_ALREADY_MAPPED`) or its number, in any case. A silent
-/// answer (`SUCCESS_BUT_STALE_DATA`) by its name or data word (`STALE`, `GARBLED`, `CURRENT`;
-/// `stale data` too), never by a number (every call returned 0). For the `cuGetProcAddress`
-/// cases a number is not judged either: symbolStatus 1 and CUresult 1 are different answers.
+/// Judges a quiz prediction against what came back: by its name, in any case, with or without
+/// its `cuda.h` prefix (`ALREADY_MAPPED` for `CUDA_ERROR_ALREADY_MAPPED`; a prefix names the
+/// kind, so `CUDA_SUCCESS` is not `CU_GET_PROC_ADDRESS_SUCCESS`), or its number. A silent answer
+/// (`SUCCESS_BUT_STALE_DATA`) by the one data word the prediction holds (`stale`, `stale data`,
+/// `success but stale`), never by a number or `CUDA_SUCCESS` (every call returned 0). A crash by
+/// a crash word or the negative signal number. For the `cuGetProcAddress` cases a number is not
+/// judged: symbolStatus 1 and CUresult 1 are different answers.
 pub fn judge_prediction(prediction: &str, o: &Outcome) -> Verdict {
     let Some(got) = o.got_code else {
         return Verdict::NotRun;
     };
     let p = normalized(prediction);
-    let unknown = || Verdict::Unclear(format!("`{}` is not a CUresult or symbolStatus name this lab knows (a typo?)", prediction.trim()));
+    if !is_known_answer(&p) {
+        return Verdict::Unclear(format!("`{}` is not a CUresult or symbolStatus name this lab knows (a typo?)", prediction.trim()));
+    }
     let number = p.parse::<i32>().ok();
+    let wrong = || Verdict::Wrong(String::new());
     if o.is_silent() {
-        if number.is_some() {
-            return Verdict::Unclear(
+        let words: Vec<&str> = DATA_WORDS.iter().copied().filter(|w| p.contains(w)).collect();
+        let name = o.got_name.to_ascii_uppercase();
+        return match words.as_slice() {
+            [w] => if name.contains(w) { Verdict::Right } else { wrong() },
+            [] if number.is_some() || core(&p) == "SUCCESS" => Verdict::Unclear(
                 "every call of this case returns 0 (CUDA_SUCCESS): its answer is what the data read back shows, STALE, \
                  GARBLED or CURRENT"
                     .into(),
-            );
-        }
-        let name = o.got_name.to_ascii_uppercase();
-        let word = ["STALE", "GARBLED", "CURRENT"].into_iter().find(|w| name.contains(w));
-        return if p == name || word.is_some_and(|w| p == w || p == format!("{w}_DATA")) {
-            Verdict::Right
-        } else if is_known_answer(&p) {
-            Verdict::Wrong(String::new())
-        } else {
-            unknown()
+            ),
+            [] => wrong(),
+            _ => Verdict::Unclear("name one of STALE, GARBLED and CURRENT".into()),
         };
+    }
+    if o.got_name == super::lab::CHILD_CRASHED {
+        let crash = ["PROCESS_KILLED_BY_A_SIGNAL", "CHILD_CRASHED", "CRASH", "CRASHED", "SIGSEGV"].contains(&p.as_str());
+        return if crash || number == Some(got) { Verdict::Right } else { wrong() };
     }
     let proc_address = o.call.contains("cuGetProcAddress");
     if let Some(n) = number {
@@ -245,19 +277,17 @@ pub fn judge_prediction(prediction: &str, o: &Outcome) -> Verdict {
                     .into(),
             );
         }
-        return if n == got { Verdict::Right } else { Verdict::Wrong(String::new()) };
+        return if n == got { Verdict::Right } else { wrong() };
     }
     let name = o.got_name.to_ascii_uppercase();
-    if p == name || core(&p) == core(&name) {
+    let same_kind = kind(&p).is_none() || kind(&p) == kind(&name);
+    if same_kind && (p == name || core(&p) == core(&name)) {
         return Verdict::Right;
     }
-    if !is_known_answer(&p) {
-        return unknown();
-    }
     let status_word = ["SUCCESS", "SYMBOL_NOT_FOUND", "VERSION_NOT_SUFFICIENT"].contains(&core(&p));
-    let hint = if proc_address && name.starts_with("CU_GET_PROC_ADDRESS_") && core(&p) == "SUCCESS" {
+    let hint = if proc_address && kind(&name) == Some("symbolStatus") && core(&p) == "SUCCESS" && kind(&p) != Some("symbolStatus") {
         "the call itself returned CUDA_SUCCESS; the lab's code for such a call is its symbolStatus"
-    } else if proc_address && name.starts_with("CUDA_ERROR_") && status_word {
+    } else if proc_address && kind(&name) == Some("CUresult") && status_word && kind(&p) != Some("CUresult") {
         "the call itself was refused: the lab's code is then its CUresult"
     } else {
         ""
@@ -324,8 +354,9 @@ pub fn show(out: &mut impl Write, outcomes: &[Outcome], json: bool, quiz: Option
         if !verdicts.is_empty() {
             let right = verdicts.iter().filter(|v| **v == Verdict::Right).count();
             let open = verdicts.iter().filter(|v| matches!(v, Verdict::NotRun | Verdict::Unclear(_))).count();
-            let open = if open > 0 { format!(" ({open} could not be judged)") } else { String::new() };
-            writeln!(out, "score: {right} of {} prediction(s) right{open}", verdicts.len())?;
+            let judged = verdicts.len() - open;
+            let open = if open > 0 { format!(" ({open} more could not be judged)") } else { String::new() };
+            writeln!(out, "score: {right} of {judged} judged prediction(s) right{open}")?;
         }
     }
     out.flush()?;
@@ -671,10 +702,14 @@ mod tests {
         for p in ["208", "ALREADY_MAPPED", "CUDA_SUCCESS"] {
             assert_eq!(judge_prediction(p, &o), Verdict::Wrong(String::new()), "{p}");
         }
-        // A typo is not judged wrong: it is not an answer at all.
-        for p in ["CUDA_ERROR_NOT_MAPED", "banana", "MAPPED", ""] {
+        // A typo of a short name is not judged wrong: it is not an answer at all. A CUDA_ name
+        // this build does not list may still be real: it is judged (wrong here).
+        for p in ["NOT_MAPED", "banana", "MAPPED", ""] {
             assert!(matches!(judge_prediction(p, &o), Verdict::Unclear(_)), "{p}");
             assert!(!is_known_answer(p), "{p}");
+        }
+        for p in ["CUDA_ERROR_ALREADY_ACQUIRED", "CUDA_ERROR_NOT_MAPED", "-11", "crash", "not-ready", "not  ready"] {
+            assert!(is_known_answer(p), "{p}");
         }
         let gone = Outcome::unavailable(&CASES[0], "no driver");
         assert_eq!(judge_prediction("208", &gone), Verdict::NotRun);
@@ -687,6 +722,11 @@ mod tests {
         assert_eq!(judge_prediction("version_not_sufficient", &old), Verdict::Right);
         assert!(matches!(judge_prediction("2", &old), Verdict::Unclear(w) if w.contains("ambiguous")));
         assert!(matches!(judge_prediction("CUDA_SUCCESS", &old), Verdict::Wrong(h) if h.contains("symbolStatus")));
+        assert_eq!(judge_prediction("CU_GET_PROC_ADDRESS_SUCCESS", &old), Verdict::Wrong(String::new()));
+        // A prefix names the kind: CUDA_SUCCESS is not the symbolStatus SUCCESS.
+        let found = Outcome::new(case("ctx-create-versions"), Some(0), "CU_GET_PROC_ADDRESS_SUCCESS".into(), String::new(), None);
+        assert!(matches!(judge_prediction("CUDA_SUCCESS", &found), Verdict::Wrong(h) if h.contains("symbolStatus")));
+        assert_eq!(judge_prediction("success", &found), Verdict::Right);
         let above = Outcome::new(case("proc-address-above-driver"), Some(1), "CUDA_ERROR_INVALID_VALUE".into(), String::new(), None);
         assert!(matches!(judge_prediction("SYMBOL_NOT_FOUND", &above), Verdict::Wrong(h) if h.contains("refused")));
         assert!(matches!(judge_prediction("1", &above), Verdict::Unclear(_)));
@@ -700,14 +740,16 @@ mod tests {
         let o = &rec.results[0].outcome;
         assert!(o.ok && o.is_silent(), "{o:?}");
         assert_eq!(o.detail.as_deref(), Some("first words 0x00000000"));
-        for p in ["stale", "STALE_DATA", "stale data", "SUCCESS_BUT_STALE_DATA"] {
+        for p in ["stale", "STALE_DATA", "stale data", "SUCCESS_BUT_STALE_DATA", "success but stale"] {
             assert_eq!(judge_prediction(p, o), Verdict::Right, "{p}");
         }
-        for p in ["current", "CUDA_SUCCESS", "garbled"] {
+        for p in ["current", "garbled", "SUCCESS_WITH_CURRENT_DATA"] {
             assert_eq!(judge_prediction(p, o), Verdict::Wrong(String::new()), "{p}");
         }
-        // A number cannot tell the data: it is not judged, and the reason says what to type.
-        assert!(matches!(judge_prediction("0", o), Verdict::Unclear(w) if w.contains("STALE, GARBLED or CURRENT")));
+        // A number or CUDA_SUCCESS cannot tell the data: not judged, and the reason says what to type.
+        for p in ["0", "CUDA_SUCCESS", "success"] {
+            assert!(matches!(judge_prediction(p, o), Verdict::Unclear(w) if w.contains("STALE, GARBLED or CURRENT")), "{p}");
+        }
         // GARBLED is not among this case's answers: a replay of it is UNEXPECTED.
         let garbled = line.replace("STALE", "GARBLED");
         assert!(!parse(&garbled).expect("parses").results[0].outcome.ok);

@@ -184,10 +184,12 @@ fn workflow_panel_traces_and_explains_what_needs_cuda() {
 fn headless_overlay_fills_the_target_at_any_zoom() {
     let a = args(&["--ui-scale", "1.5", "--width", "300", "--height", "200"]);
     let (mut s, t, ctx) = scene(&a);
-    frame(&mut s, t);
-    frame(&mut s, t);
-    let r = s.egui_ctx.content_rect();
-    assert!((r.width() * 1.5 - 300.0).abs() < 0.5 && (r.height() * 1.5 - 200.0).abs() < 0.5, "{r:?}");
+    // From the first frame on (a headless run of one frame has no other).
+    for _ in 0..2 {
+        frame(&mut s, t);
+        let r = s.egui_ctx.content_rect();
+        assert!((r.width() * 1.5 - 300.0).abs() < 0.5 && (r.height() * 1.5 - 200.0).abs() < 0.5, "{r:?}");
+    }
     drop(s);
     drop(ctx);
 }
