@@ -110,7 +110,9 @@ impl WorkflowPanel {
             return;
         };
         ui.label(format!("state: {:?} — {}", s.state, if s.state.mapped() { "CUDA owns the buffers, GL must not touch them (body draw skipped)" } else { "GL may use the buffers" }));
-        egui::Grid::new("workflow_buffers").striped(true).show(ui, |ui| {
+        // A grid lays its columns out at the widths of its last frame; one per state (a new id
+        // gets egui's sizing pass), so a step's new cells ("unmapped") do not overlap.
+        egui::Grid::new(("workflow_buffers", format!("{:?}", s.state))).striped(true).show(ui, |ui| {
             for h in ["buffer", "GL name", "registered", "mapped", "may touch", "role"] {
                 ui.label(RichText::new(h).strong());
             }
@@ -190,7 +192,10 @@ fn calls_ui(ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats) {
     }
     let frame = view.frame.map_or_else(|| "—".to_string(), |f| f.to_string());
     ui.label(RichText::new(format!("driver calls of frame {frame} ({} calls)", view.calls.len())).strong());
-    egui::Grid::new("workflow_calls").striped(true).num_columns(5).show(ui, |ui| {
+    // One grid per list of calls (as for the buffers above): a step of step mode shows other
+    // calls, whose columns are sized before they are drawn; a frame of the same calls keeps it.
+    let shown: Vec<(&str, &str, &str)> = view.calls.iter().map(|c| (c.name.as_str(), c.export.as_str(), c.result.as_str())).collect();
+    egui::Grid::new(("workflow_calls", shown)).striped(true).num_columns(5).show(ui, |ui| {
         for g in group(view.calls) {
             let time = match g.step {
                 Step::Map => stats.sim.map_ms,
