@@ -159,6 +159,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("trace in a missing directory", &["--trace", "/nonexistent-dir/t.jsonl"], 1, &["--trace", "does not exist"]),
         // Options that do not apply: a notice, and the run goes on.
         demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do not apply to the CPU backend"]),
+        demo_case("step mode with the CPU backend", &["--step-mode"], 1, &["--step-mode", "--backend cpu", "--backend cuda"]),
         demo_case("register flags with the CPU backend", &["--register-flags", "read-only"], 0, &["notice", "--register-flags does not apply to the CPU backend"]),
         // bench.
         case("bench bodies 0", &["bench", "--bodies", "0", "--out", &out_dir], 1, &["--bodies", "N = 0"]),

@@ -150,14 +150,16 @@ fn trace_file_gets_the_gl_draw_of_every_frame_on_the_cpu_backend() {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let path = dir.join("trace.jsonl");
     let p = path.to_str().expect("utf-8 path");
+    // `auto` without a driver (with --backend cpu, --step-mode is refused up front).
     let o = run(
-        &["--headless", "--backend", "cpu", "--bodies", "256", "--frames", "4", "--width", "96", "--height", "64", "--trace", p, "--step-mode"],
-        None,
+        &["--headless", "--backend", "auto", "--bodies", "256", "--frames", "4", "--width", "96", "--height", "64", "--trace", p, "--step-mode"],
+        Some("/nonexistent/libcuda.so.1"),
     );
     assert_no_panic(&o);
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("step mode needs CUDA"), "step mode on the CPU backend says why it cannot run:\n{err}");
+    assert!(err.contains("the trace holds only the GL draws"), "{err}");
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
         .expect("trace written")
         .lines()

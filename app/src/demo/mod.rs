@@ -92,6 +92,15 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
             bail!("--target-fps must be a finite number of frames per second > 0 (got {f})");
         }
     }
+    if args.step_mode && args.backend == crate::cli::BackendChoice::Cpu {
+        // Asked for together, as --precision f64 with the CPU: an error, not a warning (with
+        // `auto` the backend is only known once made: the overlay then says why it cannot).
+        bail!(
+            "--step-mode walks the CUDA workflow (map → pointers → launch → unmap → draw), which the CPU backend \
+             (--backend cpu) does not have: use --backend cuda (or auto) with --interop map on a machine with an NVIDIA \
+             GPU, or leave --step-mode out"
+        );
+    }
     crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
     if args.backend != crate::cli::BackendChoice::Cpu {
         // The CPU backend ignores the flags (cpu_notice names them).
