@@ -26,6 +26,20 @@ fn bench(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Output {
     c.output().expect("running nbody-interop")
 }
 
+/// `bench args --out out` run by `timeout` with `timeout_args` (its options, signal and
+/// duration: an interrupt, or a guard that kills a run that would hang).
+fn bench_under_timeout(timeout_args: &[&str], args: &[&str], out: &Path) -> Output {
+    Command::new("timeout")
+        .args(timeout_args)
+        .args([BIN, "bench"])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("spawn timeout")
+}
+
 fn text(o: &Output) -> String {
     format!("status {:?}\n--- stdout\n{}\n--- stderr\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
@@ -263,12 +277,8 @@ fn a_requested_mode_that_cannot_run_marks_the_results_incomplete() {
 #[test]
 fn the_cpu_probe_judges_a_large_n_from_a_small_prefix() {
     let dir = out_dir("probe-prefix");
-    let o = Command::new("timeout")
-        .args(["-s", "KILL", "300", BIN, "bench", "--modes", "cpu", "--bodies", "200000", "--frames", "2", "--rounds", "1"])
-        .args(["--cpu-budget-ms", "1", "--out", dir.to_str().expect("utf-8")])
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("spawn timeout");
+    let args = ["--modes", "cpu", "--bodies", "200000", "--frames", "2", "--rounds", "1", "--cpu-budget-ms", "1"];
+    let o = bench_under_timeout(&["-s", "KILL", "300"], &args, &dir);
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("cpu N=200000: skipped: estimated") && all.contains("no row was measured"), "{all}");
@@ -280,14 +290,8 @@ fn the_cpu_probe_judges_a_large_n_from_a_small_prefix() {
 #[test]
 fn ctrl_c_stops_the_cpu_probe() {
     let dir = out_dir("probe-interrupted");
-    let d = dir.to_str().expect("utf-8");
-    let o = Command::new("timeout")
-        .args(["--foreground", "--preserve-status", "-k", "60", "-s", "INT", "3", BIN, "bench"])
-        .args(["--modes", "cpu", "--bodies", "8192", "--steps-per-frame", "1000", "--frames", "2", "--rounds", "1", "--warmup", "0"])
-        .args(["--out", d])
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("spawn timeout");
+    let args = ["--modes", "cpu", "--bodies", "8192", "--steps-per-frame", "1000", "--frames", "2", "--rounds", "1", "--warmup", "0"];
+    let o = bench_under_timeout(&["--foreground", "--preserve-status", "-k", "60", "-s", "INT", "3"], &args, &dir);
     let all = text(&o);
     assert_eq!(o.status.code(), Some(130), "{all}");
     assert!(all.contains("interrupted") && all.contains("no rows were measured"), "{all}");

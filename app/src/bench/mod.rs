@@ -460,17 +460,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if plan.setups.iter().any(|s| !s.is_single()) && plan.modes.iter().any(|m| runs_cuda(*m)) && !active.iter().any(|m| runs_cuda(*m)) {
         eprintln!("notice: no CUDA mode can run here (see above), so none of the GPU setups asked for (--gpus, --slices-per-gpu, --render-gpu-computes) is measured");
     }
-    // Modes asked for by name (`--modes`) that cannot run here: the run ends with exit 1.
-    let missing: Vec<String> =
-        plan.modes.iter().filter(|m| plan.explicit && env.unavailable.contains_key(m)).map(|m| mode_name(*m)).collect();
-    let requested_missing: Vec<String> = if plan.explicit {
-        plan.modes
-            .iter()
-            .filter_map(|m| env.unavailable.get(m).map(|why| format!("{}: {why}", mode_name(*m))))
-            .collect()
+    // Modes asked for by name (`--modes`) that cannot run here, with why: the run ends with exit 1.
+    let requested_missing: Vec<(String, String)> = if plan.explicit {
+        plan.modes.iter().filter_map(|m| env.unavailable.get(m).map(|why| (mode_name(*m), why.clone()))).collect()
     } else {
         Vec::new()
     };
+    let missing: Vec<&str> = requested_missing.iter().map(|(m, _)| m.as_str()).collect();
     if active.is_empty() && !plan.explicit {
         bail!("no bench mode can run on this machine:\n  {}", groups.iter().map(|g| format!("{}: {}", g.1.join(", "), g.0)).collect::<Vec<_>>().join("\n  "));
     }
@@ -522,7 +518,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let write_err = write_err.or(timeline_err);
     with_write_error(outcome, write_err)?;
     if !requested_missing.is_empty() {
-        bail!("requested mode(s) could not run here:\n  {}", requested_missing.join("\n  "));
+        let each: Vec<String> = requested_missing.iter().map(|(m, why)| format!("{m}: {why}")).collect();
+        bail!("requested mode(s) could not run here:\n  {}", each.join("\n  "));
     }
     if rows.is_empty() {
         bail!(

@@ -530,6 +530,8 @@ pub fn table(rows: &[Row]) -> String {
     );
     let _ = writeln!(s, "{}", if setups { format!(" {:>8} {:>10}", "ms", "eff. %") } else { String::new() });
     for (r, label) in rows.iter().zip(&labels) {
+        // `draw` simulates nothing: no rate (the JSON keeps its 0).
+        let no_rate = r.mode == "draw";
         let _ = write!(
             s,
             "{:<w$} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8.1}",
@@ -543,9 +545,8 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.draw_ms_median, 3),
             opt(r.overhead_us, 1),
             opt(r.overhead_pct, 1),
-            // `draw` simulates nothing: no rate (the JSON keeps its 0).
-            if r.mode == "draw" { "—".to_string() } else { sci(r.interactions_per_s) },
-            if r.mode == "draw" { "—".to_string() } else { format!("{:.1}", r.gflops) },
+            if no_rate { "—".to_string() } else { sci(r.interactions_per_s) },
+            if no_rate { "—".to_string() } else { format!("{:.1}", r.gflops) },
             r.spread_pct
         );
         let _ = writeln!(

@@ -121,6 +121,12 @@ pub fn auto_ui_zoom(height_px: u32, pixels_per_point: f32) -> f32 {
     ((logical / 1080.0).clamp(1.0, 2.0) * 4.0).floor() / 4.0
 }
 
+/// The overlay's zoom that `args` give a target `height_px` high at `pixels_per_point`:
+/// `--ui-scale`, else [`auto_ui_zoom`] ([`Scene::ui_zoom_for`]; `Scene::new` before the scene).
+fn ui_zoom(args: &DemoArgs, height_px: u32, pixels_per_point: f32) -> f32 {
+    args.ui_scale.unwrap_or_else(|| auto_ui_zoom(height_px, pixels_per_point))
+}
+
 /// Frame rate `--steps-per-frame auto` fills without vsync or `--target-fps` (frames/s).
 pub const DEFAULT_TARGET_FPS: f64 = 60.0;
 
@@ -159,7 +165,7 @@ impl Scene {
         // zoom on the previous pass's screen (none yet), so a headless run's only frame at
         // --ui-scale 1.5 was laid out on the wrong screen. (`frame` sets it again if the target
         // asks for another.)
-        let first_zoom = args.ui_scale.unwrap_or_else(|| auto_ui_zoom(args.height, 1.0));
+        let first_zoom = ui_zoom(args, args.height, 1.0);
         egui_ctx.options_mut(|o| o.zoom_factor = first_zoom);
         let controls = Controls {
             params,
@@ -221,8 +227,6 @@ impl Scene {
         let (backend, notice) = make_backend(&scene.args.backend_config(), gl, &scene.gl_info, scene.renderer.vbos(), bodies, params)?;
         tracing::info!(backend = %backend.label(), gl = %scene.gl_info.summary(), "demo backend ready");
         let cpu = backend.cuda_context().is_none();
-        // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
-        // GPU's, derived from its SM count and clock.
         // The notice first: it says why the rate below is the CPU's.
         scene.set_notice(notice);
         if scene.args.trace.is_some() && backend.api().is_none() {
@@ -231,6 +235,8 @@ impl Scene {
                  trace: docs/results/2026-12-02-h200/trace-map.jsonl)"
             );
         }
+        // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
+        // GPU's, derived from its SM count and clock.
         let (rate, what) = backend.nominal_rate();
         super::check_step_rate(bodies.len(), rate, &what, scene.args.allow_slow)?;
         scene.backend = Some(backend);
@@ -616,7 +622,7 @@ impl Scene {
     /// `--ui-scale`, else [`auto_ui_zoom`]. A caller that makes egui's input itself (headless)
     /// gives the screen in points of this zoom (pixels / zoom).
     pub fn ui_zoom_for(&self, height_px: u32, pixels_per_point: f32) -> f32 {
-        self.args.ui_scale.unwrap_or_else(|| auto_ui_zoom(height_px, pixels_per_point))
+        ui_zoom(&self.args, height_px, pixels_per_point)
     }
 
     /// The frame interval (ms) that `--steps-per-frame auto` fills.

@@ -200,6 +200,13 @@ fn normalized(p: &str) -> String {
 /// The data words of the silent answers (`SUCCESS_BUT_STALE_DATA`, …).
 const DATA_WORDS: [&str; 3] = ["STALE", "GARBLED", "CURRENT"];
 
+/// What a prediction of a crash may say (the case's name for it, its got name, short words).
+const CRASH_WORDS: [&str; 5] = ["PROCESS_KILLED_BY_A_SIGNAL", "CHILD_CRASHED", "CRASH", "CRASHED", "SIGSEGV"];
+
+/// The `symbolStatus` names of `cuGetProcAddress` (`CUdriverProcAddressQueryResult`).
+const STATUS_NAMES: [&str; 3] =
+    ["CU_GET_PROC_ADDRESS_SUCCESS", "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND", "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT"];
+
 /// The answer's kind a name's prefix gives: a `CUresult` (`CUDA_…`), a `symbolStatus`
 /// (`CU_GET_PROC_ADDRESS_…`), or none (a bare name such as `NOT_MAPPED`, which may be either).
 fn kind(name: &str) -> Option<&'static str> {
@@ -226,10 +233,8 @@ pub fn is_known_answer(prediction: &str) -> bool {
     p.parse::<i32>().is_ok()
         || kind(&p).is_some() && p.len() > "CUDA_".len()
         || DATA_WORDS.iter().any(|w| p.contains(w))
-        || ["PROCESS_KILLED_BY_A_SIGNAL", "CHILD_CRASHED", "CRASH", "CRASHED", "SIGSEGV"].contains(&p.as_str())
-        || ["CU_GET_PROC_ADDRESS_SUCCESS", "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND", "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT"]
-            .iter()
-            .any(|n| named(n))
+        || CRASH_WORDS.contains(&p.as_str())
+        || STATUS_NAMES.iter().any(|n| named(n))
         || (0..1000).filter_map(|c| CuResult(c).known_name()).any(named)
 }
 
@@ -265,7 +270,7 @@ pub fn judge_prediction(prediction: &str, o: &Outcome) -> Verdict {
         };
     }
     if o.got_name == super::lab::CHILD_CRASHED {
-        let crash = ["PROCESS_KILLED_BY_A_SIGNAL", "CHILD_CRASHED", "CRASH", "CRASHED", "SIGSEGV"].contains(&p.as_str());
+        let crash = CRASH_WORDS.contains(&p.as_str());
         return if crash || number == Some(got) { Verdict::Right } else { wrong() };
     }
     let proc_address = o.call.contains("cuGetProcAddress");
@@ -284,7 +289,7 @@ pub fn judge_prediction(prediction: &str, o: &Outcome) -> Verdict {
     if same_kind && (p == name || core(&p) == core(&name)) {
         return Verdict::Right;
     }
-    let status_word = ["SUCCESS", "SYMBOL_NOT_FOUND", "VERSION_NOT_SUFFICIENT"].contains(&core(&p));
+    let status_word = STATUS_NAMES.iter().any(|n| core(n) == core(&p));
     let hint = if proc_address && kind(&name) == Some("symbolStatus") && core(&p) == "SUCCESS" && kind(&p) != Some("symbolStatus") {
         "the call itself returned CUDA_SUCCESS; the lab's code for such a call is its symbolStatus"
     } else if proc_address && kind(&name) == Some("CUresult") && status_word && kind(&p) != Some("CUresult") {
