@@ -1,7 +1,8 @@
 // Kernel sweep harness for the GPU machine (kernels/README.md, "Choosing the block size"): loads a
 // PTX file through the driver API and times every fp32 step kernel and block size with CUDA events
 // over back-to-back launches (no interop, no host work between them), at N = 16384 ... 1048576
-// (uniform ball, masses 0.5-1.5 / N, eps = 0.01). Each row also gives the kernel's velocity change
+// (uniform ball, masses 0.5-1.5 / N, or all 1 / N with KBENCH_EQUAL_MASSES=1, eps = 0.01; the
+// equal-mass kernels nbody_step_u* run only with equal masses). Each row also gives the kernel's velocity change
 // against nbody_step_p1's (relative L2 difference: the j-split kernels add in another order).
 // Build and run there:  nvcc -O2 -o /tmp/kbench kernels/kbench.cu -lcuda
 //                       /tmp/kbench kernels/nbody.ptx [N [KERNEL [BLOCK [EPS2]]]] > sweep.csv
@@ -17,12 +18,14 @@
 #include <string>
 #include <random>
 #define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char* s_; cuGetErrorString(r_, &s_); fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_); exit(1); } } while (0)
-struct K { const char* name; int p, s; bool scaled; };
+// kind: 0 classic, 1 mass-scaled (tile B * 20 bytes), 2 equal-mass.
+struct K { const char* name; int p, s; int kind; };
 static const K KS[] = {
   {"nbody_step_p1",1,1,0},{"nbody_step_p2",2,1,0},{"nbody_step_p4",4,1,0},
   {"nbody_step_s2",1,2,0},{"nbody_step_s4",1,4,0},{"nbody_step_s8",1,8,0},
   {"nbody_step_m2x2",2,2,1},{"nbody_step_m2x4",2,4,1},{"nbody_step_m2x8",2,8,1},
   {"nbody_step_m4x1",4,1,1},{"nbody_step_m4x4",4,4,1},
+  {"nbody_step_u2x4",2,4,2},{"nbody_step_u4x1",4,1,2},
 };
 static CUmodule mod;
 static CUdeviceptr scratch; static size_t scratch_bytes;
@@ -32,7 +35,7 @@ static bool launch_sk(const K& k, int n, int B, CUdeviceptr pin, CUdeviceptr pou
   std::string nm = std::string("nbody_stepk_") + (k.name + strlen("nbody_step_"));
   CUfunction f, fin;
   if (cuModuleGetFunction(&f, mod, nm.c_str()) != CUDA_SUCCESS || cuModuleGetFunction(&fin, mod, "nbody_stepk_finish") != CUDA_SUCCESS) return false;
-  unsigned sh = B * (k.scaled ? 20 : 16);
+  unsigned sh = B * (k.kind == 1 ? 20 : 16);
   int per_sm = 0; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, B, sh));
   CUdevice d; CK(cuCtxGetDevice(&d)); int sms; CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
   int ctas = sms * (per_sm > 0 ? per_sm : 1); *ctas_out = ctas;
@@ -58,7 +61,7 @@ static double run_sk(const K& k, int n, int B, CUdeviceptr pin, CUdeviceptr pout
 }
 static double run(const K& k, int n, int B, CUdeviceptr pin, CUdeviceptr pout, CUdeviceptr vel, int iters, float eps2) {
   CUfunction f; if (cuModuleGetFunction(&f, mod, k.name) != CUDA_SUCCESS) return -1;
-  int bpb = B / k.s * k.p; unsigned grid = (n + bpb - 1) / bpb; unsigned sh = B * (k.scaled ? 20 : 16);
+  int bpb = B / k.s * k.p; unsigned grid = (n + bpb - 1) / bpb; unsigned sh = B * (k.kind == 1 ? 20 : 16);
   float dt = 1e-3f, kick = 1e-3f, g = 1.0f; int ib = 0, ie = n;
   void* args[] = {&pin, &pout, &vel, &n, &dt, &kick, &eps2, &g, &ib, &ie};
   CUevent a, b; CK(cuEventCreate(&a, 0)); CK(cuEventCreate(&b, 0));
@@ -85,9 +88,10 @@ int main(int argc, char** argv) {
   printf("n,kernel,p,s,block,ms,rate,err_vs_p1\n");
   for (int n : ns) {
     if (only_n && n != only_n) continue;
+    const bool equal = getenv("KBENCH_EQUAL_MASSES") && atoi(getenv("KBENCH_EQUAL_MASSES")) == 1;
     std::mt19937 rng(n); std::uniform_real_distribution<float> U(-1.f, 1.f), M(0.5f, 1.5f);
     std::vector<float> h(4 * (size_t)n), v(4 * (size_t)n, 0.f);
-    for (int i = 0; i < n; ++i) { float x, y, z; do { x = U(rng); y = U(rng); z = U(rng); } while (x*x+y*y+z*z > 1); h[4*i]=x; h[4*i+1]=y; h[4*i+2]=z; h[4*i+3]=M(rng)/n; }
+    for (int i = 0; i < n; ++i) { float x, y, z; do { x = U(rng); y = U(rng); z = U(rng); } while (x*x+y*y+z*z > 1); h[4*i]=x; h[4*i+1]=y; h[4*i+2]=z; h[4*i+3]=equal ? 1.0f / n : M(rng)/n; }
     size_t bytes = 16 * (size_t)n; CUdeviceptr pin, pout, vel, vref;
     CK(cuMemAlloc(&pin, bytes)); CK(cuMemAlloc(&pout, bytes)); CK(cuMemAlloc(&vel, bytes)); CK(cuMemAlloc(&vref, bytes));
     CK(cuMemcpyHtoD(pin, h.data(), bytes));
@@ -103,7 +107,8 @@ int main(int argc, char** argv) {
     }
     for (const K& k : KS) {
       if (only_k && strcmp(only_k, k.name)) continue;
-      if (n >= 1048576 && !only_k && strcmp(k.name, "nbody_step_p4") && strcmp(k.name, "nbody_step_m4x1") && strcmp(k.name, "nbody_step_m2x2")) continue;
+      if (k.kind == 2 && !equal) continue;
+      if (n >= 1048576 && !only_k && strcmp(k.name, "nbody_step_p4") && strcmp(k.name, "nbody_step_m4x1") && strcmp(k.name, "nbody_step_m2x2") && strcmp(k.name, "nbody_step_u4x1")) continue;
       for (int B : {256, 512, 1024}) {
         if (only_b && B != only_b) continue;
         if (B % (32 * k.s)) continue;
@@ -112,7 +117,7 @@ int main(int argc, char** argv) {
         CK(cuMemcpyHtoD(vel, v.data(), bytes));
         { CUfunction f; CK(cuModuleGetFunction(&f, mod, k.name)); float dt = 0.f, kick = 1.f, g = 1.f; int ib = 0, ie = n;
           int bpb = B / k.s * k.p; void* args[] = {&pin, &pout, &vel, &n, &dt, &kick, &eps2, &g, &ib, &ie};
-          CK(cuLaunchKernel(f, (n + bpb - 1) / bpb, 1, 1, B, 1, 1, B * (k.scaled ? 20 : 16), 0, args, 0)); CK(cuCtxSynchronize()); }
+          CK(cuLaunchKernel(f, (n + bpb - 1) / bpb, 1, 1, B, 1, 1, B * (k.kind == 1 ? 20 : 16), 0, args, 0)); CK(cuCtxSynchronize()); }
         CK(cuMemcpyDtoH(got.data(), vel, bytes));
         double num = 0, den = 0; for (size_t i = 0; i < 4 * (size_t)n; ++i) { if (i % 4 == 3) continue; double dd = got[i] - ref[i]; num += dd * dd; den += (double)ref[i] * ref[i]; }
         double ms = run(k, n, B, pin, pout, vel, iters, eps2);

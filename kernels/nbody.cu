@@ -119,6 +119,7 @@ __device__ __forceinline__ void interact_scaled(const float4 q, const float e, c
 // The inner loop's three forms: the classic interaction softened or exact (eps2 == 0), and the
 // mass-scaled one (softened only).
 enum class Loop { Soft, Exact, Scaled };
+enum class Family { Classic, Scaled, Uniform };
 
 // The tile loop of every fp32 step kernel: the sum over all N bodies j of the interactions with
 // this thread's P bodies at xi[]. A block of B threads has S split lanes of T = B / S threads:
@@ -250,6 +251,84 @@ __device__ __forceinline__ void accumulate(const float4* __restrict__ pos_in, co
     }
 }
 
+// One equal-mass interaction of body i (at xi) with source body b, whose mass is every body's:
+// 3 FADD, 3 FFMA (r^2 starts at eps2), MUFU.RSQ, 2 FMUL, 3 FFMA = 12 instructions; the caller
+// multiplies the sum by the common mass once. The j == i term is exactly 0 (dx = dy = dz = 0 and
+// z^3 = eps^-3 is finite), so there is no guard; a pad slot (NBODY_PAD_COORD) gives z^3 < 1e-54,
+// which flushes to 0.
+__device__ __forceinline__ void interact_uniform(const float3 b, const float3 xi, float3& acc, const float eps2) {
+    const float dx = b.x - xi.x;
+    const float dy = b.y - xi.y;
+    const float dz = b.z - xi.z;
+    float r2 = fmaf(dx, dx, eps2);
+    r2 = fmaf(dy, dy, r2);
+    r2 = fmaf(dz, dz, r2);
+    const float z = rsqrtf(r2);
+    const float s = z * z * z;
+    acc.x = fmaf(dx, s, acc.x);
+    acc.y = fmaf(dy, s, acc.y);
+    acc.z = fmaf(dz, s, acc.z);
+}
+
+// The equal-mass tile loop (softened, eps2 > 0; README.md, "Equal masses"): `accumulate`'s
+// shape, lanes and bounds, with the tile holding x, y, z of each source packed (12 bytes a
+// source, the first B * 12 bytes of the B * 16), so four sources come in three LDS.128, and the
+// sum left without the mass. P = 4, S = 1 takes 32 sources per trip, body by body, as m4x1.
+template <int P, int S>
+__device__ __forceinline__ void accumulate_uniform(const float4* __restrict__ pos_in, const int j0, const int j1,
+                                                   const float eps2, const float3 (&xi)[P], float3 (&acc)[P]) {
+    constexpr int U = unroll_for(P, S, true);
+    const int B = blockDim.x;
+    const int T = B / S;
+    const int t = threadIdx.x;
+    const int lo = S == 1 ? 0 : (t / T) * T;
+    float* ptile = reinterpret_cast<float*>(nbody_tile);
+    // 3 lo floats are 16-byte aligned: lo is a multiple of 32.
+    const float4* pt4 = reinterpret_cast<const float4*>(ptile + 3 * lo);
+    float4 next = j0 + t < j1 ? pos_in[j0 + t] : pad_body();
+#pragma unroll 1
+    for (int base = j0; base < j1; base += B) {
+        ptile[3 * t] = next.x;
+        ptile[3 * t + 1] = next.y;
+        ptile[3 * t + 2] = next.z;
+        __syncthreads();
+        const int j = base + B + t;
+        next = j < j1 ? pos_in[j] : pad_body();
+        // This lane's slots below j1, rounded up to U (pad bodies up to there). Warp-uniform.
+        const int rem = max(0, j1 - base - lo);
+        const int used = min(T, (rem + (U - 1)) & ~(U - 1));
+#pragma unroll 1
+        for (int s = 0; s < used; s += U) {
+#pragma unroll
+            for (int u = 0; u < U; u += 4) {
+                const float4 w0 = pt4[(s + u) / 4 * 3];
+                const float4 w1 = pt4[(s + u) / 4 * 3 + 1];
+                const float4 w2 = pt4[(s + u) / 4 * 3 + 2];
+                const float3 b[4] = {make_float3(w0.x, w0.y, w0.z), make_float3(w0.w, w1.x, w1.y),
+                                     make_float3(w1.z, w1.w, w2.x), make_float3(w2.y, w2.z, w2.w)};
+                if (P == 4 && S == 1) {
+#pragma unroll
+                    for (int k = 0; k < P; ++k) {
+#pragma unroll
+                        for (int v = 0; v < 4; ++v) {
+                            interact_uniform(b[v], xi[k], acc[k], eps2);
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int v = 0; v < 4; ++v) {
+#pragma unroll
+                        for (int k = 0; k < P; ++k) {
+                            interact_uniform(b[v], xi[k], acc[k], eps2);
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
 // The leapfrog update of body i with acceleration sum a (README.md, semantics): vel[i] += a g kick,
 // pos_out[i] = pos_in[i] + vel[i] dt_drift (gk = g kick).
 __device__ __forceinline__ void update(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
@@ -271,7 +350,7 @@ __device__ __forceinline__ void update(const float4* __restrict__ pos_in, float4
 // no divergence; with ftz a denormal eps2 counts as 0), then the S lanes' sums added through
 // shared memory (the tile's, free after the tile loop's last barrier) in the order s = 0, 1, ...,
 // S - 1 (deterministic) into lane 0's acc[]. Every thread of the block must call it.
-template <int P, int S, bool Scaled>
+template <int P, int S, Family F>
 __device__ __forceinline__ void block_sums(const float4* __restrict__ pos_in, const int j0, const int j1,
                                            const float eps2, const int block_first, const int first,
                                            const int i_end, const int T, float3 (&acc)[P]) {
@@ -290,7 +369,15 @@ __device__ __forceinline__ void block_sums(const float4* __restrict__ pos_in, co
 
     const float3 origin = make_float3(0.0f, 0.0f, 0.0f);
     if (eps2 > 0.0f) {
-        if (Scaled) {
+        if (F == Family::Uniform) {
+            accumulate_uniform<P, S>(pos_in, j0, j1, eps2, xi, acc);
+            // Every body's mass (the host checked that they are all equal).
+            const float m = pos_in[block_first].w;
+#pragma unroll
+            for (int k = 0; k < P; ++k) {
+                acc[k] = make_float3(acc[k].x * m, acc[k].y * m, acc[k].z * m);
+            }
+        } else if (F == Family::Scaled) {
             // The block's centre: its first body.
             const float4 cb = pos_in[block_first];
             const float3 c = make_float3(cb.x, cb.y, cb.z);
@@ -335,7 +422,7 @@ __device__ __forceinline__ void block_sums(const float4* __restrict__ pos_in, co
 // tile's, free after the tile loop's last barrier) in the order s = 0, 1, ..., S - 1
 // (deterministic) by lane 0 (`block_sums`), which then updates the body. Scaled: the softened path uses the
 // mass-scaled loop (eps2 == 0 takes the classic exact one).
-template <int P, int S, bool Scaled>
+template <int P, int S, Family F>
 __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
                                      float4* __restrict__ vel, const int n, const float dt_drift,
                                      const float kick, const float eps2, const float g, const int i_begin,
@@ -347,7 +434,7 @@ __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* 
     const int block_first = i_begin + blockIdx.x * T * P;
     const int first = block_first + li;
     float3 acc[P];
-    block_sums<P, S, Scaled>(pos_in, 0, n, eps2, block_first, first, i_end, T, acc);
+    block_sums<P, S, F>(pos_in, 0, n, eps2, block_first, first, i_end, T, acc);
     if (S > 1 && t >= T) {
         return;
     }
@@ -378,7 +465,7 @@ __host__ __device__ __forceinline__ long long cta_start(const long long c, const
     return c * units / ctas;
 }
 
-template <int P, int S, bool Scaled>
+template <int P, int S, Family F>
 __device__ __forceinline__ void step_partial(const float4* __restrict__ pos_in, float4* __restrict__ partial,
                                              const int n, const float eps2, const int i_begin, const int i_end) {
     const int T = S == 1 ? blockDim.x : blockDim.x / S;
@@ -398,7 +485,7 @@ __device__ __forceinline__ void step_partial(const float4* __restrict__ pos_in, 
         const int j1 = static_cast<int>(min(static_cast<long long>(n), q1 * 32));
         const int block_first = i_begin + static_cast<int>(ib) * bpb;
         float3 acc[P];
-        block_sums<P, S, Scaled>(pos_in, j0, j1, eps2, block_first, block_first + li, i_end, T, acc);
+        block_sums<P, S, F>(pos_in, j0, j1, eps2, block_first, block_first + li, i_end, T, acc);
         if (t < T) {
             float4* out = partial + (c + ib) * bpb;
 #pragma unroll
@@ -559,53 +646,60 @@ __device__ __forceinline__ void step_f64(const double4* __restrict__ pos_in, dou
 // One macro for all step kernels: the same parameters (README.md, ABI), nbody::step<P, S, SCALED>
 // the body. A launch integrates bodies [i_begin, i_end) against all n (0 <= i_begin < i_end <= n):
 // one launch per step, or several for a long step, so that the host can stop between them.
-#define NBODY_STEP_KERNEL(NAME, P, S, SCALED)                                                          \
+#define NBODY_STEP_KERNEL(NAME, P, S, FAMILY)                                                          \
     extern "C" __global__ void __launch_bounds__(1024)                                               \
         NAME(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, \
              int n, float dt_drift, float kick, float eps2, float g, int i_begin, int i_end) {        \
-        nbody::step<P, S, SCALED>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g, i_begin, i_end);  \
+        nbody::step<P, S, nbody::Family::FAMILY>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g, i_begin, i_end);  \
     }
 
 // P bodies per thread (shared memory B * 16 bytes).
-NBODY_STEP_KERNEL(nbody_step_p1, 1, 1, false)
-NBODY_STEP_KERNEL(nbody_step_p2, 2, 1, false)
-NBODY_STEP_KERNEL(nbody_step_p4, 4, 1, false)
+NBODY_STEP_KERNEL(nbody_step_p1, 1, 1, Classic)
+NBODY_STEP_KERNEL(nbody_step_p2, 2, 1, Classic)
+NBODY_STEP_KERNEL(nbody_step_p4, 4, 1, Classic)
 
 // The j-split variants (one body per S threads, for small N; shared memory B * 16 bytes).
-NBODY_STEP_KERNEL(nbody_step_s2, 1, 2, false)
-NBODY_STEP_KERNEL(nbody_step_s4, 1, 4, false)
-NBODY_STEP_KERNEL(nbody_step_s8, 1, 8, false)
+NBODY_STEP_KERNEL(nbody_step_s2, 1, 2, Classic)
+NBODY_STEP_KERNEL(nbody_step_s4, 1, 4, Classic)
+NBODY_STEP_KERNEL(nbody_step_s8, 1, 8, Classic)
 
 // Mass-scaled softened loop, P bodies per thread and S threads per body (nbody_step_mPxS; shared
 // memory B * 20 bytes; README.md, "mass-scaled loop").
-NBODY_STEP_KERNEL(nbody_step_m2x2, 2, 2, true)
-NBODY_STEP_KERNEL(nbody_step_m2x4, 2, 4, true)
-NBODY_STEP_KERNEL(nbody_step_m2x8, 2, 8, true)
-NBODY_STEP_KERNEL(nbody_step_m4x1, 4, 1, true)
-NBODY_STEP_KERNEL(nbody_step_m4x4, 4, 4, true)
+NBODY_STEP_KERNEL(nbody_step_m2x2, 2, 2, Scaled)
+NBODY_STEP_KERNEL(nbody_step_m2x4, 2, 4, Scaled)
+NBODY_STEP_KERNEL(nbody_step_m2x8, 2, 8, Scaled)
+NBODY_STEP_KERNEL(nbody_step_m4x1, 4, 1, Scaled)
+NBODY_STEP_KERNEL(nbody_step_m4x4, 4, 4, Scaled)
+
+// Equal-mass softened loop, P bodies per thread and S threads per body (nbody_step_uPxS; shared
+// memory B * 16 bytes; README.md, "Equal masses"): for states whose bodies all have one mass.
+NBODY_STEP_KERNEL(nbody_step_u2x4, 2, 4, Uniform)
+NBODY_STEP_KERNEL(nbody_step_u4x1, 4, 1, Uniform)
 
 // Stream-K step kernels (README.md, "stream-K"): nbody_stepk_<variant> is the first half of a
 // step of nbody_step_<variant> over [i_begin, i_end), with G persistent CTAs (the grid); it
 // writes the segments' sums to `partial` ((G + I) T P float4, I = ceil(len / (T P)), T = B / S)
 // and updates nothing. nbody_stepk_finish is the second half.
-#define NBODY_STEPK_KERNEL(NAME, P, S, SCALED)                                                          \
+#define NBODY_STEPK_KERNEL(NAME, P, S, FAMILY)                                                          \
     extern "C" __global__ void __launch_bounds__(1024)                                                \
         NAME(const float4* __restrict__ pos_in, float4* __restrict__ partial, int n, float eps2,        \
              int i_begin, int i_end) {                                                                  \
-        nbody::step_partial<P, S, SCALED>(pos_in, partial, n, eps2, i_begin, i_end);                    \
+        nbody::step_partial<P, S, nbody::Family::FAMILY>(pos_in, partial, n, eps2, i_begin, i_end);                    \
     }
 
-NBODY_STEPK_KERNEL(nbody_stepk_p1, 1, 1, false)
-NBODY_STEPK_KERNEL(nbody_stepk_p2, 2, 1, false)
-NBODY_STEPK_KERNEL(nbody_stepk_p4, 4, 1, false)
-NBODY_STEPK_KERNEL(nbody_stepk_s2, 1, 2, false)
-NBODY_STEPK_KERNEL(nbody_stepk_s4, 1, 4, false)
-NBODY_STEPK_KERNEL(nbody_stepk_s8, 1, 8, false)
-NBODY_STEPK_KERNEL(nbody_stepk_m2x2, 2, 2, true)
-NBODY_STEPK_KERNEL(nbody_stepk_m2x4, 2, 4, true)
-NBODY_STEPK_KERNEL(nbody_stepk_m2x8, 2, 8, true)
-NBODY_STEPK_KERNEL(nbody_stepk_m4x1, 4, 1, true)
-NBODY_STEPK_KERNEL(nbody_stepk_m4x4, 4, 4, true)
+NBODY_STEPK_KERNEL(nbody_stepk_p1, 1, 1, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_p2, 2, 1, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_p4, 4, 1, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_s2, 1, 2, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_s4, 1, 4, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_s8, 1, 8, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_m2x2, 2, 2, Scaled)
+NBODY_STEPK_KERNEL(nbody_stepk_m2x4, 2, 4, Scaled)
+NBODY_STEPK_KERNEL(nbody_stepk_m2x8, 2, 8, Scaled)
+NBODY_STEPK_KERNEL(nbody_stepk_m4x1, 4, 1, Scaled)
+NBODY_STEPK_KERNEL(nbody_stepk_m4x4, 4, 4, Scaled)
+NBODY_STEPK_KERNEL(nbody_stepk_u2x4, 2, 4, Uniform)
+NBODY_STEPK_KERNEL(nbody_stepk_u4x1, 4, 1, Uniform)
 
 // The second half of a stream-K step: for each body i of [i_begin, i_end) (one per thread,
 // grid ceil(len / B) of any valid B), the sum of its block's segments partial[(c + ib) bpb + l]

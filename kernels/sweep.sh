@@ -1,16 +1,18 @@
 #!/bin/bash
 # Kernel sweep on the GPU machine (kernels/README.md, "Choosing the block size"): compute-only
 # frames for each (N, S, P, loop, B), forced with NBODY_SPLIT, NBODY_BODIES_PER_THREAD,
-# NBODY_MASS_SCALED and --block-size. Output: OUT_DIR/sweep.csv (host frame median, ms).
+# NBODY_MASS_SCALED, NBODY_EQUAL_MASS and --block-size (loop: 0 classic, 1 mass-scaled, 2
+# equal-mass; the bench's Plummer sphere has equal masses). Output: OUT_DIR/sweep.csv (host
+# frame median, ms).
 # NBODY_BIN: the binary (default .device/bin/).
 o=${1:?usage: kernels/sweep.sh OUT_DIR}; b=${NBODY_BIN:-.device/bin/nbody-interop}; mkdir -p "$o"
-echo "n,split,p,mass_scaled,block,frame_ms" > $o/sweep.csv
+echo "n,split,p,loop,block,frame_ms" > $o/sweep.csv
 for n in 16384 32768 65536 131072; do
-  for cfg in "1 1 0" "1 2 0" "1 4 0" "2 1 0" "4 1 0" "8 1 0" "2 2 1" "4 2 1" "8 2 1" "1 4 1" "4 4 1"; do
+  for cfg in "1 1 0" "1 2 0" "1 4 0" "2 1 0" "4 1 0" "8 1 0" "2 2 1" "4 2 1" "8 2 1" "1 4 1" "4 4 1" "4 2 2" "1 4 2"; do
     set -- $cfg; s=$1; p=$2; m=$3
     for blk in 128 256 512 1024; do
       [ $((blk % (32 * s))) -ne 0 ] && continue
-      r=$(NBODY_STREAM_K=0 NBODY_SPLIT=$s NBODY_BODIES_PER_THREAD=$p NBODY_MASS_SCALED=$m timeout 30 $b bench --modes compute --bodies $n --block-size $blk --frames 10 --warmup 2 --rounds 1 --out /tmp/sw-$n-$s-$p-$m-$blk 2>&1 | grep -m1 "^compute N=" | sed "s/.*median \([0-9.]*\) ms.*/\1/")
+      r=$(NBODY_STREAM_K=0 NBODY_SPLIT=$s NBODY_BODIES_PER_THREAD=$p NBODY_MASS_SCALED=$((m == 1)) NBODY_EQUAL_MASS=$((m == 2)) timeout 30 $b bench --modes compute --bodies $n --block-size $blk --frames 10 --warmup 2 --rounds 1 --out /tmp/sw-$n-$s-$p-$m-$blk 2>&1 | grep -m1 "^compute N=" | sed "s/.*median \([0-9.]*\) ms.*/\1/")
       echo "$n,$s,$p,$m,$blk,$r" >> $o/sweep.csv
     done
   done

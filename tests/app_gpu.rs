@@ -27,7 +27,7 @@ use nbody_app::gfx::context::HeadlessContext;
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use nbody_app::sim::cpu::step_reference_f64;
 use nbody_app::sim::diagnostics::potentials_f64;
-use nbody_app::cuda::kernels::{Kernels, Launch, BODY_BYTES};
+use nbody_app::cuda::kernels::{Kernels, Launch, Masses, StepLoop, BODY_BYTES, EQUAL_MASS};
 use nbody_app::sim::init::InitialCondition;
 use nbody_app::sim::{Bodies, PhysParams};
 
@@ -67,29 +67,36 @@ fn rel_err3(a: &[[f32; 4]], b: &[[f64; 3]]) -> f64 {
 type StepOut = (Vec<[f32; 4]>, Vec<[f32; 4]>, bool);
 
 /// One kernel call on the GPU (P, block) from `bodies`.
-/// Every step kernel as (P bodies per thread, S threads per body, mass-scaled loop).
-const VARIANTS: [(u32, u32, bool); 11] = [
-    (1, 1, false),
-    (2, 1, false),
-    (4, 1, false),
-    (1, 2, false),
-    (1, 4, false),
-    (1, 8, false),
-    (2, 2, true),
-    (2, 4, true),
-    (2, 8, true),
-    (4, 1, true),
-    (4, 4, true),
+const C: StepLoop = StepLoop::Classic;
+const M: StepLoop = StepLoop::MassScaled;
+const U: StepLoop = StepLoop::EqualMass;
+
+/// Every step kernel as (P bodies per thread, S threads per body, loop). The equal-mass ones
+/// run on states whose masses are all equal: the Plummer sphere's are (1/N each).
+const VARIANTS: [(u32, u32, StepLoop); 13] = [
+    (1, 1, C),
+    (2, 1, C),
+    (4, 1, C),
+    (1, 2, C),
+    (1, 4, C),
+    (1, 8, C),
+    (2, 2, M),
+    (2, 4, M),
+    (2, 8, M),
+    (4, 1, M),
+    (4, 4, M),
+    (2, 4, U),
+    (4, 1, U),
 ];
 
-fn launch(p: u32, split: u32, scaled: bool, block: u32) -> Launch {
-    Launch { block, p, split, scaled, stream_k: None }
+fn launch(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Launch {
+    Launch { block, p, split, step_loop, stream_k: None }
 }
 
 /// Each variant's launches: the plain one, and stream-K on 1 CTA, on 7 (uneven shares), on the
 /// H200's 132 SMs and on 1000 (more CTAs than units at small N: CTAs without work).
-fn launches(p: u32, split: u32, scaled: bool, block: u32) -> Vec<Launch> {
-    let plain = launch(p, split, scaled, block);
+fn launches(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Vec<Launch> {
+    let plain = launch(p, split, step_loop, block);
     std::iter::once(plain).chain([1, 7, 132, 1000].map(|c| Launch { stream_k: Some(c), ..plain })).collect()
 }
 
@@ -192,22 +199,67 @@ fn mass_scaled_loop_with_hard_masses_matches_float64_reference() -> Result<(), F
             _ => {}
         }
     }
-    ensure(nbody_app::cuda::kernels::masses_suit_scaled(&bodies.pos), "the test's masses should suit the scaled loop")?;
+    ensure(Masses::of(&bodies.pos).scaled, "the test's masses should suit the scaled loop")?;
     // A long kick (dt = 0.1) so that the velocity change, G a dt, dominates the velocity.
     let params = PhysParams { g: 1.0, dt: 0.1, softening: 1e-3 };
     let (_, rv) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
     let dv_ref: Vec<[f64; 4]> =
         rv.iter().zip(&bodies.vel).map(|(r, v)| [r[0] - f64::from(v[0]), r[1] - f64::from(v[1]), r[2] - f64::from(v[2]), 0.0]).collect();
-    for (p, s, m) in VARIANTS {
-        for l in launches(p, s, m, 256) {
-            let (_, vel, tail_ok) = gpu_step(&ctx, &k, &bodies, params, l, params.dt)?;
-            ensure(tail_ok, format!("{}: wrote past N", l.describe()))?;
-            let dv: Vec<[f32; 4]> = vel.iter().zip(&bodies.vel).map(|(a, v)| [a[0] - v[0], a[1] - v[1], a[2] - v[2], 0.0]).collect();
-            let e = rel_err(&dv, &dv_ref);
-            eprintln!("{}: kick rel. error {e:.2e}", l.describe());
-            ensure(e <= 5e-5, format!("{}: kick (G a dt) rel. error {e:e} > 5e-5", l.describe()))?;
+    // The equal-mass loop is not for these masses (its own test below).
+    for (p, s, m) in VARIANTS.into_iter().filter(|v| v.2 != U) {
+        kick_matches(&ctx, &k, &bodies, params, &dv_ref, launches(p, s, m, 256), 5e-5)?;
+    }
+    Ok(())
+}
+
+/// Each launch's kick (velocity change, G a dt) against `dv_ref` within `tol` (relative L2), and
+/// nothing written past N.
+fn kick_matches(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, dv_ref: &[[f64; 4]], ls: Vec<Launch>, tol: f64) -> Result<(), Failed> {
+    for l in ls {
+        let (_, vel, tail_ok) = gpu_step(ctx, k, bodies, params, l, params.dt)?;
+        ensure(tail_ok, format!("{}: wrote past N", l.describe()))?;
+        let dv: Vec<[f32; 4]> = vel.iter().zip(&bodies.vel).map(|(a, v)| [a[0] - v[0], a[1] - v[1], a[2] - v[2], 0.0]).collect();
+        let e = rel_err(&dv, dv_ref);
+        eprintln!("{}: kick rel. error {e:.2e}", l.describe());
+        ensure(e <= tol, format!("{}: kick (G a dt) rel. error {e:e} > {tol:e}", l.describe()))?;
+    }
+    Ok(())
+}
+
+/// The equal-mass loop where it is hardest: the same cluster far from the origin with a small
+/// softening (the self term must come out exactly 0: with ε = 1e-3 a term left in would be
+/// 1e9 times a rounding of x), every mass 0.3 / N (not a power of two: the sum's final
+/// multiplication rounds), and all of them negative; each against the float64 reference with
+/// the classic kernels' 1e-5. Also: the launch rule picks the equal-mass loop for such a state
+/// and never for one whose masses differ by a bit.
+fn equal_mass_loop_matches_float64_reference() -> Result<(), Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let n = 4097;
+    for sign in [1.0f32, -1.0] {
+        let mut bodies = plummer(n, fresh_seed())?;
+        for b in &mut bodies.pos {
+            b[0] += 100.0;
+            b[1] -= 50.0;
+            b[3] = sign * 0.3 / n as f32;
+        }
+        ensure(Masses::of(&bodies.pos).equal, "the test's masses should be equal")?;
+        let params = PhysParams { g: 1.0, dt: 0.1, softening: 1e-3 };
+        let (_, rv) = step_reference_f64(&bodies, params, f64::from(params.dt), f64::from(params.dt));
+        let dv_ref: Vec<[f64; 4]> =
+            rv.iter().zip(&bodies.vel).map(|(r, v)| [r[0] - f64::from(v[0]), r[1] - f64::from(v[1]), r[2] - f64::from(v[2]), 0.0]).collect();
+        for (p, s) in EQUAL_MASS {
+            for block in [256, 1024] {
+                kick_matches(&ctx, &k, &bodies, params, &dv_ref, launches(p, s, U, block), 1e-5)?;
+            }
         }
     }
+    let mut bodies = plummer(131072, fresh_seed())?;
+    let picked = k.choose_launch(bodies.len(), 0, Masses::of(&bodies.pos), true)?;
+    ensure(picked.step_loop == U, format!("equal masses, N = 131072: the rule picked {}", picked.describe()))?;
+    bodies.pos[77][3] = f32::from_bits(bodies.pos[77][3].to_bits() + 1);
+    let picked = k.choose_launch(bodies.len(), 0, Masses::of(&bodies.pos), true)?;
+    ensure(picked.step_loop != U, format!("masses not all equal: the rule picked {}", picked.describe()))?;
     Ok(())
 }
 
@@ -781,7 +833,7 @@ fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
         let run = |interrupt: Option<Interrupt>, steps: u32| -> Result<Run, Failed> {
             let pos = [DeviceBuffer::from_slice(&ctx, &bodies.pos)?, DeviceBuffer::from_slice(&ctx, &bodies.pos)?];
             let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel)?;
-            let mut gpu = GpuStepper::new(Kernels::load(&ctx, None)?, vel, 0, params, true)?;
+            let mut gpu = GpuStepper::new(Kernels::load(&ctx, None)?, vel, 0, params, Masses::of(&bodies.pos))?;
             // Body ranges run the plain kernel: compare with whole steps of the plain kernel.
             gpu.set_stream_k(false)?;
             gpu.set_interrupt(interrupt);
@@ -932,11 +984,12 @@ fn bits(v: &[[f32; 4]]) -> Vec<u32> {
 }
 
 /// Two and three slices on one GPU give the same bits as one slice (each slice starts on a block
-/// boundary of the one-launch step, so every body's sum is the same), for the classic and the
-/// mass-scaled loop; every slice's copy of the positions agrees; N is not a multiple of anything.
+/// boundary of the one-launch step, so every body's sum is the same), for the classic, the
+/// mass-scaled and the equal-mass loop; every slice's copy of the positions agrees; N is not a
+/// multiple of anything.
 fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed> {
     let bodies = plummer(5000, fresh_seed())?;
-    for l in [launch(1, 1, false, 256), launch(4, 1, true, 128), launch(1, 4, false, 256)] {
+    for l in [launch(1, 1, C, 256), launch(4, 1, M, 128), launch(1, 4, C, 256), launch(4, 1, U, 256)] {
         let one = split_case(&bodies, 1, l, GatherChoice::Auto, 12)?;
         ensure(one.gather().name() == "none", "one slice gathers nothing")?;
         let (p1, v1) = (one.positions().map_err(|e| format!("{e:#}"))?, one.velocities().map_err(|e| format!("{e:#}"))?);
@@ -958,7 +1011,7 @@ fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed> {
 /// one rank) every step and gives the same bits as the step without a gather.
 fn nccl_with_one_rank_gives_the_same_bits() -> Result<(), Failed> {
     let bodies = plummer(4096, fresh_seed())?;
-    let l = launch(1, 1, false, 256);
+    let l = launch(1, 1, C, 256);
     let plain = split_case(&bodies, 1, l, GatherChoice::Auto, 10)?;
     let nccl = split_case(&bodies, 1, l, GatherChoice::Nccl, 10)?;
     ensure(nccl.gather().name() == "nccl", format!("gather path {}", nccl.gather().describe()))?;
@@ -1047,6 +1100,7 @@ fn main() {
         ("n_not_a_multiple_of_the_block_size", n_not_a_multiple_of_the_block_size, None),
         ("exact_gravity_with_distinct_bodies_is_finite", exact_gravity_with_distinct_bodies_is_finite, None),
         ("mass_scaled_loop_with_hard_masses_matches_float64_reference", mass_scaled_loop_with_hard_masses_matches_float64_reference, None),
+        ("equal_mass_loop_matches_float64_reference", equal_mass_loop_matches_float64_reference, None),
         ("potential_kernel_matches_float64", potential_kernel_matches_float64, None),
         ("interop_map_and_copy_write_what_gl_reads", interop_map_and_copy_write_what_gl_reads, None),
         ("external_step_matches_float64_reference", external_step_matches_float64_reference, None),

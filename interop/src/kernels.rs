@@ -40,6 +40,38 @@ pub const MASS_SCALED: [(u32, u32); 5] = [(2, 2), (2, 4), (2, 8), (4, 1), (4, 4)
 /// `float` e (`kernels/README.md`).
 pub const MASS_SCALED_TILE_BYTES: usize = 20;
 
+/// (P, S) of the equal-mass step kernels `nbody_step_u{P}x{S}` (`kernels/README.md`, "Equal
+/// masses"): P bodies per thread, S threads per body; for states whose bodies all have one mass.
+pub const EQUAL_MASS: [(u32, u32); 2] = [(2, 4), (4, 1)];
+
+/// The softened inner loop of a step kernel (`kernels/README.md`); every loop takes the classic
+/// exact one for ε² = 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepLoop {
+    /// `nbody_step_pP`, `nbody_step_sS`: `m_j (x_j − x_i) / (r² + ε²)^{3/2}`, 13 instructions
+    /// per interaction; any masses.
+    Classic,
+    /// `nbody_step_mPxS`: the masses folded into the tile, 12 instructions; masses 0 or with
+    /// |m| in the range the caller checks (`kernels/README.md`, "mass-scaled loop").
+    MassScaled,
+    /// `nbody_step_uPxS`: every body's mass taken once from the block's first body, 12
+    /// instructions and three LDS.128 per four sources; only for states whose bodies all have
+    /// the same mass (the caller checks; with unequal masses the result is wrong).
+    EqualMass,
+}
+
+impl StepLoop {
+    /// The kernel name's letter for a (P, S) of this loop: `m` or `u` (`None` for the classic
+    /// loop, whose kernels are named `pP` / `sS`).
+    pub fn letter(self) -> Option<char> {
+        match self {
+            StepLoop::Classic => None,
+            StepLoop::MassScaled => Some('m'),
+            StepLoop::EqualMass => Some('u'),
+        }
+    }
+}
+
 /// Parameters of `nbody_step_pP`: `(const float4* pos_in, float4* pos_out, float4* vel, int n,
 /// float dt_drift, float kick, float eps2, float g, int i_begin, int i_end)`.
 pub const STEP_PARAMS: [PtxParam; 10] = [
@@ -182,7 +214,7 @@ pub struct StepScalars {
     pub g: f32,
 }
 
-/// `nbody_step_pP`, `nbody_step_sS` or `nbody_step_mPxS` of a loaded module, its parameters
+/// `nbody_step_pP`, `nbody_step_sS`, `nbody_step_mPxS` or `nbody_step_uPxS` of a loaded module, its parameters
 /// checked against [`STEP_PARAMS`], with its stream-K halves (`nbody_stepk_*` and
 /// `nbody_stepk_finish`, checked against [`STEPK_PARAMS`] and [`STEPK_FINISH_PARAMS`]) where the
 /// module has them.
@@ -191,7 +223,7 @@ pub struct StepKernel {
     function: Function,
     p: u32,
     split: u32,
-    scaled: bool,
+    step_loop: StepLoop,
     /// The stream-K first half and the finishing kernel.
     stream_k: Option<(Function, Function)>,
 }
@@ -230,7 +262,7 @@ impl StepKernel {
             function: lookup(module, &format!("nbody_step_{suffix}"), &STEP_PARAMS)?,
             p,
             split: 1,
-            scaled: false,
+            step_loop: StepLoop::Classic,
             stream_k: lookup_stream_k(module, &suffix)?,
         })
     }
@@ -251,7 +283,7 @@ impl StepKernel {
             function: lookup(module, &format!("nbody_step_{suffix}"), &STEP_PARAMS)?,
             p: 1,
             split: s,
-            scaled: false,
+            step_loop: StepLoop::Classic,
             stream_k: lookup_stream_k(module, &suffix)?,
         })
     }
@@ -268,25 +300,47 @@ impl StepKernel {
         if !MASS_SCALED.contains(&(p, s)) {
             return Err(Error::InvalidArgument(format!("no mass-scaled step kernel for P = {p}, S = {s} (one of {MASS_SCALED:?})")));
         }
-        let suffix = format!("m{p}x{s}");
+        Self::new_pxs(module, p, s, StepLoop::MassScaled)
+    }
+
+    /// Looks up the equal-mass kernel `nbody_step_u{p}x{s}` (P bodies per thread, S threads per
+    /// body; its softened loop takes every body's mass from the block's first body,
+    /// `kernels/README.md`, "Equal masses") in `module` and checks its PTX parameter list. Launch
+    /// it only on positions whose masses are all equal: with others its result is wrong.
+    ///
+    /// # Errors
+    /// `(p, s)` is not one of [`EQUAL_MASS`]; the module has no such kernel; its parameters
+    /// differ from [`STEP_PARAMS`]; its stream-K half is there but unusable.
+    #[doc(alias = "cuModuleGetFunction")]
+    pub fn new_equal_mass(module: &Module, p: u32, s: u32) -> Result<Self> {
+        if !EQUAL_MASS.contains(&(p, s)) {
+            return Err(Error::InvalidArgument(format!("no equal-mass step kernel for P = {p}, S = {s} (one of {EQUAL_MASS:?})")));
+        }
+        Self::new_pxs(module, p, s, StepLoop::EqualMass)
+    }
+
+    /// `nbody_step_{m|u}{p}x{s}` of `module` with its stream-K halves, (P, S) already checked.
+    fn new_pxs(module: &Module, p: u32, s: u32, step_loop: StepLoop) -> Result<Self> {
+        let letter = step_loop.letter().unwrap_or('p');
+        let suffix = format!("{letter}{p}x{s}");
         Ok(StepKernel {
             function: lookup(module, &format!("nbody_step_{suffix}"), &STEP_PARAMS)?,
             p,
             split: s,
-            scaled: true,
+            step_loop,
             stream_k: lookup_stream_k(module, &suffix)?,
         })
     }
 
-    /// True for the mass-scaled kernels (`nbody_step_mPxS`).
-    pub fn mass_scaled(&self) -> bool {
-        self.scaled
+    /// The kernel's softened inner loop.
+    pub fn step_loop(&self) -> StepLoop {
+        self.step_loop
     }
 
     /// Dynamic shared memory of a launch with `block` threads: `block · 16` bytes, or
     /// `block · 20` for a mass-scaled kernel.
     pub fn shared_bytes(&self, block: u32) -> u32 {
-        let per_thread = if self.scaled { MASS_SCALED_TILE_BYTES } else { BODY_BYTES };
+        let per_thread = if self.step_loop == StepLoop::MassScaled { MASS_SCALED_TILE_BYTES } else { BODY_BYTES };
         block * per_thread as u32
     }
 
@@ -820,10 +874,14 @@ mod tests {
             let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, STEP_PARAMS, "{name}");
         }
-        for (p, s) in MASS_SCALED {
-            let name = format!("nbody_step_m{p}x{s}");
+        let pxs = MASS_SCALED.iter().map(|&(p, s)| format!("m{p}x{s}")).chain(EQUAL_MASS.iter().map(|&(p, s)| format!("u{p}x{s}")));
+        for suffix in pxs {
+            let name = format!("nbody_step_{suffix}");
             let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, STEP_PARAMS, "{name}");
+            let name = format!("nbody_stepk_{suffix}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEPK_PARAMS, "{name}");
         }
         let e = entries.iter().find(|(n, _)| n == "nbody_potential").expect("nbody_potential");
         assert_eq!(e.1, POTENTIAL_PARAMS);

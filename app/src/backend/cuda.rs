@@ -223,8 +223,8 @@ impl CudaBackend {
             }
             Precision::F32 => {
                 let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
-                let scaled_ok = crate::cuda::kernels::masses_suit_scaled(&bodies.pos);
-                Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params, scaled_ok)?)
+                let masses = crate::cuda::kernels::Masses::of(&bodies.pos);
+                Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params, masses)?)
             }
             Precision::F64 => Stepper::F64(GpuStepperF64::new(&ctx, kernels, bodies, s.block_size, params)?),
         };

@@ -62,6 +62,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions, YesNo};
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::cuda::session::open_for_gl;
+use crate::cuda::kernels::StepLoop;
 use crate::sim::init::initial_bodies;
 use crate::sim::{Bodies, PhysParams};
 
@@ -958,7 +959,8 @@ fn measure(
                         block_size: acc.launch.map(|l| l.block),
                         bodies_per_thread: acc.launch.map(|l| l.p),
                         threads_per_body: acc.launch.map(|l| l.split),
-                        mass_scaled: acc.launch.map(|l| l.scaled),
+                        mass_scaled: acc.launch.map(|l| l.step_loop == StepLoop::MassScaled),
+                        equal_mass: acc.launch.map(|l| l.step_loop == StepLoop::EqualMass),
                         stream_k_ctas: acc.launch.and_then(|l| l.stream_k),
                         frames: acc.frame.len(),
                         rounds: args.rounds,

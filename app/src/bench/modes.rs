@@ -22,7 +22,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
 use crate::cuda::clock::GpuClock;
-use crate::cuda::kernels::{check_fits, masses_suit_scaled, GpuStepper, GpuStepperF64, Kernels, Launch};
+use crate::cuda::kernels::{check_fits, GpuStepper, GpuStepperF64, Kernels, Launch, Masses};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, GatherChoice, StreamKind};
 use crate::cuda::split::SplitStepper;
@@ -260,7 +260,7 @@ impl ComputeRunner {
         ];
         let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
         let events = [Event::new(&ctx, event_flags::DEFAULT)?, Event::new(&ctx, event_flags::DEFAULT)?];
-        let gpu = GpuStepper::new(kernels, vel, block, params, masses_suit_scaled(&bodies.pos))?;
+        let gpu = GpuStepper::new(kernels, vel, block, params, Masses::of(&bodies.pos))?;
         let clock = GpuClock::new(&ctx, &stream)?;
         Ok(ComputeRunner { pos, events, clock, gpu, stream, ctx })
     }

@@ -8,7 +8,7 @@
 //! Times are milliseconds unless the name says µs; empty (CSV) or `null` (JSON) where a mode has
 //! no such step or fact:
 //! - `mode`, `n` (bodies), `precision` (`f32`, or `f64` with `--precision f64`), `steps_per_frame`, `block_size` (CUDA threads per block; empty for
-//!   cpu), `bodies_per_thread` (P of the step kernel; CUDA modes), `threads_per_body` (S of the j-split; 1: none), `mass_scaled` (the step kernel is `nbody_step_mPxS`, kernels/README.md; CUDA modes), `stream_k_ctas` (the persistent CTAs of a stream-K step, kernels/README.md "stream-K"; empty: one plain launch per step), `frames` (measured frames, all
+//!   cpu), `bodies_per_thread` (P of the step kernel; CUDA modes), `threads_per_body` (S of the j-split; 1: none), `mass_scaled` (the step kernel is `nbody_step_mPxS`, kernels/README.md; CUDA modes), `equal_mass` (the step kernel is `nbody_step_uPxS`, for states whose masses are all equal, kernels/README.md "Equal masses"; CUDA modes), `stream_k_ctas` (the persistent CTAs of a stream-K step, kernels/README.md "stream-K"; empty: one plain launch per step), `frames` (measured frames, all
 //!   rounds), `rounds`, `warmup` (untimed frames per round), `width`, `height` (framebuffer px), `max_sprite_px` (sprite diameter cap, px; GL modes);
 //! - `gpus`, `slices`, `render_gpu_computes`, `gather`, `devices` (CUDA modes): the GPU setup
 //!   (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes`): GPUs that compute, slices in all,
@@ -86,6 +86,8 @@ pub struct Measured {
     pub threads_per_body: Option<u32>,
     /// The step kernel is a mass-scaled one, `nbody_step_mPxS` (CUDA modes).
     pub mass_scaled: Option<bool>,
+    /// The step kernel is an equal-mass one, `nbody_step_uPxS` (CUDA modes; every mass the same).
+    pub equal_mass: Option<bool>,
     /// Persistent CTAs of a stream-K step (CUDA modes; `None`: one plain launch per step).
     pub stream_k_ctas: Option<u32>,
     /// Measured frames (all rounds).
@@ -227,6 +229,7 @@ pub struct Row {
     pub bodies_per_thread: Option<u32>,
     pub threads_per_body: Option<u32>,
     pub mass_scaled: Option<bool>,
+    pub equal_mass: Option<bool>,
     pub stream_k_ctas: Option<u32>,
     pub frames: usize,
     pub rounds: u32,
@@ -395,6 +398,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 bodies_per_thread: m.bodies_per_thread,
                 threads_per_body: m.threads_per_body,
                 mass_scaled: m.mass_scaled,
+                equal_mass: m.equal_mass,
                 stream_k_ctas: m.stream_k_ctas,
                 frames: m.frames,
                 rounds: m.rounds,
@@ -688,6 +692,7 @@ mod tests {
             bodies_per_thread: None,
             threads_per_body: None,
             mass_scaled: None,
+            equal_mass: None,
             stream_k_ctas: None,
             frames: 1,
             rounds: 1,

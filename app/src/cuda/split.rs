@@ -12,7 +12,8 @@
 //! N is cut into `slices` equal slices of `len` bodies, `len` a multiple of the step kernel's
 //! bodies per block ([`SliceLayout`]), so every block of a slice starts where a block of the
 //! one-launch step starts: each body's sum runs over the same j in the same order with the same
-//! block centre (the mass-scaled kernels' c), and the positions are **the same bits** as with
+//! block centre (the mass-scaled kernels' c; the equal-mass kernels' mass, the block's first
+//! body's), and the positions are **the same bits** as with
 //! one slice. Every buffer holds `slices · len` bodies (NCCL's all-gather takes equal counts);
 //! slots from N on stay the zero (massless) padding, never written by a kernel.
 //!
@@ -41,7 +42,7 @@ use interop::nccl::{Clique, Nccl};
 use interop::sys::event_flags;
 use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 
-use super::kernels::{check_fits, masses_suit_scaled, validate_block_size, Kernels, Launch};
+use super::kernels::{check_fits, validate_block_size, Kernels, Launch, Masses};
 use super::settings::GatherChoice;
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
@@ -225,7 +226,7 @@ impl SplitStepper {
             }
         }
         let ctx_of = |d: i32| ctxs.iter().find(|(o, _)| *o == d).map(|(_, c)| Arc::clone(c)).context("context of a device");
-        let scaled_ok = masses_suit_scaled(&bodies.pos);
+        let masses = Masses::of(&bodies.pos);
 
         // Each slice's kernels (a module per slice: every slice launches on its own stream);
         // the launch and the layout come from the first slice's.
@@ -241,7 +242,7 @@ impl SplitStepper {
         // slices must give the bits of one slice.
         let launch = match launch {
             Some(l) => l.plain(),
-            None => first.choose_launch(n.div_ceil(devices.len()), block, scaled_ok, false)?,
+            None => first.choose_launch(n.div_ceil(devices.len()), block, masses, false)?,
         };
         let align = first
             .step_kernel(launch)
