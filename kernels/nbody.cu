@@ -116,9 +116,14 @@ __device__ __forceinline__ void interact_scaled(const float4 q, const float e, c
     acc.z = fmaf(dz, s, acc.z);
 }
 
-// The inner loop's three forms: the classic interaction softened or exact (eps2 == 0), and the
-// mass-scaled one (softened only).
+// The inner loop's three forms in `accumulate`: the classic interaction softened or exact
+// (eps2 == 0), and the mass-scaled one (softened only). The equal-mass loop has a function of its
+// own (`accumulate_uniform`).
 enum class Loop { Soft, Exact, Scaled };
+
+// The step kernels' families, a template parameter of `block_sums`, `step` and `step_partial`:
+// the classic loop (nbody_step_pP, _sS), the mass-scaled one (nbody_step_mPxS) and the
+// equal-mass one (nbody_step_uPxS); with eps2 == 0 every family runs the classic exact loop.
 enum class Family { Classic, Scaled, Uniform };
 
 // The tile loop of every fp32 step kernel: the sum over all N bodies j of the interactions with
@@ -420,8 +425,8 @@ __device__ __forceinline__ void block_sums(const float4* __restrict__ pos_in, co
 // covers T P bodies (T = B / S); thread t handles bodies i_begin + blockIdx.x T P + k T + t mod T,
 // k < P, as split lane t / T. The S lanes' partial sums are added through shared memory (the
 // tile's, free after the tile loop's last barrier) in the order s = 0, 1, ..., S - 1
-// (deterministic) by lane 0 (`block_sums`), which then updates the body. Scaled: the softened path uses the
-// mass-scaled loop (eps2 == 0 takes the classic exact one).
+// (deterministic) by lane 0 (`block_sums`), which then updates the body. F: the family's softened
+// loop (mass-scaled, equal-mass or classic; eps2 == 0 takes the classic exact one).
 template <int P, int S, Family F>
 __device__ __forceinline__ void step(const float4* __restrict__ pos_in, float4* __restrict__ pos_out,
                                      float4* __restrict__ vel, const int n, const float dt_drift,
@@ -643,7 +648,7 @@ __device__ __forceinline__ void step_f64(const double4* __restrict__ pos_in, dou
 }  // namespace nbody
 
 // Every entry point allows up to 1024 threads per block: ptxas keeps them at <= 64 registers.
-// One macro for all step kernels: the same parameters (README.md, ABI), nbody::step<P, S, SCALED>
+// One macro for all step kernels: the same parameters (README.md, ABI), nbody::step<P, S, FAMILY>
 // the body. A launch integrates bodies [i_begin, i_end) against all n (0 <= i_begin < i_end <= n):
 // one launch per step, or several for a long step, so that the host can stop between them.
 #define NBODY_STEP_KERNEL(NAME, P, S, FAMILY)                                                          \

@@ -986,7 +986,7 @@ fn bits(v: &[[f32; 4]]) -> Vec<u32> {
 /// Two and three slices on one GPU give the same bits as one slice (each slice starts on a block
 /// boundary of the one-launch step, so every body's sum is the same), for the classic, the
 /// mass-scaled and the equal-mass loop; every slice's copy of the positions agrees; N is not a
-/// multiple of anything.
+/// multiple of anything. An equal-mass launch for masses that differ is refused.
 fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed> {
     let bodies = plummer(5000, fresh_seed())?;
     for l in [launch(1, 1, C, 256), launch(4, 1, M, 128), launch(1, 4, C, 256), launch(4, 1, U, 256)] {
@@ -1004,6 +1004,14 @@ fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed> {
             ensure(s.copies_agree().map_err(|e| format!("{e:#}"))?, "every slice holds the same positions")?;
         }
     }
+    // An equal-mass launch given for bodies whose masses differ: refused, not run.
+    let mut mixed = bodies.clone();
+    mixed.pos[7][3] *= 2.0;
+    let api = interop::init(StreamSemantics::Legacy)?;
+    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0], &mixed, 256, Some(launch(4, 1, U, 256)), PhysParams::default(), None, GatherChoice::Auto)
+        .err()
+        .ok_or("an equal-mass launch ran on masses that differ")?;
+    ensure(format!("{e:#}").contains("masses differ"), format!("unclear refusal: {e:#}"))?;
     Ok(())
 }
 

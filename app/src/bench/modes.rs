@@ -267,7 +267,7 @@ impl ComputeRunner {
 
     /// The step kernel's launch (block size, P, S, loop).
     pub fn launch_config(&self) -> Launch {
-        self.gpu.launch
+        self.gpu.launch()
     }
 
     /// One frame: `steps` launches between two events, then wait for the second.

@@ -42,7 +42,7 @@ use interop::nccl::{Clique, Nccl};
 use interop::sys::event_flags;
 use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 
-use super::kernels::{check_fits, validate_block_size, Kernels, Launch, Masses};
+use super::kernels::{check_fits, validate_block_size, Kernels, Launch, Masses, StepLoop};
 use super::settings::GatherChoice;
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
@@ -194,7 +194,8 @@ impl SplitStepper {
     /// # Errors
     /// No device, an ordinal past the device count, an invalid block size, N too large for a
     /// device, a PTX load, allocation or stream failure; `choice` = nccl when NCCL does not load
-    /// or a device holds two slices.
+    /// or a device holds two slices; `launch` runs the equal-mass loop and the masses of
+    /// `bodies` differ.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         api: &Arc<Api>,
@@ -241,6 +242,11 @@ impl SplitStepper {
         // Plain launches: stream-K would group each body's sum by its slice's CTAs, and the
         // slices must give the bits of one slice.
         let launch = match launch {
+            // The equal-mass loop takes every body's mass from one body: wrong for these.
+            Some(l) if l.step_loop == StepLoop::EqualMass && !masses.equal => bail!(
+                "the launch {} is for bodies of one mass, and these masses differ: let the rule choose the launch for them",
+                l.kernel_name()
+            ),
             Some(l) => l.plain(),
             None => first.choose_launch(n.div_ceil(devices.len()), block, masses, false)?,
         };
