@@ -279,6 +279,9 @@ __device__ __forceinline__ void interact_uniform(const float3 b, const float3 xi
 // shape, lanes and bounds, with the tile holding x, y, z of each source packed (12 bytes a
 // source, the first B * 12 bytes of the B * 16), so four sources come in three LDS.128, and the
 // sum left without the mass. P = 4, S = 1 takes 32 sources per trip, body by body, as m4x1.
+// A function of its own rather than a fourth form of `accumulate`: there, the same code changed
+// NVRTC's PTX of the other kernels (the order of a few moves), whose schedules were tuned on
+// the H200 and which ptxas then scheduled differently.
 template <int P, int S>
 __device__ __forceinline__ void accumulate_uniform(const float4* __restrict__ pos_in, const int j0, const int j1,
                                                    const float eps2, const float3 (&xi)[P], float3 (&acc)[P]) {

@@ -300,7 +300,7 @@ impl StepKernel {
         if !MASS_SCALED.contains(&(p, s)) {
             return Err(Error::InvalidArgument(format!("no mass-scaled step kernel for P = {p}, S = {s} (one of {MASS_SCALED:?})")));
         }
-        Self::new_pxs(module, 'm', p, s, StepLoop::MassScaled)
+        Self::new_pxs(module, p, s, StepLoop::MassScaled)
     }
 
     /// Looks up the equal-mass kernel `nbody_step_u{p}x{s}` (P bodies per thread, S threads per
@@ -316,13 +316,15 @@ impl StepKernel {
         if !EQUAL_MASS.contains(&(p, s)) {
             return Err(Error::InvalidArgument(format!("no equal-mass step kernel for P = {p}, S = {s} (one of {EQUAL_MASS:?})")));
         }
-        Self::new_pxs(module, 'u', p, s, StepLoop::EqualMass)
+        Self::new_pxs(module, p, s, StepLoop::EqualMass)
     }
 
-    /// `nbody_step_{letter}{p}x{s}` of `module` with its stream-K halves, (P, S) already
-    /// checked (`letter`: `m` or `u`, [`StepLoop::letter`] of `step_loop`).
-    fn new_pxs(module: &Module, letter: char, p: u32, s: u32, step_loop: StepLoop) -> Result<Self> {
-        debug_assert_eq!(step_loop.letter(), Some(letter));
+    /// `nbody_step_{letter}{p}x{s}` of `module` with its stream-K halves ([`StepLoop::letter`]
+    /// of `step_loop`), (P, S) already checked. The classic loop has no such kernels: an error.
+    fn new_pxs(module: &Module, p: u32, s: u32, step_loop: StepLoop) -> Result<Self> {
+        let Some(letter) = step_loop.letter() else {
+            return Err(Error::InvalidArgument(format!("the classic loop has no nbody_step_?{p}x{s} kernel")));
+        };
         let suffix = format!("{letter}{p}x{s}");
         Ok(StepKernel {
             function: lookup(module, &format!("nbody_step_{suffix}"), &STEP_PARAMS)?,
