@@ -11,6 +11,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "common/signals.rs"]
+mod signals;
+use signals::Signal;
+
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 
 /// A fresh scratch directory for one test.
@@ -158,9 +162,14 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("trace and timeline in one file", &["--trace", "same.json", "--timeline", "same.json"], 1, &["--trace and --timeline name the same file"]),
         demo_case("trace in a missing directory", &["--trace", "/nonexistent-dir/t.jsonl"], 1, &["--trace", "does not exist"]),
         // Options that do not apply: a notice, and the run goes on.
-        demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do not apply to the CPU backend"]),
+        demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do not apply here", "the CPU backend never touches CUDA"]),
+        demo_case("interop options typed at their defaults with the CPU backend", &["--interop", "map", "--map-flags", "none", "--stream", "legacy"], 0, &["notice: options that do not apply here are ignored: --interop, --map-flags, --stream (the CPU backend"]),
+        demo_case("--no-vsync headless", &["--no-vsync"], 0, &["notice", "--no-vsync (a headless run has no window"]),
+        demo_case("--ui-scale without the overlay", &["--no-overlay", "--ui-scale", "2"], 0, &["notice", "--ui-scale (--no-overlay"]),
+        demo_case("--workflow without the overlay, headless", &["--no-overlay", "--workflow"], 1, &["--workflow", "--no-overlay", "leave one of them out"]),
         demo_case("step mode with the CPU backend", &["--step-mode"], 1, &["--step-mode", "--backend cpu", "--backend cuda"]),
-        demo_case("register flags with the CPU backend", &["--register-flags", "read-only"], 0, &["notice", "--register-flags does not apply to the CPU backend"]),
+        demo_case("register flags with the CPU backend", &["--register-flags", "read-only"], 0, &["notice", "--register-flags (the CPU backend never touches CUDA)"]),
+        demo_case("map interop and register flags with the CPU backend", &["--interop", "map", "--register-flags", "write-discard"], 0, &["notice: options that do not apply here are ignored: --interop, --register-flags (the CPU backend"]),
         // bench.
         case("bench bodies 0", &["bench", "--bodies", "0", "--out", &out_dir], 1, &["--bodies", "N = 0"]),
         case("bench unknown mode", &["bench", "--modes", "warp", "--out", &out_dir], 2, &["warp"]),
@@ -184,7 +193,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         ),
         // The split over slices and GPUs (refused before CUDA is touched).
         demo_case("slices per gpu 0", &["--slices-per-gpu", "0"], 1, &["--slices-per-gpu", "at least 1"]),
-        demo_case("gpus on the CPU backend", &["--gpus", "2", "--slices-per-gpu", "2"], 0, &["notice", "--gpus", "--slices-per-gpu", "do not apply to the CPU backend"]),
+        demo_case("gpus on the CPU backend", &["--gpus", "2", "--slices-per-gpu", "2"], 0, &["notice", "--gpus", "--slices-per-gpu", "do not apply here"]),
         demo_case("gpus 0", &["--gpus", "0"], 2, &["--gpus", "number ≥ 1 or `all`"]),
         demo_case(
             "f64 split over slices",
@@ -271,21 +280,18 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
     assert!(failures.is_empty(), "{} of {} cases failed:\n\n{}", failures.len(), cases.len(), failures.join("\n\n"));
 }
 
-/// Sends `signal` to a headless run of `frames` frames after 3 seconds. `timeout --foreground`
-/// signals the run alone: without it, timeout also signals its own process group, which holds
-/// the run, so the run could receive the signal twice (its second-interrupt path: exit without
-/// writing the outputs).
-fn interrupted_run(signal: &str, dir: &Path, frames: Option<&str>) -> (Output, PathBuf, PathBuf) {
+/// A headless CPU run of `frames` frames (or until interrupted) that saves its state and a
+/// screenshot into `dir`, started and announced ([`signals::start`]) with `env` added.
+fn announced_run(dir: &Path, frames: Option<&str>, env: &[(&str, &str)]) -> (signals::Run, PathBuf, PathBuf) {
     let state = dir.join("state.csv");
     let shot = dir.join("shot.png");
-    let mut args = vec!["--headless", "--backend", "cpu", "--bodies", "512", "--width", "64", "--height", "64"];
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--headless", "--backend", "cpu", "--bodies", "512", "--width", "64", "--height", "64"]);
     if let Some(f) = frames {
-        args.extend(["--frames", f]);
+        cmd.args(["--frames", f]);
     }
-    let (s, p) = (state.to_str().expect("utf-8"), shot.to_str().expect("utf-8"));
-    args.extend(["--save-state", s, "--screenshot", p]);
-    let o = Command::new("timeout").args(["--foreground", "--preserve-status", "-s", signal, "3", BIN]).args(&args).env("RUST_LOG", "warn").output().expect("spawn timeout");
-    (o, state, shot)
+    cmd.arg("--save-state").arg(&state).arg("--screenshot").arg(&shot).env("RUST_LOG", "warn").envs(env.iter().copied());
+    (signals::start(cmd, dir), state, shot)
 }
 
 fn state_rows(path: &Path) -> Vec<Vec<f64>> {
@@ -296,66 +302,112 @@ fn state_rows(path: &Path) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Exit status 128 + the signal's number, the outputs written, no panic.
+fn assert_orderly_stop(end: &signals::Ended, code: i32, state: &Path, shot: &Path) {
+    let all = end.text();
+    assert_eq!(end.status.code(), Some(code), "{all}");
+    assert!(!all.contains("panicked"), "{all}");
+    assert!(end.stderr.contains("interrupted"), "{all}");
+    assert_eq!(state_rows(state).len(), 512, "--save-state written:\n{all}");
+    assert!(std::fs::read(shot).unwrap_or_default().starts_with(b"\x89PNG"), "--screenshot written:\n{all}");
+}
+
 #[test]
 fn an_interrupt_keeps_the_state_and_the_screenshot() {
-    for signal in ["INT", "TERM"] {
+    for (signal, code) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
         let dir = scratch(&format!("interrupt-{signal}"));
-        let (o, state, shot) = interrupted_run(signal, &dir, Some("1000000"));
-        assert_eq!(o.status.code(), Some(130), "SIGINT/SIGTERM with --frames exits 130:\n{}", text(&o));
-        assert!(!text(&o).contains("panicked"), "{}", text(&o));
-        assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", text(&o));
-        assert_eq!(state_rows(&state).len(), 512, "--save-state written on {signal}:\n{}", text(&o));
-        assert!(std::fs::read(&shot).expect("screenshot written").starts_with(b"\x89PNG"), "--screenshot written on {signal}");
+        let (run, state, shot) = announced_run(&dir, Some("1000000"), &[]);
+        run.signal(signal);
+        assert_orderly_stop(&run.wait(), code, &state, &shot);
     }
 }
 
-/// Ctrl-C inside a long CPU step (N = 12000: seconds per step in a debug build) stops the step
-/// between its tasks instead of finishing it: the saved state has the positions the run started
-/// from, bit for bit (the closing half kick moves no body), and the run says it stopped the step.
+/// `timeout`, make and CI runners signal the process and its process group, microseconds
+/// apart: one request, an orderly stop with every output, every time.
 #[test]
-fn ctrl_c_stops_a_long_step_and_keeps_the_state_before_it() {
+fn a_signal_burst_like_timeouts_is_one_request_every_time() {
+    for i in 0..20 {
+        let (signal, code) = if i % 4 == 3 { (Signal::SIGTERM, 143) } else { (Signal::SIGINT, 130) };
+        let dir = scratch(&format!("burst-{i}"));
+        let (run, state, shot) = announced_run(&dir, Some("1000000"), &[]);
+        run.signal_like_timeout(signal);
+        let end = run.wait();
+        assert!(!end.stderr.contains("exiting now"), "run {i}: a burst was taken for two requests:\n{}", end.text());
+        assert_orderly_stop(&end, code, &state, &shot);
+    }
+}
+
+/// A second signal at least a second after the first exits at once, cleanly (an exit status,
+/// not a crash): here the run is held before its outputs (`NBODY_TEST_HOLD=outputs`), so only
+/// the second signal can end it.
+#[test]
+fn a_second_signal_a_second_later_exits_at_once_and_cleanly() {
+    for (signal, code) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
+        let dir = scratch(&format!("forced-{signal}"));
+        let (run, _, _) = announced_run(&dir, Some("1000000"), &[("NBODY_TEST_HOLD", "outputs")]);
+        run.signal(signal);
+        // At least the burst window (1 s) after the first: a lower bound, not a guess at speed.
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        run.signal(signal);
+        let end = run.wait();
+        let all = end.text();
+        assert_eq!(end.status.code(), Some(code), "an exit status, not a crash:\n{all}");
+        assert!(end.stderr.contains("again") && end.stderr.contains("exiting now"), "{all}");
+        assert!(!all.contains("panicked"), "{all}");
+    }
+}
+
+/// Ctrl-C inside a step (held there until the signal, `NBODY_TEST_HOLD=step`) stops the step
+/// between its tasks instead of finishing it: the saved state has the positions the run started
+/// from, bit for bit (the closing half kick moves no body).
+#[test]
+fn ctrl_c_stops_a_step_and_keeps_the_state_before_it() {
     let dir = scratch("long-step");
-    let n = 12_000;
+    let n = 3000;
     let init = nbody_app::sim::init::InitialCondition::Plummer.generate(n, 5, 1.0).expect("plummer");
     let (start, end) = (dir.join("start.csv"), dir.join("end.csv"));
     nbody_app::sim::state_csv::write_state(&start, &init).expect("write start.csv");
-    let (s, e) = (start.to_str().expect("utf-8"), end.to_str().expect("utf-8"));
-    let args = ["--headless", "--backend", "cpu", "--init", s, "--frames", "1000", "--no-overlay", "--width", "32", "--height", "32"];
-    let o = Command::new("timeout")
-        .args(["--foreground", "--preserve-status", "-s", "INT", "1.5", BIN])
-        .args(args)
-        .args(["--save-state", e])
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--headless", "--backend", "cpu", "--frames", "1000", "--no-overlay", "--width", "32", "--height", "32"])
+        .arg("--init")
+        .arg(&start)
+        .arg("--save-state")
+        .arg(&end)
         .env("RUST_LOG", "info")
-        .output()
-        .expect("spawn timeout");
-    let all = text(&o);
+        .env("NBODY_TEST_HOLD", "step");
+    let run = signals::start(cmd, &dir);
+    run.signal(Signal::SIGINT);
+    let o = run.wait();
+    let all = o.text();
     assert_eq!(o.status.code(), Some(130), "{all}");
     assert!(!all.contains("panicked"), "{all}");
+    assert!(all.contains("stopped by the interrupt"), "{all}");
     let saved = nbody_app::sim::state_csv::read_state(&end).expect("--save-state written");
     assert_eq!(saved.pos, init.pos, "the stopped step moved bodies:\n{all}");
 }
 
 /// Ctrl-C during the first step of a run whose step is long (N = 300000 on 2 threads: 22 s at
-/// the CPU backend's nominal rate, so it needs --allow-slow, and far longer in a debug build):
-/// --allow-slow warns once, and the stopped step leaves the velocities synchronised, so writing
-/// the state needs no force evaluation and none is announced (one was, over 1 s, before).
+/// the CPU backend's nominal rate, so it needs --allow-slow): --allow-slow warns once, and the
+/// stopped step leaves the velocities synchronised, so writing the state needs no force
+/// evaluation and none is announced.
 #[test]
 fn ctrl_c_before_any_step_finished_announces_no_closing_force_evaluation() {
     let dir = scratch("first-step");
     let end = dir.join("end.csv");
-    let e = end.to_str().expect("utf-8");
-    let args = ["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "300000", "--frames", "1000", "--no-overlay", "--allow-slow"];
-    let o = Command::new("timeout")
-        .args(["--foreground", "--preserve-status", "-s", "INT", "3", BIN])
-        .args(args)
-        .args(["--width", "32", "--height", "32", "--save-state", e])
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "300000", "--frames", "1000", "--no-overlay", "--allow-slow"])
+        .args(["--width", "32", "--height", "32"])
+        .arg("--save-state")
+        .arg(&end)
         .env("RUST_LOG", "info")
         .env("RAYON_NUM_THREADS", "2")
-        .output()
-        .expect("spawn timeout");
-    let all = text(&o);
+        .env("NBODY_TEST_HOLD", "step");
+    let run = signals::start(cmd, &dir);
+    run.signal(Signal::SIGINT);
+    let o = run.wait();
+    let all = o.text();
     assert_eq!(o.status.code(), Some(130), "{all}");
-    assert!(all.contains(", 0 steps"), "a step finished within 3 s: this test needs a slower step\n{all}");
+    assert!(all.contains(", 0 steps"), "{all}");
     assert_eq!(all.matches("running anyway (--allow-slow)").count(), 1, "{all}");
     assert!(!all.contains("one more force evaluation"), "{all}");
     assert_eq!(state_rows(&end).len(), 300_000, "{all}");
@@ -364,8 +416,10 @@ fn ctrl_c_before_any_step_finished_announces_no_closing_force_evaluation() {
 #[test]
 fn without_frames_ctrl_c_is_the_normal_end() {
     let dir = scratch("until-ctrl-c");
-    let (o, state, shot) = interrupted_run("INT", &dir, None);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (run, state, shot) = announced_run(&dir, None, &[]);
+    run.signal_like_timeout(Signal::SIGINT);
+    let o = run.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", o.text());
     assert_eq!(state_rows(&state).len(), 512);
     assert!(shot.is_file());
 }
@@ -385,6 +439,23 @@ fn a_diverging_run_fails_and_saves_its_last_finite_state() {
     // And it can start the next run.
     let o = run(&demo(&["--init", s, "--frames", "1"]));
     assert!(o.status.success(), "the saved state is a valid --init:\n{}", text(&o));
+}
+
+/// A `--dt` too large for the closest encounters, though the run stays finite: the summary gives
+/// the relative energy change and the remedy, and the exit status stays 0. At a fitting `--dt`
+/// the change is given without a warning.
+#[test]
+fn a_large_dt_that_stays_finite_is_reported_with_its_energy_change() {
+    let line = |dt: &str| {
+        let o = run(&demo(&["--init", "plummer", "--dt", dt, "--frames", "20", "--diagnostics-interval", "1"]));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        out.lines().find(|l| l.contains("energy change")).unwrap_or_else(|| panic!("no energy change in:\n{}", text(&o))).to_string()
+    };
+    let bad = line("0.2");
+    assert!(bad.contains("warning:") && bad.contains("over 10 %") && bad.contains("--dt 0.2") && bad.contains("smaller --dt"), "{bad}");
+    let good = line("0.01");
+    assert!(!good.contains("warning"), "{good}");
 }
 
 #[test]

@@ -8,6 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "common/signals.rs"]
+mod signals;
+
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 
 /// A fresh, empty directory under the target dir (kept after the test for inspection).
@@ -26,12 +29,11 @@ fn bench(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Output {
     c.output().expect("running nbody-interop")
 }
 
-/// `bench args --out out` run by `timeout` with `timeout_args` (its options, signal and
-/// duration: an interrupt, or a guard that kills a run that would hang).
-fn bench_under_timeout(timeout_args: &[&str], args: &[&str], out: &Path) -> Output {
+/// `bench args --out out`, killed if it is still running after `guard` seconds: a guard
+/// against a run that would hang, far beyond its normal length, not a time limit.
+fn bench_with_guard(guard_s: u32, args: &[&str], out: &Path) -> Output {
     Command::new("timeout")
-        .args(timeout_args)
-        .args([BIN, "bench"])
+        .args(["-s", "KILL", &guard_s.to_string(), BIN, "bench"])
         .args(args)
         .arg("--out")
         .arg(out)
@@ -273,26 +275,33 @@ fn a_requested_mode_that_cannot_run_marks_the_results_incomplete() {
 
 /// The cpu probe runs a prefix of at most 8192 bodies, whatever the smallest N: N = 200000 is
 /// judged (and skipped, over a 1 ms budget) without a frame of 200000 bodies (four of them would
-/// take hours in a debug build: the run is killed after 300 s, a guard, not a time limit).
+/// take hours in a debug build: the run is killed after 600 s, a guard against a hang, not a time limit).
 #[test]
 fn the_cpu_probe_judges_a_large_n_from_a_small_prefix() {
     let dir = out_dir("probe-prefix");
     let args = ["--modes", "cpu", "--bodies", "200000", "--frames", "2", "--rounds", "1", "--cpu-budget-ms", "1"];
-    let o = bench_under_timeout(&["-s", "KILL", "300"], &args, &dir);
+    let o = bench_with_guard(600, &args, &dir);
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("cpu N=200000: skipped: estimated") && all.contains("no row was measured"), "{all}");
 }
 
-/// Ctrl-C during the cpu probe (a probe of 1000 steps per frame: minutes in a debug build) ends
-/// the bench as an interrupted run, without rows. A probe that ignored it would run on and be
-/// killed 60 s later (not a time limit on the probe: a guard against waiting for its end).
+/// Ctrl-C during the cpu probe (held inside its first step until the signal,
+/// `NBODY_TEST_HOLD=step`) ends the bench as an interrupted run, without rows.
 #[test]
 fn ctrl_c_stops_the_cpu_probe() {
     let dir = out_dir("probe-interrupted");
-    let args = ["--modes", "cpu", "--bodies", "8192", "--steps-per-frame", "1000", "--frames", "2", "--rounds", "1", "--warmup", "0"];
-    let o = bench_under_timeout(&["--foreground", "--preserve-status", "-k", "60", "-s", "INT", "3"], &args, &dir);
-    let all = text(&o);
+    std::fs::create_dir_all(&dir).expect("out dir");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["bench", "--modes", "cpu", "--bodies", "8192", "--steps-per-frame", "1000", "--frames", "2", "--rounds", "1", "--warmup", "0"])
+        .arg("--out")
+        .arg(&dir)
+        .env("RUST_LOG", "warn")
+        .env("NBODY_TEST_HOLD", "step");
+    let run = signals::start(cmd, &dir);
+    run.signal_like_timeout(signals::Signal::SIGINT);
+    let o = run.wait();
+    let all = o.text();
     assert_eq!(o.status.code(), Some(130), "{all}");
     assert!(all.contains("interrupted") && all.contains("no rows were measured"), "{all}");
 }

@@ -26,32 +26,28 @@ fn space_pauses_s_saves_a_screenshot_and_escape_quits() {
     }
     let dir = scratch("keys");
     let state = dir.join("state.csv");
+    // Each step waits for what the demo shows (its first frame, the focus, each screenshot
+    // file, its exit), never for a guessed time; `timeout` only guards against a hang.
     let script = format!(
-        r#"'{bin}' --backend cpu --bodies 256 --width 320 --height 240 --no-overlay --save-state '{state}' & pid=$!
-for i in $(seq 100); do
-  wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
-  [ -n "$wid" ] && break; sleep 0.1
-done
+        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --bodies 256 --width 320 --height 240 --no-overlay --save-state '{state}' & pid=$!
+until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
+wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
 [ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
-sleep 1
 # Real (XTEST) key presses go to the focused window; synthetic XSendEvent ones are ignored by winit.
-# Under load the window may not take the focus at once: retry until it has it (up to 5 s).
-for i in $(seq 50); do
-  xdotool windowfocus "$wid" 2>/dev/null
-  [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ] && break; sleep 0.1
-done
-xdotool key space; sleep 1
-xdotool key s; sleep 1
-xdotool key s; sleep 1
+until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
+shots() {{ ls nbody-interop-*.png 2>/dev/null | wc -l; }}
+xdotool key space
+xdotool key s
+until [ "$(shots)" -ge 1 ]; do sleep 0.05; done
+xdotool key s
+until [ "$(shots)" -ge 2 ]; do sleep 0.05; done
 xdotool key Escape
-for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-kill -0 $pid 2>/dev/null && {{ echo "still running after Escape"; kill -INT $pid; }}
 wait $pid; echo "exit=$?""#,
         bin = BIN,
         state = state.display()
     );
-    let o = Command::new("xvfb-run")
-        .args(["-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
+    let o = Command::new("timeout")
+        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
         .current_dir(&dir)
         .env("RUST_LOG", "warn")
         .output()

@@ -22,6 +22,27 @@ pub struct Cli {
     pub demo: DemoArgs,
 }
 
+impl Cli {
+    /// Parses `std::env::args` (clap prints the error or help and exits on bad input) and
+    /// records which demo options were typed ([`DemoArgs::typed`]).
+    pub fn parse_command_line() -> Self {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let cmd = Self::command();
+        let matches = cmd.clone().get_matches();
+        let mut cli = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        cli.demo.typed = typed_options(&cmd, &matches);
+        cli
+    }
+}
+
+/// The long names (with `--`) of `cmd`'s options whose value came from the command line.
+fn typed_options(cmd: &clap::Command, matches: &clap::ArgMatches) -> Vec<String> {
+    cmd.get_arguments()
+        .filter(|a| matches.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect()
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -376,6 +397,11 @@ pub struct DemoArgs {
     /// unmap and draw. Headless runs take one step per frame. fp32 only (`--precision f64` is refused).
     #[arg(long = "step-mode")]
     pub step_mode: bool,
+    /// The long names of the options typed on the command line (`--interop`, …), whatever their
+    /// values: the notice of the options that do not apply names them even when a default was
+    /// typed. Filled by [`Cli::parse_command_line`]; empty when parsed otherwise.
+    #[arg(skip)]
+    pub typed: Vec<String>,
 }
 
 /// Options of `bench`.
@@ -531,6 +557,7 @@ impl DemoArgs {
                 precision: self.precision,
                 split: Some(self.split_options()),
             },
+            typed: self.typed.clone(),
         }
     }
 

@@ -2,11 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
 use nbody_app::cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_command_line();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -32,7 +31,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_interrupted(&e) => {
             eprintln!("{e:#}");
-            ExitCode::from(nbody_app::stop::EXIT_INTERRUPTED)
+            ExitCode::from(nbody_app::stop::exit_code())
         }
         // The reader of stdout went away (`lab … | head`): end quietly with the status of a
         // process killed by SIGPIPE (128 + 13), as a C program's would.

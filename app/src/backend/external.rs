@@ -312,6 +312,7 @@ mod tests {
         BackendConfig {
             choice,
             cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None },
+            typed: Vec::new(),
         }
     }
 

@@ -32,6 +32,9 @@ pub struct BackendConfig {
     pub choice: BackendChoice,
     /// Options of the CUDA backend (ignored for `cpu`).
     pub cuda: CudaOptions,
+    /// The long names of the options typed on the command line (`--interop`, …), for the notice
+    /// of those the CPU backend ignores ([`cuda_only_options`]); may be empty.
+    pub typed: Vec<String>,
 }
 
 /// Make the simulation backend `cfg.choice` asks for, bound to `vbos` (which hold `bodies`).
@@ -170,7 +173,7 @@ pub fn apply_settings(
 /// `--backend auto` without CUDA: the CPU backend, with the notice that says why.
 fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
     let mut notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
-    if let Some(ignored) = ignored_by_cpu(&cuda_only_options(&cfg.cuda)) {
+    if let Some(ignored) = ignored_by_cpu(&cuda_only_options(&cfg.cuda, &cfg.typed)) {
         // A line of its own, so that it is not lost at the end of the driver's error.
         notice.push('\n');
         notice.push_str(&ignored);
@@ -178,9 +181,10 @@ fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, bodies: &Bodies, param
     (Box::new(CpuBackend::new(bodies, params)), Some(notice))
 }
 
-/// The options of the CUDA backend that `o` sets away from their defaults, by flag name: the CPU
-/// backend does not use them (`--backend cpu`, or `auto` without CUDA).
-pub fn cuda_only_options(o: &CudaOptions) -> Vec<&'static str> {
+/// The options of the CUDA backend that `o` sets away from their defaults or that were typed
+/// (`typed`: long names, whatever the value), by flag name: the CPU backend does not use them
+/// (`--backend cpu`, or `auto` without CUDA).
+pub fn cuda_only_options(o: &CudaOptions, typed: &[String]) -> Vec<&'static str> {
     use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, ResourceFlags, StreamKind};
     let s = &o.settings;
     let split = |f: fn(&crate::cuda::settings::SplitOptions) -> bool| o.split.as_ref().is_some_and(f);
@@ -198,7 +202,7 @@ pub fn cuda_only_options(o: &CudaOptions) -> Vec<&'static str> {
         ("--gather", split(|x| x.gather != GatherChoice::Auto)),
         ("--render-gpu-computes", split(|x| !x.render_gpu_computes)),
     ];
-    given.iter().filter(|g| g.1).map(|g| g.0).collect()
+    given.iter().filter(|(flag, set)| *set || typed.iter().any(|t| t == flag)).map(|g| g.0).collect()
 }
 
 /// The sentence that names `options` (flag names, [`cuda_only_options`]) as ignored by the CPU

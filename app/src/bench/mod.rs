@@ -428,7 +428,6 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(p) = first_timeline.as_deref().filter(|p| in_out(p)) {
         check_timeline_path(p)?;
     }
-    crate::stop::reset();
     crate::stop::install();
 
     let env = Env::open(args, &plan.modes);
@@ -612,7 +611,7 @@ fn cpu_probe(args: &BenchArgs, plan: &Plan, gfx: &mut Gfx, bodies: &Bodies) -> a
     let n0 = k as f64;
     gfx.load(&bodies)?;
     let mut backend = CpuBackend::new(&bodies, plan.params);
-    backend.set_interrupt(stopped);
+    backend.set_interrupt(crate::stop::stopped_in_step);
     let steps = args.sim.fixed_steps_per_frame()?;
     let span = plan.params.dt * steps as f32;
     // One untimed frame (thread pool, caches), then the fastest of three.

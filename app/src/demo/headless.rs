@@ -48,8 +48,6 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
     scene.offscreen = Some(fbo);
     let target = RenderTarget::Offscreen(fbo);
 
-    crate::stop::reset();
-    crate::stop::install();
     if args.frames.is_none() {
         eprintln!("headless without --frames: running until Ctrl-C (the screenshot and state are saved then)");
     }
@@ -73,8 +71,10 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
             failure = Some(e);
             break;
         }
+        crate::stop::ready();
     }
     let interrupted = args.frames.is_some_and(|n| scene.frames() < n) && crate::stop::stopped();
+    crate::stop::hold_before_outputs();
     let mut errors: Vec<anyhow::Error> = Vec::new();
     if let Some(path) = &args.screenshot {
         if let Err(e) = scene.screenshot(&target, path) {

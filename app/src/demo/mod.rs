@@ -29,6 +29,9 @@ use crate::sim::PhysParams;
 /// `--backend cuda` without CUDA, or a failure while running; each names what failed.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     validate(args)?;
+    // From here on an interrupt is a request to stop and write the outputs (the initial
+    // condition and the GL context may take a while to make).
+    crate::stop::install();
     let mut args = args.clone();
     if args.bodies.is_none() && args.backend == crate::cli::BackendChoice::Cpu {
         args.bodies = Some(crate::cli::CPU_DEMO_BODIES);
@@ -92,6 +95,12 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
             bail!("--target-fps must be a finite number of frames per second > 0 (got {f})");
         }
     }
+    if args.headless && args.no_overlay && args.workflow {
+        bail!(
+            "--workflow opens the overlay's Workflow panel, and --no-overlay turns the overlay off, so a headless run \
+             would show nothing of it: leave one of them out (--trace or --timeline record the same calls to a file)"
+        );
+    }
     if args.step_mode && args.backend == crate::cli::BackendChoice::Cpu {
         // Asked for together, as --precision f64 with the CPU: an error, not a warning (with
         // `auto` the backend is only known once made: the overlay then says why it cannot).
@@ -103,7 +112,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     }
     crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
     if args.backend != crate::cli::BackendChoice::Cpu {
-        // The CPU backend ignores the flags (cpu_notice names them).
+        // The CPU backend ignores the flags (ignored_notice names them).
         crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
     }
     check_precision(args)?;
@@ -141,7 +150,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
             check_writable(flag, p)?;
         }
     }
-    if let Some(n) = cpu_notice(args) {
+    if let Some(n) = ignored_notice(args) {
         eprintln!("notice: {n}");
     }
     Ok(())
@@ -186,7 +195,7 @@ fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.backend == crate::cli::BackendChoice::Cpu {
-        // cpu_notice names them: they do not apply there.
+        // ignored_notice names them: they do not apply there.
         return Ok(());
     }
     if args.precision == crate::cli::Precision::F64 {
@@ -224,14 +233,27 @@ fn split_flags(args: &DemoArgs) -> Vec<String> {
     v
 }
 
-/// With `--backend cpu`, the CUDA options given that it ignores (a notice, not silence).
-fn cpu_notice(args: &DemoArgs) -> Option<String> {
-    if args.backend != crate::cli::BackendChoice::Cpu {
-        return None;
+/// The options given that do not apply to the backend or mode in force, in one line (a notice,
+/// not silence): with `--backend cpu` the CUDA options typed or set away from their defaults;
+/// headless, the window-only `--no-vsync`; without the overlay, `--ui-scale`. `None` when every
+/// option given applies.
+fn ignored_notice(args: &DemoArgs) -> Option<String> {
+    let typed = |flag: &str| args.typed.iter().any(|t| t == flag);
+    let mut parts = Vec::new();
+    if args.backend == crate::cli::BackendChoice::Cpu {
+        let cfg = args.backend_config();
+        let cuda = crate::backend::select::cuda_only_options(&cfg.cuda, &args.typed);
+        if !cuda.is_empty() {
+            parts.push(format!("{} (the CPU backend never touches CUDA)", cuda.join(", ")));
+        }
     }
-    let cfg = args.backend_config();
-    crate::backend::select::ignored_by_cpu(&crate::backend::select::cuda_only_options(&cfg.cuda))
-        .map(|s| format!("{s} (--backend cpu never touches CUDA)"))
+    if args.headless && (args.no_vsync || typed("--no-vsync")) {
+        parts.push("--no-vsync (a headless run has no window to synchronise with)".to_string());
+    }
+    if args.no_overlay && (args.ui_scale.is_some() || typed("--ui-scale")) {
+        parts.push("--ui-scale (--no-overlay hides the overlay it scales)".to_string());
+    }
+    (!parts.is_empty()).then(|| format!("options that do not apply here are ignored: {}", parts.join("; ")))
 }
 
 /// Checks up front that `path` can be written, so that a run never learns it only at its end: an
@@ -366,6 +388,46 @@ pub struct Summary {
     pub steps_per_s: f64,
     /// Backend label.
     pub label: String,
+    /// The total energy's change between the first and the last diagnostics sample, where the
+    /// run took two or more (`--diagnostics-interval`).
+    pub energy: Option<EnergyChange>,
+}
+
+/// The relative change of the total energy E over a run: a leapfrog run at a fitting `--dt`
+/// keeps it small (its error is bounded, of order dt²); a large one means the steps are too long
+/// for the closest encounters, and the trajectories mean little even when they stay finite.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EnergyChange {
+    /// Frame of the first sample.
+    pub from: u64,
+    /// Frame of the last sample.
+    pub to: u64,
+    /// (E_last − E_first) / |E_first|.
+    pub relative: f64,
+    /// The time step in force at the end.
+    pub dt: f32,
+}
+
+/// Above this relative energy change (10 %) the summary warns that the run is not physically
+/// meaningful and names the remedy.
+pub const ENERGY_CHANGE_WARNING: f64 = 0.10;
+
+impl EnergyChange {
+    /// The summary's line: the change, and where it is over [`ENERGY_CHANGE_WARNING`] (or not
+    /// finite), the warning and the remedy.
+    pub fn line(&self) -> String {
+        let change = format!("energy change {:+.3e} (relative, frame {} to {})", self.relative, self.from, self.to);
+        if self.relative.abs() > ENERGY_CHANGE_WARNING || !self.relative.is_finite() {
+            format!(
+                "warning: {change}: over {:.0} %, so the run is not physically meaningful at --dt {}; use a smaller --dt \
+                 (or a larger --softening)",
+                ENERGY_CHANGE_WARNING * 100.0,
+                self.dt
+            )
+        } else {
+            change
+        }
+    }
 }
 
 impl Summary {
@@ -382,5 +444,25 @@ impl Summary {
             self.steps_per_s,
             self.label
         );
+        if let Some(e) = &self.energy {
+            println!("nbody-interop: {}", e.line());
+        }
+    }
+}
+
+#[cfg(test)]
+mod energy_tests {
+    use super::EnergyChange;
+
+    #[test]
+    fn a_large_energy_change_warns_with_the_remedy_and_a_small_one_does_not() {
+        let small = EnergyChange { from: 1, to: 20, relative: 3.2e-6, dt: 0.01 };
+        assert_eq!(small.line(), "energy change +3.200e-6 (relative, frame 1 to 20)");
+        let large = EnergyChange { from: 1, to: 20, relative: -0.35, dt: 0.5 };
+        let line = large.line();
+        assert!(line.starts_with("warning: energy change -3.500e-1"), "{line}");
+        assert!(line.contains("not physically meaningful at --dt 0.5") && line.contains("smaller --dt"), "{line}");
+        let nan = EnergyChange { relative: f64::NAN, ..small };
+        assert!(nan.line().starts_with("warning:"), "{}", nan.line());
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context as _};
 
 use super::frame::{render_bodies, trace_cpu_step, trace_stream, GlTrack};
 use super::pace::Pace;
-use super::Summary;
+use super::{EnergyChange, Summary};
 use crate::backend::select::make_backend;
 use crate::backend::SimBackend;
 use crate::cli::{DemoArgs, StepsPerFrame};
@@ -95,6 +95,9 @@ pub struct Scene {
     /// A `--diagnostics-interval` sample is due; taken at the first frame that ends with no
     /// step in progress.
     diagnostics_due: bool,
+    /// Total energy at the first and the latest diagnostics sample since the start or the last
+    /// reset: (frame, E) each, for the summary's relative energy change.
+    energy: Option<((u64, f64), (u64, f64))>,
 }
 
 /// The run diverged: positions or velocities became non-finite (NaN or ±∞).
@@ -220,6 +223,7 @@ impl Scene {
             diverged: None,
             overlay_hidden: false,
             diagnostics_due: false,
+            energy: None,
         };
         // With --trace the backend's setup (registration included) is traced too.
         scene.start_trace_file()?;
@@ -390,6 +394,7 @@ impl Scene {
         self.last_finite = (self.frame, bodies.clone());
         self.diverged = None;
         self.overlay.clear();
+        self.energy = None;
         self.overlay.set_message(None);
         tracing::info!(init, n = bodies.len(), "reset");
         Ok(())
@@ -417,6 +422,8 @@ impl Scene {
             d.angular_momentum[2]
         ));
         self.overlay.set_diagnostics(frame, d);
+        let first = self.energy.map_or((frame, d.total), |(first, _)| first);
+        self.energy = Some((first, (frame, d.total)));
         Ok(())
     }
 
@@ -463,7 +470,7 @@ impl Scene {
         // new backends.
         let spread = self.spreads_steps();
         if let Some(b) = self.backend.as_deref_mut() {
-            b.set_interrupt(crate::stop::stopped);
+            b.set_interrupt(crate::stop::stopped_in_step);
             b.set_spread(spread);
         }
         // In step mode the frame takes (at most) one step of the workflow instead.
@@ -728,7 +735,13 @@ impl Scene {
         };
         let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
         let steps_per_s = if wall > 0.0 { self.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
-        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.steps_total, steps_per_s, label }
+        let energy = self.energy.filter(|(a, b)| b.0 > a.0).map(|((from, e0), (to, e1))| EnergyChange {
+            from,
+            to,
+            relative: (e1 - e0) / e0.abs(),
+            dt: self.overlay.controls.params.dt,
+        });
+        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.steps_total, steps_per_s, label, energy }
     }
 
     /// Checks the state read at `frame` for non-finite values: keeps it as the last finite

@@ -92,8 +92,6 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         anyhow!("opening the display (winit event loop): {}; use --headless without a display", without_source_location(&e.to_string()))
     })?;
     event_loop.set_control_flow(ControlFlow::Poll);
-    crate::stop::reset();
-    crate::stop::install();
     let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None, presented: 0 };
     event_loop.run_app(&mut app).context("winit event loop")?;
     // Normally `exiting` tore down already; this covers an event loop that ended otherwise.
@@ -127,6 +125,7 @@ impl App {
     /// `self.error` (the first as is, the others logged).
     fn teardown(&mut self) {
         let Some(mut st) = self.state.take() else { return };
+        crate::stop::hold_before_outputs();
         self.presented = st.whole;
         let mut errors = Vec::new();
         if let (Some(path), false) = (self.args.screenshot.clone(), st.screenshot_taken) {
@@ -226,6 +225,7 @@ impl App {
         }
         st.win.swap_buffers()?;
         st.whole = whole;
+        crate::stop::ready();
         if last {
             event_loop.exit();
         } else {

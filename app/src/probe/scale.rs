@@ -169,7 +169,6 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}")).context("serialising scale.csv")?;
         crate::bench::report::write_atomic(&csv_path, &bytes)
     };
-    crate::stop::reset();
     crate::stop::install();
     let mut outcome = Ok(());
     let mut write_err = None;

@@ -582,7 +582,6 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
         variants: Vec::new(),
         derived: Derived::default(),
     };
-    crate::stop::reset();
     crate::stop::install();
     let mut accs: Vec<(Variant, Acc)> = VARIANTS.iter().map(|v| (*v, Acc::default())).collect();
     let write = |doc: &SwitchDoc| -> anyhow::Result<()> {
