@@ -27,7 +27,8 @@ use nbody_app::gfx::context::HeadlessContext;
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
 use nbody_app::sim::cpu::step_reference_f64;
 use nbody_app::sim::diagnostics::potentials_f64;
-use nbody_app::cuda::kernels::{Kernels, Launch, Masses, StepLoop, BODY_BYTES, EQUAL_MASS};
+use nbody_app::cuda::kernels::{Kernels, BODY_BYTES, EQUAL_MASS};
+use nbody_app::cuda::launch_rule::{Launch, Masses, StepLoop};
 use nbody_app::sim::init::InitialCondition;
 use nbody_app::sim::{Bodies, PhysParams};
 
@@ -663,7 +664,7 @@ fn f64_step_matches_float64_reference() -> Result<(), Failed> {
 /// buffer still holds the initial positions; `bodies()` returns the same rounding, and the
 /// diagnostics are finite.
 fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_maps: bool) -> Result<(), Failed> {
-    use nbody_app::cuda::kernels::narrow;
+    use nbody_app::cuda::gpu_stepper_f64::narrow;
     let gl = ctx.gl();
     let bodies = plummer(4096, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
@@ -822,7 +823,7 @@ fn always() -> bool {
 /// the plain kernel); a split step
 /// stopped after its first launch leaves positions, velocities and the front buffer as before.
 fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
-    use nbody_app::cuda::kernels::{GpuStepper, Interrupt};
+    use nbody_app::cuda::gpu_stepper::{GpuStepper, Interrupt};
     let ctx = cuda()?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;

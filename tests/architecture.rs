@@ -7,7 +7,9 @@
 //! inline `crate::x::f()`, and `super::…` that climbs to the crate root) names the file's own layer
 //! or one it may import. Names that `lib.rs` re-exports (`crate::Api`) count as the module they come
 //! from. Comments and string/char literals are skipped. `lib.rs` and `main.rs` are the crate root
-//! and may import anything. All problems of a crate are reported at once.
+//! and may import anything. Inside and across folders, no two files may import each other, even
+//! through others (`crate::`, `self::` and `super::` paths resolved to the file of their module;
+//! a file may use its own folder's `mod.rs`). All problems of a crate are reported at once.
 //!
 //! Run: `cargo test -p nbody-interop --test architecture`. Without cargo:
 //! `rustc --edition 2021 --test tests/architecture.rs -o /tmp/arch_test && (cd app && /tmp/arch_test)`
@@ -342,6 +344,154 @@ fn check(label: &str, table: &Table, files: &[(String, String)]) -> Vec<String> 
     problems
 }
 
+/// The module path of a file under src/ (`backend/cuda.rs` → `backend::cuda`, `gfx/mod.rs` →
+/// `gfx`, `lib.rs` → the root, ``).
+fn module_of(rel: &str) -> String {
+    let rel = rel.strip_suffix(".rs").unwrap_or(rel);
+    let rel = rel.strip_suffix("/mod").unwrap_or(rel);
+    if rel == "lib" || rel == "main" {
+        String::new()
+    } else {
+        rel.replace('/', "::")
+    }
+}
+
+/// Every module path `src` names through `crate::`, `self::` or `super::`, made absolute (`a::b::C`
+/// segments, the root first), with its line. `module` is the file's own module path; inline
+/// `mod m { … }` blocks (tests) are modules below it.
+fn module_refs(src: &str, module: &str) -> Vec<(Vec<String>, usize)> {
+    let t = tokens(&strip(src));
+    let base: Vec<String> = module.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
+    let mut blocks: Vec<Option<String>> = Vec::new(); // per open brace: the inline module it opens
+    // Child modules declared by this file (`mod name;`): `name::…` paths are relative to it.
+    let children: BTreeSet<&str> = (1..t.len().saturating_sub(1))
+        .filter(|&i| text(&t, i - 1) == "mod" && is_ident(text(&t, i)) && text(&t, i + 1) == ";")
+        .map(|i| text(&t, i))
+        .collect();
+    let mut out = Vec::new();
+    for i in 0..t.len() {
+        let path_start = i == 0 || text(&t, i - 1) != "::";
+        let here = || base.iter().cloned().chain(blocks.iter().flatten().cloned()).collect::<Vec<_>>();
+        let (mut start, mut j) = (None, i);
+        match text(&t, i) {
+            child if path_start && blocks.is_empty() && children.contains(child) && text(&t, i + 1) == "::" => {
+                (start, j) = (Some(base.clone()), i);
+            }
+            "{" => blocks.push((i >= 2 && text(&t, i - 2) == "mod" && is_ident(text(&t, i - 1))).then(|| text(&t, i - 1).to_string())),
+            "}" => _ = blocks.pop(),
+            "crate" if path_start && text(&t, i + 1) == "::" => (start, j) = (Some(Vec::new()), i + 2),
+            "self" if path_start && text(&t, i + 1) == "::" => (start, j) = (Some(here()), i + 2),
+            "super" if path_start && text(&t, i + 1) == "::" => {
+                let mut m = here();
+                j = i;
+                while text(&t, j) == "super" && text(&t, j + 1) == "::" {
+                    m.pop();
+                    j += 2;
+                }
+                start = Some(m);
+            }
+            _ => {}
+        }
+        if let Some(prefix) = start {
+            let mut leaves = Vec::new();
+            use_tree(&t, j, Vec::new(), &mut leaves);
+            for (path, _) in leaves {
+                let mut full = prefix.clone();
+                full.extend(path.iter().map(|p| p.text.clone()).filter(|s| s != "self" && s != "*"));
+                out.push((full, t[i].line));
+            }
+        }
+    }
+    out
+}
+
+/// The import circles between files: each file imports the files whose modules its paths name
+/// (the longest prefix that is a file), except its ancestors (`mod.rs`, `lib.rs`: a file may use
+/// its own folder's interface). Each circle once, as `a.rs:L → b.rs:L → a.rs`.
+fn file_cycles(label: &str, files: &[(String, String)]) -> Vec<String> {
+    let by_module: BTreeMap<String, &str> = files.iter().map(|(rel, _)| (module_of(rel), rel.as_str())).collect();
+    let mut edges: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    for (rel, src) in files {
+        let own = module_of(rel);
+        for (path, line) in module_refs(src, &own) {
+            let target = (0..=path.len()).rev().find_map(|k| by_module.get(&path[..k].join("::")).copied());
+            let Some(target) = target else { continue };
+            let t = module_of(target);
+            let ancestor = t.is_empty() || own == t || own.starts_with(&format!("{t}::"));
+            if !ancestor {
+                edges.entry(rel.as_str()).or_default().entry(target).or_insert(line);
+            }
+        }
+    }
+    // Tarjan's strongly connected components; a component of two or more files holds a circle.
+    struct State<'a> {
+        edges: &'a BTreeMap<&'a str, BTreeMap<&'a str, usize>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        components: Vec<Vec<&'a str>>,
+    }
+    fn connect<'a>(v: &'a str, s: &mut State<'a>) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        let next: Vec<&str> = s.edges.get(v).map(|m| m.keys().copied().collect()).unwrap_or_default();
+        for w in next {
+            if !s.index.contains_key(w) {
+                connect(w, s);
+                let lw = s.low[w];
+                s.low.entry(v).and_modify(|l| *l = (*l).min(lw));
+            } else if s.on_stack.contains(w) {
+                let iw = s.index[w];
+                s.low.entry(v).and_modify(|l| *l = (*l).min(iw));
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut c = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                c.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            s.components.push(c);
+        }
+    }
+    let mut s = State { edges: &edges, index: BTreeMap::new(), low: BTreeMap::new(), stack: Vec::new(), on_stack: BTreeSet::new(), components: Vec::new() };
+    for (rel, _) in files {
+        if !s.index.contains_key(rel.as_str()) {
+            connect(rel, &mut s);
+        }
+    }
+    let mut out = Vec::new();
+    for comp in s.components.iter().filter(|c| c.len() > 1) {
+        // One circle through the component, from its first file, by the first edge that stays in it.
+        let set: BTreeSet<&str> = comp.iter().copied().collect();
+        let first = *set.iter().next().expect("non-empty");
+        let (mut path, mut at) = (vec![first.to_string()], first);
+        let mut visited = BTreeSet::from([first]);
+        loop {
+            let (next, line) = edges[at].iter().find(|(t, _)| set.contains(**t)).map(|(t, l)| (*t, *l)).expect("an edge inside");
+            let last = path.last_mut().expect("non-empty");
+            *last = format!("{last}:{line}");
+            path.push(next.to_string());
+            if !visited.insert(next) {
+                break;
+            }
+            at = next;
+        }
+        let mut all: Vec<&str> = comp.clone();
+        all.sort_unstable();
+        let others = if all.len() > 2 { format!(" (one circle of those between {})", all.join(", ")) } else { String::new() };
+        out.push(format!("{label}: import circle between files: {}{others}", path.join(" → ")));
+    }
+    out
+}
+
 /// The workspace root: CARGO_MANIFEST_DIR's parent under cargo; with plain rustc `$ARCH_ROOT` or the
 /// current directory, or its parent, whichever holds ARCHITECTURE.md.
 fn workspace_root() -> PathBuf {
@@ -376,7 +526,8 @@ fn assert_layering(krate: &str) {
     let table = parse_table(&md, &label).unwrap_or_else(|e| panic!("{e}"));
     let (src, mut files) = (root.join(&label), Vec::new());
     rust_files(&src, &src, &mut files);
-    let problems = check(&label, &table, &files);
+    let mut problems = check(&label, &table, &files);
+    problems.extend(file_cycles(&label, &files));
     assert!(
         problems.is_empty(),
         "{} layering problem(s) in {label} (tables: ARCHITECTURE.md, \"## Who may import whom\"):\n{}\n",
@@ -444,6 +595,25 @@ mod checker {
         assert!(parse_table(MD, "y/src").unwrap_err().contains("no table"));
         assert!(parse_table(&MD.replace("`error` | —", "`error` | error"), "x/src").unwrap_err().contains(":5: cannot read"));
         assert!(parse_table(&MD.replace("`entry` | `error`", "`entry` | `nope`"), "x/src").unwrap_err().contains("`nope`"));
+    }
+
+    #[test]
+    fn circles_between_files_are_found_and_parents_are_not_circles() {
+        let files = [
+            ("lib.rs".to_string(), "pub mod ui;".to_string()),
+            ("ui/mod.rs".into(), "mod a; mod b; pub use a::A; use crate::ui::b::B;".into()),
+            ("ui/a.rs".into(), "use super::b::helper;\nuse super::Shared;".into()),
+            ("ui/b.rs".into(), "use crate::ui::Shared;\n\nfn f() { crate::ui::a::A::new(); }\nmod tests { use super::super::a; }".into()),
+            ("ui/c.rs".into(), "use super::a::A; use self::inner::X; mod inner {}".into()),
+        ];
+        assert_eq!(file_cycles("x/src", &files), ["x/src: import circle between files: ui/a.rs:1 → ui/b.rs:3 → ui/a.rs"]);
+        let acyclic: Vec<_> = files.iter().filter(|(r, _)| r != "ui/b.rs").cloned().collect();
+        assert!(file_cycles("x/src", &acyclic).is_empty());
+        assert_eq!(module_refs("mod tests { use super::super::z::Y; }", "a::b"), [(vec!["a".to_string(), "z".into(), "Y".into()], 1)]);
+        // A folder's mod.rs naming its child relatively: an edge to the child.
+        let parent_uses_child = [("ui/mod.rs".to_string(), "mod a;\npub use a::A;".to_string()), ("ui/a.rs".into(), "use crate::ui::b::B;".into()), ("ui/b.rs".into(), "use crate::ui::a::A;".into())];
+        assert_eq!(module_refs(&parent_uses_child[0].1, "ui"), [(vec!["ui".to_string(), "a".into(), "A".into()], 2)]);
+        assert_eq!(file_cycles("x/src", &parent_uses_child).len(), 1);
     }
 
     #[test]

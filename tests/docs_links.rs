@@ -1,4 +1,4 @@
-//! docs/workflow.md links to source lines (`[`map_resources`](../app/src/backend/cuda.rs#L123)`).
+//! docs/workflow.md links to source lines (`[`map_resources`](../app/src/backend/cuda/frame.rs#L123)`).
 //! Each such link must land exactly on its call: the inline-code identifier of the link text (its
 //! last `::`/`.` segment) must appear on the linked line itself — no slack — as a call
 //! (`name(`, `.name(`, `name::<…>(`) or a definition (`fn`, `struct`, `enum`, `const`, `static`,

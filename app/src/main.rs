@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         None => nbody_app::demo::run(&cli.demo),
         Some(Command::Info(a)) => nbody_app::info::run(a),
         Some(Command::Bench(a)) => nbody_app::bench::run(a),
-        Some(Command::Lab(a)) => nbody_app::teach::lab::run(&nbody_app::teach::lab::LabOptions {
+        Some(Command::Lab(a)) => nbody_app::teach::command::run(&nbody_app::teach::command::LabOptions {
             name: a.name.clone(),
             json: a.json,
             quiz: a.quiz,

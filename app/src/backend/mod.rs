@@ -17,11 +17,9 @@
 
 pub mod cpu;
 pub mod cuda;
-mod external;
 pub mod select;
 pub mod step;
-mod stepwise;
-pub use stepwise::STEP_MODE_SPLIT;
+pub use cuda::STEP_MODE_SPLIT;
 
 use serde::Serialize;
 

@@ -6,7 +6,7 @@ use clap::ValueEnum;
 
 use super::cpu::CpuBackend;
 use super::cuda::{CudaBackend, CudaOptions};
-use super::external::is_unsupported;
+use super::cuda::external::is_unsupported;
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend};
 use crate::cuda::settings::{InteropMode, Precision};
 use crate::gfx::buffers::upload_positions;
@@ -220,4 +220,185 @@ pub fn ignored_by_cpu(options: &[&str]) -> Option<String> {
 /// still fall back once the backend is made (no device, no GL context on one).
 pub fn driver_library_loads() -> bool {
     interop::Driver::open().is_ok()
+}
+
+#[cfg(test)]
+mod external_fallback_tests {
+
+    use anyhow::anyhow;
+
+    use super::*;
+    use crate::backend::cuda::external::*;
+    use crate::backend::cuda::{CudaBackend, CudaOptions};
+    use crate::backend::select::{make_backend, BackendChoice, BackendConfig};
+    use crate::backend::InteropSettings;
+    use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags, StreamKind};
+    use crate::gfx::context::HeadlessContext;
+    use crate::gfx::renderer::Renderer;
+    use crate::gfx::GlInfo;
+    use crate::sim::init::initial_bodies;
+    use crate::sim::PhysParams;
+
+    /// What `--interop external` (with `--backend cuda` for `cuda`, `--block-size` for
+    /// `block`) makes, the command line's other defaults kept.
+    fn external_config(choice: BackendChoice, block: u32) -> BackendConfig {
+        let settings = InteropSettings {
+            interop: InteropMode::External,
+            register_flags: ResourceFlags::None,
+            map_flags: ResourceFlags::None,
+            stream: StreamKind::Legacy,
+            stream_priority: 0,
+            block_size: block,
+        };
+        BackendConfig {
+            choice,
+            cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None },
+            typed: Vec::new(),
+        }
+    }
+
+    /// The bodies, parameters and renderer (with its VBOs) these tests hand to the backends:
+    /// `n` bodies of `init` (seed 1), ε = 0.01. The caller destroys the renderer.
+    fn small_scene(ctx: &HeadlessContext, init: &str, n: usize) -> (Bodies, PhysParams, Renderer, PositionVbos) {
+        let bodies = initial_bodies(init, n, 1, 1.0).expect("bodies");
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+        let renderer = Renderer::new(ctx.gl(), &ctx.info, &bodies).expect("renderer");
+        let vbos = *renderer.vbos();
+        (bodies, params, renderer, vbos)
+    }
+
+    #[test]
+    fn unsupported_is_found_under_context() {
+        let e = anyhow::Error::new(Unsupported("GL_EXT_memory_object_fd missing on x".into())).context("making the backend");
+        assert!(is_unsupported(&e));
+        assert!(!is_unsupported(&anyhow!("CUDA cannot share this GL context")));
+    }
+
+    /// This context's facts, as a GL without `GL_EXT_memory_object_fd` would give them (Mesa's
+    /// llvmpipe has the extensions since 22.x, so the missing case is made here).
+    fn without_extensions(ctx: &HeadlessContext) -> (GlInfo, String) {
+        let mut info = ctx.info.clone();
+        let why = format!("GL_EXT_memory_object_fd missing on {}", info.renderer);
+        info.memory_object = Err(why.clone());
+        (info, why)
+    }
+
+    #[test]
+    fn the_table_loads_or_names_what_is_missing() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        match &ctx.info.memory_object {
+            Ok(fns) => eprintln!("{}: {fns:?}", ctx.info.renderer),
+            Err(why) => {
+                assert!(why.contains(&ctx.info.renderer), "the reason names GL_RENDERER: {why}");
+                assert!(why.contains("missing on") || why.contains("did not resolve"), "{why}");
+            }
+        }
+    }
+
+    /// Without the extensions `--interop external` says so and falls back to map; where map
+    /// fails too (no NVIDIA GL), auto goes on to the CPU backend with a second line, and
+    /// `--backend cuda` fails with both reasons in its message.
+    #[test]
+    fn missing_extensions_fall_back_to_map_then_cpu() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        let gl = ctx.gl();
+        let (info, why) = without_extensions(&ctx);
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "plummer", 64);
+
+        let args = external_config(BackendChoice::Auto, 0);
+        let (mut backend, notice) = make_backend(&args, gl, &info, &vbos, &bodies, params).expect("auto never fails");
+        let notice = notice.expect("a notice");
+        let first = notice.lines().next().unwrap_or_default();
+        assert_eq!(first, format!("{why}: falling back to --interop map"));
+        if backend.label().starts_with("CPU") {
+            let second = notice.lines().nth(1).unwrap_or_default();
+            assert!(second.starts_with("CUDA unavailable, running the CPU backend: "), "{notice}");
+        }
+        assert!(backend.draw_buffers().is_none(), "map and CPU draw the renderer's VBOs");
+        backend.release_gl(gl);
+        drop(backend);
+
+        let args = external_config(BackendChoice::Cuda, 0);
+        match make_backend(&args, gl, &info, &vbos, &bodies, params) {
+            Ok((mut b, notice)) => {
+                // A CUDA device shares this GL: map runs, and the notice still says why.
+                assert!(notice.is_some_and(|n| n.ends_with("falling back to --interop map")));
+                b.release_gl(gl);
+            }
+            Err(e) => {
+                let msg = format!("{e:#}");
+                assert!(msg.starts_with(&format!("{why}: falling back to --interop map: ")), "{msg}");
+            }
+        }
+        renderer.destroy(gl);
+    }
+
+    #[test]
+    fn the_external_backend_refuses_a_gl_without_the_table_before_touching_cuda() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        let (info, why) = without_extensions(&ctx);
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "ball", 32);
+        let args = external_config(BackendChoice::Auto, 0);
+        let e = CudaBackend::new(&args.cuda, ctx.gl(), &info, &vbos, &bodies, params).err().expect("no external memory on this GL");
+        assert!(is_unsupported(&e), "{e:#}");
+        assert_eq!(format!("{e:#}"), why);
+        // A bad block size is refused first, and is not a reason to fall back.
+        let args = external_config(BackendChoice::Auto, 100);
+        let e = CudaBackend::new(&args.cuda, ctx.gl(), &info, &vbos, &bodies, params).err().expect("bad block size");
+        assert!(!is_unsupported(&e), "{e:#}");
+        renderer.destroy(ctx.gl());
+    }
+
+    /// `--precision f64` with `--backend auto` where CUDA cannot share the GL context (Mesa with
+    /// no NVIDIA GPU, this machine): an error that names the cause and the remedy, never the
+    /// float32 CPU backend in its place — for every storage.
+    #[test]
+    fn without_cuda_f64_is_an_error_not_the_cpu_backend() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        if ctx.info.vendor.contains("NVIDIA") {
+            eprintln!("skipped: needs a GL that CUDA cannot share (got {})", ctx.info.summary());
+            return;
+        }
+        let gl = ctx.gl();
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "ball", 32);
+        for interop in [InteropMode::Map, InteropMode::Copy, InteropMode::External] {
+            let mut cfg = external_config(BackendChoice::Auto, 0);
+            cfg.cuda.settings.interop = interop;
+            cfg.cuda.precision = Precision::F64;
+            match make_backend(&cfg, gl, &ctx.info, &vbos, &bodies, params) {
+                Ok((mut b, _)) => {
+                    let label = b.label();
+                    b.release_gl(gl);
+                    panic!("{interop:?}: f64 without CUDA made {label}");
+                }
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    assert!(msg.contains("--precision f64 needs the CUDA backend") && msg.contains("--precision f32"), "{interop:?}: {msg}");
+                }
+            }
+        }
+        renderer.destroy(gl);
+    }
+
+    /// Where the GL has the extensions but CUDA cannot share the context (Mesa with no NVIDIA
+    /// GPU, this machine), the failure is CUDA's, not external memory's: auto says "CUDA
+    /// unavailable" once, with no map detour.
+    #[test]
+    fn without_cuda_sharing_auto_goes_to_the_cpu_directly() {
+        let ctx = HeadlessContext::new(0).expect("headless GL");
+        if ctx.info.memory_object.is_err() || ctx.info.vendor.contains("NVIDIA") {
+            eprintln!("skipped: needs a non-NVIDIA GL with GL_EXT_memory_object_fd (got {})", ctx.info.summary());
+            return;
+        }
+        let gl = ctx.gl();
+        let (bodies, params, mut renderer, vbos) = small_scene(&ctx, "ball", 32);
+        let args = external_config(BackendChoice::Auto, 0);
+        let (mut backend, notice) = make_backend(&args, gl, &ctx.info, &vbos, &bodies, params).expect("auto never fails");
+        let notice = notice.expect("a notice");
+        assert!(notice.starts_with("CUDA unavailable, running the CPU backend: "), "{notice}");
+        assert!(!notice.contains("falling back to --interop map"), "{notice}");
+        assert!(backend.label().starts_with("CPU"));
+        backend.release_gl(gl);
+        renderer.destroy(gl);
+    }
 }

@@ -117,7 +117,7 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
             bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernels::MAX_BODIES);
         }
     }
-    crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
+    crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
         bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
     }
@@ -156,7 +156,7 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
         modes.retain(|m| runs_f64(*m));
     }
     if args.precision == Precision::F64 {
-        crate::cuda::kernels::f64_block(args.sim.block_size).context("--block-size")?;
+        crate::cuda::gpu_stepper_f64::f64_block(args.sim.block_size).context("--block-size")?;
     }
     modes.iter().filter_map(|m| m.interop()).try_for_each(|i| crate::backend::cuda::check_register_flags(i, args.register_flags))?;
     let stop_after_rows = match std::env::var(STOP_AFTER_ROWS_ENV) {
@@ -300,7 +300,7 @@ struct Acc {
     /// The GPU setup the runner ran in (CUDA modes).
     setup: Option<report::SetupFacts>,
     /// (block size, bodies per thread) of the kernel, for CUDA modes.
-    launch: Option<crate::cuda::kernels::Launch>,
+    launch: Option<crate::cuda::launch_rule::Launch>,
     /// A visit ended with non-finite positions or velocities.
     diverged: bool,
 }

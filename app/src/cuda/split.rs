@@ -42,7 +42,8 @@ use interop::nccl::{Clique, Nccl};
 use interop::sys::event_flags;
 use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 
-use super::kernels::{check_fits, validate_block_size, Kernels, Launch, Masses, StepLoop};
+use super::kernels::{check_fits, Kernels};
+use super::launch_rule::{validate_block_size, Launch, Masses, StepLoop};
 use super::settings::GatherChoice;
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 

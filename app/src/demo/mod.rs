@@ -110,7 +110,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
              GPU, or leave --step-mode out"
         );
     }
-    crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
+    crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if args.backend != crate::cli::BackendChoice::Cpu {
         // The CPU backend ignores the flags (ignored_notice names them).
         crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
@@ -178,7 +178,7 @@ fn check_precision(args: &DemoArgs) -> anyhow::Result<()> {
              writes GL's buffer; use --precision f32 for step mode"
         );
     }
-    crate::cuda::kernels::f64_block(args.sim.block_size).context("--block-size")?;
+    crate::cuda::gpu_stepper_f64::f64_block(args.sim.block_size).context("--block-size")?;
     Ok(())
 }
 

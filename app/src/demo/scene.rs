@@ -21,7 +21,8 @@ use crate::gfx::{screenshot, GlInfo};
 use crate::sim::init::initial_bodies;
 use crate::sim::{Bodies, PhysParams};
 use crate::trace::{Recorder, Span};
-use crate::ui::overlay::{Action, BackendView, Controls, FrameStats, Overlay};
+use crate::ui::action::{Action, FrameStats};
+use crate::ui::overlay::{BackendView, Controls, Overlay};
 use crate::ui::workflow::WorkflowView;
 
 mod teaching;

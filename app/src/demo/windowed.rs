@@ -28,7 +28,8 @@ use crate::gfx::renderer::RenderTarget;
 use crate::gfx::window::WindowContext;
 use crate::sim::{Bodies, PhysParams};
 use crate::stop::Interrupted;
-use crate::ui::overlay::{Action, RESET_INITS};
+use crate::ui::action::Action;
+use crate::ui::overlay::RESET_INITS;
 
 /// What a key press did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

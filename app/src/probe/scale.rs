@@ -119,7 +119,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     }
     bodies_list.sort_unstable();
     bodies_list.dedup();
-    crate::cuda::kernels::validate_block_size(args.sim.block_size).context("--block-size")?;
+    crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if !(args.sim.dt.is_finite() && args.sim.dt > 0.0) {
         bail!("--dt must be a finite number > 0 (got {})", args.sim.dt);
     }
@@ -261,7 +261,7 @@ fn measure_row(
     steps: u32,
     params: PhysParams,
     base: &mut Baseline,
-    launch: &mut Option<crate::cuda::kernels::Launch>,
+    launch: &mut Option<crate::cuda::launch_rule::Launch>,
 ) -> anyhow::Result<Option<ScaleRow>> {
     let n = bodies.len();
     let mut s =

@@ -2,7 +2,7 @@
 //! force evaluation runs as several parts over consecutive body ranges `i_begin..i_end`.
 //!
 //! Why: a step estimated longer than [`LONG_STEP_S`] is split into parts of about [`LAUNCH_S`]
-//! (CUDA: one kernel launch each, `cuda::kernels::GpuStepper`; CPU: one range of tasks,
+//! (CUDA: one kernel launch each, `cuda::gpu_stepper::GpuStepper`; CPU: one range of tasks,
 //! [`super::cpu::CpuF32`]) so that
 //! - an interrupt (Ctrl-C, SIGTERM) is seen between two parts, and
 //! - in the windowed demo the step is *spread over frames*: each frame runs one part and returns

@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 use egui::{Color32, RichText};
 use egui_plot::{Line, Plot, PlotPoints};
 
+use super::action::{Action, FrameStats};
+use super::bundled_glyphs;
 use crate::backend::{InteropSettings, SimTimings};
 use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
 use crate::gfx::GlInfo;
@@ -20,52 +22,6 @@ pub const HISTORY: usize = 300;
 
 /// Initial conditions offered by the reset combo (names as `--init` takes them).
 pub const RESET_INITS: [&str; 4] = ["plummer", "galaxies", "ball", "figure-eight"];
-
-/// Measurements of one frame, recorded after it is drawn.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FrameStats {
-    /// Frame number (0-based).
-    pub frame: u64,
-    /// Host time from the start of the previous frame to the start of this one (ms).
-    pub host_frame_ms: f64,
-    /// Timings of the simulate call.
-    pub sim: SimTimings,
-    /// GL timer-query time of the body draw (ms), of this or an earlier frame.
-    pub draw_ms: Option<f64>,
-    /// Bodies N.
-    pub n: usize,
-    /// Leapfrog steps done this frame.
-    pub steps: u32,
-}
-
-/// What the user asked for in the overlay; applied by the frame loop before the next simulate.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Set new physical parameters (`backend.set_params`).
-    SetParams(PhysParams),
-    /// Do one frame's worth of steps while paused.
-    SingleStep,
-    /// Restart from the initial condition the run started with (`--init` as given: the CSV
-    /// file, or the preset with `--bodies` and `--seed`).
-    Restart,
-    /// Drop the backend, recreate the VBOs from a new initial condition, make a new backend.
-    Reset {
-        /// Initial condition name (as `--init`).
-        init: String,
-        /// Number of bodies.
-        n: usize,
-    },
-    /// Apply changed interop settings (`backend.apply_settings`).
-    ApplySettings(InteropSettings),
-    /// Compute energy and momentum now.
-    ComputeDiagnostics,
-    /// Turn step mode on or off (Workflow panel).
-    SetStepMode(bool),
-    /// Take the next step of the step-mode frame.
-    NextStep,
-    /// Run the mistake-lab case of this name on scratch resources.
-    RunLab(String),
-}
 
 /// What the overlay shows about the backend and the context (gathered outside the UI pass).
 #[derive(Debug, Clone, Copy)]
@@ -589,11 +545,6 @@ h: hide / show this overlay\n\
 t: trails on / off\n\
 1 2 3 4: presets plummer, galaxies, ball, figure-eight (same N)\n\
 mouse: left drag orbits, right drag pans, wheel zooms";
-
-/// `s` with arrows written as `->`: egui's bundled proportional font has no U+2192.
-pub fn bundled_glyphs(s: &str) -> String {
-    s.replace('→', "->")
-}
 
 /// A drag value that shows the value in force as it is: the range bounds only what a drag or an
 /// edit makes, never a value the user gave on the command line (HOUSE-STYLE 16), and no decimals

@@ -5,7 +5,7 @@
 
 use egui::{Color32, RichText};
 
-use super::overlay::{Action, FrameStats};
+use super::action::{Action, FrameStats};
 use crate::backend::step::{Side, StepView};
 use crate::trace::{group, Call, Span, Step};
 
@@ -135,7 +135,7 @@ impl WorkflowPanel {
             ui.label(RichText::new(format!("device pointers: {:#x}, {:#x} (valid until the unmap)", p[0], p[1])).small());
         }
         if let Some(l) = &s.last {
-            ui.label(RichText::new(super::overlay::bundled_glyphs(l)).small());
+            ui.label(RichText::new(super::bundled_glyphs(l)).small());
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use interop::sys::{register_flags, stream_flags};
 use interop::{map_resources, Context, GraphicsResource, Stream};
 
-use super::gl::{Scratch, SCRATCH_BYTES};
+use super::scratch::{Scratch, SCRATCH_BYTES};
 use super::{got_from, Case, Data, Got, SetupFailed};
 use crate::gfx::gl::Gl;
 

@@ -6,9 +6,10 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use interop::OwnedMapping;
 
-use super::cuda::{CudaBackend, Storage};
-use super::step::{BufferView, FrameStep, StepState, StepView};
-use crate::cuda::kernels::{Stepper, BODY_BYTES};
+use super::{CudaBackend, Storage};
+use crate::backend::step::{BufferView, FrameStep, StepState, StepView};
+use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::stepper::Stepper;
 
 /// Why step mode does not run with `--precision f64`.
 pub const STEP_MODE_F64: &str = "step mode walks the fp32 workflow (map → pointers → one step kernel in the mapped buffers → \

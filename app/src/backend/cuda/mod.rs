@@ -1,0 +1,420 @@
+//! The CUDA backend: one context, stream, kernels and velocities, and a storage for the two
+//! position buffers that is one of
+//! - `map`: both GL VBOs registered with CUDA (`cuGraphicsGLRegisterBuffer`) and mapped every
+//!   frame. One frame (the resource-mapping workflow, `interop::graphics`):
+//!   `cuGraphicsMapResources` (both buffers, one call, on the frame's stream) →
+//!   `cuGraphicsResourceGetMappedPointer` (each, size checked) → `cuLaunchKernel` (reads the front
+//!   buffer, writes the back one) → `cuGraphicsUnmapResources` (one call, same stream) → GL draws
+//!   the written buffer. CUDA events around each step give the map, kernel and unmap times.
+//! - `copy`: two device buffers; each frame the newest is copied to pinned host memory and
+//!   uploaded with `glBufferSubData`.
+//! - `external`: two CUDA allocations that GL imports and draws from (see the `external` module:
+//!   its synchronisation rules and teardown order).
+//!
+//! Construction, readback, diagnostics, the device panel and teardown exist once for all three.
+//! A change of storage, stream or table is a rebuild, which [`super::select`] does.
+//!
+//! # Precision (`--precision f32 | f64`)
+//! The integrator is a [`Stepper`]: fp32 ([`crate::cuda::gpu_stepper::GpuStepper`]: the kernel reads
+//! and writes the two float4 position buffers above directly) or fp64
+//! ([`crate::cuda::gpu_stepper_f64::GpuStepperF64`]: double4 positions, ping-pong, and double4
+//! velocities in CUDA buffers of its own). With fp64 each frame is, per storage, the same
+//! workflow with one more launch: `map` — map both VBOs → the `nbody_step_f64` launches on the
+//! CUDA buffers → one `nbody_to_float4` into the mapped VBO that GL did not draw last → unmap;
+//! `copy` — the launches → the conversion into a float4 device buffer → the copy path above;
+//! `external` — fence wait → the launches → the conversion into an imported buffer → event wait.
+//! The conversion is timed inside the kernel span (`kernel_ms`, so interactions/s include its
+//! ~N·48 bytes of traffic). As only the conversion writes a GL buffer, and only the one GL did
+//! not draw last, the map flags' roles hold with any `--steps-per-frame` in fp64.
+//! Readback ([`SimBackend::bodies`], diagnostics, `--save-state`) returns f32 [`Bodies`] rounded
+//! from the f64 state; an f32 initial state is widened exactly. The diagnostics' potentials are
+//! the fp32 `nbody_potential` of the float4 positions. [`CudaBackend::state_f64`] reads the f64
+//! state itself (tests). An fp64 step is one launch (not split for Ctrl-C, which is looked at
+//! between steps); step mode (`--step-mode`) is fp32 only.
+
+pub mod external;
+mod frame;
+mod sim_backend;
+mod stepwise;
+
+pub use stepwise::STEP_MODE_SPLIT;
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use interop::sys::{event_flags, map_flags};
+use interop::{Context, DeviceBuffer, DeviceInfo, DevicePtr, Event, ExportableBuffer, GraphicsResource, Mapping, PinnedBuffer, Stream};
+
+use self::external::{ExternalStorage, Unsupported};
+use self::stepwise::StepwiseFrame;
+use self::frame::make_storage;
+use super::{InteropSettings, PositionVbos};
+use crate::cuda::clock::GpuClock;
+use crate::cuda::gpu_stepper::GpuStepper;
+use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
+use crate::cuda::kernels::{check_fits, Kernels};
+use crate::cuda::launch_rule::validate_block_size;
+use crate::cuda::stepper::{SplitRender, Stepper};
+use crate::cuda::split::SplitStepper;
+use crate::cuda::session::{open_for_gl, sched_flag};
+use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags, SplitOptions};
+use crate::gfx::gl::Gl;
+use crate::gfx::GlInfo;
+use crate::sim::{Bodies, PhysParams};
+
+/// Everything a CUDA backend is made from.
+#[derive(Debug, Clone)]
+pub struct CudaOptions {
+    /// Map/copy/external and the other live settings.
+    pub settings: InteropSettings,
+    /// Map each buffer with its own map/unmap call (the bench's `map-separate`).
+    pub separate_maps: bool,
+    /// Context scheduling flag.
+    pub ctx_sched: CtxSched,
+    /// PTX file to load instead of the embedded kernel.
+    pub kernel: Option<std::path::PathBuf>,
+    /// fp32, or fp64 (the state in CUDA buffers, converted to float4 for GL each frame).
+    pub precision: Precision,
+    /// The bodies split over slices and GPUs (fp32; `None` or a single slice: the plain stepper).
+    pub split: Option<SplitOptions>,
+}
+
+/// Where the positions live.
+pub(super) enum Storage {
+    /// Both GL buffers registered with CUDA. Empty while a step-mode frame holds them mapped
+    /// (they are in its `OwnedMapping` then; `leave_mapped_step` puts them back).
+    Map { resources: Vec<GraphicsResource> },
+    /// Two device buffers and a pinned staging buffer; GL gets a copy each frame.
+    /// `gl_front`: the GL buffer holding the newest upload; uploads alternate between the two so
+    /// that the other one keeps the previous frame's positions (the renderer colours by speed).
+    /// `pinned` is `None` only while a copy into it is in flight (inside `frame`).
+    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: Option<PinnedBuffer<[f32; 4]>>, cur: usize, gl_front: usize },
+    /// CUDA allocations imported into GL.
+    External(ExternalStorage),
+}
+
+/// The CUDA backend bound to the two GL position buffers.
+///
+/// Field order is drop order: a step-mode frame (unmaps what it mapped) → the storage (graphics
+/// resources are unregistered here, before the renderer deletes the GL buffers; external
+/// allocations are released after `release_gl` deleted their GL side) → device buffers →
+/// events and the clock → kernels and velocities → stream → context.
+pub struct CudaBackend {
+    pub(super) stepwise: Option<StepwiseFrame>,
+    pub(super) storage: Option<Storage>,
+    phi: Option<DeviceBuffer<f32>>,
+    events: [Event; 4],
+    /// Places the frame's events on the host clock (the timeline).
+    clock: GpuClock,
+    pub(super) gpu: Stepper,
+    pub(super) stream: Rc<Stream>,
+    ctx: Arc<Context>,
+    pub(super) opts: CudaOptions,
+    info: DeviceInfo,
+    gl_info: GlInfo,
+    pub(super) n: usize,
+}
+
+/// Refuses register flags whose promise the ping-pong position buffers cannot keep.
+///
+/// `cuGraphicsGLRegisterBuffer` documents `CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY` as "Specifies
+/// that CUDA will not write to this resource" and `CU_GRAPHICS_REGISTER_FLAGS_WRITE_DISCARD` as
+/// "Specifies that CUDA will not read from this resource and will write over the entire contents
+/// of the resource". A registration holds for the buffer's whole life, but each of the two
+/// buffers is read by the kernel in one frame (as the front buffer) and written in the next (as
+/// the back one), and with `--steps-per-frame` ≥ 2 both are read and written in the same frame:
+/// neither promise holds, so `map` accepts only `none`. The role of a buffer in *this* frame is
+/// told to the driver with the map flags instead (`--map-flags`, [`role_map_flag`]). That the
+/// promise matters was seen on the H200 (driver 580): with both buffers registered `READ_ONLY`,
+/// GL read the old positions (relative error 4e-4 against the reference step).
+///
+/// `copy` and `external` register nothing and ignore the flag; where `external` falls back to
+/// `map` ([`super::select::make_backend`]) the fallback is checked with this function.
+///
+/// # Errors
+/// `interop` is `map` and `flags` is `read-only` or `write-discard`; the message says why and
+/// what to use instead (`--register-flags none` with `--map-flags`).
+pub fn check_register_flags(interop: InteropMode, flags: ResourceFlags) -> anyhow::Result<()> {
+    if interop != InteropMode::Map || flags == ResourceFlags::None {
+        return Ok(());
+    }
+    let (promise, role) = match flags {
+        ResourceFlags::ReadOnly => ("CUDA will not write to this resource", "only reads"),
+        _ => ("CUDA will not read from this resource and will write over the entire contents of the resource", "only writes"),
+    };
+    bail!(
+        "--register-flags {name} cannot be used with the map interop (registered GL buffers): \
+         CU_GRAPHICS_REGISTER_FLAGS_{flag} promises the driver, for as long as the buffer is registered, that \
+         \"{promise}\", but the two position buffers are ping-pong buffers: each is read by the kernel in one frame and \
+         written in the next (with --steps-per-frame 2 or more, read and written in the same frame). Use \
+         --register-flags none with --map-flags {name}, which sets CU_GRAPHICS_MAP_RESOURCE_FLAGS_{flag} before each \
+         map on the buffer the kernel {role} in that frame (with --steps-per-frame 1; with more, no hint is given)",
+        name = flags.name(),
+        flag = flags.name().to_uppercase().replace('-', "_"),
+    )
+}
+
+/// The map flag (`CU_GRAPHICS_MAP_RESOURCE_FLAGS_*`) of one position buffer for one frame, by its
+/// role: with one step per frame the kernel only reads the front buffer and only writes (all of)
+/// the back one, so `read-only` marks the front buffer `READ_ONLY` and `write-discard` marks the
+/// back buffer `WRITE_DISCARD`; the other buffer gets `NONE`. With `steps` ≥ 2 both buffers are
+/// read and written within the frame, so every buffer gets `NONE`; `none` always gives `NONE`.
+pub fn role_map_flag(wanted: ResourceFlags, is_front: bool, steps: u32) -> u32 {
+    match (wanted, is_front, steps == 1) {
+        (ResourceFlags::ReadOnly, true, true) => map_flags::READ_ONLY,
+        (ResourceFlags::WriteDiscard, false, true) => map_flags::WRITE_DISCARD,
+        _ => map_flags::NONE,
+    }
+}
+
+/// The two mapped buffers of a mapping as kernel views, each checked to hold `bytes`.
+fn mapped_views<'m>(mapping: &'m Mapping<'_>, bytes: usize) -> anyhow::Result<[DevicePtr<'m, [f32; 4]>; 2]> {
+    Ok([mapping.pointer(0)?.require(bytes)?.view(), mapping.pointer(1)?.require(bytes)?.view()])
+}
+
+impl CudaBackend {
+    /// Make a CUDA backend sharing the current GL context: `map` registers `vbos` (which hold
+    /// `bodies.pos`), `copy` allocates device buffers, `external` allocates exportable buffers
+    /// and imports them into GL.
+    ///
+    /// # Errors
+    /// CUDA missing or not sharing the GL context; N too large for the device; an invalid block
+    /// size; a PTX load or registration failure; for `map`, register flags other than `none`
+    /// ([`check_register_flags`]: they cannot hold for the ping-pong buffers). For `external`,
+    /// [`Unsupported`] (in the chain) when this GL or CUDA cannot do external memory (the GL table
+    /// is checked before CUDA is touched): the caller may fall back to `map`.
+    pub fn new(opts: &CudaOptions, gl: Gl<'_>, gl_info: &GlInfo, vbos: &PositionVbos, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Self> {
+        let s = opts.settings;
+        validate_block_size(s.block_size)?;
+        let fns = match s.interop {
+            InteropMode::External => Some(gl_info.memory_object.clone().map_err(Unsupported)?),
+            _ => None,
+        };
+        let n = bodies.len();
+        let (ctx, stream, info) = open_for_gl(gl_info, s.stream, s.stream_priority, opts.ctx_sched)?;
+        // CUDA's own buffers: velocities; copy adds two device position buffers, external allocates
+        // both position buffers itself (map uses GL's VBOs).
+        // A step long enough to be split (Ctrl-C between launches) backs the velocities up.
+        // A stream-K step needs its scratch: N plus G blocks of bodies (kernels/README.md), counted
+        // as one [N][4] f32 buffer more (G blocks of up to 4096 bodies fit the 5 % left over).
+        // fp64: its own three [N][4] f64 buffers (as many bytes as six f32 ones) in place of the
+        // f32 velocities, and no backup (an fp64 step is never split).
+        let storage_bufs = if s.interop == InteropMode::Map { 0 } else { 2 };
+        let state_bufs = match opts.precision {
+            Precision::F32 => 2 + usize::from((n as f64) * (n as f64) / crate::cuda::gpu_stepper::nominal_rate(&info) > crate::cuda::gpu_stepper::LONG_STEP_S),
+            Precision::F64 => 6,
+        };
+        check_fits(&ctx, n, storage_bufs + state_bufs)?;
+        let kernels = Kernels::load(&ctx, opts.kernel.as_deref())?;
+        let events = [0, 1, 2, 3].map(|_| Event::new(&ctx, event_flags::DEFAULT));
+        let [e0, e1, e2, e3] = events;
+        let events = [e0?, e1?, e2?, e3?];
+        let clock = GpuClock::new(&ctx, &stream)?;
+        let split = opts.split.filter(|o| !o.is_single());
+        if split.is_some() && opts.precision == Precision::F64 {
+            bail!(
+                "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus, --slices-per-gpu, \
+                 --render-gpu-computes no, --gather nccl) is fp32: use --precision f32, or leave those options at their defaults"
+            );
+        }
+        let gpu = match opts.precision {
+            Precision::F32 if split.is_some() => {
+                let o = split.context("split options")?;
+                let render = ctx.device().ordinal();
+                let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
+                let devices = o.devices(count.max(0) as u32, render)?;
+                let split = SplitStepper::new(ctx.api(), sched_flag(opts.ctx_sched), &devices, bodies, s.block_size, None, params, opts.kernel.as_deref(), o.gather)?;
+                ctx.make_current().context("cuCtxSetCurrent")?;
+                Stepper::Split(Box::new(SplitRender { split, kernels, ctx: Arc::clone(&ctx), render, shown: 0 }))
+            }
+            Precision::F32 => {
+                let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
+                let masses = crate::cuda::launch_rule::Masses::of(&bodies.pos);
+                Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params, masses)?)
+            }
+            Precision::F64 => Stepper::F64(GpuStepperF64::new(&ctx, kernels, bodies, s.block_size, params)?),
+        };
+        let storage = match fns {
+            Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies)?),
+            None => make_storage(&ctx, vbos, bodies, s)?,
+        };
+        Ok(CudaBackend {
+            stepwise: None,
+            storage: Some(storage),
+            phi: None,
+            events,
+            clock,
+            gpu,
+            stream: Rc::new(stream),
+            ctx,
+            opts: opts.clone(),
+            info,
+            gl_info: gl_info.clone(),
+            n,
+        })
+    }
+
+    /// [`SimBackend::set_interrupt`] with step lengths estimated at `rate` interactions/s
+    /// instead of the device's nominal rate: a low rate makes every step "long", so that tests
+    /// split (and spread) steps at a small N.
+    pub fn set_interrupt_at(&mut self, requested: fn() -> bool, rate: f64) {
+        self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
+    }
+
+    /// Allows (the default) or forbids the stream-K launches of the fp32 step
+    /// ([`crate::cuda::gpu_stepper::GpuStepper::set_stream_k`]): forbidden, whole and split steps
+    /// give the same bits, which tests compare.
+    ///
+    /// # Errors
+    /// The launch cannot be chosen again (the occupancy query fails).
+    pub fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
+        self.gpu.set_stream_k(on)
+    }
+
+    /// The CUDA device's attributes.
+    pub fn device_info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Block size, bodies per thread and threads per body (j-split) of the step kernel in use
+    /// (fp64: the block size, 1, 1).
+    pub fn launch_config(&self) -> crate::cuda::launch_rule::Launch {
+        self.gpu.launch_config()
+    }
+
+    /// The split stepper when the bodies are split over slices and GPUs (`None`: one slice).
+    pub fn split(&self) -> Option<&SplitStepper> {
+        match &self.gpu {
+            Stepper::Split(r) => Some(&r.split),
+            _ => None,
+        }
+    }
+
+    /// The precision of the state.
+    pub fn precision(&self) -> Precision {
+        self.gpu.precision()
+    }
+
+    /// fp64: the f64 positions (newest) and velocities as they are on the device, without the
+    /// synchronising half kick (after k ≥ 1 steps the velocities are half a step ahead, as in
+    /// [`crate::sim::Leapfrog`]); `None` for fp32. For tests that compare the state itself with
+    /// the float64 reference (the readback of [`SimBackend::bodies`] is rounded to f32).
+    ///
+    /// # Errors
+    /// A step-mode frame cannot be ended; the stream cannot be synchronised; a copy fails.
+    pub fn state_f64(&mut self) -> anyhow::Result<Option<StateF64>> {
+        self.leave_mapped_step()?;
+        let Stepper::F64(g) = &self.gpu else { return Ok(None) };
+        self.stream.synchronize().context("cuStreamSynchronize")?;
+        Ok(Some(g.read()?))
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// External storage: the CUDA allocation behind GL buffer `i` (0 or 1), for checks that
+    /// compare both sides; `None` for the other storages.
+    pub fn external_buffer(&self, i: usize) -> Option<&ExportableBuffer> {
+        match &self.storage {
+            Some(Storage::External(x)) => Some(x.cuda_buffer(i)),
+            _ => None,
+        }
+    }
+
+    /// Sets the per-frame map flags by role (`cuGraphicsResourceSetMapFlags`, before the map):
+    /// each buffer gets [`role_map_flag`]`(wanted, i == front, steps)`. A flag is set only when
+    /// it differs from the one in force (it takes effect at the next map).
+    ///
+    /// # Errors
+    /// The driver's error of `cuGraphicsResourceSetMapFlags`.
+    #[doc(alias = "cuGraphicsResourceSetMapFlags")]
+    pub(super) fn set_role_map_flags(resources: &mut [GraphicsResource], front: usize, wanted: ResourceFlags, steps: u32) -> anyhow::Result<()> {
+        for (i, r) in resources.iter_mut().enumerate() {
+            let bits = role_map_flag(wanted, i == front, steps);
+            if r.map_flags() != bits {
+                r.set_map_flags(bits).context("cuGraphicsResourceSetMapFlags")?;
+            }
+        }
+        Ok(())
+    }
+
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // End a step-mode frame (unmap) and let queued kernels finish before the fields free
+        // the memory they use (the velocities, the device buffers) and unregister the GL buffers.
+        if let Err(e) = self.leave_mapped_step() {
+            tracing::warn!("ending the step-mode frame at teardown: {e:#}");
+        }
+        if let Err(e) = self.stream.synchronize() {
+            tracing::warn!("cuStreamSynchronize at teardown: {e:#}");
+        }
+        if let Some(Storage::External(x)) = &self.storage {
+            x.warn_if_not_released();
+        }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_flags_that_break_ping_pong_are_refused_for_map() {
+        for (flags, promise) in [(ResourceFlags::ReadOnly, "will not write"), (ResourceFlags::WriteDiscard, "will not read")] {
+            let e = check_register_flags(InteropMode::Map, flags).expect_err("refused").to_string();
+            let name = flags.name();
+            for want in [
+                format!("--register-flags {name} cannot be used"),
+                promise.to_string(),
+                "ping-pong".to_string(),
+                "read by the kernel in one frame and written in the next".to_string(),
+                format!("--register-flags none with --map-flags {name}"),
+            ] {
+                assert!(e.contains(&want), "{name}: {want:?} missing from: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn register_flags_none_is_accepted_and_other_storages_ignore_the_flag() {
+        for interop in [InteropMode::Map, InteropMode::Copy, InteropMode::External] {
+            check_register_flags(interop, ResourceFlags::None).expect("none is always accepted");
+        }
+        for flags in [ResourceFlags::ReadOnly, ResourceFlags::WriteDiscard] {
+            // copy and external register nothing (external's fallback to map is checked in select).
+            check_register_flags(InteropMode::Copy, flags).expect("copy registers nothing");
+            check_register_flags(InteropMode::External, flags).expect("external registers nothing");
+        }
+    }
+
+    #[test]
+    fn role_map_flags_are_the_documented_ones() {
+        use ResourceFlags::{None as N, ReadOnly as Ro, WriteDiscard as Wd};
+        // (wanted, is_front, steps) → flag: read-only on the buffer the kernel only reads (front),
+        // write-discard on the one it only writes (back), only with one step per frame.
+        let table = [
+            (N, true, 1, map_flags::NONE),
+            (N, false, 1, map_flags::NONE),
+            (Ro, true, 1, map_flags::READ_ONLY),
+            (Ro, false, 1, map_flags::NONE),
+            (Wd, true, 1, map_flags::NONE),
+            (Wd, false, 1, map_flags::WRITE_DISCARD),
+            (Ro, true, 2, map_flags::NONE),
+            (Ro, false, 2, map_flags::NONE),
+            (Wd, true, 2, map_flags::NONE),
+            (Wd, false, 2, map_flags::NONE),
+            (Wd, false, 8, map_flags::NONE),
+            (N, false, 8, map_flags::NONE),
+        ];
+        for (wanted, is_front, steps, want) in table {
+            assert_eq!(role_map_flag(wanted, is_front, steps), want, "{wanted:?}, front {is_front}, {steps} steps");
+        }
+        assert_ne!(map_flags::READ_ONLY, map_flags::WRITE_DISCARD);
+    }
+}

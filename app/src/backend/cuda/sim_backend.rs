@@ -1,0 +1,270 @@
+//! [`SimBackend`] for the CUDA backend: what the scene asks of any backend, answered from the
+//! stepper, the storage and the device.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use interop::Context;
+
+use super::frame::make_storage;
+use super::{check_register_flags, CudaBackend, Storage};
+use crate::backend::{InteropSettings, PositionVbos, SettingsChange, SimBackend, SimTimings};
+use crate::cuda::gpu_stepper::StepProgress;
+use crate::cuda::launch_rule::validate_block_size;
+use crate::cuda::stepper::Stepper;
+use crate::cuda::session::entry_rows;
+use crate::cuda::settings::{InteropMode, Precision};
+use crate::gfx::gl::Gl;
+use crate::sim::{diagnostics, Bodies, Diagnostics, PhysParams};
+
+impl SimBackend for CudaBackend {
+    fn label(&self) -> String {
+        let mode = match (self.opts.settings.interop, self.opts.separate_maps) {
+            (InteropMode::Map, false) => "map",
+            (InteropMode::Map, true) => "map-separate",
+            (InteropMode::Copy, _) => "copy",
+            (InteropMode::External, _) => "external",
+        };
+        format!("CUDA {mode} {} · {}", self.gpu.precision().name(), self.info.name)
+    }
+
+    fn n(&self) -> usize {
+        self.n
+    }
+
+    fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
+        self.frame(gl, vbos, steps)
+    }
+
+    fn front(&self) -> usize {
+        match &self.storage {
+            Some(Storage::Copy { gl_front, .. }) => *gl_front,
+            _ => self.gpu.gl_front(),
+        }
+    }
+
+    fn draw_buffers(&self) -> Option<PositionVbos> {
+        match &self.storage {
+            Some(Storage::External(x)) => x.draw_buffers(self.n),
+            _ => None,
+        }
+    }
+
+    fn after_draw(&mut self, gl: Gl<'_>) {
+        if let Some(Storage::External(x)) = &mut self.storage {
+            x.after_draw(gl);
+        }
+    }
+
+    fn release_gl(&mut self, gl: Gl<'_>) {
+        if let Some(Storage::External(x)) = &mut self.storage {
+            x.release_gl(gl, &self.stream);
+        }
+    }
+
+    fn synchronized(&self) -> bool {
+        self.gpu.synchronized()
+    }
+
+    fn nominal_rate(&self) -> (f64, String) {
+        let i = &self.info;
+        let scale = match self.gpu.precision() {
+            Precision::F32 => String::new(),
+            Precision::F64 => format!(", × {} for the fp64 kernel", crate::cuda::gpu_stepper_f64::F64_RATE_FRACTION),
+        };
+        let what = format!(
+            "{} ({} SMs at {} MHz; the H200's measured 2.0e12 scaled by SMs × clock{scale})",
+            i.name,
+            i.multiprocessors,
+            i.clock_khz / 1000
+        );
+        (crate::cuda::gpu_stepper_f64::nominal_rate_for(i, self.gpu.precision()), what)
+    }
+
+    fn set_interrupt(&mut self, requested: fn() -> bool) {
+        let rate = crate::cuda::gpu_stepper_f64::nominal_rate_for(&self.info, self.gpu.precision());
+        self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
+    }
+
+    fn set_spread(&mut self, on: bool) {
+        self.gpu.set_spread(on);
+    }
+
+    fn step_in_progress(&self) -> Option<StepProgress> {
+        self.gpu.step_in_progress()
+    }
+
+    fn abandon_step(&mut self) -> anyhow::Result<()> {
+        self.gpu.abandon_step(&self.stream)?;
+        Ok(())
+    }
+
+    fn set_params(&mut self, gl: Gl<'_>, params: PhysParams) {
+        if let Err(e) = self.leave_mapped_step() {
+            tracing::warn!("ending the step-mode frame: {e:#}");
+        }
+        if params != self.gpu.params() {
+            // The step in progress was made with the old parameters: it starts again with the new.
+            if let Err(e) = self.gpu.abandon_step(&self.stream) {
+                tracing::warn!("abandoning the step in progress before the parameter change: {e:#}");
+            }
+        }
+        if params.dt != self.gpu.params().dt && !self.gpu.synchronized() {
+            // The half-step velocities belong to the old dt: finish the step with it first.
+            if let Err(e) = self.finish_half_step(gl) {
+                tracing::warn!("finishing the leapfrog step before the dt change failed: {e:#}");
+            }
+        }
+        self.gpu.set_params(params);
+    }
+
+    fn bodies(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
+        Ok(self.read_state(gl, false)?.0)
+    }
+
+    fn diagnostics(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
+        let (b, phi) = self.read_state(gl, true)?;
+        let phi = phi.context("potential not computed")?;
+        Ok(diagnostics::from_parts(&b.pos, &b.vel, &phi, f64::from(self.gpu.params().g)))
+    }
+
+    fn settings(&self) -> Option<InteropSettings> {
+        Some(self.opts.settings)
+    }
+
+    fn apply_settings(&mut self, _gl: Gl<'_>, vbos: &PositionVbos, s: InteropSettings) -> anyhow::Result<SettingsChange> {
+        let old = self.opts.settings;
+        if s == old {
+            return Ok(SettingsChange::Applied);
+        }
+        validate_block_size(s.block_size)?;
+        if self.gpu.precision() == Precision::F64 {
+            crate::cuda::gpu_stepper_f64::f64_block(s.block_size)?;
+        }
+        // Before a rebuild too: a refused registration must not fall back to the CPU backend.
+        check_register_flags(s.interop, s.register_flags)?;
+        // A step in progress needs the same kernel and buffers to the end: abandon it (before a
+        // rebuild too, which reads the state of before it).
+        self.gpu.abandon_step(&self.stream)?;
+        if s.interop != old.interop || s.stream != old.stream || s.stream_priority != old.stream_priority {
+            // A new storage, table (semantics) or stream: a new backend from the current state.
+            return Ok(SettingsChange::Rebuild);
+        }
+        // Nothing may stay mapped while the registration is re-made (step mode ends with it).
+        self.leave_mapped_step()?;
+        if s.register_flags != old.register_flags {
+            if let Some(Storage::Map { .. }) = &self.storage {
+                self.storage = None; // unregister before registering again
+                let bodies_stub = Bodies { pos: vec![[0.0; 4]; self.n], vel: Vec::new() };
+                self.storage = Some(make_storage(&self.ctx, vbos, &bodies_stub, s)?);
+            }
+        }
+        // External storage: register and map flags do not apply (nothing is registered or mapped).
+        self.gpu.set_block(s.block_size)?;
+        self.opts.settings = s;
+        Ok(SettingsChange::Applied)
+    }
+
+    fn device_panel(&self) -> Vec<(String, String)> {
+        let i = &self.info;
+        let s = &self.opts.settings;
+        let mut rows = vec![
+            ("device".into(), format!("{} (ordinal {})", i.name, i.ordinal)),
+            ("uuid".into(), i.uuid.clone().unwrap_or_else(|| "—".into())),
+            ("PCI bus id".into(), i.pci_bus_id.clone()),
+            ("compute capability".into(), format!("{}.{}", i.compute_capability.0, i.compute_capability.1)),
+            ("memory".into(), format!("{:.1} GiB", i.total_memory_bytes as f64 / (1u64 << 30) as f64)),
+            ("SMs × clock".into(), format!("{} × {} MHz", i.multiprocessors, i.clock_khz / 1000)),
+            ("L2".into(), format!("{} MiB", i.l2_cache_bytes >> 20)),
+            ("shared / block, / SM".into(), format!("{} KiB, {} KiB", i.shared_memory_per_block_bytes >> 10, i.shared_memory_per_multiprocessor_bytes >> 10)),
+            ("max threads / block".into(), i.max_threads_per_block.to_string()),
+            ("warp size".into(), i.warp_size.to_string()),
+            ("unified addressing".into(), i.unified_addressing.to_string()),
+            ("driver".into(), format!("CUDA {}", interop::entry::cuda_version_string(self.ctx.api().driver_version()))),
+            ("default-stream semantics".into(), self.ctx.api().semantics().to_string()),
+            ("context".into(), format!("{:?}, sched {:?}", self.ctx.kind(), self.opts.ctx_sched)),
+            ("stream".into(), format!("{:?} (priority {})", s.stream, self.stream.priority().unwrap_or(0))),
+        ];
+        match &self.storage {
+            Some(Storage::External(x)) => rows.extend(x.panel_rows()),
+            _ => rows.push(("register / map flags".into(), format!("{} / {}", s.register_flags.name(), s.map_flags.name()))),
+        }
+        let auto = if s.block_size == 0 { " (auto)" } else { "" };
+        let (kernel, attributes) = match &self.gpu {
+            Stepper::F32(g) => {
+                let l = g.launch_in_use();
+                let k = g.kernels.step_kernel(l);
+                // A stream-K launch: the attributes of its first half, the kernel that carries the work.
+                let f = k.and_then(|k| if l.stream_k.is_some() { k.stream_k_function() } else { Some(k.function()) });
+                (format!("{} · {}{auto}", g.kernels.source(), l.describe()), f.map(|f| f.attributes()))
+            }
+            Stepper::F64(g) => (
+                format!(
+                    "{} · fp64 {} + nbody_to_float4 · block {}{auto}",
+                    g.kernels.source(),
+                    g.step_kernel().function().name(),
+                    g.block
+                ),
+                Some(g.step_kernel().function().attributes()),
+            ),
+            Stepper::Split(r) => {
+                let l = r.split.launch();
+                (
+                    format!("{} · {}{auto}", r.kernels.source(), l.describe()),
+                    r.kernels.step_kernel(l).map(|k| k.function().attributes()),
+                )
+            }
+        };
+        if let Stepper::Split(r) = &self.gpu {
+            let layout = r.split.layout();
+            let devices = r.split.devices();
+            let mut gpus = devices.clone();
+            gpus.dedup();
+            rows.push((
+                "GPUs · slices".into(),
+                format!(
+                    "{} GPU(s) {:?} · {} slices of {} bodies (devices {:?}) · render GPU {} {}",
+                    gpus.len(),
+                    gpus,
+                    layout.slices,
+                    layout.len,
+                    devices,
+                    r.render,
+                    if r.split.renders_from_own_slice(r.render) { "computes too" } else { "only draws (peer copy in)" }
+                ),
+            ));
+            rows.push(("gather".into(), r.split.gather().describe()));
+        }
+        rows.push(("precision".into(), self.gpu.precision().name().into()));
+        rows.push(("kernel".into(), kernel));
+        rows.push(("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)));
+        if let Some(Ok(a)) = attributes {
+            rows.push(("kernel registers / local".into(), format!("{} / {} B", a.registers, a.local_bytes)));
+        }
+        rows
+    }
+
+    fn entry_points(&self) -> Vec<[String; 5]> {
+        entry_rows(self.ctx.api())
+    }
+
+    fn cuda_context(&self) -> Option<Arc<Context>> {
+        Some(self.ctx.clone())
+    }
+
+    fn step_mode_unavailable(&self) -> Option<String> {
+        self.step_support().err()
+    }
+
+    fn set_step_mode(&mut self, on: bool) -> anyhow::Result<()> {
+        self.set_stepwise(on)
+    }
+
+    fn next_step(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<crate::backend::step::FrameStep> {
+        self.step_once(steps)
+    }
+
+    fn step_view(&self) -> Option<crate::backend::step::StepView> {
+        self.stepwise_view()
+    }
+}
