@@ -24,7 +24,8 @@ use nbody_app::cuda::split::SplitStepper;
 use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
 use nbody_app::gfx::context::HeadlessContext;
 
-use nbody_app::gfx::renderer::{framing_camera, DrawParams, OffscreenTarget, RenderTarget, Renderer};
+use nbody_app::gfx::renderer::{framing_camera, DrawParams, Renderer};
+use nbody_app::gfx::target::{OffscreenTarget, RenderTarget};
 use nbody_app::sim::cpu::step_reference_f64;
 use nbody_app::sim::diagnostics::potentials_f64;
 use nbody_app::cuda::kernels::{Kernels, BODY_BYTES, EQUAL_MASS};

@@ -7,7 +7,8 @@ use crate::backend::{SimBackend, SimTimings};
 use crate::cuda::settings::InteropMode;
 use crate::gfx::clock::GlClock;
 use crate::gfx::gl::Gl;
-use crate::gfx::renderer::{DrawParams, RenderTarget, Renderer};
+use crate::gfx::renderer::{DrawParams, Renderer};
+use crate::gfx::target::RenderTarget;
 use crate::trace::{Recorder, Track};
 
 /// Draw the bodies of `backend` into `target` (from its own buffers when it has them,

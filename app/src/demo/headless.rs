@@ -6,7 +6,7 @@ use anyhow::{anyhow, Context as _};
 use super::scene::Scene;
 use crate::cli::DemoArgs;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
-use crate::gfx::renderer::{OffscreenTarget, RenderTarget};
+use crate::gfx::target::{OffscreenTarget, RenderTarget};
 use crate::sim::{Bodies, PhysParams};
 use crate::stop::Interrupted;
 

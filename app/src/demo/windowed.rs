@@ -24,7 +24,7 @@ use winit::window::WindowId;
 use super::scene::Scene;
 use super::Summary;
 use crate::cli::DemoArgs;
-use crate::gfx::renderer::RenderTarget;
+use crate::gfx::target::RenderTarget;
 use crate::gfx::window::WindowContext;
 use crate::sim::{Bodies, PhysParams};
 use crate::stop::Interrupted;

@@ -4,7 +4,7 @@
 //! Everything here runs on the thread whose GL context is current, and every function that makes
 //! GL calls takes the proof of it, a [`gl::Gl`]. The frame shape the demo drives is: `simulate`
 //! (no GL drawing) → UI pass (no GL) → [`renderer::Renderer::draw`] into a
-//! [`renderer::RenderTarget`] → egui paint → present / finish.
+//! [`target::RenderTarget`] → egui paint → present / finish.
 
 pub mod buffers;
 pub mod camera;
@@ -12,9 +12,13 @@ pub mod clock;
 pub mod context;
 pub mod fence;
 pub mod gl;
+pub mod gpu_timer;
 pub mod memory_object;
 pub mod renderer;
 pub mod screenshot;
+mod shaders;
+pub mod target;
+mod tonemap;
 pub mod window;
 
 use gl::Gl;

@@ -57,7 +57,7 @@ use crate::cli::SwitchArgs;
 use crate::cuda::session::{ms, open_for_gl};
 use crate::gfx::context::HeadlessContext;
 
-use crate::gfx::renderer::OffscreenTarget;
+use crate::gfx::target::OffscreenTarget;
 
 /// The one-thread kernel: `*p = v`. PTX ISA 7.0 for sm_50 and later; every driver that this
 /// program accepts (CUDA ≥ 11.3 for `cuGetProcAddress`) JIT-compiles it.

@@ -1,0 +1,589 @@
+//! The measuring loop: for each N, round, GPU setup and mode, the runner is built, warmed up and
+//! timed frame by frame; the rows and the cpu mode's probe.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::modes::{self, check_count, ComputeCtx, FrameSample, Gfx, Runner};
+use super::outputs::Timelines;
+use super::plan::{flag_name, frames_in_round, runs_cuda, runs_f64, Plan};
+use super::report::{self, mode_name, Document, Measured, RowMeta, RunMeta, Skipped};
+use super::stats::{median, Summary};
+use super::Interrupted;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::{CudaBackend, CudaOptions};
+use crate::backend::{InteropSettings, PositionVbos, SimBackend as _};
+use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
+use crate::cuda::kernels::StepLoop;
+use crate::cuda::session::open_for_gl;
+use crate::demo::frame::trace_stream;
+use crate::sim::init::initial_bodies;
+use crate::sim::Bodies;
+use crate::stop::stopped;
+use crate::trace::Recorder;
+
+/// Per-frame samples of one (mode, N), all rounds.
+#[derive(Debug, Default)]
+pub(super) struct Acc {
+    pub(super) frame: Vec<f64>,
+    pub(super) map: Vec<f64>,
+    pub(super) kernel: Vec<f64>,
+    pub(super) unmap: Vec<f64>,
+    pub(super) upload: Vec<f64>,
+    pub(super) draw: Vec<f64>,
+    pub(super) gather: Vec<f64>,
+    pub(super) round_medians: Vec<f64>,
+    /// The GPU setup the runner ran in (CUDA modes).
+    pub(super) setup: Option<report::SetupFacts>,
+    /// (block size, bodies per thread) of the kernel, for CUDA modes.
+    pub(super) launch: Option<crate::cuda::launch_rule::Launch>,
+    /// A visit ended with non-finite positions or velocities.
+    pub(super) diverged: bool,
+}
+
+impl Acc {
+    pub(super) fn push(&mut self, s: &FrameSample) {
+        self.frame.push(s.frame_ms);
+        self.map.extend(s.sim.map_ms);
+        self.kernel.extend(s.sim.kernel_ms);
+        self.unmap.extend(s.sim.unmap_ms);
+        self.upload.extend(s.sim.upload_ms);
+        self.draw.extend(s.draw_ms);
+        self.gather.extend(s.sim.gather_ms);
+    }
+}
+
+/// Everything a run has found out so far; what the output files are written from.
+pub(super) struct Results {
+    pub(super) measured: Vec<Measured>,
+    pub(super) skipped: Vec<Skipped>,
+    pub(super) run: RunMeta,
+    pub(super) out: PathBuf,
+}
+
+impl Results {
+    pub(super) fn rows(&self) -> Vec<report::Row> {
+        report::rows(&self.measured, &self.run)
+    }
+
+    pub(super) fn write_tables(&self, status: &str, complete: bool) -> anyhow::Result<()> {
+        let rows = self.rows();
+        let doc = Document {
+            tool: "nbody-interop bench",
+            version: env!("CARGO_PKG_VERSION"),
+            status: status.to_string(),
+            complete,
+            skipped: &self.skipped,
+            rows: &rows,
+        };
+        report::write_tables(&self.out, &doc)
+    }
+}
+
+/// The environment a run measures in: GL (optional), CUDA contexts (optional), and why not.
+///
+/// Field order is drop order: the CUDA contexts go before the GL context; no backend is alive
+/// when this drops (backends live only inside [`measure`]).
+pub(super) struct Env {
+    pub(super) compute: Option<ComputeCtx>,
+    /// The context sharing the GL context (held so the primary context stays alive between
+    /// backends), and the device's attributes.
+    pub(super) shared: Option<(std::sync::Arc<interop::Context>, interop::DeviceInfo)>,
+    pub(super) gfx: Option<Gfx>,
+    /// Why a mode cannot run here.
+    pub(super) unavailable: HashMap<BenchMode, String>,
+}
+
+impl Env {
+    pub(super) fn open(args: &BenchArgs, modes: &[BenchMode]) -> Env {
+        let mut unavailable = HashMap::new();
+        let gl_modes: Vec<BenchMode> = modes.iter().copied().filter(|m| *m != BenchMode::Compute).collect();
+        let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| !matches!(m, BenchMode::Cpu | BenchMode::Draw)).collect();
+        let mut gfx = None;
+        if !gl_modes.is_empty() {
+            match Gfx::open(args.width, args.height, args.max_sprite_px) {
+                Ok(g) => gfx = Some(g),
+                Err(e) => {
+                    for m in &gl_modes {
+                        unavailable.insert(*m, format!("no headless GL context: {e:#}"));
+                    }
+                }
+            }
+        }
+        let mut shared = None;
+        if let (Some(g), false) = (&gfx, cuda_gl_modes.is_empty()) {
+            match open_for_gl(g.info(), args.stream, 0, args.ctx_sched) {
+                Ok((ctx, _stream, info)) => shared = Some((ctx, info)),
+                Err(e) => {
+                    for m in &cuda_gl_modes {
+                        unavailable.insert(*m, format!("{e:#}"));
+                    }
+                }
+            }
+        }
+        if let (Some(g), true) = (&gfx, modes.contains(&BenchMode::External)) {
+            if let Err(why) = &g.info().memory_object {
+                // More specific than a CUDA reason: checked before CUDA is touched.
+                unavailable.insert(BenchMode::External, why.clone());
+            }
+        }
+        let mut compute = None;
+        if modes.contains(&BenchMode::Compute) {
+            match ComputeCtx::open(args.stream, args.ctx_sched) {
+                Ok(c) => compute = Some(c),
+                Err(e) => {
+                    unavailable.insert(BenchMode::Compute, format!("{e:#}"));
+                }
+            }
+        }
+        Env { compute, shared, gfx, unavailable }
+    }
+}
+
+/// The most bodies the cpu probe runs (a prefix of the smallest N's initial state): a step of
+/// them takes ~15 ms on two cores, whatever N was asked for (a frame is `--steps-per-frame` of
+/// them; Ctrl-C stops the probe inside a step).
+pub(super) const CPU_PROBE_MAX_N: usize = 8192;
+
+/// The cpu probe: after one untimed frame, the fastest of three timed frames of the first
+/// min(N, [`CPU_PROBE_MAX_N`]) bodies of the smallest N decides which N the cpu mode skips (one
+/// frame alone can be far off: a first estimate of 2159 ms was seen where repeated runs took
+/// 48–64 ms). Its simulate time is scaled by N² and the rest of the frame (upload, draw, finish)
+/// by N. Returns the body counts to skip with their estimated frame time (ms), or `None` when an
+/// interrupt arrived (checked inside each step and between the frames).
+pub(super) fn cpu_probe(args: &BenchArgs, plan: &Plan, gfx: &mut Gfx, bodies: &Bodies) -> anyhow::Result<Option<Vec<(usize, f64)>>> {
+    let k = bodies.len().min(CPU_PROBE_MAX_N);
+    let bodies = Bodies { pos: bodies.pos[..k].to_vec(), vel: bodies.vel[..k].to_vec() };
+    let n0 = k as f64;
+    gfx.load(&bodies)?;
+    let mut backend = CpuBackend::new(&bodies, plan.params);
+    backend.set_interrupt(crate::stop::stopped_in_step);
+    let steps = args.sim.fixed_steps_per_frame()?;
+    let span = plan.params.dt * steps as f32;
+    // One untimed frame (thread pool, caches), then the fastest of three.
+    gfx.frame(&mut backend, steps, span)?;
+    let mut best: Option<FrameSample> = None;
+    for _ in 0..3 {
+        if stopped() {
+            return Ok(None);
+        }
+        let p = gfx.frame(&mut backend, steps, span)?;
+        if best.as_ref().is_none_or(|b| p.frame_ms < b.frame_ms) {
+            best = Some(p);
+        }
+    }
+    if stopped() {
+        return Ok(None);
+    }
+    drop(backend);
+    let probe = best.context("the cpu probe ran no timed frame")?;
+    let sim_ms = probe.sim.kernel_ms.unwrap_or(probe.frame_ms).min(probe.frame_ms);
+    let rest_ms = probe.frame_ms - sim_ms;
+    Ok(Some(
+        plan.bodies
+            .iter()
+            .map(|&n| {
+                let r = n as f64 / n0;
+                (n, sim_ms * r * r + rest_ms * r)
+            })
+            .filter(|&(_, est)| est > args.cpu_budget_ms)
+            .collect(),
+    ))
+}
+
+/// Build the runner of `mode` for `bodies` in the GPU setup `split` (`devices`: its slices'
+/// devices, `None` for the plain one-slice setup); GL modes get `vbos`, freshly loaded with
+/// `bodies`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build(
+    args: &BenchArgs,
+    plan: &Plan,
+    mode: BenchMode,
+    env: &Env,
+    vbos: Option<PositionVbos>,
+    bodies: &Bodies,
+    split: &SplitOptions,
+    devices: Option<&[i32]>,
+) -> anyhow::Result<Runner> {
+    Ok(match mode {
+        BenchMode::Cpu => Runner::Cpu(Box::new(CpuBackend::new(bodies, plan.params))),
+        BenchMode::Draw => Runner::Draw(modes::StaticBackend::new(bodies)),
+        BenchMode::Compute => {
+            let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
+            let (stream, kernel, block) = (args.stream, args.sim.kernel.as_deref(), args.sim.block_size);
+            match (args.precision, devices) {
+                (Precision::F32, Some(devices)) => Runner::SplitCompute(Box::new(modes::SplitComputeRunner::new(
+                    cc,
+                    devices,
+                    kernel,
+                    block,
+                    bodies,
+                    plan.params,
+                    split.gather,
+                )?)),
+                (Precision::F32, None) => {
+                    Runner::Compute(Box::new(modes::ComputeRunner::new(cc, stream, kernel, block, bodies, plan.params)?))
+                }
+                (Precision::F64, _) => {
+                    Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(cc, stream, kernel, block, bodies, plan.params)?))
+                }
+            }
+        }
+        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External => {
+            let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
+            let vbos = vbos.context("CUDA interop mode without VBOs")?;
+            let interop = mode.interop().context("a CUDA interop mode without its storage")?;
+            let opts = CudaOptions {
+                settings: InteropSettings {
+                    interop,
+                    register_flags: args.register_flags,
+                    map_flags: args.map_flags,
+                    stream: args.stream,
+                    stream_priority: 0,
+                    block_size: args.sim.block_size,
+                },
+                separate_maps: mode == BenchMode::MapSeparate,
+                ctx_sched: args.ctx_sched,
+                kernel: args.sim.kernel.clone(),
+                precision: args.precision,
+                // `None` devices: the plain setup, whatever the options said.
+                split: devices.map(|_| *split),
+            };
+            let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
+            if interop == InteropMode::External {
+                Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.current().clone())))
+            } else {
+                Runner::Cuda(Box::new(backend))
+            }
+        }
+    })
+}
+
+/// The facts of a (mode, N) row.
+pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta {
+    let mut m = RowMeta::default();
+    if mode != BenchMode::Compute {
+        if let Some(g) = &env.gfx {
+            let i = g.info();
+            m.gl_vendor = Some(i.vendor.clone());
+            m.gl_renderer = Some(i.renderer.clone());
+            m.gl_version = Some(i.version.clone());
+            m.egl_device = i.egl_device.clone();
+        }
+    }
+    let cuda = match mode {
+        BenchMode::Cpu => None,
+        BenchMode::Compute => env.compute.as_ref().map(|c| (c.info.name.clone(), c.driver_version())),
+        _ => env
+            .shared
+            .as_ref()
+            .map(|(ctx, info)| (info.name.clone(), interop::entry::cuda_version_string(ctx.api().driver_version()))),
+    };
+    if let Some((name, driver)) = cuda {
+        m.gpu_name = Some(name);
+        m.driver_version = Some(driver);
+        m.stream = Some(flag_name(args.stream));
+        m.ctx_sched = Some(flag_name(args.ctx_sched));
+        if matches!(mode, BenchMode::Map | BenchMode::MapSeparate) {
+            m.register_flags = Some(flag_name(args.register_flags));
+            m.map_flags = Some(flag_name(args.map_flags));
+        }
+    }
+    m
+}
+
+pub(super) fn progress_bar(total: u64) -> ProgressBar {
+    use std::io::IsTerminal as _;
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let pb = ProgressBar::with_draw_target(Some(total), target);
+    if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} frames · {msg}") {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// The measuring loop: for each N, each round, each mode. Rows go into `res` (and the files) as
+/// they finish.
+pub(super) fn measure(
+    args: &BenchArgs,
+    plan: &Plan,
+    active: &[BenchMode],
+    env: &mut Env,
+    res: &mut Results,
+    timelines: &mut Timelines,
+) -> anyhow::Result<()> {
+    let steps = args.sim.fixed_steps_per_frame()?;
+    let time_span = plan.params.dt * steps as f32;
+    let devices = setup_devices(plan, active, env)?;
+    // Setups that resolve to the same slices (e.g. `--gpus 1,all` on a machine of one GPU) run once.
+    let cuda_runs = active.iter().any(|m| runs_cuda(*m));
+    let repeat: Vec<bool> = (0..plan.setups.len())
+        .map(|si| {
+            cuda_runs
+                && (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes)
+        })
+        .collect();
+    if repeat.iter().any(|&r| r) {
+        eprintln!(
+            "notice: {} of the GPU setups asked for resolve to the same slices as an earlier one on this machine: each runs once",
+            repeat.iter().filter(|&&r| r).count()
+        );
+    }
+    let initial = |n: usize| -> anyhow::Result<Bodies> {
+        let init = args.sim.init_or(crate::cli::BENCH_INIT);
+        let b = initial_bodies(init, n, args.sim.seed, plan.params.g)?;
+        check_count(init, &b, n)?;
+        Ok(b)
+    };
+
+    // Which (cpu, N) the budget rules out.
+    let mut cpu_skip: Vec<usize> = Vec::new();
+    if active.contains(&BenchMode::Cpu) {
+        let gfx = env.gfx.as_mut().context("cpu mode without a GL context")?;
+        let n0 = plan.bodies[0];
+        let Some(skip) = cpu_probe(args, plan, gfx, &initial(n0)?).context("cpu probe frame")? else {
+            return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
+        };
+        for (n, est) in skip {
+            let reason = format!("estimated {est:.0} ms per frame exceeds --cpu-budget-ms {}", args.cpu_budget_ms);
+            eprintln!("cpu N={n}: skipped: {reason}");
+            res.skipped.push(Skipped { mode: mode_name(BenchMode::Cpu), n: Some(n), reason });
+            cpu_skip.push(n);
+        }
+    }
+    // Setup 0 runs every mode; the others only the CUDA ones (draw and cpu have no GPU setup).
+    let modes_at = |n: usize, setup: usize| -> Vec<BenchMode> {
+        active
+            .iter()
+            .copied()
+            .filter(|m| !(*m == BenchMode::Cpu && cpu_skip.contains(&n)))
+            .filter(|m| setup == 0 || runs_cuda(*m))
+            .filter(|_| !repeat[setup])
+            .collect()
+    };
+    let visits = |n: usize| -> u64 { (0..plan.setups.len()).map(|si| modes_at(n, si).len() as u64).sum() };
+    let total: u64 =
+        plan.bodies.iter().map(|&n| visits(n) * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames))).sum();
+    let pb = progress_bar(total);
+    let say = |pb: &ProgressBar, s: String| pb.suspend(|| eprintln!("{s}"));
+
+    let mut runner: Option<Runner> = None;
+    for &n in &plan.bodies {
+        if visits(n) == 0 {
+            continue;
+        }
+        let bodies = initial(n)?;
+        let mut accs: HashMap<(BenchMode, usize), Acc> = HashMap::new();
+        let visits_n: Vec<(usize, BenchMode)> =
+            (0..plan.setups.len()).flat_map(|si| modes_at(n, si).into_iter().map(move |m| (si, m))).collect();
+        let label = |si: usize, mode: BenchMode| match (&devices[si], runs_cuda(mode)) {
+            (Some(d), true) => format!("{} [{} slice(s) on devices {d:?}]", mode_name(mode), d.len()),
+            _ => mode_name(mode),
+        };
+        for round in 0..args.rounds {
+            for &(si, mode) in &visits_n {
+                if stopped() {
+                    pb.finish_and_clear();
+                    return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
+                }
+                let name = mode_name(mode);
+                let what = label(si, mode);
+                let ctx = || format!("mode {what}, N = {n}, round {}/{}", round + 1, args.rounds);
+                pb.set_message(format!("{what} N={n} round {}/{}", round + 1, args.rounds));
+                // The old backend goes before the VBOs it may have registered are remade.
+                runner = None;
+                let vbos = match mode {
+                    BenchMode::Compute => None,
+                    _ => Some(env.gfx.as_mut().context("GL mode without a GL context")?.load(&bodies).with_context(ctx)?),
+                };
+                let setup = &plan.setups[si];
+                let r = runner.insert(build(args, plan, mode, env, vbos, &bodies, setup, devices[si].as_deref()).with_context(ctx)?);
+                r.make_current().with_context(ctx)?;
+                let acc = accs.entry((mode, si)).or_default();
+                acc.launch = r.launch_config();
+                acc.setup = r.setup(setup.render_gpu_computes);
+                for _ in 0..args.warmup {
+                    r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
+                    pb.inc(1);
+                    if stopped() {
+                        break;
+                    }
+                }
+                let count = frames_in_round(args.frames, args.rounds, round);
+                let mut round_frames = Vec::with_capacity(count as usize);
+                // --timeline: the measured frames only (the tracer goes on after the warmup).
+                let rec = args.timeline.as_deref().map(|base| timelines.get(base, mode, n));
+                let api = r.api();
+                let mut gl_track = None;
+                if let (Some(rec), Some(_)) = (&rec, &api) {
+                    // CUPTI for the CUDA modes' timelines, loaded once (one user per process).
+                    if timelines.cupti.is_none() && !timelines.cupti_tried {
+                        timelines.cupti_tried = true;
+                        timelines.cupti = crate::trace::cupti::CuptiTrack::start(rec);
+                    }
+                    if let Some(c) = &timelines.cupti {
+                        c.discard();
+                    }
+                }
+                if let Some(rec) = &rec {
+                    if let Some(a) = &api {
+                        rec.install(a);
+                    }
+                    if mode != BenchMode::Compute {
+                        gl_track = env.gfx.as_mut().and_then(|g| g.start_gl_track(rec));
+                    }
+                }
+                // The measured frames; a failure ends them, and the timeline's tracer, CUPTI
+                // records and GL track are still finished below before it is reported.
+                let frames = (|| -> anyhow::Result<()> {
+                    for _ in 0..count {
+                        if stopped() {
+                            break;
+                        }
+                        if let Some(rec) = &rec {
+                            rec.begin_frame(acc.frame.len() as u64);
+                        }
+                        let s = r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx);
+                        if let Some(rec) = &rec {
+                            if let Ok(s) = &s {
+                                trace_frame(rec, mode, s, n, steps);
+                                if let (Some(t), Some(g)) = (&gl_track, env.gfx.as_mut()) {
+                                    g.record_gl(t, rec, &name);
+                                }
+                            }
+                            rec.end_frame();
+                        }
+                        let s = s?;
+                        acc.push(&s);
+                        round_frames.push(s.frame_ms);
+                        pb.inc(1);
+                    }
+                    Ok(())
+                })();
+                if let Some(rec) = &rec {
+                    if let Some(a) = &api {
+                        a.set_tracer(None);
+                        if let Some(c) = timelines.cupti.as_mut() {
+                            c.finish(rec);
+                        }
+                    }
+                    if let (Some(t), Some(g)) = (gl_track, env.gfx.as_mut()) {
+                        g.finish_gl_track(t, rec);
+                    }
+                }
+                frames?;
+                if stopped() {
+                    // The visit was cut short: its frames belong to no finished row.
+                    continue;
+                }
+                if !r.finite(env.gfx.as_mut()).with_context(ctx)? && !acc.diverged {
+                    acc.diverged = true;
+                    say(
+                        &pb,
+                        format!(
+                            "warning: {}: the state diverged (NaN or ∞ in positions or velocities): the row is marked \
+                             `diverged`; use a smaller --dt or a larger --softening",
+                            ctx()
+                        ),
+                    );
+                }
+                if let Some(g) = env.gfx.as_ref().filter(|_| mode != BenchMode::Compute) {
+                    if let Some(e) = g.error() {
+                        say(&pb, format!("warning: GL error 0x{e:04X} after {}", ctx()));
+                    }
+                }
+                acc.round_medians.push(median(&round_frames).unwrap_or(f64::NAN));
+                if round + 1 == args.rounds {
+                    let acc = accs.remove(&(mode, si)).unwrap_or_default();
+                    let frame = Summary::of(&acc.frame).with_context(|| format!("no frames measured ({})", ctx()))?;
+                    let gl_mode = mode != BenchMode::Compute;
+                    res.measured.push(Measured {
+                        mode,
+                        n,
+                        steps_per_frame: steps,
+                        block_size: acc.launch.map(|l| l.block),
+                        bodies_per_thread: acc.launch.map(|l| l.p),
+                        threads_per_body: acc.launch.map(|l| l.split),
+                        mass_scaled: acc.launch.map(|l| l.step_loop == StepLoop::MassScaled),
+                        equal_mass: acc.launch.map(|l| l.step_loop == StepLoop::EqualMass),
+                        stream_k_ctas: acc.launch.and_then(|l| l.stream_k),
+                        frames: acc.frame.len(),
+                        rounds: args.rounds,
+                        warmup: args.warmup,
+                        size: if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None },
+                        max_sprite_px: gl_mode.then_some(args.max_sprite_px),
+                        frame,
+                        map: Summary::of(&acc.map),
+                        kernel: Summary::of(&acc.kernel),
+                        unmap: Summary::of(&acc.unmap),
+                        upload: Summary::of(&acc.upload),
+                        draw: Summary::of(&acc.draw),
+                        round_medians: acc.round_medians,
+                        diverged: acc.diverged,
+                        precision: if runs_f64(mode) { args.precision.name() } else { "f32" },
+                        meta: row_meta(args, mode, env),
+                        setup: acc.setup,
+                        gather: Summary::of(&acc.gather),
+                    });
+                    res.write_tables("running", false).context("writing the results")?;
+                    if let Some(base) = &args.timeline {
+                        pb.suspend(|| timelines.finish(base, mode, n));
+                    }
+                    let last = res.measured.last().map(|m| (m.frame.median, m.frame.p99));
+                    if let Some((med, p99)) = last {
+                        say(&pb, format!("{what} N={n}: frame median {med:.3} ms, p99 {p99:.3} ms"));
+                    }
+                    if plan.stop_after_rows.is_some_and(|k| res.measured.len() >= k) {
+                        // Test hook: behave exactly as if Ctrl-C arrived now.
+                        crate::stop::request();
+                    }
+                }
+            }
+        }
+    }
+    drop(runner);
+    pb.finish_and_clear();
+    if stopped() {
+        return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
+    }
+    Ok(())
+}
+
+/// The slices' devices of each setup of `plan` (`None` for the plain one-slice setup — also
+/// one that resolves to a single slice on the render GPU without NCCL, as `--gpus all` on a
+/// machine of one GPU — and for every setup when no CUDA mode runs): the render GPU is the
+/// device the GL context's CUDA context is on (device 0 without GL).
+///
+/// # Errors
+/// More GPUs than the machine has (counting the render GPU apart), with the remedy.
+pub(super) fn setup_devices(plan: &Plan, active: &[BenchMode], env: &Env) -> anyhow::Result<Vec<Option<Vec<i32>>>> {
+    let ctx = env.shared.as_ref().map(|(c, _)| c).or(env.compute.as_ref().map(|c| &c.ctx));
+    let (Some(ctx), true) = (ctx, active.iter().any(|m| runs_cuda(*m))) else {
+        return Ok(vec![None; plan.setups.len()]);
+    };
+    let render = env.shared.as_ref().map_or(0, |(c, _)| c.device().ordinal());
+    let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
+    plan.setups
+        .iter()
+        .map(|s| {
+            if s.is_single() {
+                return Ok(None);
+            }
+            let d = s.devices(count.max(0) as u32, render)?;
+            // One slice on the render GPU without NCCL (`--gpus all` on one GPU): the plain setup.
+            Ok((d.len() > 1 || !s.render_gpu_computes || s.gather == crate::cli::GatherChoice::Nccl).then_some(d))
+        })
+        .collect()
+}
+
+/// A measured frame on its timeline: the stream's spans, the clock residual, the counters.
+pub(super) fn trace_frame(rec: &Recorder, mode: BenchMode, s: &FrameSample, n: usize, steps: u32) {
+    trace_stream(rec, mode.interop(), &s.sim);
+    rec.counter("frame ms", s.frame_ms);
+    if let Some(k) = s.sim.kernel_ms.filter(|&k| k > 0.0 && steps > 0) {
+        rec.counter("interactions/s", crate::sim::interactions(n, steps) / (k * 1e-3));
+    }
+}

@@ -1,0 +1,102 @@
+//! Where a bench run's files go: the output folder made fresh, a failed write reported over the
+//! run's own outcome, and the `--timeline` files, one per (mode, N).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use super::report::mode_name;
+use crate::cli::BenchMode;
+use crate::trace::Recorder;
+
+/// The run's outcome, with a failed output write taking precedence: the write error is reported
+/// even when the run also failed or was interrupted (whose reason it then carries). Shared with
+/// the switch probe.
+///
+/// # Errors
+/// The write error (with the run's error as context), else the run's error.
+pub(crate) fn with_write_error(outcome: anyhow::Result<()>, write_err: Option<anyhow::Error>) -> anyhow::Result<()> {
+    match (write_err, outcome) {
+        (Some(e), Err(o)) => Err(e.context(format!("the run also ended with: {o:#}"))),
+        (Some(e), Ok(())) => Err(e),
+        (None, outcome) => outcome,
+    }
+}
+
+/// Create `dir` and remove `outputs` of an earlier run, so that files found there afterwards
+/// are this run's.
+pub(crate) fn prepare_out(dir: &Path, outputs: &[PathBuf]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output directory {}", dir.display()))?;
+    for p in outputs {
+        match std::fs::remove_file(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing the old {}", p.display())),
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default()
+}
+
+/// `--timeline` file of one (mode, N): `PATH-<mode>-<N>.json` beside `base`.
+pub fn timeline_path(base: &Path, mode: BenchMode, n: usize) -> PathBuf {
+    let stem = base.file_stem().map_or_else(|| "timeline".into(), |s| s.to_string_lossy().into_owned());
+    base.with_file_name(format!("{stem}-{}-{n}.json", mode_name(mode)))
+}
+
+/// Checks before the first frame that a timeline file can be made there (made, then removed).
+pub(super) fn check_timeline_path(path: &Path) -> anyhow::Result<()> {
+    std::fs::File::create(path)
+        .with_context(|| format!("--timeline: cannot create {} (the directory must exist and be writable)", path.display()))?;
+    let _ = std::fs::remove_file(path);
+    Ok(())
+}
+
+/// The recorders of `--timeline`, one per (mode, N), each written when its last round is done.
+#[derive(Default)]
+pub(super) struct Timelines {
+    pub(super) open: HashMap<(BenchMode, usize), Recorder>,
+    pub(super) first_error: Option<anyhow::Error>,
+    /// CUPTI, loaded at the first CUDA visit (its records go to each visit's timeline).
+    pub(super) cupti: Option<crate::trace::cupti::CuptiTrack>,
+    pub(super) cupti_tried: bool,
+}
+
+impl Timelines {
+    /// The recorder of (mode, N), made on first use.
+    pub(super) fn get(&mut self, base: &Path, mode: BenchMode, n: usize) -> Recorder {
+        self.open.entry((mode, n)).or_insert_with(|| Recorder::new().with_timeline(&timeline_path(base, mode, n))).clone()
+    }
+
+    /// Writes the timeline of (mode, N).
+    pub(super) fn finish(&mut self, base: &Path, mode: BenchMode, n: usize) {
+        if let Some(r) = self.open.remove(&(mode, n)) {
+            match r.finish() {
+                Ok(()) => eprintln!("wrote {}", timeline_path(base, mode, n).display()),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    self.first_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+
+    /// Writes every timeline still open; the first write error.
+    pub(super) fn finish_all(&mut self) -> Option<anyhow::Error> {
+        for r in std::mem::take(&mut self.open).into_values() {
+            if let Err(e) = r.finish() {
+                eprintln!("error: {e:#}");
+                self.first_error.get_or_insert(e);
+            }
+        }
+        self.first_error.take()
+    }
+}
