@@ -2,7 +2,6 @@
 //! windowed and the headless loop: apply requests → simulate → UI pass (no GL) → render the
 //! bodies ([`super::frame::render_bodies`]) → paint egui. The caller presents or finishes.
 
-use std::path::Path;
 
 use std::time::Instant;
 
@@ -10,7 +9,6 @@ use anyhow::{anyhow, Context as _};
 
 use super::frame::{render_bodies, trace_cpu_step, trace_stream, GlTrack};
 use super::pace::Pace;
-use super::{EnergyChange, Summary};
 use crate::backend::select::make_backend;
 use crate::backend::SimBackend;
 use crate::cli::{DemoArgs, StepsPerFrame};
@@ -18,15 +16,18 @@ use crate::gfx::camera::OrbitCamera;
 use crate::gfx::gl::{CurrentContext, Gl};
 use crate::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
-use crate::gfx::{screenshot, GlInfo};
-use crate::sim::init::initial_bodies;
+use crate::gfx::GlInfo;
 use crate::sim::{Bodies, PhysParams};
 use crate::trace::{Recorder, Span};
 use crate::ui::action::{Action, FrameStats};
 use crate::ui::overlay::{BackendView, Controls, Overlay};
 use crate::ui::workflow::WorkflowView;
 
+mod outputs;
+mod requests;
 mod teaching;
+
+pub use outputs::Diverged;
 
 /// Everything a frame needs besides the GL context and the window.
 ///
@@ -100,21 +101,6 @@ pub struct Scene {
     /// Total energy at the first and the latest diagnostics sample since the start or the last
     /// reset: (frame, E) each, for the summary's relative energy change.
     energy: Option<((u64, f64), (u64, f64))>,
-}
-
-/// The run diverged: positions or velocities became non-finite (NaN or ±∞).
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the simulation diverged: non-finite positions or velocities found at frame {frame} (the last finite state is \
-     frame {last_finite}{saved}); use a smaller --dt or a larger --softening"
-)]
-pub struct Diverged {
-    /// Frame at which it was found.
-    pub frame: u64,
-    /// Frame of the last finite state.
-    pub last_finite: u64,
-    /// `", saved to PATH"` when `--save-state` wrote it.
-    pub saved: String,
 }
 
 /// The overlay's zoom for a target `height_px` physical pixels high at `pixels_per_point` (the
@@ -299,134 +285,6 @@ impl Scene {
     /// Largest texture side egui may use.
     pub fn max_texture_side(&self) -> usize {
         self.painter.max_texture_side()
-    }
-
-    /// Apply the overlay's requests of the last frame; returns true for a single step.
-    fn apply_actions(&mut self) -> anyhow::Result<bool> {
-        let mut single = false;
-        for action in std::mem::take(&mut self.pending) {
-            match action {
-                Action::SetParams(p) => {
-                    let cur = self.current.clone();
-                    self.backend()?.set_params(cur.gl(), p)
-                }
-                Action::SingleStep => single = true,
-                Action::ApplySettings(s) => {
-                    let cur = self.current.clone();
-        let gl = cur.gl();
-                    let vbos = *self.renderer.vbos();
-                    let params = self.overlay.controls.params;
-                    let backend = self.backend.as_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
-                    // Another storage, stream or table replaces the backend (select::apply_settings).
-                    match crate::backend::select::apply_settings(backend, &self.args.backend_config(), gl, &self.gl_info, &vbos, s, params) {
-                        Ok(applied) => {
-                            if let crate::backend::select::Applied::Replaced { notice } = applied {
-                                self.set_notice(notice);
-                            }
-                            self.panels = None;
-                            self.overlay.set_message(None)
-                        }
-                        Err(e) => {
-                            tracing::warn!("settings not applied: {e:#}");
-                            self.overlay.set_message(Some(format!("settings not applied: {e:#}")));
-                        }
-                    }
-                }
-                Action::ComputeDiagnostics => self.compute_diagnostics()?,
-                Action::SetStepMode(on) => self.set_step_mode(on),
-                Action::NextStep => self.step_next = true,
-                Action::RunLab(name) => self.run_lab(&name),
-                Action::Reset { init, n } => self.reset(&init, n)?,
-                Action::Restart => {
-                    let (init, n) = (self.args.init().to_owned(), self.args.n_bodies());
-                    self.reset(&init, n)?
-                }
-            }
-        }
-        Ok(single)
-    }
-
-    /// Reset: drop the backend FIRST (it may hold CUDA registrations of the VBOs), then recreate
-    /// the VBOs, then make a new backend.
-    fn reset(&mut self, init: &str, n: usize) -> anyhow::Result<()> {
-        let params = self.overlay.controls.params;
-        // The same refusals as at the start: no impossible N from the overlay either, at the
-        // rate of the backend in use.
-        let rate = self.backend.as_ref().map(|b| b.nominal_rate());
-        let preset = !std::path::Path::new(init).is_file();
-        let checks = if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
-            Err(anyhow!("N must be from 1 to {}", crate::cuda::kernels::MAX_BODIES))
-        } else if preset {
-            let step = match &rate {
-                Some((rate, what)) => super::check_step_rate(n, *rate, what, self.args.allow_slow),
-                None => super::check_step_time(n, true, self.args.allow_slow),
-            };
-            step.and_then(|()| super::check_host_memory_n(n))
-        } else {
-            Ok(())
-        };
-        if let Err(e) = checks {
-            self.overlay.set_message(Some(format!("reset refused: {e:#}")));
-            return Ok(());
-        }
-        let bodies = match initial_bodies(init, n, self.args.sim.seed, params.g) {
-            Ok(b) => b,
-            Err(e) => {
-                self.overlay.set_message(Some(format!("reset failed: {e:#}")));
-                return Ok(());
-            }
-        };
-        self.drop_backend();
-        self.renderer.recreate_vbos(self.current.gl(), &bodies).context("reset: recreating the position VBOs")?;
-        let mut args = self.args.clone();
-        args.sim.init = Some(init.to_owned());
-        args.bodies = Some(n);
-        let (backend, notice) =
-            make_backend(&args.backend_config(), self.current.gl(), &self.gl_info, self.renderer.vbos(), &bodies, params).context("reset: making the backend")?;
-        self.backend = Some(backend);
-        self.panels = None;
-        self.set_notice(notice);
-        self.camera = framing_camera(&self.renderer);
-        self.time_span = 0.0;
-        // Another N: the auto pace starts again from one step (its step times are of the old N).
-        self.pace = Pace::new(self.pace.interval_ms());
-        if self.overlay.controls.auto_steps {
-            self.overlay.controls.steps_per_frame = 1;
-        }
-        self.last_finite = (self.frame, bodies.clone());
-        self.diverged = None;
-        self.overlay.clear();
-        self.energy = None;
-        self.overlay.set_message(None);
-        tracing::info!(init, n = bodies.len(), "reset");
-        Ok(())
-    }
-
-    fn compute_diagnostics(&mut self) -> anyhow::Result<()> {
-        let cur = self.current.clone();
-        let gl = cur.gl();
-        let vbos = *self.renderer.vbos();
-        let d = self.backend()?.diagnostics(gl, &vbos).context("computing diagnostics")?;
-        let frame = self.frame;
-        // The velocities are synchronised now: reading the state adds no step.
-        let bodies = self.backend()?.bodies(gl, &vbos).context("reading the state for the divergence check")?;
-        self.check_finite(frame, bodies);
-        self.reports.push(format!(
-            "diagnostics frame {frame}: E={:.9e} K={:.9e} U={:.9e} P=({:.3e}, {:.3e}, {:.3e}) L=({:.6e}, {:.6e}, {:.6e})",
-            d.total,
-            d.kinetic,
-            d.potential,
-            d.momentum[0],
-            d.momentum[1],
-            d.momentum[2],
-            d.angular_momentum[0],
-            d.angular_momentum[1],
-            d.angular_momentum[2]
-        ));
-        self.overlay.set_diagnostics(frame, d);
-        let first = self.energy.map_or((frame, d.total), |(first, _)| first);
-        self.energy = Some((first, (frame, d.total)));
-        Ok(())
     }
 
     /// One frame: apply requests → simulate → UI pass → render bodies into `target` → paint
@@ -637,133 +495,6 @@ impl Scene {
     /// The frame interval (ms) that `--steps-per-frame auto` fills.
     pub fn pace_interval_ms(&self) -> f64 {
         self.pace.interval_ms()
-    }
-
-    /// Save `target`'s current contents (bodies and overlay) as PNG.
-    ///
-    /// # Errors
-    /// The file cannot be written (the message names the path and the cause).
-    pub fn screenshot(&self, target: &RenderTarget, path: &Path) -> anyhow::Result<()> {
-        let [w, h] = target.size();
-        target.bind(self.current.gl());
-        if matches!(target, RenderTarget::Default { .. }) {
-            self.gl().read_buffer(glow::BACK);
-        }
-        let rgba = screenshot::read_rgba(self.current.gl(), w, h)?;
-        screenshot::write_png(path, w, h, &rgba)?;
-        tracing::info!(path = %path.display(), "screenshot saved");
-        Ok(())
-    }
-
-    /// End of run: write `--save-state` and return the summary.
-    ///
-    /// # Errors
-    /// Reading the state back or writing the file failed.
-    pub fn finish(&mut self) -> anyhow::Result<Summary> {
-        // Every output is attempted, whatever another one did; the error names each that failed.
-        let mut failed: Vec<String> = Vec::new();
-        let cur = self.current.clone();
-        let gl = cur.gl();
-        let vbos = *self.renderer.vbos();
-        // A run that ends with a step spread over frames in progress (window closed, Ctrl-C,
-        // Esc) keeps the state of before it, as an interrupted step does.
-        if let Some(b) = self.backend.as_deref_mut() {
-            if let Some(p) = b.step_in_progress() {
-                match b.abandon_step() {
-                    Ok(()) => eprintln!(
-                        "the run ended during a long step ({} of {} {} done): it was abandoned, the state of before it is kept",
-                        p.done,
-                        p.of,
-                        if b.api().is_some() { "launches" } else { "parts" }
-                    ),
-                    Err(e) => failed.push(format!("abandoning the step in progress: {e:#}")),
-                }
-            }
-        }
-        if let Some(b) = self.backend.as_deref().filter(|b| crate::stop::stopped() && !b.synchronized()) {
-            // The state written has synchronised velocities: one more force evaluation, unless
-            // they are already (no step finished since the start or the last synchronisation).
-            let (rate, _) = b.nominal_rate();
-            let n = b.n() as f64;
-            let secs = n * n / rate.max(1.0);
-            if secs > 1.0 {
-                eprintln!(
-                    "stopping: the state written needs one more force evaluation (about {secs:.0} s at N = {n}); Ctrl-C \
-                     again exits at once without writing it"
-                );
-            }
-        }
-        let end = match self.backend.as_deref_mut() {
-            Some(b) => b.bodies(gl, &vbos).context("reading the final state"),
-            None => Err(anyhow!("no simulation backend (a reset failed)")),
-        };
-        // A finite final state becomes the last finite one; a diverged run keeps the one before.
-        match end {
-            Ok(b) => self.check_finite(self.frame, b),
-            Err(e) => failed.push(format!("{e:#}")),
-        }
-        let mut saved = String::new();
-        if let Some(path) = self.args.save_state.clone() {
-            let (which, state) = (self.last_finite.0, &self.last_finite.1);
-            // The header's time is 0 (the run does not track simulated time across dt changes).
-            let written = crate::sim::write_state_file(&path, state, 0.0, self.overlay.controls.params.softening);
-            match written.with_context(|| format!("writing --save-state {}", path.display())) {
-                Ok(()) => {
-                    tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");
-                    saved = format!(", saved to {}", path.display());
-                }
-                Err(e) => failed.push(format!("{e:#}")),
-            }
-        }
-        if let Some(r) = &self.trace_file {
-            if let Err(e) = r.finish().context("--trace") {
-                failed.push(format!("{e:#}"));
-            }
-        }
-        if !failed.is_empty() {
-            anyhow::bail!("{} output(s) could not be written: {}", failed.len(), failed.join("; "));
-        }
-        if let Some(at) = self.diverged {
-            return Err(Diverged { frame: at, last_finite: self.last_finite.0, saved }.into());
-        }
-        Ok(self.summary())
-    }
-
-    /// Frames, mean frame time and the backend, as the run ends.
-    pub fn summary(&self) -> Summary {
-        let wall = match (self.first_frame_start, self.last_frame_end) {
-            (Some(a), Some(b)) => (b - a).as_secs_f64() * 1e3,
-            _ => 0.0,
-        };
-        let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
-        let steps_per_s = if wall > 0.0 { self.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
-        let energy = self.energy.filter(|(a, b)| b.0 > a.0).map(|((from, e0), (to, e1))| EnergyChange {
-            from,
-            to,
-            relative: (e1 - e0) / e0.abs(),
-            dt: self.overlay.controls.params.dt,
-        });
-        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.steps_total, steps_per_s, label, energy }
-    }
-
-    /// Checks the state read at `frame` for non-finite values: keeps it as the last finite
-    /// state, or marks the run diverged (once: banner, warning, the simulation paused).
-    fn check_finite(&mut self, frame: u64, bodies: Bodies) {
-        if bodies.is_finite() {
-            self.last_finite = (frame, bodies);
-            return;
-        }
-        if self.diverged.is_none() {
-            self.diverged = Some(frame);
-            let msg = format!(
-                "diverged: non-finite positions or velocities at frame {frame} (last finite state: frame {}); the \
-                 simulation is paused. Use a smaller dt or a larger softening ε",
-                self.last_finite.0
-            );
-            tracing::warn!("{msg}");
-            self.overlay.set_message(Some(msg));
-            self.overlay.controls.paused = true;
-        }
     }
 
     /// The frame at which the run diverged (non-finite state found), if it did.

@@ -3,6 +3,7 @@
 use clap::Parser as _;
 
 use super::*;
+use crate::sim::init::initial_bodies;
 use crate::backend::{PositionVbos, SettingsChange, SimTimings};
 use crate::cli::Cli;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};

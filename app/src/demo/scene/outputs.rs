@@ -1,0 +1,159 @@
+//! What a run leaves: the screenshot, the state written at its end (`--save-state`) and the
+//! summary.
+
+use std::path::Path;
+
+
+use anyhow::{anyhow, Context as _};
+
+use crate::demo::{EnergyChange, Summary};
+use crate::gfx::target::RenderTarget;
+use crate::gfx::screenshot;
+use crate::sim::Bodies;
+
+
+use super::Scene;
+
+/// The run diverged: positions or velocities became non-finite (NaN or ±∞).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the simulation diverged: non-finite positions or velocities found at frame {frame} (the last finite state is \
+     frame {last_finite}{saved}); use a smaller --dt or a larger --softening"
+)]
+pub struct Diverged {
+    /// Frame at which it was found.
+    pub frame: u64,
+    /// Frame of the last finite state.
+    pub last_finite: u64,
+    /// `", saved to PATH"` when `--save-state` wrote it.
+    pub saved: String,
+}
+
+impl Scene {
+    /// Save `target`'s current contents (bodies and overlay) as PNG.
+    ///
+    /// # Errors
+    /// The file cannot be written (the message names the path and the cause).
+    pub fn screenshot(&self, target: &RenderTarget, path: &Path) -> anyhow::Result<()> {
+        let [w, h] = target.size();
+        target.bind(self.current.gl());
+        if matches!(target, RenderTarget::Default { .. }) {
+            self.gl().read_buffer(glow::BACK);
+        }
+        let rgba = screenshot::read_rgba(self.current.gl(), w, h)?;
+        screenshot::write_png(path, w, h, &rgba)?;
+        tracing::info!(path = %path.display(), "screenshot saved");
+        Ok(())
+    }
+
+    /// End of run: write `--save-state` and return the summary.
+    ///
+    /// # Errors
+    /// Reading the state back or writing the file failed.
+    pub fn finish(&mut self) -> anyhow::Result<Summary> {
+        // Every output is attempted, whatever another one did; the error names each that failed.
+        let mut failed: Vec<String> = Vec::new();
+        let cur = self.current.clone();
+        let gl = cur.gl();
+        let vbos = *self.renderer.vbos();
+        // A run that ends with a step spread over frames in progress (window closed, Ctrl-C,
+        // Esc) keeps the state of before it, as an interrupted step does.
+        if let Some(b) = self.backend.as_deref_mut() {
+            if let Some(p) = b.step_in_progress() {
+                match b.abandon_step() {
+                    Ok(()) => eprintln!(
+                        "the run ended during a long step ({} of {} {} done): it was abandoned, the state of before it is kept",
+                        p.done,
+                        p.of,
+                        if b.api().is_some() { "launches" } else { "parts" }
+                    ),
+                    Err(e) => failed.push(format!("abandoning the step in progress: {e:#}")),
+                }
+            }
+        }
+        if let Some(b) = self.backend.as_deref().filter(|b| crate::stop::stopped() && !b.synchronized()) {
+            // The state written has synchronised velocities: one more force evaluation, unless
+            // they are already (no step finished since the start or the last synchronisation).
+            let (rate, _) = b.nominal_rate();
+            let n = b.n() as f64;
+            let secs = n * n / rate.max(1.0);
+            if secs > 1.0 {
+                eprintln!(
+                    "stopping: the state written needs one more force evaluation (about {secs:.0} s at N = {n}); Ctrl-C \
+                     again exits at once without writing it"
+                );
+            }
+        }
+        let end = match self.backend.as_deref_mut() {
+            Some(b) => b.bodies(gl, &vbos).context("reading the final state"),
+            None => Err(anyhow!("no simulation backend (a reset failed)")),
+        };
+        // A finite final state becomes the last finite one; a diverged run keeps the one before.
+        match end {
+            Ok(b) => self.check_finite(self.frame, b),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
+        let mut saved = String::new();
+        if let Some(path) = self.args.save_state.clone() {
+            let (which, state) = (self.last_finite.0, &self.last_finite.1);
+            // The header's time is 0 (the run does not track simulated time across dt changes).
+            let written = crate::sim::write_state_file(&path, state, 0.0, self.overlay.controls.params.softening);
+            match written.with_context(|| format!("writing --save-state {}", path.display())) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");
+                    saved = format!(", saved to {}", path.display());
+                }
+                Err(e) => failed.push(format!("{e:#}")),
+            }
+        }
+        if let Some(r) = &self.trace_file {
+            if let Err(e) = r.finish().context("--trace") {
+                failed.push(format!("{e:#}"));
+            }
+        }
+        if !failed.is_empty() {
+            anyhow::bail!("{} output(s) could not be written: {}", failed.len(), failed.join("; "));
+        }
+        if let Some(at) = self.diverged {
+            return Err(Diverged { frame: at, last_finite: self.last_finite.0, saved }.into());
+        }
+        Ok(self.summary())
+    }
+
+    /// Frames, mean frame time and the backend, as the run ends.
+    pub fn summary(&self) -> Summary {
+        let wall = match (self.first_frame_start, self.last_frame_end) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64() * 1e3,
+            _ => 0.0,
+        };
+        let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
+        let steps_per_s = if wall > 0.0 { self.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
+        let energy = self.energy.filter(|(a, b)| b.0 > a.0).map(|((from, e0), (to, e1))| EnergyChange {
+            from,
+            to,
+            relative: (e1 - e0) / e0.abs(),
+            dt: self.overlay.controls.params.dt,
+        });
+        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.steps_total, steps_per_s, label, energy }
+    }
+
+    /// Checks the state read at `frame` for non-finite values: keeps it as the last finite
+    /// state, or marks the run diverged (once: banner, warning, the simulation paused).
+    pub(super) fn check_finite(&mut self, frame: u64, bodies: Bodies) {
+        if bodies.is_finite() {
+            self.last_finite = (frame, bodies);
+            return;
+        }
+        if self.diverged.is_none() {
+            self.diverged = Some(frame);
+            let msg = format!(
+                "diverged: non-finite positions or velocities at frame {frame} (last finite state: frame {}); the \
+                 simulation is paused. Use a smaller dt or a larger softening ε",
+                self.last_finite.0
+            );
+            tracing::warn!("{msg}");
+            self.overlay.set_message(Some(msg));
+            self.overlay.controls.paused = true;
+        }
+    }
+}

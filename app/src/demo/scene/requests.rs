@@ -1,0 +1,146 @@
+//! What the user asked for between frames, applied at the start of the next: the overlay's
+//! actions, a reset to another initial condition, a diagnostics sample, and the divergence check
+//! on each state read back.
+
+
+
+use anyhow::{anyhow, Context as _};
+
+use crate::demo::pace::Pace;
+use crate::backend::select::make_backend;
+use crate::gfx::renderer::framing_camera;
+use crate::sim::init::initial_bodies;
+use crate::ui::action::Action;
+
+
+use super::Scene;
+
+impl Scene {
+    /// Apply the overlay's requests of the last frame; returns true for a single step.
+    pub(super) fn apply_actions(&mut self) -> anyhow::Result<bool> {
+        let mut single = false;
+        for action in std::mem::take(&mut self.pending) {
+            match action {
+                Action::SetParams(p) => {
+                    let cur = self.current.clone();
+                    self.backend()?.set_params(cur.gl(), p)
+                }
+                Action::SingleStep => single = true,
+                Action::ApplySettings(s) => {
+                    let cur = self.current.clone();
+        let gl = cur.gl();
+                    let vbos = *self.renderer.vbos();
+                    let params = self.overlay.controls.params;
+                    let backend = self.backend.as_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
+                    // Another storage, stream or table replaces the backend (select::apply_settings).
+                    match crate::backend::select::apply_settings(backend, &self.args.backend_config(), gl, &self.gl_info, &vbos, s, params) {
+                        Ok(applied) => {
+                            if let crate::backend::select::Applied::Replaced { notice } = applied {
+                                self.set_notice(notice);
+                            }
+                            self.panels = None;
+                            self.overlay.set_message(None)
+                        }
+                        Err(e) => {
+                            tracing::warn!("settings not applied: {e:#}");
+                            self.overlay.set_message(Some(format!("settings not applied: {e:#}")));
+                        }
+                    }
+                }
+                Action::ComputeDiagnostics => self.compute_diagnostics()?,
+                Action::SetStepMode(on) => self.set_step_mode(on),
+                Action::NextStep => self.step_next = true,
+                Action::RunLab(name) => self.run_lab(&name),
+                Action::Reset { init, n } => self.reset(&init, n)?,
+                Action::Restart => {
+                    let (init, n) = (self.args.init().to_owned(), self.args.n_bodies());
+                    self.reset(&init, n)?
+                }
+            }
+        }
+        Ok(single)
+    }
+
+    /// Reset: drop the backend FIRST (it may hold CUDA registrations of the VBOs), then recreate
+    /// the VBOs, then make a new backend.
+    pub(super) fn reset(&mut self, init: &str, n: usize) -> anyhow::Result<()> {
+        let params = self.overlay.controls.params;
+        // The same refusals as at the start: no impossible N from the overlay either, at the
+        // rate of the backend in use.
+        let rate = self.backend.as_ref().map(|b| b.nominal_rate());
+        let preset = !std::path::Path::new(init).is_file();
+        let checks = if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
+            Err(anyhow!("N must be from 1 to {}", crate::cuda::kernels::MAX_BODIES))
+        } else if preset {
+            let step = match &rate {
+                Some((rate, what)) => crate::demo::check_step_rate(n, *rate, what, self.args.allow_slow),
+                None => crate::demo::check_step_time(n, true, self.args.allow_slow),
+            };
+            step.and_then(|()| crate::demo::check_host_memory_n(n))
+        } else {
+            Ok(())
+        };
+        if let Err(e) = checks {
+            self.overlay.set_message(Some(format!("reset refused: {e:#}")));
+            return Ok(());
+        }
+        let bodies = match initial_bodies(init, n, self.args.sim.seed, params.g) {
+            Ok(b) => b,
+            Err(e) => {
+                self.overlay.set_message(Some(format!("reset failed: {e:#}")));
+                return Ok(());
+            }
+        };
+        self.drop_backend();
+        self.renderer.recreate_vbos(self.current.gl(), &bodies).context("reset: recreating the position VBOs")?;
+        let mut args = self.args.clone();
+        args.sim.init = Some(init.to_owned());
+        args.bodies = Some(n);
+        let (backend, notice) =
+            make_backend(&args.backend_config(), self.current.gl(), &self.gl_info, self.renderer.vbos(), &bodies, params).context("reset: making the backend")?;
+        self.backend = Some(backend);
+        self.panels = None;
+        self.set_notice(notice);
+        self.camera = framing_camera(&self.renderer);
+        self.time_span = 0.0;
+        // Another N: the auto pace starts again from one step (its step times are of the old N).
+        self.pace = Pace::new(self.pace.interval_ms());
+        if self.overlay.controls.auto_steps {
+            self.overlay.controls.steps_per_frame = 1;
+        }
+        self.last_finite = (self.frame, bodies.clone());
+        self.diverged = None;
+        self.overlay.clear();
+        self.energy = None;
+        self.overlay.set_message(None);
+        tracing::info!(init, n = bodies.len(), "reset");
+        Ok(())
+    }
+
+    pub(super) fn compute_diagnostics(&mut self) -> anyhow::Result<()> {
+        let cur = self.current.clone();
+        let gl = cur.gl();
+        let vbos = *self.renderer.vbos();
+        let d = self.backend()?.diagnostics(gl, &vbos).context("computing diagnostics")?;
+        let frame = self.frame;
+        // The velocities are synchronised now: reading the state adds no step.
+        let bodies = self.backend()?.bodies(gl, &vbos).context("reading the state for the divergence check")?;
+        self.check_finite(frame, bodies);
+        self.reports.push(format!(
+            "diagnostics frame {frame}: E={:.9e} K={:.9e} U={:.9e} P=({:.3e}, {:.3e}, {:.3e}) L=({:.6e}, {:.6e}, {:.6e})",
+            d.total,
+            d.kinetic,
+            d.potential,
+            d.momentum[0],
+            d.momentum[1],
+            d.momentum[2],
+            d.angular_momentum[0],
+            d.angular_momentum[1],
+            d.angular_momentum[2]
+        ));
+        self.overlay.set_diagnostics(frame, d);
+        let first = self.energy.map_or((frame, d.total), |(first, _)| first);
+        self.energy = Some((first, (frame, d.total)));
+        Ok(())
+    }
+}

@@ -1,0 +1,261 @@
+//! The project's own kernels (`kernels/nbody.cu`, loaded as PTX) as safe, typed functions.
+//!
+//! Their ABI and what each kernel reads and writes are specified in `kernels/README.md`; this
+//! module is the one place that restates them. Each kernel is checked against its parameter list
+//! when it is looked up ([`StepKernel::new`], [`StepKernelF64::new`], [`ToFloat4Kernel::new`],
+//! [`PotentialKernel::new`]: a PTX file with other parameters is refused), and each launch
+//! checks what the specification needs for the kernel to stay inside its buffers — a valid block
+//! size, `1 ≤ N ≤ MAX_BODIES`, buffers of at least N bodies that do not overlap — and computes
+//! the grid and the shared memory itself. That is why
+//! the single `unsafe` block of each launch is sound, and why callers need none. That rests on the
+//! module being the project's PTX (`kernels/nbody.ptx`) or a file a user gives in its place
+//! (`--kernel`, for tuning), which is trusted like the program itself: a kernel with the right
+//! parameters but other accesses is outside what these checks can see.
+
+use crate::error::{Error, Result};
+use crate::memory::DevicePtr;
+use crate::module::{Function, Module, PtxParam};
+
+mod helpers;
+mod step;
+mod step_f64;
+
+pub use helpers::{PotentialKernel, ToFloat4Kernel, TouchKernel, TOUCH_PARAMS, TOUCH_PTX};
+pub use step::{StepKernel, StepScalars};
+pub use step_f64::{StepKernelF64, StepScalarsF64};
+
+/// Bytes of one body in a position or velocity buffer (`float4`).
+pub const BODY_BYTES: usize = 16;
+
+/// Largest N the kernels take (`kernels/README.md`: `1 ≤ N < 2^31 − 4096`, so that the last
+/// tile's indices stay within `int`).
+pub const MAX_BODIES: usize = (i32::MAX as usize) - 4096;
+
+/// Bodies per thread the step kernels come in (`nbody_step_p1`, `_p2`, `_p4`).
+pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
+
+/// Threads per body of the j-split step kernels (`nbody_step_s2`, `_s4`, `_s8`; one body per
+/// thread group; `kernels/README.md`, "j-split").
+pub const SPLITS: [u32; 3] = [2, 4, 8];
+
+/// (P, S) of the mass-scaled step kernels `nbody_step_m{P}x{S}` (`kernels/README.md`,
+/// "mass-scaled loop"): P bodies per thread, S threads per body.
+pub const MASS_SCALED: [(u32, u32); 5] = [(2, 2), (2, 4), (2, 8), (4, 1), (4, 4)];
+
+/// Dynamic shared memory per thread of a mass-scaled step kernel: the tile's `float4` and its
+/// `float` e (`kernels/README.md`).
+pub const MASS_SCALED_TILE_BYTES: usize = 20;
+
+/// (P, S) of the equal-mass step kernels `nbody_step_u{P}x{S}` (`kernels/README.md`, "Equal
+/// masses"): P bodies per thread, S threads per body; for states whose bodies all have one mass.
+pub const EQUAL_MASS: [(u32, u32); 2] = [(2, 4), (4, 1)];
+
+/// The softened inner loop of a step kernel (`kernels/README.md`); every loop takes the classic
+/// exact one for ε² = 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepLoop {
+    /// `nbody_step_pP`, `nbody_step_sS`: `m_j (x_j − x_i) / (r² + ε²)^{3/2}`, 13 instructions
+    /// per interaction; any masses.
+    Classic,
+    /// `nbody_step_mPxS`: the masses folded into the tile, 12 instructions; masses 0 or with
+    /// |m| in the range the caller checks (`kernels/README.md`, "mass-scaled loop").
+    MassScaled,
+    /// `nbody_step_uPxS`: every body's mass taken once from the block's first body, 12
+    /// instructions and three LDS.128 per four sources; only for states whose bodies all have
+    /// the same mass (the caller checks; with unequal masses the result is wrong).
+    EqualMass,
+}
+
+impl StepLoop {
+    /// The kernel name's letter for a (P, S) of this loop: `m` or `u` (`None` for the classic
+    /// loop, whose kernels are named `pP` / `sS`).
+    pub fn letter(self) -> Option<char> {
+        match self {
+            StepLoop::Classic => None,
+            StepLoop::MassScaled => Some('m'),
+            StepLoop::EqualMass => Some('u'),
+        }
+    }
+}
+
+/// Parameters of `nbody_step_pP`: `(const float4* pos_in, float4* pos_out, float4* vel, int n,
+/// float dt_drift, float kick, float eps2, float g, int i_begin, int i_end)`.
+pub const STEP_PARAMS: [PtxParam; 10] = [
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::B32,
+    PtxParam::B32,
+];
+
+/// Parameters of the stream-K first halves `nbody_stepk_*`: `(const float4* pos_in, float4*
+/// partial, int n, float eps2, int i_begin, int i_end)` (`kernels/README.md`, "stream-K").
+pub const STEPK_PARAMS: [PtxParam; 6] = [PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32, PtxParam::B32, PtxParam::B32];
+
+/// Parameters of `nbody_stepk_finish`: `(const float4* pos_in, float4* pos_out, float4* vel,
+/// const float4* partial, int n, float dt_drift, float kick, float g, int i_begin, int i_end,
+/// int bpb, int ctas)`.
+pub const STEPK_FINISH_PARAMS: [PtxParam; 12] = [
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::F32,
+    PtxParam::B32,
+    PtxParam::B32,
+    PtxParam::B32,
+    PtxParam::B32,
+];
+
+/// Threads per block of `nbody_stepk_finish` launches (one body per thread).
+const FINISH_BLOCK: u32 = 256;
+
+/// Parameters of `nbody_step_f64` and `nbody_step_f64_lib`: `(const double4* pos_in, double4*
+/// pos_out, double4* vel, int n, double dt_drift, double kick, double eps2, double g, int
+/// i_begin, int i_end)`.
+pub const STEP_F64_PARAMS: [PtxParam; 10] = [
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B64,
+    PtxParam::B32,
+    PtxParam::F64,
+    PtxParam::F64,
+    PtxParam::F64,
+    PtxParam::F64,
+    PtxParam::B32,
+    PtxParam::B32,
+];
+
+/// Largest block size of the fp64 step kernels (built with `__launch_bounds__(256)`).
+pub const F64_MAX_BLOCK: u32 = 256;
+
+/// Parameters of `nbody_to_float4`: `(const double4* pos, float4* out, int n)`.
+pub const TO_FLOAT4_PARAMS: [PtxParam; 3] = [PtxParam::B64, PtxParam::B64, PtxParam::B32];
+
+/// Parameters of `nbody_potential`: `(const float4* pos, float* phi, int n, float eps2)`.
+pub const POTENTIAL_PARAMS: [PtxParam; 4] = [PtxParam::B64, PtxParam::B64, PtxParam::B32, PtxParam::F32];
+
+/// True for the block sizes the kernels take: multiples of 32 from 32 to 1024 (other sizes
+/// read past the shared-memory tile, `kernels/README.md`).
+pub fn valid_block(block: u32) -> bool {
+    (32..=1024).contains(&block) && block % 32 == 0
+}
+
+fn lookup(module: &Module, name: &str, want: &[PtxParam]) -> Result<Function> {
+    let f = module.function(name)?;
+    match f.params() {
+        Some(p) if p == want => Ok(f),
+        Some(p) => Err(Error::InvalidArgument(format!(
+            "kernel {name} of this PTX takes {p:?}, but this build launches it with {want:?} (kernels/README.md, ABI)"
+        ))),
+        None => Err(Error::InvalidArgument(format!("kernel {name}: the PTX text has no .entry {name} to check its parameters against"))),
+    }
+}
+
+/// N as the kernels' `int`, checked against [`MAX_BODIES`].
+fn checked_n(n: usize) -> Result<i32> {
+    if n == 0 || n > MAX_BODIES {
+        return Err(Error::InvalidArgument(format!("N = {n} is out of range for the kernels (1 ≤ N ≤ {MAX_BODIES})")));
+    }
+    i32::try_from(n).map_err(|_| Error::InvalidArgument(format!("N = {n} does not fit the kernels' int")))
+}
+
+fn check_block(block: u32) -> Result<()> {
+    if valid_block(block) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("block size {block}: the kernels take multiples of 32 from 32 to 1024")))
+    }
+}
+
+fn check_len<T: crate::DeviceCopy>(what: &str, v: &DevicePtr<'_, T>, n: usize) -> Result<()> {
+    if v.len() < n {
+        return Err(Error::InvalidArgument(format!("{what} holds {} values, the kernel needs N = {n}", v.len())));
+    }
+    Ok(())
+}
+
+/// The checks every step launch makes on N, the body range and the three buffers (of any body
+/// type): `1 ≤ n ≤ MAX_BODIES`, `bodies` non-empty within `0..n`, each buffer ≥ n bodies, no two
+/// overlapping. Returns N and the range as the kernels' `int`s.
+fn check_step_args<T: crate::DeviceCopy>(
+    n: usize,
+    bodies: &std::ops::Range<usize>,
+    pos_in: &DevicePtr<'_, T>,
+    pos_out: &DevicePtr<'_, T>,
+    vel: &DevicePtr<'_, T>,
+) -> Result<(i32, i32, i32)> {
+    let nn = checked_n(n)?;
+    if bodies.start >= bodies.end || bodies.end > n {
+        return Err(Error::InvalidArgument(format!("body range {bodies:?} is empty or reaches past N = {n}")));
+    }
+    check_len("pos_in", pos_in, n)?;
+    check_len("pos_out", pos_out, n)?;
+    check_len("vel", vel, n)?;
+    if pos_in.overlaps(pos_out) || pos_in.overlaps(vel) || pos_out.overlaps(vel) {
+        return Err(Error::InvalidArgument("pos_in, pos_out and vel must be distinct, non-overlapping buffers".into()));
+    }
+    // Both ≤ n ≤ MAX_BODIES < i32::MAX (checked above).
+    Ok((nn, bodies.start as i32, bodies.end as i32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::ptx_entries;
+
+    #[test]
+    fn the_committed_ptx_declares_the_parameters_this_module_launches() {
+        let ptx = include_str!("../../../kernels/nbody.ptx");
+        let entries = ptx_entries(ptx);
+        for p in BODIES_PER_THREAD {
+            let name = format!("nbody_step_p{p}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_PARAMS, "{name}");
+        }
+        for s in SPLITS {
+            let name = format!("nbody_step_s{s}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_PARAMS, "{name}");
+        }
+        let pxs = MASS_SCALED.iter().map(|&(p, s)| format!("m{p}x{s}")).chain(EQUAL_MASS.iter().map(|&(p, s)| format!("u{p}x{s}")));
+        for suffix in pxs {
+            let name = format!("nbody_step_{suffix}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_PARAMS, "{name}");
+            let name = format!("nbody_stepk_{suffix}");
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEPK_PARAMS, "{name}");
+        }
+        let e = entries.iter().find(|(n, _)| n == "nbody_potential").expect("nbody_potential");
+        assert_eq!(e.1, POTENTIAL_PARAMS);
+        for name in ["nbody_step_f64", "nbody_step_f64_lib"] {
+            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, STEP_F64_PARAMS, "{name}");
+        }
+        let e = entries.iter().find(|(n, _)| n == "nbody_to_float4").expect("nbody_to_float4");
+        assert_eq!(e.1, TO_FLOAT4_PARAMS);
+        assert_eq!(ptx_entries(TOUCH_PTX), vec![("nbody_touch".to_string(), TOUCH_PARAMS.to_vec())]);
+    }
+
+    #[test]
+    fn entries_parse_types_and_skip_what_is_not_an_entry() {
+        let ptx = ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .f64 k_param_1,\n\t.param .align 4 .b8 k_param_2[12],\n\t.param .s32 k_param_3\n)\n{\n}\n// .entry not really";
+        assert_eq!(ptx_entries(ptx), vec![("k".to_string(), vec![PtxParam::B64, PtxParam::F64, PtxParam::Other, PtxParam::B32])]);
+    }
+
+    #[test]
+    fn block_sizes_follow_the_kernel_rule() {
+        assert!(valid_block(32) && valid_block(1024) && valid_block(256));
+        assert!(!valid_block(0) && !valid_block(48) && !valid_block(2048));
+        assert!(checked_n(0).is_err() && checked_n(MAX_BODIES + 1).is_err() && checked_n(1).is_ok());
+    }
+}
