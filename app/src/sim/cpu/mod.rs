@@ -1,0 +1,367 @@
+//! CPU backends: the same fused leapfrog as the CUDA kernel, in float64 (the test reference) and
+//! float32 (the application's CPU backend), both parallel over bodies `i` with rayon.
+//!
+//! Both follow the convention of [`crate::sim`]: one all-pairs force evaluation per step,
+//! `v += a(x_n) * kick` (kick = dt/2 on the first step after a synchronisation, else dt), then
+//! `x_{n+1} = x_n + v * dt`. [`CpuF32::bodies`] / [`CpuF64::bodies`] finish with the closing half
+//! kick `v += a(x_n) * dt/2`, so the velocities they return are synchronised with the positions
+//! (kick-drift-kick leapfrog; Verlet 1967, Hut, Makino & McMillan 1995 for the shared half kicks).
+//!
+//! Acceleration with Plummer softening ε (GPU Gems 3, ch. 31, eq. 3):
+//! `a_i = G Σ_j m_j (x_j − x_i) / (|x_j − x_i|² + ε²)^{3/2}`. A pair with `|x_j − x_i|² + ε² = 0`
+//! (the term `j = i` when ε = 0, or two coincident bodies) contributes nothing instead of 0/0;
+//! for distinct bodies so close that `1/r³` overflows, `m_j/r³` is capped at the largest finite
+//! float (as in the kernel), so the result is never NaN for finite input.
+//!
+//! # Summation order
+//! For every body `i` the sum over `j` runs in index order `j = 0, 1, …, N−1` with one accumulator
+//! per component, like a thread of the CUDA kernel. Several bodies `i` are processed side by side
+//! (independent accumulators), one per SIMD lane, so no sum is reordered.
+//!
+//! # SIMD (float32)
+//! [`CpuF32`]'s force loop is explicit SIMD through [`pulp`]: the lanes hold bodies `i`, every
+//! source `j` is broadcast to all lanes, and [`pulp::Arch`] picks at run time the widest
+//! instruction set the CPU has (x86-64: AVX2 + FMA, 8 lanes; else SSE2 or scalar). Each lane does
+//! the same IEEE operations in the same order as the scalar loop (no fused multiply-add, an exact
+//! `sqrt` and division), so on x86-64 the SIMD and scalar results are the same bits (`minps`
+//! returns its second operand for a NaN first one, as IEEE minNum does here); a unit test checks
+//! it, the capped 0/0 of a massless body included. (On aarch64 NEON's `fmin` returns NaN there:
+//! not a target of this project.)
+
+use std::ops::{Add, AddAssign, Div, Mul, Sub};
+
+use rayon::prelude::*;
+
+mod float32;
+mod float64;
+mod simd;
+
+pub use float32::CpuF32;
+pub use float64::CpuF64;
+#[cfg(test)]
+use simd::AccelerationsF32;
+
+use super::{Bodies, PhysParams};
+
+/// Bodies `i` per rayon task (and per stack buffer of accelerations).
+const CHUNK: usize = 64;
+
+/// Nominal all-pairs rate of [`CpuF32`] per thread (interactions/s), for estimates: 2.4e9 per
+/// thread was measured on the 2-core CI machine with the SIMD loop (`bench --modes cpu`,
+/// N = 16384: 4.8e9 on 2 threads, AVX2), rounded down.
+pub const NOMINAL_RATE_PER_THREAD: f64 = 2.0e9;
+/// Bodies `i` computed side by side in the inner loop over `j`.
+const LANES: usize = 8;
+
+/// The float operations the force loop needs, for `f32` and `f64`.
+trait Real:
+    Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + AddAssign
+{
+    const ZERO: Self;
+    const MAX: Self;
+    fn sqrt(self) -> Self;
+    /// The smaller of two values; the non-NaN one when one is NaN (IEEE minNum).
+    fn min(self, other: Self) -> Self;
+}
+
+impl Real for f32 {
+    const ZERO: Self = 0.0;
+    const MAX: Self = f32::MAX;
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    fn min(self, other: Self) -> Self {
+        f32::min(self, other)
+    }
+}
+
+impl Real for f64 {
+    const ZERO: Self = 0.0;
+    const MAX: Self = f64::MAX;
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+    fn min(self, other: Self) -> Self {
+        f64::min(self, other)
+    }
+}
+
+/// Sources of the force sum in structure-of-arrays form (x, y, z, mass), `[N]` each.
+#[derive(Debug, Clone, Default)]
+struct Sources<T> {
+    x: Vec<T>,
+    y: Vec<T>,
+    z: Vec<T>,
+    m: Vec<T>,
+}
+
+impl<T: Real> Sources<T> {
+    /// Refill from `[x, y, z]` positions and masses (reusing the allocations).
+    fn load(&mut self, pos: impl Iterator<Item = [T; 4]>) {
+        self.x.clear();
+        self.y.clear();
+        self.z.clear();
+        self.m.clear();
+        for [x, y, z, m] in pos {
+            self.x.push(x);
+            self.y.push(y);
+            self.z.push(z);
+            self.m.push(m);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+}
+
+/// Accelerations of bodies `first .. first + out.len()` due to all sources, times `g`.
+///
+/// `out` is `[len][3]`; `eps2` is ε². Each sum runs over `j` in index order.
+fn accelerations_range<T: Real>(src: &Sources<T>, g: T, eps2: T, first: usize, out: &mut [[T; 3]]) {
+    let n = src.len();
+    for (b, block) in out.chunks_mut(LANES).enumerate() {
+        let i0 = first + b * LANES;
+        let last = i0 + block.len() - 1;
+        let mut xi = [T::ZERO; LANES];
+        let mut yi = [T::ZERO; LANES];
+        let mut zi = [T::ZERO; LANES];
+        for l in 0..LANES {
+            // Lanes past the end of a short block repeat the last body; their results are dropped.
+            let i = (i0 + l).min(last);
+            xi[l] = src.x[i];
+            yi[l] = src.y[i];
+            zi[l] = src.z[i];
+        }
+        let mut ax = [T::ZERO; LANES];
+        let mut ay = [T::ZERO; LANES];
+        let mut az = [T::ZERO; LANES];
+        let sources = src.x[..n].iter().zip(&src.y[..n]).zip(&src.z[..n]).zip(&src.m[..n]);
+        for (((&xj, &yj), &zj), &mj) in sources {
+            for l in 0..LANES {
+                let dx = xj - xi[l];
+                let dy = yj - yi[l];
+                let dz = zj - zi[l];
+                let r2 = dx * dx + dy * dy + dz * dz + eps2;
+                // r² + ε² = 0 only for j = i (or a coincident body) with ε = 0: skip it. For
+                // distinct bodies so close that r³ underflows, m/r³ is capped at MAX (like the
+                // kernel's fminf), so the term stays finite.
+                let s = if r2 > T::ZERO { (mj / (r2 * r2.sqrt())).min(T::MAX) } else { T::ZERO };
+                ax[l] += dx * s;
+                ay[l] += dy * s;
+                az[l] += dz * s;
+            }
+        }
+        for (l, a) in block.iter_mut().enumerate() {
+            *a = [g * ax[l], g * ay[l], g * az[l]];
+        }
+    }
+}
+
+/// Runs `f(chunk_index, chunk_of_a, chunk_of_b)` over matching `CHUNK`-sized chunks of two slices
+/// of length N: in parallel with rayon when there is more than one chunk, else inline.
+fn for_chunks<A: Send, B: Send>(a: &mut [A], b: &mut [B], f: impl Fn(usize, &mut [A], &mut [B]) + Sync) {
+    if a.len() <= CHUNK {
+        a.chunks_mut(CHUNK).zip(b.chunks_mut(CHUNK)).enumerate().for_each(|(c, (a, b))| f(c, a, b));
+    } else {
+        a.par_chunks_mut(CHUNK).zip(b.par_chunks_mut(CHUNK)).enumerate().for_each(|(c, (a, b))| f(c, a, b));
+    }
+}
+
+/// All-pairs accelerations in float64 (the one-step reference for the GPU tests).
+///
+/// `pos` is `[N][4]` (x, y, z, mass); returns `[N][3]`,
+/// `a_i = g Σ_j m_j (x_j − x_i) / (|x_j − x_i|² + eps²)^{3/2}`, pairs with `r² + eps² = 0` skipped
+/// and `m_j / r³` capped at `f64::MAX` (see the module docs).
+/// Parallel over `i` with rayon; each sum runs over `j` in index order.
+pub fn accelerations_f64(pos: &[[f64; 4]], g: f64, eps: f64) -> Vec<[f64; 3]> {
+    let mut src = Sources::default();
+    src.load(pos.iter().copied());
+    let mut acc = vec![[0.0; 3]; pos.len()];
+    if pos.len() <= CHUNK {
+        accelerations_range(&src, g, eps * eps, 0, &mut acc);
+    } else {
+        acc.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, out)| accelerations_range(&src, g, eps * eps, c * CHUNK, out));
+    }
+    acc
+}
+
+/// One kernel call's worth of the integrator in float64, from float32 inputs.
+///
+/// Computes `a = a(x)` with `params.g` and `params.softening` (`params.dt` is not used), then
+/// `v += a * kick` and `x_out = x + v * dt_drift`. Returns `(pos_out, vel)`: `pos_out` is `[N][4]`
+/// (x, y, z, mass, the mass copied through), `vel` is `[N][3]` (the kicked velocities).
+/// A GPU test compares one launch of the kernel with it; the closing half kick is
+/// `kick = dt/2, dt_drift = 0`.
+pub fn step_reference_f64(
+    bodies: &Bodies,
+    params: PhysParams,
+    kick: f64,
+    dt_drift: f64,
+) -> (Vec<[f64; 4]>, Vec<[f64; 3]>) {
+    let mut pos: Vec<[f64; 4]> = bodies.pos.iter().map(|p| p.map(f64::from)).collect();
+    let acc = accelerations_f64(&pos, f64::from(params.g), f64::from(params.softening));
+    let mut vel = Vec::with_capacity(pos.len());
+    for ((p, v), a) in pos.iter_mut().zip(&bodies.vel).zip(&acc) {
+        let mut v3 = [0.0; 3];
+        for k in 0..3 {
+            v3[k] = f64::from(v[k]) + a[k] * kick;
+            p[k] += v3[k] * dt_drift;
+        }
+        vel.push(v3);
+    }
+    (pos, vel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::partial::{FrameSteps, StepProgress};
+    
+
+    static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    fn stop_requested() -> bool {
+        STOP.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A step stopped by the interrupt leaves the state (and the leapfrog phase) as it was; the
+    /// next steps then give the same bits as a run that was never stopped.
+    #[test]
+    fn a_stopped_step_leaves_the_state_unchanged() {
+        let bodies = Bodies {
+            pos: (0..300).map(|i| [(i as f32 * 0.37).sin(), (i as f32 * 0.11).cos(), i as f32 * 1e-3, 1e-3]).collect(),
+            vel: vec![[0.0; 4]; 300],
+        };
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
+        let (mut a, mut b) = (CpuF32::new(&bodies, params), CpuF32::new(&bodies, params));
+        a.set_interrupt(Some(stop_requested));
+        assert_eq!(a.step(2), 2);
+        b.step(2);
+        STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+        let before = (a.pos.clone(), a.vel.clone(), a.is_synchronized());
+        assert_eq!(a.step(3), 0, "the first step is stopped");
+        STOP.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!((a.pos.clone(), a.vel.clone(), a.is_synchronized()), before);
+        assert_eq!(a.step(1), 1);
+        b.step(1);
+        assert_eq!(a.bodies(), b.bodies());
+    }
+
+    fn test_bodies(n: usize) -> Bodies {
+        Bodies {
+            pos: (0..n).map(|i| [(i as f32 * 0.37).sin(), (i as f32 * 0.11).cos(), i as f32 * 1e-3, 1e-3]).collect(),
+            vel: (0..n).map(|i| [(i as f32 * 0.05).cos() * 0.1, 0.0, (i as f32 * 0.21).sin() * 0.1, 0.0]).collect(),
+        }
+    }
+
+    /// A long step spread over frames (rate 1 interaction/s: every step is long; N = 300 in
+    /// parts of at least 64 bodies: 5 parts) moves nothing until its last part, then gives the
+    /// same bits as a whole step; an abandoned one leaves the state as it was; a readback
+    /// (`bodies`) in the middle finishes it.
+    #[test]
+    fn a_spread_step_matches_a_whole_one_and_abandons_cleanly() {
+        let bodies = test_bodies(300);
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
+        let (mut a, mut b) = (CpuF32::new(&bodies, params), CpuF32::new(&bodies, params));
+        a.set_spread(Some(1.0));
+        for step in 0..3 {
+            let before = (a.pos.clone(), a.vel.clone());
+            let mut frames = 0;
+            loop {
+                frames += 1;
+                let f = a.step_frame(2);
+                let p = f.spread.expect("spread");
+                assert_eq!(p, StepProgress { done: frames, of: 5 });
+                if p.in_progress() {
+                    assert_eq!(f.done, 0);
+                    assert_eq!((&a.pos, &a.vel), (&before.0, &before.1), "nothing moves before the last part");
+                    assert_eq!(a.step_in_progress(), Some(p));
+                } else {
+                    assert_eq!(f.done, 1, "the step is done, the frame ends there");
+                    break;
+                }
+            }
+            assert_eq!(frames, 5, "step {step}");
+            b.step(1);
+            assert_eq!((&a.pos, &a.vel, a.leap), (&b.pos, &b.vel, b.leap), "step {step}: spread and whole differ");
+        }
+        // Abandoned after two parts: as before it, and the next steps as if it never started.
+        let before = (a.pos.clone(), a.vel.clone(), a.leap);
+        a.step_frame(1);
+        a.step_frame(1);
+        assert_eq!(a.abandon_step(), Some(StepProgress { done: 2, of: 5 }));
+        assert_eq!((a.pos.clone(), a.vel.clone(), a.leap), before);
+        assert_eq!(a.abandon_step(), None);
+        // Paused frames leave a step in progress as it is.
+        a.step_frame(1);
+        assert_eq!(a.step_frame(0), FrameSteps::default());
+        assert_eq!(a.step_in_progress(), Some(StepProgress { done: 1, of: 5 }));
+        // A readback finishes it: the state after one more whole step.
+        b.step(1);
+        assert_eq!(a.bodies(), b.bodies());
+        assert_eq!(a.step_in_progress(), None);
+        // Whole steps (no spreading) finish a step in progress first, counting it.
+        a.step_frame(1);
+        a.set_spread(None);
+        assert_eq!(a.step(2), 2);
+        b.step(2);
+        assert_eq!(a.bodies(), b.bodies());
+    }
+
+    /// A parameter change abandons the step in progress (it starts again with the new ones).
+    #[test]
+    fn a_parameter_change_abandons_the_step_in_progress() {
+        let bodies = test_bodies(200);
+        let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
+        let mut a = CpuF32::new(&bodies, params);
+        a.set_spread(Some(1.0));
+        a.step_frame(1);
+        assert!(a.step_in_progress().is_some());
+        a.set_params(PhysParams { softening: 0.1, ..params });
+        assert_eq!(a.step_in_progress(), None);
+        assert_eq!(a.bodies(), bodies, "the state of before the step (synchronised, nothing moved)");
+    }
+
+    /// The SIMD force loop gives the scalar loop's bits, on whatever instruction set `pulp` picks
+    /// here, for N not a multiple of any lane count, ε = 0 (the skipped self term and the cap) and
+    /// ε > 0.
+    #[test]
+    fn simd_matches_scalar_bit_for_bit() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let n = 203;
+        let mut pos: Vec<[f32; 4]> = (0..n).map(|_| [next(), next(), next(), next().abs()]).collect();
+        pos[7] = pos[3]; // two coincident bodies
+        pos[8] = [0.0, 0.0, 0.0, 1.0];
+        pos[9] = [1e-20, 0.0, 0.0, 0.0]; // r³ underflows: 1/0 for body 9, 0/0 (massless j) for body 8
+        let mut src = Sources::default();
+        src.load(pos.iter().copied());
+        for eps in [0.0f32, 0.05] {
+            let mut scalar = vec![[0.0f32; 3]; n];
+            accelerations_range(&src, 1.5, eps * eps, 0, &mut scalar);
+            for first in [0, 5] {
+                let mut simd = vec![[0.0f32; 3]; n - first];
+                pulp::Arch::new().dispatch(AccelerationsF32 { src: &src, g: 1.5, eps2: eps * eps, first, out: &mut simd });
+                for (i, (a, b)) in simd.iter().zip(&scalar[first..]).enumerate() {
+                    assert!(a.iter().all(|x| x.is_finite()), "body {i}: {a:?}");
+                    assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "ε = {eps}, body {}", first + i);
+                }
+            }
+        }
+    }
+}
