@@ -193,7 +193,7 @@ fn root() -> PathBuf {
 
 /// The lab results recorded on the H200 and committed.
 fn committed_lab_jsonl() -> PathBuf {
-    root().join(nbody_app::teach::replay::RECORDED)
+    root().join(nbody_app::teach::recording::RECORDED)
 }
 
 /// This build's cases that `file` holds results for, in the file's order.

@@ -77,14 +77,14 @@ pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
                 "the quiz runs the cases on this machine's CUDA driver, and none loads here ({e}); without a GPU, \
                  quiz on the answers recorded on one: `nbody-interop lab --quiz --replay {} {name}` (from the \
                  repository's root)",
-                replay::RECORDED
+                super::recording::RECORDED
             );
         }
     }
     say_no_asking();
     let predictions = if opts.quiz && !opts.json {
         let calls: Vec<(&str, &str)> = cases.iter().map(|c| (c.name, c.call)).collect();
-        Some(replay::ask(&mut out, &calls, input)?)
+        Some(super::quiz::ask(&mut out, &calls, input)?)
     } else {
         None
     };
