@@ -1,0 +1,78 @@
+//! The results as the text table printed on stdout.
+
+use std::fmt::Write as _;
+
+use super::{has_setups, row_label, Row};
+
+/// `v` with `prec` decimals, or `—`.
+pub(crate) fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "—".to_string(), |x| format!("{x:.prec$}"))
+}
+
+/// `1.23e9` style for rates.
+fn sci(v: f64) -> String {
+    format!("{v:.3e}")
+}
+
+/// The results as a text table (one line per row; with GPU setups other than the plain one, the
+/// mode names its setup and the gather time and scaling efficiency get columns).
+pub fn table(rows: &[Row]) -> String {
+    let setups = has_setups(rows);
+    let labels: Vec<String> = rows.iter().map(|r| row_label(r, setups)).collect();
+    let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(13);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{:<w$} {:>8} {:>10} {:>10} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8}",
+        "mode",
+        "N",
+        "frame med",
+        "frame p99",
+        "map",
+        "kernel",
+        "unmap",
+        "draw",
+        "overhead µs",
+        "overhead",
+        "interact/s",
+        "GFLOP/s",
+        "spread"
+    );
+    let _ = writeln!(s, "{}", if setups { format!(" {:>8} {:>10}", "gather", "scaling") } else { String::new() });
+    let _ = write!(
+        s,
+        "{:<w$} {:>8} {:>10} {:>10} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8}",
+        "", "bodies", "ms", "ms", "ms", "ms", "ms", "ms", "", "%", "", "", "%"
+    );
+    let _ = writeln!(s, "{}", if setups { format!(" {:>8} {:>10}", "ms", "eff. %") } else { String::new() });
+    for (r, label) in rows.iter().zip(&labels) {
+        // `draw` simulates nothing: no rate (the JSON keeps its 0).
+        let no_rate = r.mode == "draw";
+        let _ = write!(
+            s,
+            "{:<w$} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8.1}",
+            label,
+            r.n,
+            r.frame_ms_median,
+            r.frame_ms_p99,
+            opt(r.map_ms_median, 3),
+            opt(r.kernel_ms_median, 3),
+            opt(r.unmap_ms_median, 3),
+            opt(r.draw_ms_median, 3),
+            opt(r.overhead_us, 1),
+            opt(r.overhead_pct, 1),
+            if no_rate { "—".to_string() } else { sci(r.interactions_per_s) },
+            if no_rate { "—".to_string() } else { format!("{:.1}", r.gflops) },
+            r.spread_pct
+        );
+        let _ = writeln!(
+            s,
+            "{}",
+            if setups { format!(" {:>8} {:>10}", opt(r.gather_ms_median, 3), opt(r.scaling_efficiency.map(|e| e * 100.0), 1)) } else { String::new() }
+        );
+        if r.diverged {
+            let _ = writeln!(s, "{:<w$} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
+        }
+    }
+    s
+}
