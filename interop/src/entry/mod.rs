@@ -25,162 +25,13 @@ pub use crate::status::{cuda_version_string, SymbolStatus};
 use crate::loader::{Driver, StreamSemantics};
 use crate::sys::*;
 
-/// Whether a function has a per-thread-default-stream variant, and which suffix it carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum PtVariant {
-    /// No variant: the same export under both semantics.
-    None,
-    /// `_ptsz`: a stream-ordered function whose null stream becomes the per-thread stream.
-    Ptsz,
-    /// `_ptds`: a synchronous function ordered with the per-thread default stream.
-    Ptds,
-}
+mod decl;
+mod report;
+mod trace;
 
-impl PtVariant {
-    /// The export-name suffix (`"_ptsz"`, `"_ptds"` or `""`).
-    pub fn suffix(self) -> &'static str {
-        match self {
-            PtVariant::None => "",
-            PtVariant::Ptsz => "_ptsz",
-            PtVariant::Ptds => "_ptds",
-        }
-    }
-}
-
-/// One declared driver function (a row of [`ENTRY_POINTS`]).
-#[derive(Debug, Clone, Copy)]
-pub struct EntryDecl {
-    /// C name, as passed to `cuGetProcAddress` (`"cuCtxCreate"`).
-    pub name: &'static str,
-    /// ABI version asked for: the `NNNN` of `PFN_<name>_vNNNN` (CUDA major·1000 + minor·10).
-    pub version: c_int,
-    /// The library export of that version with legacy semantics (`"cuCtxCreate_v2"`), used on
-    /// drivers older than 11.3 and to check resolution.
-    pub export: &'static str,
-    /// Per-thread-default-stream variant.
-    pub pt: PtVariant,
-    /// Whether loading fails without it.
-    pub required: bool,
-    /// Parameter names, in order (their count is checked against the header's typedef).
-    pub params: &'static [&'static str],
-}
-
-/// ABI version of every `_ptsz`/`_ptds` typedef (`PFN_<name>_v7000_ptsz`): the per-thread
-/// variants appeared in CUDA 7.0, so asking for one with an older version is answered
-/// `CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT` (seen on driver 580 for `cuLaunchKernel` at 4000).
-pub const PER_THREAD_VERSION: c_int = 7000;
-
-impl EntryDecl {
-    /// The ABI version asked for under `semantics`: the declared one, or for a function with a
-    /// per-thread variant under per-thread semantics the version of its `_ptsz`/`_ptds` typedef.
-    pub fn version_for(&self, semantics: StreamSemantics) -> c_int {
-        match (semantics, self.pt) {
-            (StreamSemantics::PerThread, PtVariant::Ptsz | PtVariant::Ptds) => self.version.max(PER_THREAD_VERSION),
-            _ => self.version,
-        }
-    }
-
-    /// The export name this entry resolves to under `semantics` (`cuLaunchKernel_ptsz`, …).
-    pub fn export_for(&self, semantics: StreamSemantics) -> String {
-        match semantics {
-            StreamSemantics::PerThread => format!("{}{}", self.export, self.pt.suffix()),
-            StreamSemantics::Legacy => self.export.to_string(),
-        }
-    }
-}
-
-/// One traced driver call (see [`Api::set_tracer`]).
-#[derive(Debug, Clone)]
-pub struct TraceRecord {
-    /// C name of the function.
-    pub name: &'static str,
-    /// ABI version it was resolved with.
-    pub version: c_int,
-    /// The library export the table resolved for it under its semantics (`"cuLaunchKernel_ptsz"`).
-    pub export: String,
-    /// Address the table called (what `cuGetProcAddress` returned).
-    pub address: usize,
-    /// Arguments in short form (`name=value`).
-    pub args: String,
-    /// What the call returned through its output parameters, in short form (`name→value`:
-    /// `p_dev_ptr→0x7f3a00000000 p_size→1048576`), after a successful call; empty otherwise.
-    /// Pointees of these types are read: device pointers and other `u64`s, sizes, `int`s,
-    /// `unsigned`s, `float`s and handles; not strings, structs or `void*` buffers, and not the
-    /// arrays `resources`, `options` (inputs) and `p_cuda_devices` (an output array).
-    pub returned: String,
-    /// What the driver returned.
-    pub result: CuResult,
-    /// Host time spent in the call, in microseconds.
-    pub host_us: f64,
-}
-
-/// An argument of a traced call, wrapped to ask what it points at after the call (see
-/// [`TraceRecord::returned`]). Output pointers of the types [`ShowReturned`] knows are read;
-/// for everything else the fallback [`NoReturned`] answers `None` (method resolution prefers the
-/// by-value impl on `OutArg<*mut T>` over the autoref'd blanket one).
-#[doc(hidden)]
-pub struct OutArg<T>(pub T);
-
-/// The value an output pointer holds after a call.
-#[doc(hidden)]
-pub trait ShowReturned {
-    /// The pointee in short form; `None` for a null pointer.
-    ///
-    /// # Safety
-    /// The pointer is null or valid for reading one value (an output parameter of a call that
-    /// succeeded, which the caller passed as writable memory for one value under the function's
-    /// contract).
-    unsafe fn returned(&self) -> Option<String>;
-}
-
-/// Every other argument: nothing to show.
-#[doc(hidden)]
-pub trait NoReturned {
-    /// `None`.
-    ///
-    /// # Safety
-    /// None needed; `unsafe` only to match [`ShowReturned::returned`] at the call site.
-    unsafe fn returned(&self) -> Option<String> {
-        None
-    }
-}
-
-impl<T> NoReturned for &OutArg<T> {}
-
-macro_rules! show_returned {
-    ($($t:ty => $fmt:literal),* $(,)?) => {$(
-        impl ShowReturned for OutArg<*mut $t> {
-            unsafe fn returned(&self) -> Option<String> {
-                if self.0.is_null() {
-                    return None;
-                }
-                // SAFETY: non-null, and valid for reading one value by this method's contract.
-                Some(format!($fmt, unsafe { self.0.read() }))
-            }
-        }
-    )*};
-}
-
-show_returned! {
-    u64 => "{:#x}",
-    usize => "{}",
-    c_int => "{}",
-    c_uint => "{}",
-    f32 => "{}",
-    CUcontext => "{:p}",
-    CUstream => "{:p}",
-    CUevent => "{:p}",
-    CUgraphicsResource => "{:p}",
-    CUmodule => "{:p}",
-    CUfunction => "{:p}",
-}
-
-/// Whether this build can trace driver calls (the `trace` feature, on by default). Without it
-/// [`Api::set_tracer`] installs nothing and a call costs exactly the function call.
-pub const TRACING_COMPILED: bool = cfg!(feature = "trace");
-
-/// A receiver of traced calls.
-pub type Tracer = Box<dyn Fn(&TraceRecord) + Send + Sync>;
+pub use decl::{EntryDecl, PtVariant, PER_THREAD_VERSION};
+pub use report::EntryReport;
+pub use trace::{NoReturned, OutArg, ShowReturned, TraceRecord, Tracer, TRACING_COMPILED};
 
 macro_rules! entry_points {
     ($(
@@ -452,45 +303,6 @@ entry_points! {
     cuGLGetDevices @ 6050, "cuGLGetDevices_v2", None, optional => (p_cuda_device_count: *mut c_uint, p_cuda_devices: *mut CUdevice, cuda_device_count: c_uint, device_list: c_uint);
 }
 
-/// One row of the entry-point report: how one function was resolved.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct EntryReport {
-    /// C name.
-    pub name: &'static str,
-    /// ABI version asked for.
-    pub version: c_int,
-    /// `cuGetProcAddress` flags used (`CU_GET_PROC_ADDRESS_*`).
-    pub flags: u64,
-    /// What `cuGetProcAddress` returned.
-    pub result: i32,
-    /// Decoded symbol status.
-    pub status: SymbolStatus,
-    /// Whether the application needs it.
-    pub required: bool,
-    /// Address resolved (0 when not found).
-    pub address: usize,
-    /// What to do when it was not found.
-    pub remedy: Option<String>,
-}
-
-impl EntryReport {
-    /// The remedy for a status, given the driver version found.
-    pub fn remedy_for(status: SymbolStatus, version: c_int, driver_version: c_int) -> Option<String> {
-        match status {
-            SymbolStatus::Found => None,
-            SymbolStatus::SymbolNotFound | SymbolStatus::NotFoundUnknownReason => Some(format!(
-                "update the NVIDIA driver to one that supports CUDA {} or newer (this driver supports CUDA {})",
-                cuda_version_string(version),
-                cuda_version_string(driver_version)
-            )),
-            SymbolStatus::VersionNotSufficient => Some(format!(
-                "this build asks for version {version}, older than the function itself: fix the entry-point table"
-            )),
-            SymbolStatus::Other(_) => Some("unexpected status from cuGetProcAddress".into()),
-        }
-    }
-}
-
 /// The loaded driver's entry points, resolved with one default-stream semantics.
 ///
 /// Owns the library (through [`Driver`]) so that no function pointer outlives it (habit 5).
@@ -690,7 +502,7 @@ mod tests {
             "least_priority", "hfunc", "handle", "greatest_priority", "granularity", "free", "driver_version",
             "dptr", "count", "bytes", "active", "can_access_peer",
         ];
-        let table = include_str!("entry.rs");
+        let table = include_str!("mod.rs");
         let table = &table[table.find("entry_points! {").expect("the table")..];
         for piece in table.split([',', '(']) {
             let Some((name, ty)) = piece.split_once(": *mut ") else { continue };
