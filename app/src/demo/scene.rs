@@ -151,7 +151,7 @@ impl Scene {
         renderer.set_sprite_cap(args.max_sprite_px);
         let camera = framing_camera(&renderer);
         let egui_ctx = egui::Context::default();
-        crate::ui::overlay::install_fonts(&egui_ctx);
+        crate::ui::fonts::install_fonts(&egui_ctx);
         // The zoom of the first frame, set before it: egui lays out the pass that changes the
         // zoom on the previous pass's screen (none yet), so a headless run's only frame at
         // --ui-scale 1.5 was laid out on the wrong screen. (`frame` sets it again if the target

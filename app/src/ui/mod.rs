@@ -3,8 +3,10 @@
 //! [`action::Action`]s; it never touches GL or CUDA.
 
 pub mod action;
+pub mod fonts;
 pub mod overlay;
 pub mod timeline;
+mod widgets;
 pub mod workflow;
 
 /// `s` with arrows written as `->`: egui's bundled proportional font has no U+2192.

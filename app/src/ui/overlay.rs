@@ -12,8 +12,9 @@ use egui_plot::{Line, Plot, PlotPoints};
 
 use super::action::{Action, FrameStats};
 use super::bundled_glyphs;
+use super::widgets::{keep, settings_ui};
 use crate::backend::{InteropSettings, SimTimings};
-use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
+use crate::cuda::settings::InteropMode;
 use crate::gfx::GlInfo;
 use crate::sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
 
@@ -485,53 +486,6 @@ fn norm(v: [f64; 3]) -> f64 {
     (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
 }
 
-fn combo<T: PartialEq + Copy>(ui: &mut egui::Ui, label: &str, value: &mut T, options: &[(T, &str)]) {
-    let current = options.iter().find(|(v, _)| v == value).map_or("?", |(_, n)| n);
-    egui::ComboBox::new(label, label).selected_text(current).show_ui(ui, |ui| {
-        for (v, name) in options {
-            ui.selectable_value(value, *v, *name);
-        }
-    });
-}
-
-fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, open: bool, actions: &mut Vec<Action>) {
-    egui::CollapsingHeader::new("Interop settings").default_open(open).show(ui, |ui| {
-        let Some(old) = settings else {
-            ui.label("(CPU backend: no interop settings)");
-            return;
-        };
-        let mut s = old;
-        let flags = [(ResourceFlags::None, "none"), (ResourceFlags::ReadOnly, "read-only"), (ResourceFlags::WriteDiscard, "write-discard")];
-        combo(ui, "interop mode", &mut s.interop, &[(InteropMode::Map, "map"), (InteropMode::Copy, "copy"), (InteropMode::External, "external")]);
-        // Registration and mapping exist only in map mode: elsewhere the flags are shown disabled.
-        let maps = s.interop == InteropMode::Map;
-        ui.add_enabled_ui(maps, |ui| {
-            // Register flags that promise "CUDA will not write" (read-only) or "will not read"
-            // (write-discard) cannot hold for ping-pong buffers: only none is offered; the roles
-            // go into the per-frame map flags.
-            combo(ui, "register flags", &mut s.register_flags, &flags[..1]);
-            combo(ui, "map flags", &mut s.map_flags, &flags);
-        });
-        if !maps {
-            ui.label(RichText::new("(register and map flags apply to --interop map only: this mode registers and maps nothing)").small());
-        }
-        combo(
-            ui,
-            "stream",
-            &mut s.stream,
-            &[(StreamKind::Legacy, "legacy"), (StreamKind::PerThread, "per-thread"), (StreamKind::NonBlocking, "non-blocking")],
-        );
-        ui.horizontal(|ui| {
-            ui.label("priority");
-            ui.add(keep(egui::DragValue::new(&mut s.stream_priority).range(-1000..=1000)));
-        });
-        combo(ui, "block size", &mut s.block_size, &[(0, "auto"), (64, "64"), (128, "128"), (256, "256"), (512, "512"), (1024, "1024")]);
-        if s != old {
-            actions.push(Action::ApplySettings(s));
-        }
-    });
-}
-
 /// The controls, in one line under the heading (all glyphs in egui's bundled fonts).
 pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, t trails, 1-4 presets";
 
@@ -545,48 +499,6 @@ h: hide / show this overlay\n\
 t: trails on / off\n\
 1 2 3 4: presets plummer, galaxies, ball, figure-eight (same N)\n\
 mouse: left drag orbits, right drag pans, wheel zooms";
-
-/// A drag value that shows the value in force as it is: the range bounds only what a drag or an
-/// edit makes, never a value the user gave on the command line (HOUSE-STYLE 16), and no decimals
-/// are rounded away.
-fn keep(d: egui::DragValue<'_>) -> egui::DragValue<'_> {
-    d.clamp_existing_to_range(false)
-}
-
-/// System fonts tried, in order, when egui was built without its `default_fonts` feature:
-/// (proportional, monospace).
-const SYSTEM_FONTS: [(&str, &str); 4] = [
-    ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"),
-    ("/usr/share/fonts/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSansMono.ttf"),
-    ("/usr/share/fonts/TTF/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSansMono.ttf"),
-    ("/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf", "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf"),
-];
-
-/// Make sure egui has fonts: its bundled ones when egui's `default_fonts` feature is on, else a
-/// system TTF font (DejaVu or Liberation). Without either the overlay draws no text (logged).
-pub fn install_fonts(ctx: &egui::Context) {
-    if !egui::FontDefinitions::default().font_data.is_empty() {
-        return;
-    }
-    for (prop, mono) in SYSTEM_FONTS {
-        let Ok(p) = std::fs::read(prop) else { continue };
-        let m = std::fs::read(mono).ok();
-        let mut defs = egui::FontDefinitions::empty();
-        defs.font_data.insert("system-prop".into(), std::sync::Arc::new(egui::FontData::from_owned(p)));
-        let mut mono_list = Vec::new();
-        if let Some(m) = m {
-            defs.font_data.insert("system-mono".into(), std::sync::Arc::new(egui::FontData::from_owned(m)));
-            mono_list.push("system-mono".to_owned());
-        }
-        mono_list.push("system-prop".to_owned());
-        defs.families.insert(egui::FontFamily::Proportional, vec!["system-prop".to_owned()]);
-        defs.families.insert(egui::FontFamily::Monospace, mono_list);
-        ctx.set_fonts(defs);
-        tracing::debug!(font = prop, "overlay uses a system font (egui built without default_fonts)");
-        return;
-    }
-    tracing::warn!("no font for the overlay: egui lacks its default_fonts feature and no DejaVu/Liberation TTF was found");
-}
 
 #[cfg(test)]
 mod tests {
