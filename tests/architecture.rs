@@ -9,7 +9,8 @@
 //! from. Comments and string/char literals are skipped. `lib.rs` and `main.rs` are the crate root
 //! and may import anything. Inside and across folders, no two files may import each other, even
 //! through others (`crate::`, `self::` and `super::` paths resolved to the file of their module;
-//! a file may use its own folder's `mod.rs`). All problems of a crate are reported at once.
+//! a file may use its own folder's `mod.rs`). All problems of a crate are reported at once. No
+//! source file is over 600 lines, no test file over 800: a longer one does more than one job.
 //!
 //! Run: `cargo test -p nbody-interop --test architecture`. Without cargo:
 //! `rustc --edition 2021 --test tests/architecture.rs -o /tmp/arch_test && (cd app && /tmp/arch_test)`
@@ -534,6 +535,37 @@ fn assert_layering(krate: &str) {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// The most lines a source file of `app/src` or `interop/src` may have: past it a file is doing
+/// more than one job (split it by responsibility, each file named for its job).
+const MAX_SOURCE_LINES: usize = 600;
+/// The most lines a test file under `tests/` may have (split it by topic).
+const MAX_TEST_LINES: usize = 800;
+
+/// The files of `files` (path, source) longer than `max` lines, as messages.
+fn too_long(label: &str, files: &[(String, String)], max: usize) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(_, src)| src.lines().count() > max)
+        .map(|(rel, src)| format!("{label}/{rel}: {} lines, over {max}: split it by responsibility", src.lines().count()))
+        .collect()
+}
+
+#[test]
+fn no_file_does_more_than_one_job() {
+    let root = workspace_root();
+    let mut problems = Vec::new();
+    for krate in ["app", "interop"] {
+        let label = format!("{krate}/src");
+        let (src, mut files) = (root.join(&label), Vec::new());
+        rust_files(&src, &src, &mut files);
+        problems.extend(too_long(&label, &files, MAX_SOURCE_LINES));
+    }
+    let (tests, mut files) = (root.join("tests"), Vec::new());
+    rust_files(&tests, &tests, &mut files);
+    problems.extend(too_long("tests", &files, MAX_TEST_LINES));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]
