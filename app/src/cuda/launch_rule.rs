@@ -1,9 +1,15 @@
 //! Which step kernel and block size a step runs: the launch rule. Each candidate (block size B,
 //! bodies per thread P, threads per body S, the loop, plain or stream-K) is scored by the fill of
 //! the busiest SM, the latency cover of its resident warps, and a loop efficiency measured per
-//! kernel and block size; the best score wins. The measured rows come from `kernels/kbench.cu`
-//! on an H200 (`kernels/README.md`, "Choosing the block size"; the sweeps' files are listed in
-//! `docs/results.md`).
+//! kernel and block size; the best score wins.
+//!
+//! # Sources
+//! Every measured number here is an H200's (132 SMs at 1980 MHz, driver 580): the loop and
+//! stream-K efficiencies, the equal-mass ratios and the segment costs come from `kernels/kbench.cu`
+//! sweeps at N = 262144 (`kernels/README.md`, "Choosing the block size", "stream-K" and "Equal
+//! masses", where each sweep's command and file are named); the latency term from
+//! `bench --modes compute --steps-per-frame 20`. Rows not measured are derived from measured ones,
+//! as each says.
 
 use anyhow::bail;
 pub use interop::kernels::StepLoop;
@@ -81,12 +87,8 @@ pub fn validate_block_size(block: u32) -> anyhow::Result<()> {
 
 /// Relative speed of each step kernel and block size when every SM is busy: its rate at
 /// N = 262144 on an H200 divided by this rule's fill and latency terms there, over 2.1e12
-/// interactions/s (`kernels/kbench.cu`, 2026-12-02; `kernels/README.md`, "Choosing the block
-/// size"; the mass-scaled rows scaled by their rate change once the loop loaded four `e` at a
-/// time, `docs/results/2026-12-02-h200/session5/kbench-stream-k-e4.csv`; `m4x1`'s B = 512 and
-/// 1024 by its rate change once its loop took 32 sources per trip, body by body,
-/// `docs/results/2026-12-02-h200/session6/kbench-variants.csv`, and its B = 256 by the B = 512
-/// change, not measured). Larger blocks share each shared-memory tile among more threads and
+/// interactions/s (module docs, "Sources"; `m4x1` at B = 256 is its B = 512 row scaled, not
+/// measured). Larger blocks share each shared-memory tile among more threads and
 /// synchronise less often per interaction; a j-split lane reads B / S slots of each tile (more
 /// barriers per interaction) and adds an S-way reduction; the mass-scaled loop saves an
 /// instruction per interaction but loads e beside each source body; the equal-mass rows are the
@@ -128,11 +130,8 @@ fn at_block(row: [f64; 3], block: u32) -> f64 {
 }
 
 /// Relative speed of each stream-K step (`nbody_stepk_*` + `nbody_stepk_finish`) and block size
-/// with every SM busy: its rate at N = 262144 on an H200 over 2.1e12 interactions/s
-/// (`kernels/kbench.cu`, 2026-12-02, `docs/results/2026-12-02-h200/session5/kbench-stream-k-e4.csv`;
-/// `m4x1` at B = 512 and 1024 from `docs/results/2026-12-02-h200/session6/kbench-variants.csv`,
-/// its loop of 32 sources per trip, body by body, and at 256 scaled by the change at 512, not
-/// measured; there the persistent CTAs share the work to a few parts in 10⁵ and the segments
+/// with every SM busy: its rate at N = 262144 on an H200 over 2.1e12 interactions/s (module
+/// docs, "Sources"; `m4x1` at B = 256 scaled from B = 512, not measured; there the persistent CTAs share the work to a few parts in 10⁵ and the segments
 /// cost nothing measurable); the equal-mass rows are the mass-scaled ones times their rate ratio
 /// at B = 1024 (`equal_mass_ratio`; B = 256 and 512 not measured). 128 threads: 2 % below 256.
 fn stream_k_efficiency(block: u32, p: u32, split: u32, step_loop: StepLoop) -> f64 {
@@ -159,9 +158,8 @@ fn stream_k_efficiency(block: u32, p: u32, split: u32, step_loop: StepLoop) -> f
 }
 
 /// An equal-mass kernel's rate over its mass-scaled twin's (same P, S), plain or as a stream-K
-/// pair: `kernels/kbench.cu` with equal masses, N = 262144, B = 1024 (2026-12-03,
-/// `docs/results/2026-12-03-h200/session9/kbench-equal-mass.csv`). A shape without a
-/// measurement counts as its twin (1.0).
+/// pair: `kernels/kbench.cu` with equal masses, N = 262144, B = 1024 (module docs, "Sources"). A
+/// shape without a measurement counts as its twin (1.0).
 fn equal_mass_ratio(p: u32, split: u32, stream_k: bool) -> f64 {
     match (p, split, stream_k) {
         (4, 1, false) => 1.032,
@@ -195,14 +193,12 @@ fn stream_k_fraction(n: usize, bpb: u32, sms: u32, ctas: u32, step_loop: StepLoo
     fill / (1.0 + STREAM_K_FIXED_S / ideal_s + c * x.powf(0.6))
 }
 
-/// The segments' cost coefficient of [`stream_k_fraction`] (fitted to `kbench-stream-k-e4.csv`,
-/// 2026-12-02).
+/// The segments' cost coefficient of [`stream_k_fraction`] (fitted to the stream-K sweep).
 const SEGMENT_COST: f64 = 0.07;
 
-/// The same for the equal-mass loop, which has no guarded self tiles (fitted to
-/// `docs/results/2026-12-03-h200/session9/kbench-equal-mass.csv`: the model is within 1.5 % of
-/// the six stream-K rates measured there, `u4x1` from 16384 to 262144 and `u2x4` at 16384 and
-/// 65536).
+/// The same for the equal-mass loop, which has no guarded self tiles (fitted to the equal-mass
+/// sweep: the model is within 1.5 % of its six stream-K rates, `u4x1` from 16384 to 262144 and
+/// `u2x4` at 16384 and 65536).
 const SEGMENT_COST_EQUAL_MASS: f64 = 0.025;
 
 /// Fraction of the ideal that the busiest SM allows: the grid's blocks are spread over `sms`
@@ -218,8 +214,8 @@ fn fill_efficiency(n: usize, bodies_per_block: u32, sms: u32) -> f64 {
 /// MUFU.RSQ) fully.
 const LATENCY_WARPS: f64 = 32.0;
 
-/// The fraction of the issue rate that 16 resident warps per SM sustain. Measured on the H200
-/// (`bench --modes compute --steps-per-frame 20`, 2026-12-02): `nbody_step_p1` with B = 512 at
+/// The fraction of the issue rate that 16 resident warps per SM sustain (module docs, "Sources"):
+/// `nbody_step_p1` with B = 512 at
 /// N = 65536 (one block of 16 warps per SM) ran at 1.893e12 interactions/s, 0.94 of the 2.02e12
 /// that its fill and loop terms predict; `m2x4` with B = 1024 (32 warps) ran at 1.986e12, as
 /// predicted.
@@ -456,7 +452,7 @@ mod tests {
         assert!(score_k(65536, 1024, 4, 4, M) > score(65536, 1024, 2, 4, M, 1));
         // N = 16384: stream-K m2x4 (1.874e12) over stream-K m4x1 (1.70e12).
         assert!(score_k(16384, 1024, 2, 4, M) > score_k(16384, 1024, 4, 1, M));
-        // m4x1's loop of 32 sources per trip (session 6, kbench): stream-K m2x4 stays ahead at
+        // With m4x1's loop of 32 sources per trip, stream-K m2x4 stays ahead at
         // 65536 (2.163e12 against m4x1's 2.059e12 at B = 1024 and 2.130e12 at 512), m4x1 leads
         // from 131072 (2.189e12 against 2.177e12; 262144: 2.224e12 against 2.181e12). At 131072
         // the model's scores are a near tie (0.05 % apart, measured 0.5 %): a retune of either
@@ -469,7 +465,7 @@ mod tests {
 
     #[test]
     fn equal_masses_pick_the_equal_mass_loop_as_measured() {
-        // kbench with equal masses (2026-12-03, stream-K, B = 1024): u2x4 leads at 16384
+        // The equal-mass sweep (stream-K, B = 1024): u2x4 leads at 16384
         // (2.045e12 against u4x1's 1.921e12), u4x1 from 65536 on (2.284e12 against 2.217e12;
         // 131072: 2.302e12; 262144: 2.307e12), and each beats its mass-scaled twin everywhere.
         assert!(score_k(16384, 1024, 2, 4, U) > score_k(16384, 1024, 4, 1, U));

@@ -357,8 +357,7 @@ pub const CASES: &[Case] = &[
                       them has not yet been completed [...], CUDA_ERROR_NOT_READY is returned.\" H200: 600 \
                       CUDA_ERROR_NOT_READY; after cuEventSynchronize(end) the elapsed time was 100.1 ms, the spin's \
                       length (an event's time is the GPU's clock when the stream reaches it, so host work between \
-                      the records counts too: the 2026-12-02 recording, which loaded the spin's PTX there, read \
-                      116.8 ms).",
+                      the records counts too: with the spin's PTX loaded between the records it read 116.8 ms).",
         fix: "Wait for the end event (cuEventSynchronize, or poll cuEventQuery) before cuEventElapsedTime; in a frame \
               loop read the events of an earlier frame instead of stalling.",
     },

@@ -51,8 +51,8 @@ pub(super) fn run(case: &Case, ctx: &Arc<Context>) -> Result<Got, SetupFailed> {
             let start = Event::new(ctx, event_flags::DEFAULT)?;
             let end = Event::new(ctx, event_flags::DEFAULT)?;
             // The module first: its load (a JIT compile of the PTX on the host) between the two
-            // records would count, as the GPU idles, in the elapsed time (116.8 ms for the 100 ms
-            // spin in the 2026-12-02 recording, which loaded it there).
+            // records would count, as the GPU idles, in the elapsed time (on the H200 a load there
+            // made the 100 ms spin read 116.8 ms).
             let module = Module::from_ptx(ctx, PTX_SPIN.as_bytes())?;
             start.record(&stream)?;
             launch_spin(&module, &stream, SPIN_NS)?;

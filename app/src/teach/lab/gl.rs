@@ -182,8 +182,8 @@ fn unregister_while_mapped(gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupF
     let r = unsafe { api.cuGraphicsUnregisterResource(raw) };
     eprintln!("lab: cuGraphicsUnregisterResource returned {}", result_words(&r));
     // Either way the handle is left alone: after an accepted unregister it names nothing, and
-    // after a refused one the H200 (driver 580.159, 2026-12-02) killed the process with SIGSEGV
-    // in the unmap or unregister that followed. This runs in a child process, whose exit
+    // after a refused one the process was killed with SIGSEGV (H200, driver 580.159) in the
+    // unmap or unregister that followed. This runs in a child process, whose exit
     // releases what is left.
     let then = if r.is_ok() {
         "the lab then left the handle alone (no unmap, no second unregister)"
