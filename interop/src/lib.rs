@@ -37,6 +37,7 @@ pub mod error;
 pub mod graphics;
 pub mod kernels;
 pub mod launch;
+pub mod library;
 pub mod loader;
 pub mod memory;
 pub mod module;

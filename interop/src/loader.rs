@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use libloading::Library;
 
-use crate::error::{error_chain, Error, LibraryAttempt};
+use crate::error::{error_chain, Error};
+use crate::library::{open_first, Candidates};
 use crate::sys::*;
 
 
@@ -121,10 +122,8 @@ impl Driver {
     /// [`Error::MissingBootstrap`] when the library lacks `cuDriverGetVersion` or the driver
     /// reports an error for it.
     pub fn open() -> Result<Driver, Error> {
-        match std::env::var_os(LIBRARY_ENV) {
-            Some(p) if !p.is_empty() => Self::open_candidates(&[PathBuf::from(p)]),
-            _ => Self::open_candidates(&DEFAULT_LIBRARY_NAMES.iter().map(PathBuf::from).collect::<Vec<_>>()),
-        }
+        let candidates = Candidates::new(std::env::var_os(LIBRARY_ENV).as_deref(), DEFAULT_LIBRARY_NAMES, []);
+        Self::open_candidates(&candidates.paths)
     }
 
     /// Opens the first of `candidates` that loads, then resolves the bootstrap symbols.
@@ -132,17 +131,12 @@ impl Driver {
     /// # Errors
     /// As [`Driver::open`].
     pub fn open_candidates(candidates: &[PathBuf]) -> Result<Driver, Error> {
-        let mut tried = Vec::new();
-        for c in candidates {
-            // SAFETY: loading a shared library runs its initialisers. We only load the CUDA driver
-            // (or the library the user named in NBODY_CUDA_LIBRARY), whose initialisers are
-            // designed to run in any process.
-            match unsafe { Library::new(c) } {
-                Ok(lib) => return Self::from_library(lib, c.display().to_string()),
-                Err(e) => tried.push(LibraryAttempt { name: c.display().to_string(), error: error_chain(&e) }),
-            }
+        // SAFETY: the candidates are the CUDA driver (or the library the user named in
+        // NBODY_CUDA_LIBRARY), whose initialisers are designed to run in any process.
+        match unsafe { open_first(candidates) } {
+            Ok((lib, path)) => Self::from_library(lib, path),
+            Err(tried) => Err(Error::LibraryNotFound { tried }),
         }
-        Err(Error::LibraryNotFound { tried })
     }
 
     fn from_library(lib: Library, path: String) -> Result<Driver, Error> {

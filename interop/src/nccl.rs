@@ -38,6 +38,7 @@ use std::sync::Arc;
 use libloading::Library;
 
 use crate::error::{error_chain, tried_list, LibraryAttempt};
+use crate::library::{open_first, Candidates};
 use crate::memory::DevicePtr;
 use crate::stream::Stream;
 use crate::sys::CUstream;
@@ -167,10 +168,8 @@ pub struct Nccl {
 /// The candidates [`Nccl::open`] tries for `env` (the value of [`LIBRARY_ENV`]): that path
 /// alone when set and not empty (and `true`), else [`DEFAULT_LIBRARY_NAMES`] (and `false`).
 pub fn candidates_from(env: Option<&OsStr>) -> (Vec<PathBuf>, bool) {
-    match env.filter(|p| !p.is_empty()) {
-        Some(p) => (vec![PathBuf::from(p)], true),
-        None => (DEFAULT_LIBRARY_NAMES.iter().map(PathBuf::from).collect(), false),
-    }
+    let c = Candidates::new(env, DEFAULT_LIBRARY_NAMES, []);
+    (c.paths, c.from_env)
 }
 
 impl Nccl {
@@ -191,16 +190,12 @@ impl Nccl {
     /// As [`Nccl::open`].
     pub fn open_with(env: Option<&OsStr>) -> Result<Arc<Nccl>, NcclError> {
         let (candidates, from_env) = candidates_from(env);
-        let mut tried = Vec::new();
-        for c in &candidates {
-            // SAFETY: loading a shared library runs its initialisers; we load NCCL (or the library
-            // the user named in NBODY_NCCL_LIBRARY), which is made to be loaded by applications.
-            match unsafe { Library::new(c) } {
-                Ok(lib) => return Self::resolve(lib, c.display().to_string()),
-                Err(e) => tried.push(LibraryAttempt { name: c.display().to_string(), error: error_chain(&e) }),
-            }
+        // SAFETY: the candidates are NCCL (or the library the user named in NBODY_NCCL_LIBRARY),
+        // which is made to be loaded by applications.
+        match unsafe { open_first(&candidates) } {
+            Ok((lib, path)) => Self::resolve(lib, path),
+            Err(tried) => Err(NcclError::LibraryNotFound { tried, from_env }),
         }
-        Err(NcclError::LibraryNotFound { tried, from_env })
     }
 
     fn resolve(lib: Library, path: String) -> Result<Arc<Nccl>, NcclError> {

@@ -7,6 +7,7 @@ use libloading::Library;
 
 use super::status::{CuptiError, CuptiResult};
 use crate::error::{error_chain, LibraryAttempt};
+use crate::library::{open_first, Candidates};
 
 /// The environment variable naming the CUPTI library to load instead of the default names.
 pub const LIBRARY_ENV: &str = "NBODY_CUPTI_LIBRARY";
@@ -25,24 +26,16 @@ pub const TOOLKIT_LIBRARY_FILES: &[&str] = &["libcupti.so", "libcupti.so.13"];
 /// each of [`TOOLKIT_LIBRARY_DIRS`] × [`TOOLKIT_LIBRARY_FILES`]. The `bool` is true when the list
 /// came from `env`.
 pub fn candidates_from(env: Option<&OsStr>, toolkit_roots: &[PathBuf]) -> (Vec<PathBuf>, bool) {
-    if let Some(p) = env.filter(|p| !p.is_empty()) {
-        return (vec![PathBuf::from(p)], true);
-    }
-    let mut out: Vec<PathBuf> = DEFAULT_LIBRARY_NAMES.iter().map(PathBuf::from).collect();
     let mut roots: Vec<&PathBuf> = Vec::new();
     for r in toolkit_roots.iter().filter(|r| !r.as_os_str().is_empty()) {
         if !roots.contains(&r) {
             roots.push(r);
         }
     }
-    for root in roots {
-        for dir in TOOLKIT_LIBRARY_DIRS {
-            for file in TOOLKIT_LIBRARY_FILES {
-                out.push(root.join(dir).join(file));
-            }
-        }
-    }
-    (out, false)
+    let under_roots =
+        roots.into_iter().flat_map(|root| TOOLKIT_LIBRARY_DIRS.iter().flat_map(move |dir| TOOLKIT_LIBRARY_FILES.iter().map(move |f| root.join(dir).join(f))));
+    let c = Candidates::new(env, DEFAULT_LIBRARY_NAMES, under_roots);
+    (c.paths, c.from_env)
 }
 
 /// The toolkit roots searched: `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`.
@@ -54,16 +47,9 @@ pub fn toolkit_roots() -> Vec<PathBuf> {
 
 /// Opens the first of `candidates` that loads, or lists every attempt with its `dlerror`.
 pub(super) fn load_first(candidates: &[PathBuf]) -> Result<(Library, String), Vec<LibraryAttempt>> {
-    let mut tried = Vec::new();
-    for c in candidates {
-        // SAFETY: loading a shared library runs its initialisers; we only load CUPTI (or the
-        // library the user named in NBODY_CUPTI_LIBRARY), which is made to be loaded by tools.
-        match unsafe { Library::new(c) } {
-            Ok(lib) => return Ok((lib, c.display().to_string())),
-            Err(e) => tried.push(LibraryAttempt { name: c.display().to_string(), error: error_chain(&e) }),
-        }
-    }
-    Err(tried)
+    // SAFETY: the candidates are CUPTI (or the library the user named in NBODY_CUPTI_LIBRARY),
+    // which is made to be loaded by tools.
+    unsafe { open_first(candidates) }
 }
 
 /// The first of `candidates` that loads as a shared library, without resolving or calling
