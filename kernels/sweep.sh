@@ -1,8 +1,7 @@
 #!/bin/bash
 # Kernel sweep on the GPU machine (kernels/README.md, "Choosing the block size"): compute-only
-# frames for each (N, S, P, loop, B), forced with NBODY_SPLIT, NBODY_BODIES_PER_THREAD,
-# NBODY_MASS_SCALED, NBODY_EQUAL_MASS and --block-size (loop: 0 classic, 1 mass-scaled, 2
-# equal-mass; the bench's Plummer sphere has equal masses). Output: OUT_DIR/sweep.csv (host
+# frames for each (N, S, P, loop, B), forced with --step-kernel (plain launches) and --block-size
+# (loop: 0 classic, 1 mass-scaled, 2 equal-mass; the bench's Plummer sphere has equal masses). Output: OUT_DIR/sweep.csv (host
 # frame median, ms).
 # NBODY_BIN: the binary (default .device/bin/).
 o=${1:?usage: kernels/sweep.sh OUT_DIR}; b=${NBODY_BIN:-.device/bin/nbody-interop}; mkdir -p "$o"
@@ -12,7 +11,8 @@ for n in 16384 32768 65536 131072; do
     set -- $cfg; s=$1; p=$2; m=$3
     for blk in 128 256 512 1024; do
       [ $((blk % (32 * s))) -ne 0 ] && continue
-      r=$(NBODY_STREAM_K=0 NBODY_SPLIT=$s NBODY_BODIES_PER_THREAD=$p NBODY_MASS_SCALED=$((m == 1)) NBODY_EQUAL_MASS=$((m == 2)) timeout 30 $b bench --modes compute --bodies $n --block-size $blk --frames 10 --warmup 2 --rounds 1 --out /tmp/sw-$n-$s-$p-$m-$blk 2>&1 | grep -m1 "^compute N=" | sed "s/.*median \([0-9.]*\) ms.*/\1/")
+      case $m in 0) [ "$s" = 1 ] && k=nbody_step_p$p || k=nbody_step_s$s ;; 1) k=nbody_step_m${p}x$s ;; 2) k=nbody_step_u${p}x$s ;; esac
+      r=$(timeout 30 $b bench --modes compute --bodies $n --step-kernel $k --block-size $blk --frames 10 --warmup 2 --rounds 1 --out /tmp/sw-$n-$s-$p-$m-$blk 2>&1 | grep -m1 "^compute N=" | sed "s/.*median \([0-9.]*\) ms.*/\1/")
       echo "$n,$s,$p,$m,$blk,$r" >> $o/sweep.csv
     done
   done

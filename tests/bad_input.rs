@@ -164,6 +164,9 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         // Options that do not apply: a notice, and the run goes on.
         demo_case("CUDA options with the CPU backend", &["--interop", "copy", "--kernel", &ptx, "--block-size", "256"], 0, &["notice", "--interop", "--kernel", "do not apply here", "the CPU backend never touches CUDA"]),
         demo_case("interop options typed at their defaults with the CPU backend", &["--interop", "map", "--map-flags", "none", "--stream", "legacy"], 0, &["notice: options that do not apply here are ignored: --interop, --map-flags, --stream (the CPU backend"]),
+        demo_case("an unknown step kernel", &["--step-kernel", "nbody_step_m3x3"], 2, &["--step-kernel", "nbody_step_m2x4", "nbody_stepk_u4x1"]),
+        demo_case("a step kernel with fp64", &["--backend", "cuda", "--precision", "f64", "--step-kernel", "nbody_step_p1"], 1, &["--step-kernel nbody_step_p1", "fp32", "--precision f64"]),
+        demo_case("a step kernel with the CPU backend", &["--step-kernel", "nbody_stepk_m4x1"], 0, &["notice", "--step-kernel"]),
         demo_case("--no-vsync headless", &["--no-vsync"], 0, &["notice", "--no-vsync (a headless run has no window"]),
         demo_case("--ui-scale without the overlay", &["--no-overlay", "--ui-scale", "2"], 0, &["notice", "--ui-scale (--no-overlay"]),
         demo_case("--workflow without the overlay, headless", &["--no-overlay", "--workflow"], 1, &["--workflow", "--no-overlay", "leave one of them out"]),

@@ -187,3 +187,57 @@ fn every_source_link_points_at_its_call() {
     assert!(problems.is_empty(), "stale links in the docs (fix the line numbers):\n  {}", problems.join("\n  "));
     assert!(checked >= 20, "only {checked} source links checked: did the doc lose its links?");
 }
+
+/// The `NBODY_*` names in `text`.
+fn nbody_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("NBODY_") {
+        let tail = &rest[i..];
+        let end = tail.find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')).unwrap_or(tail.len());
+        let name = tail[..end].trim_end_matches('_');
+        if name.len() > "NBODY_".len() {
+            out.push(name.to_string());
+        }
+        rest = &tail[end.max(1)..];
+    }
+    out
+}
+
+/// Every file under `dir` whose name ends in one of `exts` (or is one of `names`), recursively.
+fn files_under(dir: &Path, exts: &[&str], names: &[&str], out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if p.is_dir() {
+            if !name.starts_with('.') || name == ".ci" {
+                files_under(&p, exts, names, out);
+            }
+        } else if exts.iter().any(|x| name.ends_with(x)) || names.contains(&name.as_str()) {
+            out.push(p);
+        }
+    }
+}
+
+/// docs/environment.md lists every `NBODY_*` environment variable the program, its tests and
+/// its build tools read (the kernel source's `NBODY_*` macros are not variables).
+#[test]
+fn every_environment_variable_is_in_the_table() {
+    let root = root();
+    let table = std::fs::read_to_string(root.join("docs/environment.md")).expect("docs/environment.md");
+    let mut files = Vec::new();
+    for dir in ["app/src", "interop/src", "tests", "kernels", ".ci"] {
+        files_under(&root.join(dir), &[".rs", ".py", ".sh"], &["gpu-check", "gpu-window", "run"], &mut files);
+    }
+    let mut missing = std::collections::BTreeSet::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for name in nbody_names(&text) {
+            if !table.contains(&format!("`{name}")) {
+                missing.insert(format!("{name} ({})", f.strip_prefix(&root).unwrap_or(f).display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/environment.md lacks: {}", missing.into_iter().collect::<Vec<_>>().join(", "));
+}

@@ -186,6 +186,22 @@ pub struct SimArgs {
     /// Load this PTX file instead of the embedded kernel.
     #[arg(long)]
     pub kernel: Option<PathBuf>,
+    /// Run this fp32 step kernel instead of the launch rule's choice (for tuning and comparisons;
+    /// `nbody_stepk_*` are the stream-K pairs). Default: the automatic choice.
+    #[arg(
+        long = "step-kernel",
+        value_name = "NAME",
+        value_parser = step_kernel_parser()
+    )]
+    pub step_kernel: Option<crate::cuda::launch_rule::ForcedKernel>,
+}
+
+/// `--step-kernel`: one of [`STEP_KERNEL_NAMES`](crate::cuda::launch_rule::STEP_KERNEL_NAMES)
+/// (clap lists them in `--help` and refuses any other), as a [`ForcedKernel`](crate::cuda::launch_rule::ForcedKernel).
+fn step_kernel_parser() -> impl clap::builder::TypedValueParser<Value = crate::cuda::launch_rule::ForcedKernel> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(crate::cuda::launch_rule::STEP_KERNEL_NAMES)
+        .try_map(|s: String| crate::cuda::launch_rule::ForcedKernel::parse(&s))
 }
 
 /// `--steps-per-frame`: a fixed count of leapfrog steps per frame, or `auto`.
@@ -554,6 +570,7 @@ impl DemoArgs {
                 separate_maps: false,
                 ctx_sched: self.ctx_sched,
                 kernel: self.sim.kernel.clone(),
+                step_kernel: self.sim.step_kernel,
                 precision: self.precision,
                 split: Some(self.split_options()),
             },

@@ -86,7 +86,7 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
     for settings in cases {
         let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
         let vbos = *renderer.vbos();
-        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None };
+        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None };
         let r = (|| -> Result<(), Failed> {
             // Whole steps: 3 frames of one step.
             let whole = {
@@ -161,7 +161,7 @@ pub(super) fn upload(gl: nbody_app::gfx::gl::Gl<'_>, vbos: &PositionVbos, i: usi
 pub(super) fn split_case(bodies: &Bodies, slices: usize, launch: Launch, choice: GatherChoice, steps: u32) -> Result<SplitStepper, Failed> {
     let api = interop::init(StreamSemantics::Legacy)?;
     let params = PhysParams { g: 1.0, dt: 0.001, softening: 0.01 };
-    let mut s = SplitStepper::new(&api, SchedFlag::Auto, &vec![0; slices], bodies, launch.block, Some(launch), params, None, choice)
+    let mut s = SplitStepper::new(&api, SchedFlag::Auto, &vec![0; slices], bodies, launch.block, Some(launch), params, None, None, choice)
         .map_err(|e| format!("{e:#}"))?;
     let mut left = steps;
     while left > 0 {
@@ -203,7 +203,7 @@ pub(super) fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed>
     let mut mixed = bodies.clone();
     mixed.pos[7][3] *= 2.0;
     let api = interop::init(StreamSemantics::Legacy)?;
-    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0], &mixed, 256, Some(launch(4, 1, U, 256)), PhysParams::default(), None, GatherChoice::Auto)
+    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0], &mixed, 256, Some(launch(4, 1, U, 256)), PhysParams::default(), None, None, GatherChoice::Auto)
         .err()
         .ok_or("an equal-mass launch ran on masses that differ")?;
     ensure(format!("{e:#}").contains("masses differ"), format!("unclear refusal: {e:#}"))?;
@@ -223,7 +223,7 @@ pub(super) fn nccl_with_one_rank_gives_the_same_bits() -> Result<(), Failed> {
     ensure(bits(&a) == bits(&b), "NCCL one-rank run differs from the plain run")?;
     // Two slices on one device cannot be NCCL ranks: a clear refusal.
     let api = interop::init(StreamSemantics::Legacy)?;
-    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0, 0], &bodies, 256, Some(l), PhysParams::default(), None, GatherChoice::Nccl)
+    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0, 0], &bodies, 256, Some(l), PhysParams::default(), None, None, GatherChoice::Nccl)
         .err()
         .ok_or("two NCCL ranks on one device were accepted")?;
     ensure(format!("{e:#}").contains("one rank per device"), format!("unclear refusal: {e:#}"))?;
@@ -250,7 +250,7 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
             }
             upload(gl, &vbos, 0, &bodies.pos);
             let settings = auto_block_settings(interop);
-            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: Some(split) };
+            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: Some(split) };
             let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let panel = backend.device_panel();
             ensure(panel.iter().any(|(k, v)| k == "gather" && v.contains("cuMemcpyDtoDAsync")), format!("{interop:?}: panel {panel:?}"))?;

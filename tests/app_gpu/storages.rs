@@ -11,7 +11,7 @@ pub(super) fn interop_case(ctx: &HeadlessContext, settings: InteropSettings) -> 
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None };
     let result = (|| -> Result<(), Failed> {
         let made = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params);
         if settings.register_flags != ResourceFlags::None && settings.interop == InteropMode::Map {
@@ -92,7 +92,7 @@ pub(super) fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodie
         stream_priority: 0,
         block_size: 256,
     };
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None };
     Ok(CudaBackend::new(&opts, ctx.gl(), &ctx.info, vbos, bodies, params)?)
 }
 

@@ -197,6 +197,7 @@ pub fn cuda_only_options(o: &CudaOptions, typed: &[String]) -> Vec<&'static str>
         ("--block-size", s.block_size != 0),
         ("--ctx-sched", o.ctx_sched != CtxSched::Auto),
         ("--kernel", o.kernel.is_some()),
+        ("--step-kernel", o.step_kernel.is_some()),
         ("--gpus", split(|x| x.gpus != GpuCount::Count(1))),
         ("--slices-per-gpu", split(|x| x.slices_per_gpu != 1)),
         ("--gather", split(|x| x.gather != GatherChoice::Auto)),
@@ -252,7 +253,7 @@ mod external_fallback_tests {
         };
         BackendConfig {
             choice,
-            cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, precision: Precision::F32, split: None },
+            cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None },
             typed: Vec::new(),
         }
     }

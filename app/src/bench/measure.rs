@@ -219,13 +219,14 @@ pub(super) fn build(
                     cc,
                     devices,
                     kernel,
+                    args.sim.step_kernel,
                     block,
                     bodies,
                     plan.params,
                     split.gather,
                 )?)),
                 (Precision::F32, None) => {
-                    Runner::Compute(Box::new(modes::ComputeRunner::new(cc, stream, kernel, block, bodies, plan.params)?))
+                    Runner::Compute(Box::new(modes::ComputeRunner::new(cc, stream, kernel, args.sim.step_kernel, block, bodies, plan.params)?))
                 }
                 (Precision::F64, _) => {
                     Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(cc, stream, kernel, block, bodies, plan.params)?))
@@ -248,6 +249,7 @@ pub(super) fn build(
                 separate_maps: mode == BenchMode::MapSeparate,
                 ctx_sched: args.ctx_sched,
                 kernel: args.sim.kernel.clone(),
+                step_kernel: args.sim.step_kernel,
                 precision: args.precision,
                 // `None` devices: the plain setup, whatever the options said.
                 split: devices.map(|_| *split),

@@ -83,6 +83,9 @@ pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     }
     if args.precision == Precision::F64 {
         crate::cuda::gpu_stepper_f64::f64_block(args.sim.block_size).context("--block-size")?;
+        if let Some(k) = args.sim.step_kernel {
+            bail!("--step-kernel {} is an fp32 step kernel; --precision f64 runs nbody_step_f64: leave one of them out", k.name());
+        }
     }
     modes.iter().filter_map(|m| m.interop()).try_for_each(|i| crate::backend::cuda::check_register_flags(i, args.register_flags))?;
     let stop_after_rows = match std::env::var(STOP_AFTER_ROWS_ENV) {

@@ -99,9 +99,9 @@ impl GpuStepper {
     /// of the positions allow ([`Masses::of`]).
     ///
     /// # Errors
-    /// Invalid block size; the occupancy query fails; a tuning override
-    /// ([`Kernels::choose_launch`]) is not valid or leaves no kernel (e.g. `NBODY_EQUAL_MASS=1`
-    /// with masses that differ).
+    /// Invalid block size; the occupancy query fails; the kernel chosen by hand
+    /// ([`Kernels::with_forced`]) cannot run here (e.g. an equal-mass kernel with masses that
+    /// differ).
     pub fn new(kernels: Kernels, vel: interop::DeviceBuffer<[f32; 4]>, block: u32, params: PhysParams, masses: Masses) -> anyhow::Result<Self> {
         validate_block_size(block)?;
         let n = vel.len();

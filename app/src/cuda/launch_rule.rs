@@ -13,31 +13,63 @@
 
 use anyhow::bail;
 pub use interop::kernels::StepLoop;
-use interop::kernels::{StepKernel, BODIES_PER_THREAD, EQUAL_MASS, MASS_SCALED};
+use interop::kernels::{StepKernel, BODIES_PER_THREAD, EQUAL_MASS, MASS_SCALED, SPLITS};
 
-/// Environment variable that forces the bodies per thread of the step kernel (1, 2 or 4).
-pub const FORCE_P_ENV: &str = "NBODY_BODIES_PER_THREAD";
+/// Every step kernel `--step-kernel` takes, by name: the plain launches (`nbody_step_*`) and the
+/// stream-K pairs (`nbody_stepk_*`, each finished by `nbody_stepk_finish`), in the PTX's order:
+/// classic P = 1, 2, 4; classic j-split S = 2, 4, 8; mass-scaled [`MASS_SCALED`]; equal-mass
+/// [`EQUAL_MASS`] (`kernels/README.md` describes each).
+pub const STEP_KERNEL_NAMES: [&str; 26] = [
+    "nbody_step_p1", "nbody_step_p2", "nbody_step_p4", "nbody_step_s2", "nbody_step_s4", "nbody_step_s8",
+    "nbody_step_m2x2", "nbody_step_m2x4", "nbody_step_m2x8", "nbody_step_m4x1", "nbody_step_m4x4",
+    "nbody_step_u2x4", "nbody_step_u4x1",
+    "nbody_stepk_p1", "nbody_stepk_p2", "nbody_stepk_p4", "nbody_stepk_s2", "nbody_stepk_s4", "nbody_stepk_s8",
+    "nbody_stepk_m2x2", "nbody_stepk_m2x4", "nbody_stepk_m2x8", "nbody_stepk_m4x1", "nbody_stepk_m4x4",
+    "nbody_stepk_u2x4", "nbody_stepk_u4x1",
+];
 
-/// Environment variable that forces the j-split of the step kernel: threads per body S (2, 4,
-/// 8), or 1 for none (the `nbody_step_pP` kernels). For tuning, like [`FORCE_P_ENV`].
-pub const FORCE_SPLIT_ENV: &str = "NBODY_SPLIT";
+/// A step kernel chosen by hand (`--step-kernel NAME`, for tuning and comparisons) instead of
+/// the launch rule's pick: its shape (P bodies per thread, S threads per body), its loop, and
+/// whether whole steps run it as a stream-K pair. The block size is still `--block-size` (or the
+/// rule's choice among the sizes the kernel takes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForcedKernel {
+    /// Bodies per thread.
+    pub p: u32,
+    /// Threads per body (1: no j-split).
+    pub split: u32,
+    /// The softened loop.
+    pub step_loop: StepLoop,
+    /// Whole steps run the stream-K pair; steps over body ranges and split steps, which cannot,
+    /// run the plain kernel of the same shape.
+    pub stream_k: bool,
+}
 
-/// Environment variable that allows (1) or forbids (0) the mass-scaled step kernels
-/// (`nbody_step_mPxS`, `kernels/README.md`), for tuning like [`FORCE_P_ENV`]. Unset: allowed
-/// when the masses suit them ([`masses_suit_scaled`]).
-pub const FORCE_SCALED_ENV: &str = "NBODY_MASS_SCALED";
+impl ForcedKernel {
+    /// The kernel of `name`, one of [`STEP_KERNEL_NAMES`].
+    ///
+    /// # Errors
+    /// Another name: the message lists the valid ones.
+    pub fn parse(name: &str) -> Result<ForcedKernel, String> {
+        let shapes = BODIES_PER_THREAD
+            .iter()
+            .map(|&p| (p, 1, StepLoop::Classic))
+            .chain(SPLITS.iter().map(|&s| (1, s, StepLoop::Classic)))
+            .chain(MASS_SCALED.iter().map(|&(p, s)| (p, s, StepLoop::MassScaled)))
+            .chain(EQUAL_MASS.iter().map(|&(p, s)| (p, s, StepLoop::EqualMass)));
+        let all = shapes.flat_map(|(p, split, step_loop)| [false, true].map(|stream_k| ForcedKernel { p, split, step_loop, stream_k }));
+        let mut all: Vec<ForcedKernel> = all.collect();
+        all.sort_by_key(|k| k.stream_k);
+        all.into_iter().find(|k| k.name() == name.trim()).ok_or_else(|| {
+            format!("{name:?} is not a step kernel; use one of {} (or leave --step-kernel out for the automatic choice)", STEP_KERNEL_NAMES.join(", "))
+        })
+    }
 
-/// Environment variable that allows (1) or forbids (0) the equal-mass step kernels
-/// (`nbody_step_uPxS`, `kernels/README.md`, "Equal masses"), for tuning like [`FORCE_P_ENV`].
-/// They run only where every mass is the same ([`Masses::equal`]); 1 with other masses finds no
-/// kernel. Unset: allowed where the masses are equal.
-pub const FORCE_EQUAL_ENV: &str = "NBODY_EQUAL_MASS";
-
-/// Environment variable that forces (1) or forbids (0) the stream-K launches (`nbody_stepk_*`,
-/// `kernels/README.md`, "stream-K") for tuning like [`FORCE_P_ENV`], where they may run at all
-/// (whole-step launches of one stepper; a split over slices or a step over body ranges ignores
-/// it). Unset: the launch rule decides.
-pub const FORCE_STREAM_K_ENV: &str = "NBODY_STREAM_K";
+    /// The kernel's name (`nbody_step_m2x4`, `nbody_stepk_u4x1`, …).
+    pub fn name(&self) -> String {
+        Launch { block: 0, p: self.p, split: self.split, step_loop: self.step_loop, stream_k: self.stream_k.then_some(1) }.kernel_name()
+    }
+}
 
 /// Smallest and largest |m| (other than 0) the mass-scaled kernels take: their loop's `z³ =
 /// (|m| / (r² + ε²))^{3/2}` differs from the classic loop's `m / (r² + ε²)^{3/2}` by the factor
@@ -313,31 +345,28 @@ impl Launch {
 /// (`loop_efficiency`) times the latency cover of the warps resident there
 /// (`latency_efficiency`). With `stream_k_ok` each kernel's stream-K launch competes too (on
 /// SMs × its resident blocks per SM persistent CTAs; its measured efficiency
-/// `stream_k_efficiency` times the latency cover times `stream_k_fraction`). The environment
-/// variables [`FORCE_P_ENV`], [`FORCE_SPLIT_ENV`], [`FORCE_SCALED_ENV`], [`FORCE_EQUAL_ENV`]
-/// and [`FORCE_STREAM_K_ENV`] fix P, S, the loop and stream-K, for tuning.
+/// `stream_k_efficiency` times the latency cover times `stream_k_fraction`). With `forced`
+/// (`--step-kernel`) only that kernel competes (the mass-scaled loop then also for masses outside
+/// [`SCALED_MASS_RANGE`]; never the equal-mass loop for masses that differ), as a stream-K pair
+/// where the kernel is one and `stream_k_ok` holds, else as the plain kernel of its shape.
 ///
 /// # Errors
-/// An override is not valid; the occupancy query fails.
-pub fn choose(steps: &[StepKernel], sms: u32, n: usize, block: u32, masses: Masses, stream_k_ok: bool) -> anyhow::Result<Launch> {
-    let force = |var: &str, valid: &[u32]| -> anyhow::Result<Option<u32>> {
-        match std::env::var_os(var) {
-            Some(v) => {
-                let v = v.to_string_lossy();
-                match v.trim().parse::<u32>() {
-                    Ok(x) if valid.contains(&x) => Ok(Some(x)),
-                    _ => bail!("{var}={v} is not valid: use one of {valid:?} (or unset it for the automatic choice)"),
-                }
-            }
-            None => Ok(None),
-        }
-    };
-    let force_p = force(FORCE_P_ENV, &BODIES_PER_THREAD)?;
-    let force_s = force(FORCE_SPLIT_ENV, &[1, 2, 4, 8])?;
-    let force_m = force(FORCE_SCALED_ENV, &[0, 1])?.map(|m| m == 1);
-    let force_u = force(FORCE_EQUAL_ENV, &[0, 1])?.map(|u| u == 1);
-    // Where stream-K may not run, its override does not apply.
-    let force_k = force(FORCE_STREAM_K_ENV, &[0, 1])?.map(|m| m == 1).filter(|_| stream_k_ok);
+/// The forced kernel cannot run here (not in this PTX, masses that differ for the equal-mass loop,
+/// a block size it does not take); the occupancy query fails.
+pub fn choose(
+    steps: &[StepKernel],
+    sms: u32,
+    n: usize,
+    block: u32,
+    masses: Masses,
+    stream_k_ok: bool,
+    forced: Option<ForcedKernel>,
+) -> anyhow::Result<Launch> {
+    let force_p = forced.map(|f| f.p);
+    let force_s = forced.map(|f| f.split);
+    let force_loop = forced.map(|f| f.step_loop);
+    // Where stream-K may not run, the forced kernel runs plain.
+    let force_k = forced.map(|f| f.stream_k && stream_k_ok);
     let blocks: Vec<u32> = if block == AUTO_BLOCK { vec![1024, 512, 256, 128] } else { vec![block] };
     let mut best: Option<(f64, Launch)> = None;
     for &b in &blocks {
@@ -347,9 +376,8 @@ pub fn choose(steps: &[StepKernel], sms: u32, n: usize, block: u32, masses: Mass
             let equal = step_loop == StepLoop::EqualMass;
             if force_p.is_some_and(|p| p != k.p())
                 || force_s.is_some_and(|s| s != k.split())
-                || force_m.is_some_and(|m| m != scaled)
-                || force_u.is_some_and(|u| u != equal)
-                || (scaled && !masses.scaled && force_m.is_none())
+                || force_loop.is_some_and(|l| l != step_loop)
+                || (scaled && !masses.scaled && force_loop.is_none())
                 // With unequal masses the equal-mass loop is wrong: never, even when forced.
                 || (equal && !masses.equal)
                 || !k.takes_block(b)
@@ -386,14 +414,17 @@ pub fn choose(steps: &[StepKernel], sms: u32, n: usize, block: u32, masses: Mass
     }
     match best {
         Some((_, l)) => Ok(l),
-        None if force_p.is_some() || force_s.is_some() || force_m.is_some() || force_u.is_some() || force_k.is_some() => bail!(
-            "no step kernel matches {FORCE_P_ENV}={force_p:?}, {FORCE_SPLIT_ENV}={force_s:?}, {FORCE_SCALED_ENV}={force_m:?}, \
-             {FORCE_EQUAL_ENV}={force_u:?} and {FORCE_STREAM_K_ENV}={force_k:?} (stream-K needs a PTX with nbody_stepk_* kernels, \
-             and is never used for a split over slices; the equal-mass loop needs every body's mass to be the same{}) \
-             with {} threads per block (classic: P = 1, 2, 4 with S = 1, or S = 2, 4, 8 with P = 1; mass-scaled: (P, S) one of \
-             {MASS_SCALED:?}; equal-mass: one of {EQUAL_MASS:?}; S > 1 takes multiples of 32·S threads); change or unset them",
-            if masses.equal { "" } else { ", and these masses differ" },
-            if block == AUTO_BLOCK { "any".to_string() } else { block.to_string() }
+        None if forced.is_some() => bail!(
+            "--step-kernel {}: it cannot run here with {} threads per block ({}the kernel must be in the PTX loaded, and a \
+             j-split S > 1 takes multiples of 32·S threads); choose another kernel or block size, or leave --step-kernel \
+             out for the automatic choice",
+            forced.map(|f| f.name()).unwrap_or_default(),
+            if block == AUTO_BLOCK { "any".to_string() } else { block.to_string() },
+            if force_loop == Some(StepLoop::EqualMass) && !masses.equal {
+                "the equal-mass loop needs every body's mass to be the same, and these masses differ; "
+            } else {
+                ""
+            }
         ),
         None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1, step_loop: StepLoop::Classic, stream_k: None }),
         None => bail!("no step kernel can be launched with {block} threads per block on this device"),
@@ -489,6 +520,19 @@ mod tests {
             let model = score_k(n, 1024, p, s, U) * 2.1e12;
             assert!((model / rate - 1.0).abs() < 0.015, "N = {n}, u{p}x{s}: model {model:.4e}, measured {rate:.4e}");
         }
+    }
+
+    #[test]
+    fn every_step_kernel_name_parses_back_to_itself_and_others_are_refused_with_the_list() {
+        for name in STEP_KERNEL_NAMES {
+            let k = ForcedKernel::parse(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(k.name(), name);
+            assert_eq!(k.stream_k, name.starts_with("nbody_stepk_"));
+        }
+        let m = ForcedKernel::parse("nbody_step_m2x4").expect("m2x4");
+        assert_eq!((m.p, m.split, m.step_loop, m.stream_k), (2, 4, M, false));
+        let e = ForcedKernel::parse("nbody_step_m3x3").expect_err("no such kernel");
+        assert!(e.contains("nbody_stepk_u4x1") && e.contains("automatic choice"), "{e}");
     }
 
     #[test]

@@ -178,6 +178,9 @@ fn check_precision(args: &DemoArgs) -> anyhow::Result<()> {
              writes GL's buffer; use --precision f32 for step mode"
         );
     }
+    if let Some(k) = args.sim.step_kernel {
+        bail!("--step-kernel {} is an fp32 step kernel; --precision f64 runs nbody_step_f64: leave one of them out", k.name());
+    }
     crate::cuda::gpu_stepper_f64::f64_block(args.sim.block_size).context("--block-size")?;
     Ok(())
 }

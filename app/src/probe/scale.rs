@@ -265,7 +265,7 @@ fn measure_row(
 ) -> anyhow::Result<Option<ScaleRow>> {
     let n = bodies.len();
     let mut s =
-        SplitStepper::new(api, interop::SchedFlag::Auto, devices, bodies, args.sim.block_size, *launch, params, args.sim.kernel.as_deref(), args.gather)?;
+        SplitStepper::new(api, interop::SchedFlag::Auto, devices, bodies, args.sim.block_size, *launch, params, args.sim.kernel.as_deref(), args.sim.step_kernel, args.gather)?;
     // Every row of this N runs the first row's kernel launch, so that rows differ only in the split.
     launch.get_or_insert(s.launch());
     let mut step_ms = Vec::new();

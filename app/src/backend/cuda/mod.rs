@@ -54,7 +54,7 @@ use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
 use crate::cuda::kernels::{check_fits, Kernels};
-use crate::cuda::launch_rule::validate_block_size;
+use crate::cuda::launch_rule::{validate_block_size, ForcedKernel};
 use crate::cuda::stepper::{SplitRender, Stepper};
 use crate::cuda::split::SplitStepper;
 use crate::cuda::session::{open_for_gl, sched_flag};
@@ -74,6 +74,8 @@ pub struct CudaOptions {
     pub ctx_sched: CtxSched,
     /// PTX file to load instead of the embedded kernel.
     pub kernel: Option<std::path::PathBuf>,
+    /// The fp32 step kernel chosen by hand (`--step-kernel`); `None`: the launch rule's choice.
+    pub step_kernel: Option<ForcedKernel>,
     /// fp32, or fp64 (the state in CUDA buffers, converted to float4 for GL each frame).
     pub precision: Precision,
     /// The bodies split over slices and GPUs (fp32; `None` or a single slice: the plain stepper).
@@ -206,7 +208,7 @@ impl CudaBackend {
             Precision::F64 => 6,
         };
         check_fits(&ctx, n, storage_bufs + state_bufs)?;
-        let kernels = Kernels::load(&ctx, opts.kernel.as_deref())?;
+        let kernels = Kernels::load(&ctx, opts.kernel.as_deref())?.with_forced(opts.step_kernel)?;
         let events = [0, 1, 2, 3].map(|_| Event::new(&ctx, event_flags::DEFAULT));
         let [e0, e1, e2, e3] = events;
         let events = [e0?, e1?, e2?, e3?];
@@ -224,7 +226,7 @@ impl CudaBackend {
                 let render = ctx.device().ordinal();
                 let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
                 let devices = o.devices(count.max(0) as u32, render)?;
-                let split = SplitStepper::new(ctx.api(), sched_flag(opts.ctx_sched), &devices, bodies, s.block_size, None, params, opts.kernel.as_deref(), o.gather)?;
+                let split = SplitStepper::new(ctx.api(), sched_flag(opts.ctx_sched), &devices, bodies, s.block_size, None, params, opts.kernel.as_deref(), opts.step_kernel, o.gather)?;
                 ctx.make_current().context("cuCtxSetCurrent")?;
                 Stepper::Split(Box::new(SplitRender { split, kernels, ctx: Arc::clone(&ctx), render, shown: 0 }))
             }

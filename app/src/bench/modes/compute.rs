@@ -15,7 +15,7 @@ use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::GpuStepperF64;
 use crate::cuda::kernels::{check_fits, Kernels};
-use crate::cuda::launch_rule::{Launch, Masses};
+use crate::cuda::launch_rule::{ForcedKernel, Launch, Masses};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, GatherChoice, StreamKind};
 use crate::cuda::split::SplitStepper;
@@ -83,6 +83,7 @@ impl ComputeRunner {
         cc: &ComputeCtx,
         stream: StreamKind,
         kernel: Option<&Path>,
+        forced: Option<ForcedKernel>,
         block: u32,
         bodies: &Bodies,
         params: PhysParams,
@@ -92,7 +93,7 @@ impl ComputeRunner {
         // Two position buffers, the velocities, a stream-K step's scratch.
         check_fits(&ctx, bodies.len(), 4)?;
         let stream = make_stream(&ctx, stream, 0)?;
-        let kernels = Kernels::load(&ctx, kernel)?;
+        let kernels = Kernels::load(&ctx, kernel)?.with_forced(forced)?;
         let pos = [
             DeviceBuffer::from_slice(&ctx, &bodies.pos).context("uploading positions")?,
             DeviceBuffer::alloc(&ctx, bodies.len()).context("cuMemAlloc (second position buffer)")?,
@@ -228,16 +229,18 @@ impl SplitComputeRunner {
     ///
     /// # Errors
     /// As [`SplitStepper::new`].
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cc: &ComputeCtx,
         devices: &[i32],
         kernel: Option<&Path>,
+        forced: Option<ForcedKernel>,
         block: u32,
         bodies: &Bodies,
         params: PhysParams,
         gather: GatherChoice,
     ) -> anyhow::Result<SplitComputeRunner> {
-        let split = SplitStepper::new(cc.ctx.api(), sched_flag(cc.sched), devices, bodies, block, None, params, kernel, gather)?;
+        let split = SplitStepper::new(cc.ctx.api(), sched_flag(cc.sched), devices, bodies, block, None, params, kernel, forced, gather)?;
         Ok(SplitComputeRunner { split })
     }
 

@@ -45,7 +45,7 @@ use interop::sys::event_flags;
 use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 
 use super::kernels::{check_fits, Kernels};
-use super::launch_rule::{validate_block_size, Launch, Masses, StepLoop};
+use super::launch_rule::{validate_block_size, ForcedKernel, Launch, Masses, StepLoop};
 use super::settings::GatherChoice;
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
@@ -94,6 +94,7 @@ impl SplitStepper {
         launch: Option<Launch>,
         params: PhysParams,
         ptx: Option<&Path>,
+        forced: Option<ForcedKernel>,
         choice: GatherChoice,
     ) -> anyhow::Result<SplitStepper> {
         validate_block_size(block)?;
@@ -123,7 +124,7 @@ impl SplitStepper {
         for &d in devices {
             let ctx = ctx_of(d)?;
             ctx.make_current().context("cuCtxSetCurrent")?;
-            loaded.push((d, Kernels::load(&ctx, ptx)?, ctx));
+            loaded.push((d, Kernels::load(&ctx, ptx)?.with_forced(forced)?, ctx));
         }
         let first = &loaded[0].1;
         loaded[0].2.make_current().context("cuCtxSetCurrent")?;
