@@ -26,7 +26,7 @@ use gpu_gate::ensure;
 use interop::sys::stream_flags;
 use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics};
 use libtest_mimic::Failed;
-use nbody_app::backend::{InteropSettings, PositionVbos, SimBackend};
+use nbody_app::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SimBackend};
 use nbody_app::cli::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 use nbody_app::cuda::split::SplitStepper;
 use nbody_app::backend::cuda::{CudaBackend, CudaOptions};

@@ -6,13 +6,13 @@
 //! previous frame, which the renderer uses to colour bodies by speed. Never touches CUDA.
 //!
 //! A step estimated over `LONG_STEP_S` (0.5 s: N above about 63,000 on 2 threads; up to 10 s
-//! without `--allow-slow`) is spread over frames when asked ([`SimBackend::set_spread`], the
+//! without `--allow-slow`) is spread over frames when asked ([`crate::backend::LongSteps::set_spread`], the
 //! windowed demo): each frame computes the accelerations of one range of bodies (about 0.2 s)
 //! and uploads nothing until the last range moved the bodies ([`CpuF32::step_frame`]).
 
 use std::time::Instant;
 
-use super::{PositionVbos, SimBackend, SimTimings, StepProgress};
+use super::{LongSteps, PositionVbos, SimBackend, SimTimings, StepProgress};
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
 use crate::sim::cpu::CpuF32;
@@ -51,30 +51,6 @@ impl SimBackend for CpuBackend {
     fn nominal_rate(&self) -> (f64, String) {
         let rate = crate::sim::cpu::NOMINAL_RATE_PER_THREAD * self.threads as f64;
         (rate, format!("the CPU backend on {} threads", self.threads))
-    }
-
-    fn synchronized(&self) -> bool {
-        self.sim.is_synchronized()
-    }
-
-    fn set_interrupt(&mut self, requested: fn() -> bool) {
-        self.sim.set_interrupt(Some(requested));
-    }
-
-    fn set_spread(&mut self, on: bool) {
-        let rate = crate::sim::cpu::NOMINAL_RATE_PER_THREAD * self.threads as f64;
-        self.sim.set_spread(on.then_some(rate));
-    }
-
-    fn step_in_progress(&self) -> Option<StepProgress> {
-        self.sim.step_in_progress()
-    }
-
-    fn abandon_step(&mut self) -> anyhow::Result<()> {
-        if let Some(p) = self.sim.abandon_step() {
-            tracing::info!(parts = p.done, of = p.of, "long step abandoned; state of before the step kept");
-        }
-        Ok(())
     }
 
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
@@ -125,4 +101,40 @@ impl SimBackend for CpuBackend {
         let params = self.sim.params();
         Ok(diagnostics(&self.sim.bodies(), params))
     }
+
+
+    fn long_steps(&self) -> Option<&dyn LongSteps> {
+        Some(self)
+    }
+
+    fn long_steps_mut(&mut self) -> Option<&mut dyn LongSteps> {
+        Some(self)
+    }
 }
+
+impl LongSteps for CpuBackend {
+    fn synchronized(&self) -> bool {
+        self.sim.is_synchronized()
+    }
+
+    fn set_interrupt(&mut self, requested: fn() -> bool) {
+        self.sim.set_interrupt(Some(requested));
+    }
+
+    fn set_spread(&mut self, on: bool) {
+        let rate = crate::sim::cpu::NOMINAL_RATE_PER_THREAD * self.threads as f64;
+        self.sim.set_spread(on.then_some(rate));
+    }
+
+    fn step_in_progress(&self) -> Option<StepProgress> {
+        self.sim.step_in_progress()
+    }
+
+    fn abandon_step(&mut self) -> anyhow::Result<()> {
+        if let Some(p) = self.sim.abandon_step() {
+            tracing::info!(parts = p.done, of = p.of, "long step abandoned; state of before the step kept");
+        }
+        Ok(())
+    }
+}
+

@@ -55,8 +55,8 @@ pub struct SimTimings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gather_ms: Option<f64>,
     /// `Some(k)` when the frame completed `k` whole steps of those asked: an interrupt stopped
-    /// the next ([`SimBackend::set_interrupt`]), or a long step is spread over frames
-    /// ([`SimBackend::set_spread`]; then `spread` is set); `None` when all ran.
+    /// the next ([`LongSteps::set_interrupt`]), or a long step is spread over frames
+    /// ([`LongSteps::set_spread`]; then `spread` is set); `None` when all ran.
     pub stopped_after: Option<u32>,
     /// Set when the frame worked on a long step spread over frames: its launches (CPU: parts)
     /// done so far, of all. While [`StepProgress::in_progress`] the frame ended with the step
@@ -74,7 +74,7 @@ pub struct SimTimings {
     pub clock_residual_us: Option<f64>,
 }
 
-/// What [`SimBackend::apply_settings`] did with new settings.
+/// What [`CudaSide::apply_settings`] did with new settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SettingsChange {
     /// The backend applied them itself (flags, block size).
@@ -101,18 +101,28 @@ pub struct InteropSettings {
     pub block_size: u32,
 }
 
-/// One simulation backend bound to the two GL position buffers.
+/// One simulation backend bound to the two GL position buffers: what every backend does — its
+/// description, the step, the positions for drawing, the state read back. What only some can
+/// do is asked for by name: [`SimBackend::long_steps`] ([`LongSteps`]: stopped and spread long
+/// steps) and [`SimBackend::cuda`] ([`CudaSide`]: interop settings, the device and entry-point
+/// panels, the context, step mode).
 pub trait SimBackend {
     /// Short label for the overlay, e.g. `"CUDA map · NVIDIA H200"` or `"CPU f32 (16 threads)"`.
     fn label(&self) -> String;
     /// Number of bodies N.
     fn n(&self) -> usize;
+    /// The all-pairs rate (interactions/s) to expect from this backend, and what it is the
+    /// rate of (for step-time estimates: refusals, the notice before a long closing step).
+    fn nominal_rate(&self) -> (f64, String);
     /// Advance `steps` leapfrog steps; afterwards `vbos.buffers[self.front()]` holds the newest
     /// positions. Needs the GL context current on this thread.
     ///
     /// # Errors
     /// A CUDA or GL failure, with the failing call named.
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings>;
+    /// Change dt, ε or G for the following steps (a change of dt first finishes the half step
+    /// with the old dt, which may launch and so needs the GL context: `gl`).
+    fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);
     /// Index (0 or 1) of the buffer that holds the newest positions.
     fn front(&self) -> usize;
     /// The buffers the renderer must draw instead of its own VBOs (the external backend's
@@ -132,44 +142,6 @@ pub trait SimBackend {
     /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
     /// Afterwards the backend can only be dropped. Default: nothing to delete.
     fn release_gl(&mut self, _gl: Gl<'_>) {}
-    /// Stop a long step when `requested()` says so (Ctrl-C, SIGTERM): the CPU backend looks
-    /// between its tasks, the CUDA backend splits a step estimated over half a second into
-    /// launches and looks between them. A stopped step leaves the state as before it, and
-    /// `simulate` returns early. Default: steps are never stopped.
-    fn set_interrupt(&mut self, _requested: fn() -> bool) {}
-    /// Spread a long step over frames (the windowed demo; see [`crate::sim::partial`]): a step
-    /// split into parts (CUDA: launches of about `LAUNCH_S`; needs [`SimBackend::set_interrupt`],
-    /// which gives the split) runs one part per `simulate` and returns, so the window system's
-    /// events are handled between them; the positions flip only after the last part, so the
-    /// front buffer keeps the complete positions of before the step. Off (the default, and
-    /// headless runs and the bench): every `simulate` runs whole steps. Default: nothing.
-    fn set_spread(&mut self, _on: bool) {}
-    /// The step spread over frames that is in progress: parts done, of all (`None`: none).
-    fn step_in_progress(&self) -> Option<StepProgress> {
-        None
-    }
-    /// Abandons the step in progress, if any: the state goes back to the one before it
-    /// (velocities restored, positions never written). The run's end (`--save-state`) calls
-    /// it; the backends abandon it themselves before a change of parameters or settings and
-    /// finish it before reading the state back ([`SimBackend::bodies`]).
-    ///
-    /// # Errors
-    /// A CUDA failure while restoring the velocities.
-    fn abandon_step(&mut self) -> anyhow::Result<()> {
-        Ok(())
-    }
-    /// True when the velocities are synchronised with the positions (no step since the start or
-    /// the last synchronisation, or the only one was abandoned): [`SimBackend::bodies`] then needs
-    /// no closing half kick, so no force evaluation. Default: false (one may be needed).
-    fn synchronized(&self) -> bool {
-        false
-    }
-    /// The all-pairs rate (interactions/s) to expect from this backend, and what it is the
-    /// rate of (for step-time estimates: refusals, the notice before a long closing step).
-    fn nominal_rate(&self) -> (f64, String);
-    /// Change dt, ε or G for the following steps (a change of dt first finishes the half step
-    /// with the old dt, which may launch and so needs the GL context: `gl`).
-    fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);
     /// The current state with synchronised velocities (see [`crate::sim`]).
     ///
     /// # Errors
@@ -180,56 +152,95 @@ pub trait SimBackend {
     /// # Errors
     /// A CUDA or GL failure.
     fn diagnostics(&mut self, gl: Gl<'_>, vbos: &PositionVbos) -> anyhow::Result<Diagnostics>;
-    /// Settings in force (None for the CPU backend).
-    fn settings(&self) -> Option<InteropSettings> {
+    /// Stopping and spreading long steps, where the backend can ([`LongSteps`]); `None`: every
+    /// step runs whole and to its end.
+    fn long_steps(&self) -> Option<&dyn LongSteps> {
         None
     }
+    /// [`SimBackend::long_steps`], to change them.
+    fn long_steps_mut(&mut self) -> Option<&mut dyn LongSteps> {
+        None
+    }
+    /// The CUDA side of a CUDA backend ([`CudaSide`]); `None` for the CPU backend.
+    fn cuda(&self) -> Option<&dyn CudaSide> {
+        None
+    }
+    /// [`SimBackend::cuda`], to change it.
+    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
+        None
+    }
+}
+
+/// Long steps that an interrupt stops and that a window spreads over frames (see
+/// [`crate::sim::partial`]): the CPU and the CUDA backends have them.
+pub trait LongSteps {
+    /// Stop a long step when `requested()` says so (Ctrl-C, SIGTERM): the CPU backend looks
+    /// between its tasks, the CUDA backend splits a step estimated over half a second into
+    /// launches and looks between them. A stopped step leaves the state as before it, and
+    /// `simulate` returns early.
+    fn set_interrupt(&mut self, requested: fn() -> bool);
+    /// Spread a long step over frames (the windowed demo; see [`crate::sim::partial`]): a step
+    /// split into parts (CUDA: launches of about `LAUNCH_S`; needs [`LongSteps::set_interrupt`],
+    /// which gives the split) runs one part per `simulate` and returns, so the window system's
+    /// events are handled between them; the positions flip only after the last part, so the
+    /// front buffer keeps the complete positions of before the step. Off (the default, and
+    /// headless runs and the bench): every `simulate` runs whole steps.
+    fn set_spread(&mut self, on: bool);
+    /// The step spread over frames that is in progress: parts done, of all (`None`: none).
+    fn step_in_progress(&self) -> Option<StepProgress>;
+    /// Abandons the step in progress, if any: the state goes back to the one before it
+    /// (velocities restored, positions never written). The run's end (`--save-state`) calls
+    /// it; the backends abandon it themselves before a change of parameters or settings and
+    /// finish it before reading the state back ([`SimBackend::bodies`]).
+    ///
+    /// # Errors
+    /// A CUDA failure while restoring the velocities.
+    fn abandon_step(&mut self) -> anyhow::Result<()>;
+    /// True when the velocities are synchronised with the positions (no step since the start or
+    /// the last synchronisation, or the only one was abandoned): [`SimBackend::bodies`] then needs
+    /// no closing half kick, so no force evaluation.
+    fn synchronized(&self) -> bool;
+}
+
+/// Why step mode cannot run without a CUDA backend ([`CudaSide::step_mode_unavailable`] of none).
+pub const STEP_MODE_NEEDS_CUDA: &str = "this run uses the CPU backend";
+
+/// What a CUDA backend has beside the step: its interop settings, the device and entry-point
+/// panels, the context and driver table, and step mode (see [`step`]).
+pub trait CudaSide {
+    /// Settings in force (`None` only for a backend that has none to show).
+    fn settings(&self) -> Option<InteropSettings>;
     /// Apply changed settings that the backend can change itself (re-register, block size), or
     /// say that they need a new backend ([`SettingsChange::Rebuild`]).
     ///
     /// # Errors
     /// A CUDA failure or an invalid value; the backend keeps its old settings then.
-    fn apply_settings(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _s: InteropSettings) -> anyhow::Result<SettingsChange> {
-        Ok(SettingsChange::Applied)
-    }
-    /// Key/value rows for the overlay's device panel (empty for the CPU backend).
-    fn device_panel(&self) -> Vec<(String, String)> {
-        Vec::new()
-    }
-    /// Rows of the entry-point report (function, version, flags, status, remedy), empty for CPU.
-    fn entry_points(&self) -> Vec<[String; 5]> {
-        Vec::new()
-    }
-    /// The CUDA context (None for the CPU backend); the mistake lab runs its cases on it.
-    fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>> {
-        None
-    }
-    /// The driver's entry-point table, where the API trace installs its tracer (None for CPU).
+    fn apply_settings(&mut self, gl: Gl<'_>, vbos: &PositionVbos, s: InteropSettings) -> anyhow::Result<SettingsChange>;
+    /// Key/value rows for the overlay's device panel.
+    fn device_panel(&self) -> Vec<(String, String)>;
+    /// Rows of the entry-point report (function, version, flags, status, remedy).
+    fn entry_points(&self) -> Vec<[String; 5]>;
+    /// The CUDA context the backend runs in (`None` only for a test double without one); the
+    /// mistake lab runs its cases on it.
+    fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>>;
+    /// The driver's entry-point table, where the API trace installs its tracer: the context's.
     fn api(&self) -> Option<std::sync::Arc<interop::Api>> {
         self.cuda_context().map(|c| c.api().clone())
     }
     /// Why step mode cannot run with this backend (`None`: it can; see [`step`]).
-    fn step_mode_unavailable(&self) -> Option<String> {
-        Some("this run uses the CPU backend".into())
-    }
+    fn step_mode_unavailable(&self) -> Option<String>;
     /// Turns step mode on (the next frames pause between their steps) or off (a frame in
     /// progress is finished: its buffers are unmapped).
     ///
     /// # Errors
-    /// The backend has no step mode ([`SimBackend::step_mode_unavailable`]); a CUDA failure.
-    fn set_step_mode(&mut self, _on: bool) -> anyhow::Result<()> {
-        anyhow::bail!("step mode needs CUDA: {}", self.step_mode_unavailable().unwrap_or_default())
-    }
+    /// This backend cannot run step mode ([`CudaSide::step_mode_unavailable`]); a CUDA failure.
+    fn set_step_mode(&mut self, on: bool) -> anyhow::Result<()>;
     /// Takes the next step of the step-mode frame (`steps` leapfrog steps at the launch step)
     /// and returns which step it took.
     ///
     /// # Errors
     /// Not in step mode; the step's driver call failed.
-    fn next_step(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<step::FrameStep> {
-        anyhow::bail!("not in step mode")
-    }
+    fn next_step(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<step::FrameStep>;
     /// The step-mode state (None when not in step mode).
-    fn step_view(&self) -> Option<step::StepView> {
-        None
-    }
+    fn step_view(&self) -> Option<step::StepView>;
 }

@@ -108,7 +108,7 @@ pub enum Applied {
 }
 
 /// Apply overlay settings to `backend`: in place when the backend can
-/// ([`SimBackend::apply_settings`]), else a rebuild. A rebuild reads the state back
+/// ([`super::CudaSide::apply_settings`]), else a rebuild. A rebuild reads the state back
 /// (synchronised), writes it into both GL buffers of `vbos` (where map and copy storages expect
 /// it), lets the old backend release its GL objects and go (its registrations of the VBOs
 /// first), and makes the new one with [`make_backend`] from `cfg` with the settings `s`. Where
@@ -126,10 +126,15 @@ pub fn apply_settings(
     s: InteropSettings,
     params: PhysParams,
 ) -> anyhow::Result<Applied> {
-    if backend.apply_settings(gl, vbos, s)? == SettingsChange::Applied {
+    // A backend without a CUDA side has no interop settings to change.
+    let change = match backend.cuda_mut() {
+        Some(c) => c.apply_settings(gl, vbos, s)?,
+        None => SettingsChange::Applied,
+    };
+    if change == SettingsChange::Applied {
         return Ok(Applied::InPlace);
     }
-    let old_settings = backend.settings();
+    let old_settings = backend.cuda().and_then(|c| c.settings());
     let bodies = backend.bodies(gl, vbos).context("reading the state for the backend switch")?;
     for i in 0..2 {
         upload_positions(gl, vbos, i, &bodies.pos)?;

@@ -15,7 +15,7 @@ use super::stats::{median, Summary};
 use super::Interrupted;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{CudaBackend, CudaOptions};
-use crate::backend::{InteropSettings, PositionVbos, SimBackend as _};
+use crate::backend::{InteropSettings, LongSteps as _, PositionVbos};
 use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
 use crate::cuda::kernels::StepLoop;
 use crate::cuda::session::open_for_gl;

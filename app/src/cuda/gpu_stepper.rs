@@ -42,7 +42,7 @@ pub struct GpuStepper {
     masses: Masses,
     /// The launch rule may pick a stream-K launch ([`GpuStepper::set_stream_k`]; default true).
     stream_k_ok: bool,
-    /// The block size asked for ([`AUTO_BLOCK`]: the rule's), which the launch was chosen with.
+    /// The block size asked for ([`super::launch_rule::AUTO_BLOCK`]: the rule's), which the launch was chosen with.
     block_asked: u32,
     /// Physics parameters.
     pub params: PhysParams,
@@ -161,7 +161,7 @@ impl GpuStepper {
         self.partial.is_some() || (self.spread && self.launches_per_step() > 1)
     }
 
-    /// Changes the block size ([`AUTO_BLOCK`] for the automatic choice) and re-chooses P.
+    /// Changes the block size ([`super::launch_rule::AUTO_BLOCK`] for the automatic choice) and re-chooses P.
     ///
     /// # Errors
     /// Invalid block size; a step is in progress (abandon it first: its launches must all use

@@ -100,7 +100,7 @@ impl Stepper {
         }
     }
 
-    /// Changes the block size ([`AUTO_BLOCK`]: automatic).
+    /// Changes the block size ([`super::launch_rule::AUTO_BLOCK`]: automatic).
     ///
     /// # Errors
     /// An invalid block size for this precision's kernels.

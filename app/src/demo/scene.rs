@@ -218,10 +218,10 @@ impl Scene {
         // On error `scene` drops here, which tears down in order.
         let (backend, notice) = make_backend(&scene.args.backend_config(), gl, &scene.gl_info, scene.renderer.vbos(), bodies, params)?;
         tracing::info!(backend = %backend.label(), gl = %scene.gl_info.summary(), "demo backend ready");
-        let cpu = backend.cuda_context().is_none();
+        let cpu = backend.cuda().is_none();
         // The notice first: it says why the rate below is the CPU's.
         scene.set_notice(notice);
-        if scene.args.trace.is_some() && backend.api().is_none() {
+        if scene.args.trace.is_some() && backend.cuda().is_none() {
             tracing::warn!(
                 "--trace: the CPU backend makes no CUDA driver calls, so the trace holds only the GL draws (a CUDA run's \
                  trace: docs/results/2026-12-02-h200/trace-map.jsonl)"
@@ -329,9 +329,9 @@ impl Scene {
         // a close request, runs between them. Set every frame: resets and settings changes make
         // new backends.
         let spread = self.spreads_steps();
-        if let Some(b) = self.backend.as_deref_mut() {
-            b.set_interrupt(crate::stop::stopped_in_step);
-            b.set_spread(spread);
+        if let Some(l) = self.backend.as_deref_mut().and_then(SimBackend::long_steps_mut) {
+            l.set_interrupt(crate::stop::stopped_in_step);
+            l.set_spread(spread);
         }
         // In step mode the frame takes (at most) one step of the workflow instead.
         let t_sim = Instant::now();
@@ -339,12 +339,12 @@ impl Scene {
         if timings.spread.is_none() {
             // Paused with a step spread over frames still in progress: the frame ran no part, but
             // the step is pending (the banner stays, a diagnostics sample keeps waiting).
-            timings.spread = self.backend.as_ref().and_then(|b| b.step_in_progress());
+            timings.spread = self.step_in_progress();
         }
         if let Some(r) = &self.recorder {
-            let mode = self.backend.as_ref().and_then(|b| b.settings()).map(|s| s.interop);
+            let mode = self.backend.as_ref().and_then(|b| b.cuda()?.settings()).map(|s| s.interop);
             trace_stream(r, mode, &timings);
-            if self.backend.as_ref().is_some_and(|b| b.api().is_none()) {
+            if self.backend.as_ref().is_some_and(|b| b.cuda().is_none()) {
                 // The CPU backend: its step and the upload on the host row (no stream).
                 trace_cpu_step(r, t_sim, &timings);
             }
@@ -387,12 +387,14 @@ impl Scene {
             let (trace_frame, calls) = self.recorder.as_ref().map(Recorder::last_frame).unwrap_or_default();
             let tracing = self.recorder.is_some();
             let backend = self.backend.as_deref().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
-            let step_view = backend.step_view();
-            let step_unavailable = backend.step_mode_unavailable();
+            let cuda = backend.cuda();
+            let step_view = cuda.and_then(|c| c.step_view());
+            let step_unavailable = cuda.map_or_else(|| Some(crate::backend::STEP_MODE_NEEDS_CUDA.to_string()), |c| c.step_mode_unavailable());
             let label = backend.label();
-            let settings = backend.settings();
+            let settings = cuda.and_then(|c| c.settings());
             if self.panels.is_none() {
-                self.panels = Some(Panels { device: backend.device_panel(), entry_points: backend.entry_points() });
+                let (device, entry_points) = cuda.map(|c| (c.device_panel(), c.entry_points())).unwrap_or_default();
+                self.panels = Some(Panels { device, entry_points });
             }
             let panels = self.panels.as_ref().context("panels")?;
             let view = BackendView {
@@ -409,7 +411,7 @@ impl Scene {
                     tracing,
                     step: step_view.as_ref(),
                     step_unavailable: step_unavailable.as_deref(),
-                    cuda: backend.api().is_some(),
+                    cuda: cuda.is_some(),
                 },
             };
             // The overlay's zoom follows the window's size (a 4K window gets a readable overlay);
@@ -562,7 +564,7 @@ impl Scene {
         self.overlay.controls.paused = true;
     }
 
-    /// Whether this scene spreads long steps over frames ([`SimBackend::set_spread`]): windowed
+    /// Whether this scene spreads long steps over frames ([`crate::backend::LongSteps::set_spread`]): windowed
     /// runs do, so that closing the window is answered within one launch; headless runs (and
     /// the bench, which does not use the scene) run whole steps, so `--frames N` there is N
     /// frames of whole steps.
@@ -572,7 +574,7 @@ impl Scene {
 
     /// The step spread over frames that the last frame left in progress: parts done, of all.
     pub fn step_in_progress(&self) -> Option<crate::backend::StepProgress> {
-        self.backend.as_ref().and_then(|b| b.step_in_progress())
+        self.backend.as_ref().and_then(|b| b.long_steps()?.step_in_progress())
     }
 
     /// Frames drawn so far.

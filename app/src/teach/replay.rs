@@ -16,7 +16,7 @@
 //! holds the data that was read back.
 //!
 //! The file may also hold driver information, shown with the replay: a line that is a JSON object
-//! without `"case"` but with any of [`DRIVER_KEYS`] (e.g. `{"gpu":"NVIDIA H200","driver":"580.159.04"}`),
+//! without `"case"` but with any of [`super::recording::DRIVER_KEYS`] (e.g. `{"gpu":"NVIDIA H200","driver":"580.159.04"}`),
 //! or a `"driver"` field in a result.
 
 use std::io::{BufRead, Write};

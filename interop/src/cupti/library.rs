@@ -21,7 +21,7 @@ pub const TOOLKIT_LIBRARY_DIRS: &[&str] = &["extras/CUPTI/lib64", "lib64"];
 /// File names tried in each of [`TOOLKIT_LIBRARY_DIRS`].
 pub const TOOLKIT_LIBRARY_FILES: &[&str] = &["libcupti.so", "libcupti.so.13"];
 
-/// The candidates [`Cupti::open`] tries, in order: `env` alone when it is set and not empty;
+/// The candidates [`super::Cupti::open`] tries, in order: `env` alone when it is set and not empty;
 /// else [`DEFAULT_LIBRARY_NAMES`], then for each toolkit root (duplicates and empty ones skipped)
 /// each of [`TOOLKIT_LIBRARY_DIRS`] × [`TOOLKIT_LIBRARY_FILES`]. The `bool` is true when the list
 /// came from `env`.
@@ -54,7 +54,7 @@ pub(super) fn load_first(candidates: &[PathBuf]) -> Result<(Library, String), Ve
 
 /// The first of `candidates` that loads as a shared library, without resolving or calling
 /// anything (for deciding up front whether CUPTI work can run). The library stays loaded, as it
-/// would after [`Cupti::open`].
+/// would after [`super::Cupti::open`].
 ///
 /// # Errors
 /// [`CuptiError::LibraryNotFound`] listing every candidate tried.

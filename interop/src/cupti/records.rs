@@ -117,7 +117,7 @@ impl Track {
 /// Whether a [`Track`] is being collected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Availability {
-    /// `cuptiActivityEnable` succeeded (now or by an earlier call of this [`Cupti`]).
+    /// `cuptiActivityEnable` succeeded (now or by an earlier call of this [`super::Cupti`]).
     Enabled,
     /// This CUPTI or GPU does not provide the kind; the text says why (for the trace).
     NotProvided(String),
@@ -183,7 +183,7 @@ pub const NO_ID: u32 = u32::MAX;
 
 /// One activity record, copied out of CUPTI's buffer (plain data).
 ///
-/// Times are CUPTI timestamps in ns ([`Cupti::timestamp_ns`] gives the same clock now, to align
+/// Times are CUPTI timestamps in ns ([`super::Cupti::timestamp_ns`] gives the same clock now, to align
 /// with the host clock). Ids are CUPTI's (`deviceId` is the CUDA device ordinal; `contextId` and
 /// `streamId` are CUPTI's process-unique ids, not driver handles); [`NO_ID`] where the record has
 /// none.

@@ -98,7 +98,7 @@ pub enum CuptiError {
     LibraryNotFound {
         /// Every path or name tried, in order, with the loader's (`dlerror`) message.
         tried: Vec<LibraryAttempt>,
-        /// Whether the only candidate came from [`LIBRARY_ENV`].
+        /// Whether the only candidate came from [`super::LIBRARY_ENV`].
         from_env: bool,
     },
     /// The library loaded but lacks a required CUPTI function.
@@ -124,7 +124,7 @@ pub enum CuptiError {
         /// `cuptiGetResultString` for the code.
         text: String,
     },
-    /// Another [`Cupti`] is alive in this process (CUPTI's activity callbacks are process-wide).
+    /// Another [`super::Cupti`] is alive in this process (CUPTI's activity callbacks are process-wide).
     #[error("CUPTI activity tracing is already in use in this process; drop the other Cupti first")]
     Busy,
 }

@@ -27,7 +27,7 @@ impl PtVariant {
     }
 }
 
-/// One declared driver function (a row of [`ENTRY_POINTS`]).
+/// One declared driver function (a row of [`super::ENTRY_POINTS`]).
 #[derive(Debug, Clone, Copy)]
 pub struct EntryDecl {
     /// C name, as passed to `cuGetProcAddress` (`"cuCtxCreate"`).

@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_uint};
 
 use crate::sys::*;
 
-/// One traced driver call (see [`Api::set_tracer`]).
+/// One traced driver call (see [`super::Api::set_tracer`]).
 #[derive(Debug, Clone)]
 pub struct TraceRecord {
     /// C name of the function.
@@ -92,7 +92,7 @@ show_returned! {
 }
 
 /// Whether this build can trace driver calls (the `trace` feature, on by default). Without it
-/// [`Api::set_tracer`] installs nothing and a call costs exactly the function call.
+/// [`super::Api::set_tracer`] installs nothing and a call costs exactly the function call.
 pub const TRACING_COMPILED: bool = cfg!(feature = "trace");
 
 /// A receiver of traced calls.

@@ -90,7 +90,7 @@ impl PotentialKernel {
     /// bytes of shared memory.
     ///
     /// # Errors
-    /// As [`StepKernel::launch`].
+    /// As [`super::StepKernel::launch`].
     #[doc(alias = "cuLaunchKernel")]
     pub fn launch(&self, block: u32, n: usize, pos: DevicePtr<'_, [f32; 4]>, phi: DevicePtr<'_, f32>, eps2: f32, stream: &Stream) -> Result<()> {
         check_block(block)?;

@@ -8,7 +8,7 @@ use crate::module::{Function, Module};
 use crate::stream::Stream;
 
 
-/// The scalars of one fp64 leapfrog step (as [`StepScalars`], in double).
+/// The scalars of one fp64 leapfrog step (as [`super::StepScalars`], in double).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepScalarsF64 {
     /// Drift time (0 for a synchronising half kick).

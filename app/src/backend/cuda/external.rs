@@ -23,7 +23,7 @@
 //! Each frame: GL fence wait → kernel launches (front → back, ping-pong; with `--precision f64`
 //! the launches step the f64 state in CUDA's own buffers and one `nbody_to_float4` writes the
 //! buffer GL did not draw last) → CUDA event wait →
-//! the renderer draws the imported buffers ([`super::SimBackend::draw_buffers`]), never the renderer's
+//! the renderer draws the imported buffers ([`crate::backend::SimBackend::draw_buffers`]), never the renderer's
 //! own VBOs.
 //!
 //! # Synchronisation rules
@@ -36,14 +36,14 @@
 //!    other for the speed colour, see [`crate::gfx::renderer`]), so before any launch that writes
 //!    a buffer (a step, the synchronising half kick of `bodies`/`diagnostics`, the deferred dt
 //!    change) the host waits (`glClientWaitSync`, flushing) on a GL fence (`glFenceSync`): for a
-//!    step, the fence that [`super::SimBackend::after_draw`] put right behind the last draw; otherwise
+//!    step, the fence that [`crate::backend::SimBackend::after_draw`] put right behind the last draw; otherwise
 //!    (no draw since the last step, or the other writers) a new one behind all GL work. Why
 //!    the fence goes behind the draw: a fence on an idle GL context makes the GPU switch into
 //!    the GL context and back just to signal it (about 0.3 ms on the H200, `nbody-interop
 //!    switch`), while behind the draw it is signalled in the same visit.
 //! 3. Paused frames (0 steps) write nothing and wait for nothing.
 //!
-//! The host waits are reported in [`super::SimTimings`]: `map_ms` = the GL-fence wait, `unmap_ms` =
+//! The host waits are reported in [`crate::backend::SimTimings`]: `map_ms` = the GL-fence wait, `unmap_ms` =
 //! the CUDA-event wait (both host time, ms), `kernel_ms` = the CUDA-event time of the launches.
 //!
 //! # Reading the buffers back
@@ -51,12 +51,12 @@
 //! contents after CUDA wrote it, while `glCopyBufferSubData` from it into a GL-owned buffer saw
 //! CUDA's writes (as the draws do: both read the GPU memory). So readback checks copy into a
 //! GL buffer after the CUDA event wait, then read *that* buffer; the backend's own readback
-//! ([`super::SimBackend::bodies`]) reads the CUDA side with `cuMemcpyDtoH`.
+//! ([`crate::backend::SimBackend::bodies`]) reads the CUDA side with `cuMemcpyDtoH`.
 //!
 //! # Teardown order
 //! GL buffer → GL memory object (GL closes the fd it owns) → CUDA allocation (`cuMemUnmap` →
 //! `cuMemAddressFree` → `cuMemRelease`). The GL deletions need the GL context current, so they
-//! happen in [`super::SimBackend::release_gl`], which the owner calls (with the context current) before
+//! happen in [`crate::backend::SimBackend::release_gl`], which the owner calls (with the context current) before
 //! dropping the backend: the demo's `Scene` on teardown, reset and backend switches, the bench's
 //! runner, the tests. Both waits come first (stream synchronised, GL fence waited on), so neither
 //! API still uses the memory. `Drop` then synchronises the stream and releases the CUDA side in
@@ -187,7 +187,7 @@ impl ExternalStorage {
 
     /// One frame: fence wait → launches → event wait (see the module docs); `events` are
     /// recorded before and after the launches. Returns the timings and what the stepper did
-    /// ([`GpuStepper::launch_frame`]: a long step may be spread over frames; each frame's
+    /// ([`crate::cuda::gpu_stepper::GpuStepper::launch_frame`]: a long step may be spread over frames; each frame's
     /// launches write only the back buffer, after the fence wait of rule 2).
     pub fn frame(
         &mut self,

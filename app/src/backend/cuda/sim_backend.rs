@@ -8,7 +8,7 @@ use interop::Context;
 
 use super::frame::make_storage;
 use super::{check_register_flags, CudaBackend, Storage};
-use crate::backend::{InteropSettings, PositionVbos, SettingsChange, SimBackend, SimTimings};
+use crate::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SettingsChange, SimBackend, SimTimings};
 use crate::cuda::gpu_stepper::StepProgress;
 use crate::cuda::launch_rule::validate_block_size;
 use crate::cuda::stepper::Stepper;
@@ -62,10 +62,6 @@ impl SimBackend for CudaBackend {
         }
     }
 
-    fn synchronized(&self) -> bool {
-        self.gpu.synchronized()
-    }
-
     fn nominal_rate(&self) -> (f64, String) {
         let i = &self.info;
         let scale = match self.gpu.precision() {
@@ -79,24 +75,6 @@ impl SimBackend for CudaBackend {
             i.clock_khz / 1000
         );
         (crate::cuda::gpu_stepper_f64::nominal_rate_for(i, self.gpu.precision()), what)
-    }
-
-    fn set_interrupt(&mut self, requested: fn() -> bool) {
-        let rate = crate::cuda::gpu_stepper_f64::nominal_rate_for(&self.info, self.gpu.precision());
-        self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
-    }
-
-    fn set_spread(&mut self, on: bool) {
-        self.gpu.set_spread(on);
-    }
-
-    fn step_in_progress(&self) -> Option<StepProgress> {
-        self.gpu.step_in_progress()
-    }
-
-    fn abandon_step(&mut self) -> anyhow::Result<()> {
-        self.gpu.abandon_step(&self.stream)?;
-        Ok(())
     }
 
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams) {
@@ -128,6 +106,49 @@ impl SimBackend for CudaBackend {
         Ok(diagnostics::from_parts(&b.pos, &b.vel, &phi, f64::from(self.gpu.params().g)))
     }
 
+
+    fn long_steps(&self) -> Option<&dyn LongSteps> {
+        Some(self)
+    }
+
+    fn long_steps_mut(&mut self) -> Option<&mut dyn LongSteps> {
+        Some(self)
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaSide> {
+        Some(self)
+    }
+
+    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
+        Some(self)
+    }
+}
+
+impl LongSteps for CudaBackend {
+    fn synchronized(&self) -> bool {
+        self.gpu.synchronized()
+    }
+
+    fn set_interrupt(&mut self, requested: fn() -> bool) {
+        let rate = crate::cuda::gpu_stepper_f64::nominal_rate_for(&self.info, self.gpu.precision());
+        self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
+    }
+
+    fn set_spread(&mut self, on: bool) {
+        self.gpu.set_spread(on);
+    }
+
+    fn step_in_progress(&self) -> Option<StepProgress> {
+        self.gpu.step_in_progress()
+    }
+
+    fn abandon_step(&mut self) -> anyhow::Result<()> {
+        self.gpu.abandon_step(&self.stream)?;
+        Ok(())
+    }
+}
+
+impl CudaSide for CudaBackend {
     fn settings(&self) -> Option<InteropSettings> {
         Some(self.opts.settings)
     }
@@ -268,3 +289,4 @@ impl SimBackend for CudaBackend {
         self.stepwise_view()
     }
 }
+

@@ -219,8 +219,8 @@ impl Runner {
     pub fn api(&self) -> Option<Arc<interop::Api>> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => None,
-            Runner::Cuda(b) => b.api(),
-            Runner::External(b) => b.backend.api(),
+            Runner::Cuda(b) => b.cuda().and_then(|c| c.api()),
+            Runner::External(b) => b.backend.cuda().and_then(|c| c.api()),
             Runner::Compute(c) => Some(Arc::clone(c.ctx.api())),
             Runner::ComputeF64(c) => Some(Arc::clone(c.ctx.api())),
             Runner::SplitCompute(c) => Some(Arc::clone(c.split.api())),

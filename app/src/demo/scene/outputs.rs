@@ -10,6 +10,7 @@ use crate::demo::{EnergyChange, Summary};
 use crate::gfx::target::RenderTarget;
 use crate::gfx::screenshot;
 use crate::sim::Bodies;
+use crate::backend::SimBackend;
 
 
 use super::Scene;
@@ -59,19 +60,21 @@ impl Scene {
         // A run that ends with a step spread over frames in progress (window closed, Ctrl-C,
         // Esc) keeps the state of before it, as an interrupted step does.
         if let Some(b) = self.backend.as_deref_mut() {
-            if let Some(p) = b.step_in_progress() {
-                match b.abandon_step() {
+            let unit = if b.cuda().is_some() { "launches" } else { "parts" };
+            if let Some(l) = b.long_steps_mut().filter(|l| l.step_in_progress().is_some()) {
+                let p = l.step_in_progress().unwrap_or_default();
+                match l.abandon_step() {
                     Ok(()) => eprintln!(
-                        "the run ended during a long step ({} of {} {} done): it was abandoned, the state of before it is kept",
-                        p.done,
-                        p.of,
-                        if b.api().is_some() { "launches" } else { "parts" }
+                        "the run ended during a long step ({} of {} {unit} done): it was abandoned, the state of before it is kept",
+                        p.done, p.of
                     ),
                     Err(e) => failed.push(format!("abandoning the step in progress: {e:#}")),
                 }
             }
         }
-        if let Some(b) = self.backend.as_deref().filter(|b| crate::stop::stopped() && !b.synchronized()) {
+        // A backend without long steps cannot say: one force evaluation may be needed.
+        let unsynchronized = |b: &&dyn SimBackend| b.long_steps().is_none_or(|l| !l.synchronized());
+        if let Some(b) = self.backend.as_deref().filter(|b| crate::stop::stopped() && unsynchronized(b)) {
             // The state written has synchronised velocities: one more force evaluation, unless
             // they are already (no step finished since the start or the last synchronisation).
             let (rate, _) = b.nominal_rate();

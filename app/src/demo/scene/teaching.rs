@@ -11,6 +11,7 @@ use crate::backend::{PositionVbos, SimTimings};
 use crate::gfx::gl::Gl;
 use crate::demo::frame::GlTrack;
 use crate::trace::{Recorder, Span};
+use crate::backend::SimBackend;
 
 impl Scene {
     /// `--trace PATH`: a recorder writing every call, active before the backend is made.
@@ -47,7 +48,7 @@ impl Scene {
     /// table, again whenever the backend was re-made.
     pub(super) fn sync_trace(&mut self) {
         let want = self.trace_file.is_some() || (!self.args.no_overlay && self.overlay.workflow.open);
-        let api = self.backend.as_ref().and_then(|b| b.api());
+        let api = self.backend.as_ref().and_then(|b| b.cuda()?.api());
         let addr = api.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize);
         match (want, &self.recorder) {
             (true, Some(r)) if addr != self.traced_api => {
@@ -144,8 +145,9 @@ impl Scene {
 
     /// Turns the backend's step mode on or off; the overlay shows why it cannot.
     pub(super) fn set_step_mode(&mut self, on: bool) {
-        let r = match self.backend.as_mut() {
-            Some(b) => b.set_step_mode(on),
+        let r = match self.backend.as_mut().map(|b| b.cuda_mut()) {
+            Some(Some(c)) => c.set_step_mode(on),
+            Some(None) => Err(anyhow!("step mode needs CUDA: {}", crate::backend::STEP_MODE_NEEDS_CUDA)),
             None => Err(anyhow!("no simulation backend")),
         };
         match r {
@@ -173,26 +175,27 @@ impl Scene {
         let auto = self.args.headless && self.args.step_mode;
         let next = std::mem::take(&mut self.step_next) || auto;
         self.stepped = next;
-        if self.overlay.workflow.step_mode && self.backend()?.step_view().is_none() {
+        let step_view = |b: &dyn SimBackend| b.cuda().and_then(|c| c.step_view());
+        if self.overlay.workflow.step_mode && step_view(self.backend()?.as_ref()).is_none() {
             // The backend was re-made (new settings): step mode again, if it still can.
             self.set_step_mode(true);
         }
         let backend = self.backend()?;
-        if backend.step_view().is_none() {
+        if step_view(backend.as_ref()).is_none() {
             return backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.label()));
         }
         let mut t = SimTimings::default();
         if next {
-            if backend.step_view().is_some_and(|v| v.state.next_step() == crate::backend::step::FrameStep::Map) {
+            if step_view(backend.as_ref()).is_some_and(|v| v.state.next_step() == crate::backend::step::FrameStep::Map) {
                 // GL's last look at the buffers before CUDA takes them: keep a copy to show.
                 let front = backend.front();
                 if let Err(e) = self.renderer.take_snapshot(gl, front) {
                     tracing::warn!("step mode snapshot: {e:#}");
                 }
             }
-            let backend = self.backend()?;
+            let cuda = self.backend()?.cuda_mut().context("step mode without a CUDA backend")?;
             let t0 = Instant::now();
-            let r = backend.next_step(gl, vbos, per_frame);
+            let r = cuda.next_step(gl, vbos, per_frame);
             t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
             match r {
                 Ok(step) => tracing::debug!(?step, frame = self.frame, "step mode"),
@@ -207,7 +210,7 @@ impl Scene {
     /// machine allows (`None` while the buffers are mapped).
     pub(super) fn shown_front(&mut self) -> anyhow::Result<Option<usize>> {
         let b = self.backend()?;
-        Ok(match b.step_view() {
+        Ok(match b.cuda().and_then(|c| c.step_view()) {
             Some(v) => v.display_front,
             None => Some(b.front()),
         })
@@ -215,7 +218,7 @@ impl Scene {
 
     /// Runs a mistake-lab case against the live contexts, on scratch resources.
     pub(super) fn run_lab(&mut self, name: &str) {
-        let ctx = self.backend.as_ref().and_then(|b| b.cuda_context());
+        let ctx = self.backend.as_ref().and_then(|b| b.cuda()?.cuda_context());
         let o = crate::teach::lab::run_live(name, self.current.gl(), ctx.as_ref());
         tracing::info!(case = %o.case, got = %o.got_summary(), ok = o.ok, "mistake lab");
         self.overlay.workflow.lab.push(o);

@@ -4,7 +4,7 @@ use clap::Parser as _;
 
 use super::*;
 use crate::sim::init::initial_bodies;
-use crate::backend::{PositionVbos, SettingsChange, SimTimings};
+use crate::backend::{CudaSide, PositionVbos, SettingsChange, SimTimings};
 use crate::cli::Cli;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::demo::headless::headless_input;
@@ -59,28 +59,48 @@ impl SimBackend for Fake {
     fn label(&self) -> String {
         "CUDA map · fake device".into()
     }
+
     fn n(&self) -> usize {
         200
     }
+
     fn nominal_rate(&self) -> (f64, String) {
         (f64::INFINITY, "a backend that simulates nothing".into())
     }
+
     fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<SimTimings> {
         Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None, ..SimTimings::default() })
     }
+
     fn front(&self) -> usize {
         0
     }
+
     fn set_params(&mut self, _: Gl<'_>, _: PhysParams) {}
+
     fn bodies(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<Bodies> {
         anyhow::bail!("fake")
     }
+
     fn diagnostics(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
         Ok(crate::sim::Diagnostics::default())
     }
+
+
+    fn cuda(&self) -> Option<&dyn CudaSide> {
+        Some(self)
+    }
+
+    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
+        Some(self)
+    }
+}
+
+impl CudaSide for Fake {
     fn settings(&self) -> Option<crate::backend::InteropSettings> {
         self.0
     }
+
     fn apply_settings(
         &mut self,
         _: Gl<'_>,
@@ -90,13 +110,31 @@ impl SimBackend for Fake {
         self.0 = Some(s);
         Ok(SettingsChange::Applied)
     }
+
     fn device_panel(&self) -> Vec<(String, String)> {
         vec![("device".into(), "Fake GPU".into()), ("SMs".into(), "132".into())]
     }
+
     fn entry_points(&self) -> Vec<[String; 5]> {
         vec![["cuGraphicsMapResources".into(), "3000".into(), "legacy".into(), "found".into(), "".into()]]
     }
+    fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>> {
+        None
+    }
+    fn step_mode_unavailable(&self) -> Option<String> {
+        Some("a fake backend has no step mode".into())
+    }
+    fn set_step_mode(&mut self, _: bool) -> anyhow::Result<()> {
+        anyhow::bail!("a fake backend has no step mode")
+    }
+    fn next_step(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<crate::backend::step::FrameStep> {
+        anyhow::bail!("not in step mode")
+    }
+    fn step_view(&self) -> Option<crate::backend::step::StepView> {
+        None
+    }
 }
+
 
 #[test]
 fn overlay_with_cuda_panels_and_settings_change() {
@@ -123,7 +161,7 @@ fn overlay_with_cuda_panels_and_settings_change() {
     let changed = InteropSettings { interop: InteropMode::Copy, ..settings };
     s.pending.push(Action::ApplySettings(changed));
     frame(&mut s, t);
-    assert_eq!(s.backend.as_ref().and_then(|b| b.settings()), Some(changed));
+    assert_eq!(s.backend.as_ref().and_then(|b| b.cuda()?.settings()), Some(changed));
     drop(s);
     drop(ctx);
 }

@@ -3,7 +3,7 @@
 //!
 //! # Why
 //! A `bench` frame of the interop modes costs more than the kernel plus the GL frame alone
-//! (`interop_us` in [`super::report`]), and `external`, which never maps, can pay nearly as much
+//! (`interop_us` in [`crate::bench::report`]), and `external`, which never maps, can pay nearly as much
 //! as `map`. The CUDA context and the GL context are two GPU contexts; the GPU runs one at a
 //! time and switches between them (time-slicing). This probe times that switch on its own.
 //!

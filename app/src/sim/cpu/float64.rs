@@ -3,7 +3,7 @@
 use super::{accelerations_range, for_chunks, Sources, CHUNK};
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
-/// Float64 CPU backend: the reference of the tests (same integrator as [`CpuF32`] and the kernel),
+/// Float64 CPU backend: the reference of the tests (same integrator as [`super::CpuF32`] and the kernel),
 /// parallel over bodies `i` with rayon.
 ///
 /// Holds positions `[N][3]`, velocities `[N][3]` and masses `[N]` in f64, converted from the f32
@@ -101,7 +101,7 @@ impl CpuF64 {
     }
 
     /// Use `params` for the following steps; synchronises first when they differ from the current
-    /// ones (see [`CpuF32::set_params`]).
+    /// ones (see [`super::CpuF32::set_params`]).
     pub fn set_params(&mut self, params: PhysParams) {
         if params != self.params {
             self.synchronize();
