@@ -375,7 +375,7 @@ fn module_refs(src: &str, module: &str) -> Vec<(Vec<String>, usize)> {
         let here = || base.iter().cloned().chain(blocks.iter().flatten().cloned()).collect::<Vec<_>>();
         let (mut start, mut j) = (None, i);
         match text(&t, i) {
-            child if path_start && blocks.is_empty() && children.contains(child) && text(&t, i + 1) == "::" => {
+            child if path_start && blocks.iter().all(Option::is_none) && children.contains(child) && text(&t, i + 1) == "::" => {
                 (start, j) = (Some(base.clone()), i);
             }
             "{" => blocks.push((i >= 2 && text(&t, i - 2) == "mod" && is_ident(text(&t, i - 1))).then(|| text(&t, i - 1).to_string())),
@@ -411,12 +411,55 @@ fn module_refs(src: &str, module: &str) -> Vec<(Vec<String>, usize)> {
 /// its own folder's interface). Each circle once, as `a.rs:L → b.rs:L → a.rs`.
 fn file_cycles(label: &str, files: &[(String, String)]) -> Vec<String> {
     let by_module: BTreeMap<String, &str> = files.iter().map(|(rel, _)| (module_of(rel), rel.as_str())).collect();
+    // What each file's top-level `use` brings in, by the name it binds: a path through a file
+    // that re-exports a name (`pub use child::X` in a mod.rs, lib.rs) lands on the file it
+    // comes from.
+    let mut imports: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for (rel, src) in files {
+        let own = module_of(rel);
+        let t = tokens(&strip(src));
+        let mut depth = 0usize;
+        let mut leaves = Vec::new();
+        for i in 0..t.len() {
+            match text(&t, i) {
+                "{" => depth += 1,
+                "}" => depth = depth.saturating_sub(1),
+                "use" if depth == 0 => _ = use_tree(&t, i + 1, Vec::new(), &mut leaves),
+                _ => {}
+            }
+        }
+        let mut map = BTreeMap::new();
+        for (path, name) in leaves {
+            let refs = module_refs(&format!("use {};", path.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("::")), &own);
+            // A path relative to a child module the file declares resolves like `self::`.
+            let abs = match refs.into_iter().next() {
+                Some((abs, _)) => abs,
+                None if path.first().is_some_and(|f| by_module.contains_key(&format!("{own}{}{}", if own.is_empty() { "" } else { "::" }, f.text))) => {
+                    own.split("::").filter(|x| !x.is_empty()).map(str::to_string).chain(path.iter().map(|p| p.text.clone())).collect()
+                }
+                None => continue,
+            };
+            map.insert(name, abs);
+        }
+        imports.insert(own, map);
+    }
+    let resolve = |path: &[String]| -> Option<&str> {
+        let mut path = path.to_vec();
+        for _ in 0..4 {
+            let (k, target) = (0..=path.len()).rev().find_map(|k| by_module.get(&path[..k].join("::")).map(|t| (k, *t)))?;
+            let via = path.get(k).and_then(|name| imports.get(&module_of(target))?.get(name));
+            match via {
+                Some(src) if src[..] != path[..k + 1] => path = src.iter().cloned().chain(path[k + 1..].iter().cloned()).collect(),
+                _ => return Some(target),
+            }
+        }
+        None
+    };
     let mut edges: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     for (rel, src) in files {
         let own = module_of(rel);
         for (path, line) in module_refs(src, &own) {
-            let target = (0..=path.len()).rev().find_map(|k| by_module.get(&path[..k].join("::")).copied());
-            let Some(target) = target else { continue };
+            let Some(target) = resolve(&path) else { continue };
             let t = module_of(target);
             let ancestor = t.is_empty() || own == t || own.starts_with(&format!("{t}::"));
             if !ancestor {
@@ -646,6 +689,13 @@ mod checker {
         let parent_uses_child = [("ui/mod.rs".to_string(), "mod a;\npub use a::A;".to_string()), ("ui/a.rs".into(), "use crate::ui::b::B;".into()), ("ui/b.rs".into(), "use crate::ui::a::A;".into())];
         assert_eq!(module_refs(&parent_uses_child[0].1, "ui"), [(vec!["ui".to_string(), "a".into(), "A".into()], 2)]);
         assert_eq!(file_cycles("x/src", &parent_uses_child).len(), 1);
+        // A name a folder's mod.rs re-exports counts as the file it comes from.
+        let through_reexport = [
+            ("ui/mod.rs".to_string(), "mod a;\nmod b;\npub use a::A;\npub use self::b::B;".to_string()),
+            ("ui/a.rs".into(), "use super::B;".into()),
+            ("ui/b.rs".into(), "use crate::ui::A;".into()),
+        ];
+        assert_eq!(file_cycles("x/src", &through_reexport).len(), 1, "{:?}", file_cycles("x/src", &through_reexport));
     }
 
     #[test]

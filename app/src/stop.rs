@@ -23,8 +23,10 @@
 //! guide): `NBODY_TEST_READY=PATH` makes the run create `PATH` once it is where a test wants to
 //! signal it (after the first frame, or inside the held step), and `NBODY_TEST_HOLD=step|outputs`
 //! holds the first step until an interrupt arrives (`step`), or holds the run after its loop,
-//! before the outputs, until it is ended (`outputs`). With them a test signals a run at a chosen
-//! point without guessing how long anything takes.
+//! before the outputs, until it is ended (`outputs`; it then also creates `PATH.held`). With them
+//! a test signals a run at a chosen point without guessing how long anything takes. The step
+//! hold works where a step looks for interrupts: the CPU backend's steps and CUDA steps long
+//! enough to be split into launches.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -214,9 +216,17 @@ pub fn stopped_in_step() -> bool {
 }
 
 /// Test hook for the forced exit: under `NBODY_TEST_HOLD=outputs` a run that was interrupted
-/// waits here, before writing its outputs, until a second signal ends the process.
+/// creates `<NBODY_TEST_READY>.held` (the first signal was handled before this point) and waits
+/// here, before writing its outputs, until a second signal ends the process.
 pub fn hold_before_outputs() {
     if hold() == Some(Hold::Outputs) && stopped() {
+        if let Some(path) = std::env::var_os("NBODY_TEST_READY") {
+            let mut held = path;
+            held.push(".held");
+            if let Err(e) = std::fs::write(&held, b"held\n") {
+                tracing::warn!("NBODY_TEST_READY.held: {e}");
+            }
+        }
         loop {
             std::thread::sleep(Duration::from_millis(5));
         }

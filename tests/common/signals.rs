@@ -60,9 +60,40 @@ impl Run {
         killpg(self.pid(), signal).expect("killpg");
     }
 
+    /// Waits until `<ready file>.held` exists (`NBODY_TEST_HOLD=outputs`: the run handled its
+    /// first signal and holds before its outputs), or the run ended.
+    ///
+    /// # Panics
+    /// Neither within [`HANG_GUARD`] (the run is killed first).
+    pub fn wait_until_held(&mut self) {
+        let held = self.dir.join("ready.held");
+        let started = Instant::now();
+        while !held.exists() && self.child.try_wait().expect("poll the run").is_none() {
+            if started.elapsed() > HANG_GUARD {
+                let _ = killpg(self.pid(), Signal::SIGKILL);
+                panic!("the run neither held ({}) nor ended in {HANG_GUARD:?}", held.display());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Waits for the run to end and collects its output.
+    ///
+    /// # Panics
+    /// The run has not ended within [`HANG_GUARD`] (its process group is killed first).
     pub fn wait(mut self) -> Ended {
-        let status = self.child.wait().expect("wait for the run");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("poll the run") {
+                break s;
+            }
+            if started.elapsed() > HANG_GUARD {
+                let _ = killpg(self.pid(), Signal::SIGKILL);
+                let _ = self.child.wait();
+                panic!("the run did not end within {HANG_GUARD:?} (a guard against a hang); it was killed");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
         let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
         Ended { status, stdout: read("stdout.txt"), stderr: read("stderr.txt") }
     }
@@ -77,6 +108,7 @@ impl Run {
 pub fn start(mut cmd: Command, dir: &Path) -> Run {
     let ready = dir.join("ready");
     let _ = std::fs::remove_file(&ready);
+    let _ = std::fs::remove_file(dir.join("ready.held"));
     let file = |name: &str| std::fs::File::create(dir.join(name)).expect("create output file");
     cmd.env("NBODY_TEST_READY", &ready).stdin(Stdio::null()).stdout(file("stdout.txt")).stderr(file("stderr.txt")).process_group(0);
     let mut child = cmd.spawn().expect("spawn the run");

@@ -69,6 +69,10 @@ pub fn make_backend(
         Ok(b) => return Ok((Box::new(b), None)),
         Err(e) => e,
     };
+    if err.chain().any(|c| c.is::<crate::cuda::launch_rule::ForcedKernelRefused>()) {
+        // The user's own choice cannot run: say so rather than run the CPU in its place.
+        return Err(err);
+    }
     if cfg.cuda.settings.interop != InteropMode::External || !is_unsupported(&err) {
         // Not about external memory (e.g. CUDA cannot share this GL context).
         return match cfg.choice {

@@ -45,6 +45,13 @@ pub struct ForcedKernel {
     pub stream_k: bool,
 }
 
+/// `--step-kernel` names a kernel that cannot run here (not in the PTX loaded, a block size it
+/// does not take, the equal-mass loop for masses that differ): an error for the user to correct,
+/// which the backend selection never answers with the CPU fallback.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ForcedKernelRefused(pub String);
+
 impl ForcedKernel {
     /// The kernel of `name`, one of [`STEP_KERNEL_NAMES`].
     ///
@@ -414,7 +421,7 @@ pub fn choose(
     }
     match best {
         Some((_, l)) => Ok(l),
-        None if forced.is_some() => bail!(
+        None if forced.is_some() => Err(ForcedKernelRefused(format!(
             "--step-kernel {}: it cannot run here with {} threads per block ({}the kernel must be in the PTX loaded, and a \
              j-split S > 1 takes multiples of 32·S threads); choose another kernel or block size, or leave --step-kernel \
              out for the automatic choice",
@@ -425,7 +432,7 @@ pub fn choose(
             } else {
                 ""
             }
-        ),
+        )).into()),
         None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1, step_loop: StepLoop::Classic, stream_k: None }),
         None => bail!("no step kernel can be launched with {block} threads per block on this device"),
     }

@@ -253,6 +253,9 @@ fn ignored_notice(args: &DemoArgs) -> Option<String> {
     if args.headless && (args.no_vsync || typed("--no-vsync")) {
         parts.push("--no-vsync (a headless run has no window to synchronise with)".to_string());
     }
+    if args.target_fps.is_some() && args.steps_per_frame() != crate::cli::StepsPerFrame::Auto {
+        parts.push("--target-fps (only --steps-per-frame auto fills a frame rate)".to_string());
+    }
     if args.no_overlay && (args.ui_scale.is_some() || typed("--ui-scale")) {
         parts.push("--ui-scale (--no-overlay hides the overlay it scales)".to_string());
     }

@@ -28,6 +28,7 @@ mod requests;
 mod teaching;
 
 pub use outputs::Diverged;
+use outputs::EnergySamples;
 
 /// Everything a frame needs besides the GL context and the window.
 ///
@@ -98,9 +99,10 @@ pub struct Scene {
     /// A `--diagnostics-interval` sample is due; taken at the first frame that ends with no
     /// step in progress.
     diagnostics_due: bool,
-    /// Total energy at the first and the latest diagnostics sample since the start or the last
-    /// reset: (frame, E) each, for the summary's relative energy change.
-    energy: Option<((u64, f64), (u64, f64))>,
+    /// The first diagnostics sample since the start, the last reset or the last change of
+    /// parameters (frame, E, |K| + |U|), and the latest (frame, E), for the summary's relative
+    /// energy change.
+    energy: Option<EnergySamples>,
 }
 
 /// The overlay's zoom for a target `height_px` physical pixels high at `pixels_per_point` (the

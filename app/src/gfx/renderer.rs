@@ -1,5 +1,7 @@
-//! The body renderer: the two position VBOs, a point-sprite program, a GL timer query around the
-//! draw, and the offscreen target of headless runs.
+//! The body renderer: the two position VBOs and a point-sprite program, drawn into a
+//! [`super::target::RenderTarget`] with a GL timer query around the draw
+//! ([`super::gpu_timer`]); the programs come from [`super::shaders`], the light buffer and tone
+//! map from [`super::tonemap`].
 //!
 //! Colour encodes speed: the position buffer holds no velocities, so the vertex shader reads both
 //! VBOs (the front one at attribute 0, the other one, which holds the positions before the last
@@ -13,8 +15,8 @@
 //! and scales the colour with it, so a dense core keeps its bodies' colour instead of clipping to
 //! white. On GLES, where that buffer cannot be made, and on software rasterizers (Mesa's
 //! llvmpipe blends float buffers about ten times slower than RGBA8: 53 ms instead of 4 for
-//! 16384 sprites at 1280×800) they add directly into the target. `NBODY_TONEMAP=on` or `off`
-//! overrides the choice (desktop GL only).
+//! 16384 sprites at 1280×800) they add directly into the target (the choice:
+//! [`super::tonemap`]).
 //!
 //! Trails (`--trails`, the overlay's box, key `t`): the renderer keeps the positions of the last
 //! [`TRAIL_FRAMES`] frames that moved (GPU copies of the front VBO, `glCopyBufferSubData`, taken

@@ -23,16 +23,16 @@ const BUFFER_LAYOUT: Layout = match Layout::from_size_align(BUFFER_BYTES, BUFFER
     Err(_) => panic!("BUFFER_BYTES and BUFFER_ALIGN form a valid layout"),
 };
 
-/// What the buffer callbacks share with the [`Cupti`] handle.
+/// What the buffer callbacks share with the [`super::Cupti`] handle.
 pub(super) struct Shared {
     /// `cuptiActivityGetNextRecord` of the loaded CUPTI (set before callbacks are registered).
     pub(super) next_record: Option<GetNextRecordFn>,
     /// How to read records of this CUPTI version.
     pub(super) opts: ParseOptions,
-    /// Records completed and not yet taken by [`Cupti::flush`].
+    /// Records completed and not yet taken by [`super::Cupti::flush`].
     pub(super) records: Vec<Activity>,
     /// Records the parser could not read (too short for their kind) or buffers CUPTI reported
-    /// corrupt, since the last [`Cupti::open`].
+    /// corrupt, since the last [`super::Cupti::open`].
     pub(super) unparsed: u64,
     /// Buffers that could not be allocated (CUPTI drops their records).
     pub(super) failed_allocations: u64,
@@ -46,7 +46,7 @@ static SHARED: Mutex<Shared> = Mutex::new(Shared {
     failed_allocations: 0,
 });
 
-/// Set while a [`Cupti`] exists.
+/// Set while a [`super::Cupti`] exists.
 pub(super) static IN_USE: AtomicBool = AtomicBool::new(false);
 
 /// The shared state, also after a panic elsewhere poisoned the lock (its data stays consistent:

@@ -1,5 +1,5 @@
 //! Step mode's CUDA side: one frame of `--interop map` taken one step at a time, the mapping held
-//! between the steps ([`StepwiseFrame`]). The states are [`super::step`]'s.
+//! between the steps ([`StepwiseFrame`]). The states are [`crate::backend::step`]'s.
 
 use std::time::Instant;
 

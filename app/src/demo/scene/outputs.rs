@@ -30,6 +30,21 @@ pub struct Diverged {
     pub saved: String,
 }
 
+/// The two diagnostics samples the summary's energy change compares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct EnergySamples {
+    /// Frame of the first sample.
+    pub(super) from: u64,
+    /// Total energy E there.
+    pub(super) e0: f64,
+    /// |K| + |U| there (the scale when E is near 0).
+    pub(super) ku0: f64,
+    /// Frame of the latest sample.
+    pub(super) to: u64,
+    /// Total energy E there.
+    pub(super) e1: f64,
+}
+
 impl Scene {
     /// Save `target`'s current contents (bodies and overlay) as PNG.
     ///
@@ -131,10 +146,13 @@ impl Scene {
         };
         let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
         let steps_per_s = if wall > 0.0 { self.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
-        let energy = self.energy.filter(|(a, b)| b.0 > a.0).map(|((from, e0), (to, e1))| EnergyChange {
-            from,
-            to,
-            relative: (e1 - e0) / e0.abs(),
+        // Relative to |E| at the first sample; where E is near 0 (|E| under a thousandth of
+        // |K| + |U|: an unbound or marginal state) to that thousandth instead, so that a tiny E
+        // does not make a small change look huge.
+        let energy = self.energy.filter(|e| e.to > e.from).map(|e| EnergyChange {
+            from: e.from,
+            to: e.to,
+            relative: (e.e1 - e.e0) / e.e0.abs().max(1e-3 * e.ku0),
             dt: self.overlay.controls.params.dt,
         });
         Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.steps_total, steps_per_s, label, energy }

@@ -2,18 +2,15 @@
 //! actions, a reset to another initial condition, a diagnostics sample, and the divergence check
 //! on each state read back.
 
-
-
 use anyhow::{anyhow, Context as _};
 
-use crate::demo::pace::Pace;
+use super::outputs::EnergySamples;
+use super::Scene;
 use crate::backend::select::make_backend;
+use crate::demo::pace::Pace;
 use crate::gfx::renderer::framing_camera;
 use crate::sim::init::initial_bodies;
 use crate::ui::action::Action;
-
-
-use super::Scene;
 
 impl Scene {
     /// Apply the overlay's requests of the last frame; returns true for a single step.
@@ -23,12 +20,14 @@ impl Scene {
             match action {
                 Action::SetParams(p) => {
                     let cur = self.current.clone();
-                    self.backend()?.set_params(cur.gl(), p)
+                    self.backend()?.set_params(cur.gl(), p);
+                    // Another G or ε is another energy function: the change is measured anew.
+                    self.energy = None;
                 }
                 Action::SingleStep => single = true,
                 Action::ApplySettings(s) => {
                     let cur = self.current.clone();
-        let gl = cur.gl();
+                    let gl = cur.gl();
                     let vbos = *self.renderer.vbos();
                     let params = self.overlay.controls.params;
                     let backend = self.backend.as_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
@@ -139,8 +138,10 @@ impl Scene {
             d.angular_momentum[2]
         ));
         self.overlay.set_diagnostics(frame, d);
-        let first = self.energy.map_or((frame, d.total), |(first, _)| first);
-        self.energy = Some((first, (frame, d.total)));
+        self.energy = Some(match self.energy {
+            Some(e) => EnergySamples { to: frame, e1: d.total, ..e },
+            None => EnergySamples { from: frame, e0: d.total, ku0: d.kinetic.abs() + d.potential.abs(), to: frame, e1: d.total },
+        });
         Ok(())
     }
 }
