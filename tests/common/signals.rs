@@ -67,14 +67,7 @@ impl Run {
     /// Neither within [`HANG_GUARD`] (the run is killed first).
     pub fn wait_until_held(&mut self) {
         let held = self.dir.join("ready.held");
-        let started = Instant::now();
-        while !held.exists() && self.child.try_wait().expect("poll the run").is_none() {
-            if started.elapsed() > HANG_GUARD {
-                let _ = killpg(self.pid(), Signal::SIGKILL);
-                panic!("the run neither held ({}) nor ended in {HANG_GUARD:?}", held.display());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        poll_until(&mut self.child, &format!("held ({})", held.display()), || held.exists());
     }
 
     /// Waits for the run to end and collects its output.
@@ -82,18 +75,8 @@ impl Run {
     /// # Panics
     /// The run has not ended within [`HANG_GUARD`] (its process group is killed first).
     pub fn wait(mut self) -> Ended {
-        let started = Instant::now();
-        let status = loop {
-            if let Some(s) = self.child.try_wait().expect("poll the run") {
-                break s;
-            }
-            if started.elapsed() > HANG_GUARD {
-                let _ = killpg(self.pid(), Signal::SIGKILL);
-                let _ = self.child.wait();
-                panic!("the run did not end within {HANG_GUARD:?} (a guard against a hang); it was killed");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        poll_until(&mut self.child, "stopped after its signal", || false);
+        let status = self.child.wait().expect("wait for the run");
         let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
         Ended { status, stdout: read("stdout.txt"), stderr: read("stderr.txt") }
     }
@@ -112,16 +95,24 @@ pub fn start(mut cmd: Command, dir: &Path) -> Run {
     let file = |name: &str| std::fs::File::create(dir.join(name)).expect("create output file");
     cmd.env("NBODY_TEST_READY", &ready).stdin(Stdio::null()).stdout(file("stdout.txt")).stderr(file("stderr.txt")).process_group(0);
     let mut child = cmd.spawn().expect("spawn the run");
+    poll_until(&mut child, &format!("announced itself ({})", ready.display()), || ready.exists());
+    Run { child, dir: dir.to_path_buf() }
+}
+
+/// Polls until `done()` holds or the run has ended.
+///
+/// # Panics
+/// Neither within [`HANG_GUARD`] (a guard against a hang, not a time limit): the run's process
+/// group is killed first. `what` names what the run did not do.
+fn poll_until(child: &mut Child, what: &str, done: impl Fn() -> bool) {
     let started = Instant::now();
-    while !ready.exists() {
-        if child.try_wait().expect("poll the run").is_some() {
-            break;
-        }
+    while !done() && child.try_wait().expect("poll the run").is_none() {
         if started.elapsed() > HANG_GUARD {
-            let _ = child.kill();
-            panic!("the run neither announced itself ({}) nor ended in {HANG_GUARD:?}", ready.display());
+            let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32"));
+            let _ = killpg(pid, Signal::SIGKILL);
+            let _ = child.wait();
+            panic!("the run neither {what} nor ended in {HANG_GUARD:?}; it was killed");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    Run { child, dir: dir.to_path_buf() }
 }

@@ -76,8 +76,8 @@ impl Scene {
         // Esc) keeps the state of before it, as an interrupted step does.
         if let Some(b) = self.backend.as_deref_mut() {
             let unit = if b.cuda().is_some() { "launches" } else { "parts" };
-            if let Some(l) = b.long_steps_mut().filter(|l| l.step_in_progress().is_some()) {
-                let p = l.step_in_progress().unwrap_or_default();
+            let long_steps = b.long_steps_mut();
+            if let Some((l, p)) = long_steps.and_then(|l| l.step_in_progress().map(|p| (l, p))) {
                 match l.abandon_step() {
                     Ok(()) => eprintln!(
                         "the run ended during a long step ({} of {} {unit} done): it was abandoned, the state of before it is kept",
