@@ -4,8 +4,12 @@
 // (uniform ball, masses 0.5-1.5 / N, or all 1 / N with KBENCH_EQUAL_MASSES=1, eps = 0.01; the
 // equal-mass kernels nbody_step_u* run only with equal masses). Each row also gives the kernel's velocity change
 // against nbody_step_p1's (relative L2 difference: the j-split kernels add in another order).
-// Build and run there:  nvcc -O2 -o /tmp/kbench kernels/kbench.cu -lcuda
-//                       /tmp/kbench kernels/nbody.ptx [N [KERNEL [BLOCK [EPS2]]]] > sweep.csv
+// Build and run there (the sweep's PTX adds the exploration variants the product does not ship,
+// kernels/README.md "Which kernels ship"; kernels/nbody.ptx alone times the shipped ones and
+// skips the rest):
+//   nvcc -ptx -arch=compute_75 -std=c++17 --use_fast_math -DNBODY_ALL_VARIANTS -o /tmp/all.ptx kernels/nbody.cu
+//   nvcc -O2 -o /tmp/kbench kernels/kbench.cu -lcuda
+//   /tmp/kbench /tmp/all.ptx [N [KERNEL [BLOCK [EPS2]]]] > sweep.csv
 // Prints CSV: n,kernel,p,s,block,ms,rate,err_vs_p1 (rate: interactions/s, N^2 per launch). Each
 // kernel runs twice: as nbody_step_<v> (one launch), and as its stream-K pair nbody_stepk_<v> on
 // SMs x (resident blocks per SM) persistent CTAs + nbody_stepk_finish (rows named nbody_stepk_<v>).

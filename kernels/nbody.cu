@@ -661,13 +661,17 @@ __device__ __forceinline__ void step_f64(const double4* __restrict__ pos_in, dou
         nbody::step<P, S, nbody::Family::FAMILY>(pos_in, pos_out, vel, n, dt_drift, kick, eps2, g, i_begin, i_end);  \
     }
 
+// The product ships the kernels the launch rule picks on the GPU it was measured on, the plain
+// twin of each stream-K pair it picks (what steps over body ranges run), and nbody_step_p1, the
+// reference loop (README.md, "Which kernels ship"). The other shapes are exploration variants,
+// built only with -DNBODY_ALL_VARIANTS (the PTX that kbench.cu sweeps).
+
 // P bodies per thread (shared memory B * 16 bytes).
 NBODY_STEP_KERNEL(nbody_step_p1, 1, 1, Classic)
 NBODY_STEP_KERNEL(nbody_step_p2, 2, 1, Classic)
 NBODY_STEP_KERNEL(nbody_step_p4, 4, 1, Classic)
 
 // The j-split variants (one body per S threads, for small N; shared memory B * 16 bytes).
-NBODY_STEP_KERNEL(nbody_step_s2, 1, 2, Classic)
 NBODY_STEP_KERNEL(nbody_step_s4, 1, 4, Classic)
 NBODY_STEP_KERNEL(nbody_step_s8, 1, 8, Classic)
 
@@ -677,7 +681,6 @@ NBODY_STEP_KERNEL(nbody_step_m2x2, 2, 2, Scaled)
 NBODY_STEP_KERNEL(nbody_step_m2x4, 2, 4, Scaled)
 NBODY_STEP_KERNEL(nbody_step_m2x8, 2, 8, Scaled)
 NBODY_STEP_KERNEL(nbody_step_m4x1, 4, 1, Scaled)
-NBODY_STEP_KERNEL(nbody_step_m4x4, 4, 4, Scaled)
 
 // Equal-mass softened loop, P bodies per thread and S threads per body (nbody_step_uPxS; shared
 // memory B * 16 bytes; README.md, "Equal masses"): for states whose bodies all have one mass.
@@ -696,18 +699,24 @@ NBODY_STEP_KERNEL(nbody_step_u4x1, 4, 1, Uniform)
     }
 
 NBODY_STEPK_KERNEL(nbody_stepk_p1, 1, 1, Classic)
-NBODY_STEPK_KERNEL(nbody_stepk_p2, 2, 1, Classic)
 NBODY_STEPK_KERNEL(nbody_stepk_p4, 4, 1, Classic)
-NBODY_STEPK_KERNEL(nbody_stepk_s2, 1, 2, Classic)
 NBODY_STEPK_KERNEL(nbody_stepk_s4, 1, 4, Classic)
 NBODY_STEPK_KERNEL(nbody_stepk_s8, 1, 8, Classic)
-NBODY_STEPK_KERNEL(nbody_stepk_m2x2, 2, 2, Scaled)
 NBODY_STEPK_KERNEL(nbody_stepk_m2x4, 2, 4, Scaled)
 NBODY_STEPK_KERNEL(nbody_stepk_m2x8, 2, 8, Scaled)
 NBODY_STEPK_KERNEL(nbody_stepk_m4x1, 4, 1, Scaled)
-NBODY_STEPK_KERNEL(nbody_stepk_m4x4, 4, 4, Scaled)
 NBODY_STEPK_KERNEL(nbody_stepk_u2x4, 2, 4, Uniform)
 NBODY_STEPK_KERNEL(nbody_stepk_u4x1, 4, 1, Uniform)
+
+#ifdef NBODY_ALL_VARIANTS
+// Exploration variants (never picked on the measured GPU): for kbench.cu's sweeps only.
+NBODY_STEP_KERNEL(nbody_step_s2, 1, 2, Classic)
+NBODY_STEP_KERNEL(nbody_step_m4x4, 4, 4, Scaled)
+NBODY_STEPK_KERNEL(nbody_stepk_p2, 2, 1, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_s2, 1, 2, Classic)
+NBODY_STEPK_KERNEL(nbody_stepk_m2x2, 2, 2, Scaled)
+NBODY_STEPK_KERNEL(nbody_stepk_m4x4, 4, 4, Scaled)
+#endif
 
 // The second half of a stream-K step: for each body i of [i_begin, i_end) (one per thread,
 // grid ceil(len / B) of any valid B), the sum of its block's segments partial[(c + ib) bpb + l]

@@ -99,6 +99,7 @@ fn main() {
         ("exact_gravity_with_distinct_bodies_is_finite", kernels::exact_gravity_with_distinct_bodies_is_finite, None),
         ("mass_scaled_loop_with_hard_masses_matches_float64_reference", kernels::mass_scaled_loop_with_hard_masses_matches_float64_reference, None),
         ("equal_mass_loop_matches_float64_reference", kernels::equal_mass_loop_matches_float64_reference, None),
+        ("the_ptx_ships_what_the_launch_rule_picks", kernels::the_ptx_ships_what_the_launch_rule_picks, None),
         ("potential_kernel_matches_float64", kernels::potential_kernel_matches_float64, None),
         ("interop_map_and_copy_write_what_gl_reads", storages::interop_map_and_copy_write_what_gl_reads, None),
         ("external_step_matches_float64_reference", storages::external_step_matches_float64_reference, None),

@@ -197,6 +197,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         ),
         // The split over slices and GPUs (refused before CUDA is touched).
         demo_case("slices per gpu 0", &["--slices-per-gpu", "0"], 1, &["--slices-per-gpu", "at least 1"]),
+        demo_case("a list of GPU counts in the demo", &["--gpus", "1,2"], 1, &["--gpus", "one value", "`bench` and `scale`"]),
         demo_case("gpus on the CPU backend", &["--gpus", "2", "--slices-per-gpu", "2"], 0, &["notice", "--gpus", "--slices-per-gpu", "do not apply here"]),
         demo_case("gpus 0", &["--gpus", "0"], 2, &["--gpus", "number ≥ 1 or `all`"]),
         demo_case(
@@ -211,6 +212,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         case("scale gpus not a number", &["scale", "--gpus", "two", "--out", &out_dir], 2, &["--gpus", "two"]),
         case("scale frames 0", &["scale", "--frames", "0", "--out", &out_dir], 1, &["--frames", "at least 1"]),
         case("scale slices 0", &["scale", "--slices-per-gpu", "0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1"]),
+        case("scale render GPU apart", &["scale", "--render-gpu-computes", "no", "--out", &out_dir], 1, &["--render-gpu-computes no", "scale draws nothing"]),
         case("scale slices 1,0", &["scale", "--slices-per-gpu", "1,0", "--out", &out_dir], 1, &["--slices-per-gpu", "at least 1", "1,0"]),
         case("scale unknown gather", &["scale", "--gather", "mpi", "--out", &out_dir], 2, &["--gather", "mpi"]),
         case("scale auto steps", &["scale", "--steps-per-frame", "auto", "--out", &out_dir], 1, &["--steps-per-frame auto", "scale times a fixed count"]),

@@ -17,7 +17,7 @@ pub struct Cli {
     /// What to do; without a subcommand the demo runs.
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// Options of the demo (used when no subcommand is given).
+    /// Options of the demo (without a subcommand).
     #[command(flatten)]
     pub demo: DemoArgs,
 }
@@ -65,20 +65,9 @@ pub struct ScaleArgs {
     /// Physics options (`--steps-per-frame` is the steps per measured frame; `auto` is refused).
     #[command(flatten)]
     pub sim: SimArgs,
-    /// GPU counts to sweep, comma separated (e.g. 1,2,4,8), or `all` (sorted; repeats run once);
-    /// a count g uses CUDA devices 0 to g − 1, and the scaling is against the 1-GPU row of the
-    /// same N and slices per GPU.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    pub gpus: Vec<GpuCount>,
-    /// Slices per GPU to sweep, comma separated (e.g. 1,2,4; sorted, repeats run once): above 1
-    /// a GPU integrates several slices, each on its own stream and buffers, gathered with copies
-    /// as between GPUs (the split path on one GPU; `--gather nccl` takes only 1). Every row's
-    /// final positions are compared with the first 1-GPU row's, the fewest slices per GPU.
-    #[arg(long = "slices-per-gpu", value_delimiter = ',', default_value = "1")]
-    pub slices_per_gpu: Vec<u32>,
-    /// How the positions are shared after each step.
-    #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
-    pub gather: GatherChoice,
+    /// The GPU setups to sweep (`--render-gpu-computes` only `yes`: `scale` draws nothing).
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     /// Body counts N to time, comma separated (default 1048576).
     #[arg(long, value_delimiter = ',')]
     pub bodies: Vec<usize>,
@@ -306,23 +295,9 @@ pub struct DemoArgs {
     /// `--step-mode`; block sizes up to 256.
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub precision: Precision,
-    /// GPUs that compute (CUDA backend, fp32): the bodies are split into one slice per GPU (the
-    /// GPU GL draws on first), gathered after every step with NCCL or peer copies, and the render
-    /// GPU's vertex buffer receives the positions. A number or `all`.
-    #[arg(long, default_value = "1")]
-    pub gpus: GpuCount,
-    /// Slices per computing GPU (each with its own stream and buffers; above 1 the split path
-    /// runs on one GPU too).
-    #[arg(long = "slices-per-gpu", default_value_t = 1)]
-    pub slices_per_gpu: u32,
-    /// How the slices share the positions after each step.
-    #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
-    pub gather: GatherChoice,
-    /// Whether the GPU GL draws on computes a slice: `no` leaves it to receive the positions
-    /// and draw (it runs no step kernel, only the copy in and the map or import; needs another
-    /// GPU).
-    #[arg(long = "render-gpu-computes", value_enum, default_value_t = YesNo::Yes)]
-    pub render_gpu_computes: YesNo,
+    /// The GPUs that compute (one setup: one value each).
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     /// How CUDA's results reach the GL vertex buffers.
     #[arg(long, value_enum, default_value_t = InteropMode::Map)]
     pub interop: InteropMode,
@@ -342,7 +317,7 @@ pub struct DemoArgs {
     /// Stream the frame's CUDA work goes to.
     #[arg(long, value_enum, default_value_t = StreamKind::Legacy)]
     pub stream: StreamKind,
-    /// Priority of a created stream (lower numbers are higher priority; see cuCtxGetStreamPriorityRange).
+    /// Priority of a created stream (lower is higher priority; cuCtxGetStreamPriorityRange).
     #[arg(long = "stream-priority", default_value_t = 0, allow_hyphen_values = true)]
     pub stream_priority: i32,
     /// Scheduling flag of the CUDA context (how the host waits for the GPU).
@@ -375,8 +350,7 @@ pub struct DemoArgs {
     /// rate when vsync is on and the window system reports it, else 60.
     #[arg(long = "target-fps")]
     pub target_fps: Option<f64>,
-    /// Largest sprite diameter in pixels (at 1 pixel per point). Sprites cost fill rate: smaller
-    /// ones draw faster at large N.
+    /// Largest sprite diameter in pixels (at 1 pixel per point; smaller draw faster at large N).
     #[arg(long = "max-sprite-px", default_value_t = 64.0)]
     pub max_sprite_px: f32,
     /// Window or framebuffer width in physical pixels.
@@ -413,9 +387,8 @@ pub struct DemoArgs {
     /// unmap and draw. Headless runs take one step per frame. fp32 only (`--precision f64` is refused).
     #[arg(long = "step-mode")]
     pub step_mode: bool,
-    /// The long names of the options typed on the command line (`--interop`, …), whatever their
-    /// values: the notice of the options that do not apply names them even when a default was
-    /// typed. Filled by [`Cli::parse_command_line`]; empty when parsed otherwise.
+    /// The long names of the options typed (`--interop`, …), defaults included, for the notice of
+    /// options that do not apply. Filled by [`Cli::parse_command_line`]; empty when parsed otherwise.
     #[arg(skip)]
     pub typed: Vec<String>,
 }
@@ -444,25 +417,11 @@ pub struct BenchArgs {
     /// Directory for bench.json, bench.csv and bench.png.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
-    /// GPU counts to sweep in the CUDA modes, comma separated (e.g. 1,2,4,8), or `all`: the
-    /// bodies are split into one slice per GPU (the GPU GL draws on first), gathered after every
-    /// step with NCCL or peer copies (the demo's `--gpus`). Each count is a setup of its own:
-    /// its rows give the GPUs, the gather path and time, and the speedup and scaling efficiency
-    /// against the 1-GPU row; draw and cpu run once, in the first setup. fp32 only.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    pub gpus: Vec<GpuCount>,
-    /// Slices per computing GPU, comma separated (e.g. 1,2): above 1 a GPU integrates several
-    /// slices, each on its own stream and buffers (the split path on one GPU).
-    #[arg(long = "slices-per-gpu", value_delimiter = ',', default_value = "1")]
-    pub slices_per_gpu: Vec<u32>,
-    /// How the slices share the positions after each step.
-    #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
-    pub gather: GatherChoice,
-    /// Whether the GPU GL draws on computes a slice, comma separated for both (`yes,no`): `no`
-    /// leaves it to receive the positions and draw, so the interop modes' overhead over compute
-    /// is measured with no context switch on any GPU (needs a GPU besides the render GPU).
-    #[arg(long = "render-gpu-computes", value_enum, value_delimiter = ',', default_value = "yes")]
-    pub render_gpu_computes: Vec<YesNo>,
+    /// The GPU setups of the CUDA modes, each combination a setup of its own: its rows give the
+    /// GPUs, the gather path and time, and the speedup and scaling efficiency against the 1-GPU
+    /// row; draw and cpu run once, in the first setup. fp32 only.
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     /// Precision of the state and the force sum: f32, or f64 for the CUDA modes (compute, map,
     /// map-separate, copy, external; the interop modes convert the double4 state to the float4
     /// GL draws each frame, inside the kernel time). cpu and draw are fp32 only: named in
@@ -475,9 +434,8 @@ pub struct BenchArgs {
     /// Stream the frame's CUDA work goes to.
     #[arg(long, value_enum, default_value_t = StreamKind::Legacy)]
     pub stream: StreamKind,
-    /// Flags given to cuGraphicsGLRegisterBuffer by the map modes (map, map-separate): only
-    /// `none`, as for the demo (`read-only` and `write-discard` cannot hold for ping-pong buffers,
-    /// each read in one frame and written in the next); use `--map-flags` for the roles.
+    /// Flags given to cuGraphicsGLRegisterBuffer by the map modes: only `none`, as for the demo
+    /// (ping-pong buffers are read and written); use `--map-flags` for the roles.
     #[arg(long = "register-flags", value_enum, default_value_t = ResourceFlags::None)]
     pub register_flags: ResourceFlags,
     /// Flags given to cuGraphicsResourceSetMapFlags before each map, by role (map modes): `read-only`
@@ -485,8 +443,8 @@ pub struct BenchArgs {
     /// other; with `--steps-per-frame` above 1 no hint is given (both are read and written).
     #[arg(long = "map-flags", value_enum, default_value_t = ResourceFlags::None)]
     pub map_flags: ResourceFlags,
-    /// Time budget of the cpu mode per frame, in ms: larger N are skipped (estimated from a short
-    /// probe of at most 8192 bodies, scaled by N², before anything is measured).
+    /// Time budget of the cpu mode per frame, in ms: larger N are skipped (estimated beforehand
+    /// from a probe of at most 8192 bodies, scaled by N²).
     #[arg(long = "cpu-budget-ms", default_value_t = 2000.0)]
     pub cpu_budget_ms: f64,
     /// Largest sprite diameter in pixels (the demo's `--max-sprite-px`): the fill cost of the draw.
@@ -578,14 +536,57 @@ impl DemoArgs {
         }
     }
 
-    /// The split over slices and GPUs the command line asks for.
+    /// The split over slices and GPUs the command line asks for (the first value of each list:
+    /// the demo's checks refuse more than one, [`GpuArgs::lists`]).
     pub fn split_options(&self) -> SplitOptions {
+        let g = &self.gpu;
         SplitOptions {
-            gpus: self.gpus,
-            slices_per_gpu: self.slices_per_gpu,
-            gather: self.gather,
-            render_gpu_computes: self.render_gpu_computes == YesNo::Yes,
+            gpus: g.gpus.first().copied().unwrap_or(GpuCount::Count(1)),
+            slices_per_gpu: g.slices_per_gpu.first().copied().unwrap_or(1),
+            gather: g.gather,
+            render_gpu_computes: g.render_gpu_computes.first() != Some(&YesNo::No),
         }
+    }
+}
+
+/// The GPUs that compute and how their slices share the positions (CUDA backend, fp32): the
+/// demo runs one setup (one value each); `bench` and `scale` take comma-separated lists and
+/// sweep every combination.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "GPUs")]
+pub struct GpuArgs {
+    /// GPUs that compute, a number or `all` (a list for bench and scale, e.g. 1,2,4,8): the
+    /// bodies are split into one slice per GPU (the GPU GL draws on first), gathered after every
+    /// step, and the render GPU's vertex buffer receives the positions; a count g uses CUDA
+    /// devices 0 to g − 1.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub gpus: Vec<GpuCount>,
+    /// Slices per computing GPU, each with its own stream and buffers (above 1 the split path
+    /// runs on one GPU too; `--gather nccl` takes only 1). A list for bench and scale.
+    #[arg(long = "slices-per-gpu", value_delimiter = ',', default_value = "1")]
+    pub slices_per_gpu: Vec<u32>,
+    /// How the slices share the positions after each step.
+    #[arg(long, value_enum, default_value_t = GatherChoice::Auto)]
+    pub gather: GatherChoice,
+    /// Whether the GPU GL draws on computes a slice: `no` leaves it to receive the positions and
+    /// draw (it runs no step kernel, only the copy in and the map or import; needs another GPU).
+    /// bench takes `yes,no`; scale, which draws nothing, only `yes`.
+    #[arg(long = "render-gpu-computes", value_enum, value_delimiter = ',', default_value = "yes")]
+    pub render_gpu_computes: Vec<YesNo>,
+}
+
+impl GpuArgs {
+    /// The options given more than one value (`--gpus 1,2`), as typed: the demo runs one setup.
+    pub fn lists(&self) -> Vec<&'static str> {
+        [
+            ("--gpus", self.gpus.len()),
+            ("--slices-per-gpu", self.slices_per_gpu.len()),
+            ("--render-gpu-computes", self.render_gpu_computes.len()),
+        ]
+        .into_iter()
+        .filter(|(_, len)| *len > 1)
+        .map(|(name, _)| name)
+        .collect()
     }
 }
 

@@ -11,18 +11,16 @@ pub(super) const U: StepLoop = StepLoop::EqualMass;
 
 /// Every step kernel as (P bodies per thread, S threads per body, loop). The equal-mass ones
 /// run on states whose masses are all equal: the Plummer sphere's are (1/N each).
-pub(super) const VARIANTS: [(u32, u32, StepLoop); 13] = [
+pub(super) const VARIANTS: [(u32, u32, StepLoop); 11] = [
     (1, 1, C),
     (2, 1, C),
     (4, 1, C),
-    (1, 2, C),
     (1, 4, C),
     (1, 8, C),
     (2, 2, M),
     (2, 4, M),
     (2, 8, M),
     (4, 1, M),
-    (4, 4, M),
     (2, 4, U),
     (4, 1, U),
 ];
@@ -31,11 +29,14 @@ pub(super) fn launch(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Lau
     Launch { block, p, split, step_loop, stream_k: None }
 }
 
-/// Each variant's launches: the plain one, and stream-K on 1 CTA, on 7 (uneven shares), on the
-/// H200's 132 SMs and on 1000 (more CTAs than units at small N: CTAs without work).
+/// Each variant's launches: the plain one, and where the PTX ships its stream-K pair, stream-K
+/// on 1 CTA, on 7 (uneven shares), on the H200's 132 SMs and on 1000 (more CTAs than units at
+/// small N: CTAs without work).
 pub(super) fn launches(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Vec<Launch> {
     let plain = launch(p, split, step_loop, block);
-    std::iter::once(plain).chain([1, 7, 132, 1000].map(|c| Launch { stream_k: Some(c), ..plain })).collect()
+    let shipped = nbody_app::cuda::launch_rule::STEP_KERNEL_NAMES.contains(&Launch { stream_k: Some(1), ..plain }.kernel_name().as_str());
+    let stream_k = if shipped { vec![1, 7, 132, 1000] } else { Vec::new() };
+    std::iter::once(plain).chain(stream_k.into_iter().map(|c| Launch { stream_k: Some(c), ..plain })).collect()
 }
 
 pub(super) fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, l: Launch, kick: f32) -> Result<StepOut, Failed> {
@@ -284,6 +285,58 @@ pub(super) fn potential_kernel_matches_float64() -> Result<(), Failed> {
         }
         let e = (num / den).sqrt();
         ensure(e <= 1e-5, format!("ε={eps}: potential rel. error {e:e}"))?;
+    }
+    Ok(())
+}
+
+/// The launch rule's automatic choice (block size left to it) on this GPU for every N of a
+/// geometric grid from 1 to 16M, each kind of masses (mixed and inside the mass-scaled range,
+/// all equal, outside that range, equal and outside it) and whole or ranged steps (stream-K
+/// allowed or not): the set of kernels it picks, by name.
+pub(super) fn launch_rule_picks() -> Result<std::collections::BTreeMap<String, usize>, Failed> {
+    let ctx = cuda()?;
+    let k = Kernels::load(&ctx, None)?;
+    let mut ns: Vec<usize> = (0..=96).map(|i| (2f64.powf(f64::from(i) / 4.0)).round() as usize).collect();
+    ns.extend((0..=24).flat_map(|e| [(1usize << e) + 1, (1usize << e).saturating_sub(1).max(1)]));
+    ns.extend([3, 5, 6, 7, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000]);
+    ns.sort_unstable();
+    ns.dedup();
+    let masses = [
+        Masses { scaled: true, equal: false },
+        Masses { scaled: true, equal: true },
+        Masses { scaled: false, equal: false },
+        Masses { scaled: false, equal: true },
+    ];
+    let mut picks = std::collections::BTreeMap::new();
+    for &n in &ns {
+        for m in masses {
+            for stream_k_ok in [true, false] {
+                let l = k.choose_launch(n, 0, m, stream_k_ok)?;
+                *picks.entry(l.kernel_name()).or_insert(0) += 1;
+            }
+        }
+    }
+    Ok(picks)
+}
+
+/// The PTX ships the kernels the launch rule picks on the GPU it was measured on (132 SMs: the
+/// H200), the plain twin of each stream-K pair it picks (steps over body ranges run it), and
+/// the reference loop `nbody_step_p1`, and nothing else: `--step-kernel`'s list is exactly
+/// that. Elsewhere the picks are printed only (another GPU may pick fewer).
+pub(super) fn the_ptx_ships_what_the_launch_rule_picks() -> Result<(), Failed> {
+    let picks = launch_rule_picks()?;
+    let sms = cuda()?.device().attribute(interop::sys::attr::MULTIPROCESSOR_COUNT)?;
+    eprintln!("launch rule picks on {sms} SMs (kernel: cases): {picks:?}");
+    let shipped: std::collections::BTreeSet<String> = nbody_app::cuda::launch_rule::STEP_KERNEL_NAMES.iter().map(|s| s.to_string()).collect();
+    let mut expected: std::collections::BTreeSet<String> = picks.keys().cloned().collect();
+    let twins: Vec<String> = expected.iter().filter_map(|k| k.strip_prefix("nbody_stepk_").map(|v| format!("nbody_step_{v}"))).collect();
+    expected.extend(twins);
+    expected.insert("nbody_step_p1".into());
+    if !expected.is_subset(&shipped) {
+        return Err(format!("picked but not shipped: {:?}", expected.difference(&shipped).collect::<Vec<_>>()).into());
+    }
+    if sms == 132 && expected != shipped {
+        return Err(format!("shipped but never picked: {:?}", shipped.difference(&expected).collect::<Vec<_>>()).into());
     }
     Ok(())
 }

@@ -200,7 +200,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
              smaller --bodies, or other --modes"
         );
     }
-    let diverged: Vec<String> = rows.iter().filter(|r| r.diverged).map(|r| format!("{} N={}", report::row_label(r, true), r.n)).collect();
+    let diverged: Vec<String> = rows.iter().filter(|r| r.comparison.diverged).map(|r| format!("{} N={}", report::row_label(r, true), r.n)).collect();
     if !diverged.is_empty() {
         bail!(
             "{} row(s) diverged ({}): NaN or ∞ in the state, so their timings are of non-finite arithmetic (the rows \

@@ -117,12 +117,12 @@ pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
 /// A bad `--slices-per-gpu` list ([`crate::cuda::settings::check_slices_per_gpu`]); a split setup
 /// with `--precision f64`.
 pub(super) fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
-    crate::cuda::settings::check_slices_per_gpu(&args.slices_per_gpu, args.gather)?;
+    crate::cuda::settings::check_slices_per_gpu(&args.gpu.slices_per_gpu, args.gpu.gather)?;
     let mut setups: Vec<SplitOptions> = Vec::new();
-    for &gpus in &args.gpus {
-        for &slices_per_gpu in &args.slices_per_gpu {
-            for &rc in &args.render_gpu_computes {
-                let s = SplitOptions { gpus, slices_per_gpu, gather: args.gather, render_gpu_computes: rc == YesNo::Yes };
+    for &gpus in &args.gpu.gpus {
+        for &slices_per_gpu in &args.gpu.slices_per_gpu {
+            for &rc in &args.gpu.render_gpu_computes {
+                let s = SplitOptions { gpus, slices_per_gpu, gather: args.gpu.gather, render_gpu_computes: rc == YesNo::Yes };
                 if !setups.contains(&s) {
                     setups.push(s);
                 }

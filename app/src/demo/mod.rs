@@ -187,10 +187,17 @@ fn check_precision(args: &DemoArgs) -> anyhow::Result<()> {
 
 /// The split over slices and GPUs: slices ≥ 1; it is a CUDA fp32 path without step mode.
 fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
-    if args.slices_per_gpu == 0 {
-        bail!("--slices-per-gpu must be at least 1");
+    let lists = args.gpu.lists();
+    if !lists.is_empty() {
+        bail!(
+            "{} take(s) one value in the demo (it runs one GPU setup); `bench` and `scale` sweep lists of setups",
+            lists.join(", ")
+        );
     }
     let o = args.split_options();
+    if o.slices_per_gpu == 0 {
+        bail!("--slices-per-gpu must be at least 1");
+    }
     if o.is_single() {
         if o.gather == crate::cli::GatherChoice::Peer && args.backend != crate::cli::BackendChoice::Cpu {
             eprintln!("notice: --gather peer does not apply to one slice on one GPU (there is nothing to gather) and is ignored");
@@ -217,20 +224,21 @@ fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
 /// The split options given on the command line (as typed), for messages.
 fn split_flags(args: &DemoArgs) -> Vec<String> {
     let mut v = Vec::new();
-    if args.gpus != crate::cli::GpuCount::Count(1) {
-        v.push(match args.gpus {
+    let o = args.split_options();
+    if o.gpus != crate::cli::GpuCount::Count(1) {
+        v.push(match o.gpus {
             crate::cli::GpuCount::All => "--gpus all".to_string(),
             crate::cli::GpuCount::Count(n) => format!("--gpus {n}"),
         });
     }
-    if args.slices_per_gpu != 1 {
-        v.push(format!("--slices-per-gpu {}", args.slices_per_gpu));
+    if o.slices_per_gpu != 1 {
+        v.push(format!("--slices-per-gpu {}", o.slices_per_gpu));
     }
-    if args.render_gpu_computes == crate::cli::YesNo::No {
+    if !o.render_gpu_computes {
         v.push("--render-gpu-computes no".into());
     }
-    if args.gather != crate::cli::GatherChoice::Auto {
-        let name = clap::ValueEnum::to_possible_value(&args.gather).map(|p| p.get_name().to_string()).unwrap_or_default();
+    if o.gather != crate::cli::GatherChoice::Auto {
+        let name = clap::ValueEnum::to_possible_value(&o.gather).map(|p| p.get_name().to_string()).unwrap_or_default();
         v.push(format!("--gather {name}"));
     }
     v

@@ -109,8 +109,11 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     if args.frames == 0 {
         bail!("--frames must be at least 1");
     }
-    crate::cuda::settings::check_slices_per_gpu(&args.slices_per_gpu, args.gather)?;
-    let mut slices_list = args.slices_per_gpu.clone();
+    crate::cuda::settings::check_slices_per_gpu(&args.gpu.slices_per_gpu, args.gpu.gather)?;
+    if args.gpu.render_gpu_computes.contains(&crate::cli::YesNo::No) {
+        bail!("--render-gpu-computes no: scale draws nothing, so every GPU it uses computes; `bench --render-gpu-computes yes,no` measures that setup");
+    }
+    let mut slices_list = args.gpu.slices_per_gpu.clone();
     slices_list.sort_unstable();
     slices_list.dedup();
     let mut bodies_list = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
@@ -128,7 +131,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     }
     let api = interop::init(interop::StreamSemantics::Legacy).context("loading the CUDA driver")?;
     let count = interop::Device::count(&api).context("cuDeviceGetCount")?;
-    let mut gpus: Vec<u32> = args.gpus.iter().map(|g| g.resolve(count.max(0) as u32)).collect::<anyhow::Result<_>>()?;
+    let mut gpus: Vec<u32> = args.gpu.gpus.iter().map(|g| g.resolve(count.max(0) as u32)).collect::<anyhow::Result<_>>()?;
     gpus.sort_unstable();
     gpus.dedup();
     if gpus.first() != Some(&1) {
@@ -179,7 +182,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         let mut launch = None;
         for (g, spg) in gpus.iter().flat_map(|&g| slices_list.iter().map(move |&spg| (g, spg))) {
             // Devices 0 to g − 1, each with its slices (the demo's order, device 0 first).
-            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: spg, gather: args.gather, render_gpu_computes: true };
+            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: spg, gather: args.gpu.gather, render_gpu_computes: true };
             let devices = split.devices(count.max(0) as u32, 0)?;
             let r = measure_row(&api, args, &bodies, &devices, (g, spg), steps, params, &mut base, &mut launch);
             match r {
@@ -265,7 +268,7 @@ fn measure_row(
 ) -> anyhow::Result<Option<ScaleRow>> {
     let n = bodies.len();
     let mut s =
-        SplitStepper::new(api, interop::SchedFlag::Auto, devices, bodies, args.sim.block_size, *launch, params, args.sim.kernel.as_deref(), args.sim.step_kernel, args.gather)?;
+        SplitStepper::new(api, interop::SchedFlag::Auto, devices, bodies, args.sim.block_size, *launch, params, args.sim.kernel.as_deref(), args.sim.step_kernel, args.gpu.gather)?;
     // Every row of this N runs the first row's kernel launch, so that rows differ only in the split.
     launch.get_or_insert(s.launch());
     let mut step_ms = Vec::new();

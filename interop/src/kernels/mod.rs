@@ -13,16 +13,18 @@
 //! parameters but other accesses is outside what these checks can see.
 
 use crate::error::{Error, Result};
+use crate::launch::Launch;
 use crate::memory::DevicePtr;
 use crate::module::{Function, Module, PtxParam};
+use crate::stream::Stream;
 
 mod helpers;
 mod step;
 mod step_f64;
 
 pub use helpers::{PotentialKernel, ToFloat4Kernel, TouchKernel, TOUCH_PARAMS, TOUCH_PTX};
-pub use step::{StepKernel, StepScalars};
-pub use step_f64::{StepKernelF64, StepScalarsF64};
+pub use step::StepKernel;
+pub use step_f64::StepKernelF64;
 
 /// Bytes of one body in a position or velocity buffer (`float4`).
 pub const BODY_BYTES: usize = 16;
@@ -34,13 +36,15 @@ pub const MAX_BODIES: usize = (i32::MAX as usize) - 4096;
 /// Bodies per thread the step kernels come in (`nbody_step_p1`, `_p2`, `_p4`).
 pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
 
-/// Threads per body of the j-split step kernels (`nbody_step_s2`, `_s4`, `_s8`; one body per
-/// thread group; `kernels/README.md`, "j-split").
-pub const SPLITS: [u32; 3] = [2, 4, 8];
+/// Threads per body of the j-split step kernels (`nbody_step_s4`, `_s8`; one body per thread
+/// group; `kernels/README.md`, "j-split"). `s2` is an exploration variant the product does not
+/// ship (`kernels/README.md`, "Which kernels ship").
+pub const SPLITS: [u32; 2] = [4, 8];
 
 /// (P, S) of the mass-scaled step kernels `nbody_step_m{P}x{S}` (`kernels/README.md`,
-/// "mass-scaled loop"): P bodies per thread, S threads per body.
-pub const MASS_SCALED: [(u32, u32); 5] = [(2, 2), (2, 4), (2, 8), (4, 1), (4, 4)];
+/// "mass-scaled loop"): P bodies per thread, S threads per body (`m4x4` is an exploration
+/// variant the product does not ship).
+pub const MASS_SCALED: [(u32, u32); 4] = [(2, 2), (2, 4), (2, 8), (4, 1)];
 
 /// Dynamic shared memory per thread of a mass-scaled step kernel: the tile's `float4` and its
 /// `float` e (`kernels/README.md`).
@@ -149,6 +153,93 @@ pub fn valid_block(block: u32) -> bool {
     (32..=1024).contains(&block) && block % 32 == 0
 }
 
+/// The float of a step kernel's state and scalars: `f32` (`nbody_step_*`) or `f64`
+/// (`nbody_step_f64*`).
+pub trait StepFloat: Copy + std::fmt::Debug + PartialEq + crate::DeviceCopy + private::Sealed {
+    /// Appends `self` to a launch's arguments as the kernel's `float` or `double`.
+    fn arg(self, launch: Launch<'_>) -> Launch<'_>;
+}
+
+impl StepFloat for f32 {
+    fn arg(self, launch: Launch<'_>) -> Launch<'_> {
+        launch.f32(self)
+    }
+}
+
+impl StepFloat for f64 {
+    fn arg(self, launch: Launch<'_>) -> Launch<'_> {
+        launch.f64(self)
+    }
+}
+
+mod private {
+    /// Only the kernels' two floats are [`super::StepFloat`]s.
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// The scalars of one leapfrog step in the kernel's float `T` (`kernels/README.md`, Semantics).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepScalarsOf<T> {
+    /// Drift time: `pos_out = pos_in + vel · dt_drift` (0 for a synchronising half kick).
+    pub dt_drift: T,
+    /// Kick time: `vel += a · g · kick`.
+    pub kick: T,
+    /// Softening squared ε² (0: exact gravity).
+    pub eps2: T,
+    /// Gravitational constant G.
+    pub g: T,
+}
+
+/// The scalars of an fp32 step ([`StepKernel`]).
+pub type StepScalars = StepScalarsOf<f32>;
+
+/// The scalars of an fp64 step ([`StepKernelF64`]).
+pub type StepScalarsF64 = StepScalarsOf<f64>;
+
+/// The shape of one step launch, checked by the kernel's type before this module launches it:
+/// threads per block, bodies one block integrates, and bytes of dynamic shared memory.
+struct StepShape {
+    block: u32,
+    bodies_per_block: u32,
+    shared_bytes: u32,
+}
+
+/// The one plain step launch of both precisions: `function` (parameters [`STEP_PARAMS`] or
+/// [`STEP_F64_PARAMS`], checked at lookup) over `bodies` of `n`, on `stream`, with
+/// `ceil(len / bodies_per_block)` blocks. Checks N, the range and the buffers
+/// ([`check_step_args`]); the caller checked that the kernel takes `shape`.
+#[allow(clippy::too_many_arguments)]
+fn launch_step<T: StepFloat>(
+    function: &Function,
+    shape: StepShape,
+    n: usize,
+    bodies: std::ops::Range<usize>,
+    pos_in: DevicePtr<'_, [T; 4]>,
+    pos_out: DevicePtr<'_, [T; 4]>,
+    vel: DevicePtr<'_, [T; 4]>,
+    s: StepScalarsOf<T>,
+    stream: &Stream,
+) -> Result<()> {
+    let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
+    let grid = u32::try_from(bodies.len().div_ceil(shape.bodies_per_block as usize))
+        .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+    let launch = Launch::new(function).grid(grid).block(shape.block).shared_bytes(shape.shared_bytes).ptr(pos_in).ptr(pos_out).ptr(vel).i32(nn);
+    let launch = s.g.arg(s.eps2.arg(s.kick.arg(s.dt_drift.arg(launch)))).i32(i_begin).i32(i_end);
+    // SAFETY: the parameter list is STEP_PARAMS for f32 and STEP_F64_PARAMS for f64 (checked
+    // against the PTX when the kernel was looked up, and by `launch` against these arguments).
+    // Per kernels/README.md the kernel reads pos_in[0..n) and writes pos_out[i_begin..i_end)
+    // and vel[i_begin..i_end) only, for a block size it takes (a multiple of 32, of 32·S for a
+    // j-split kernel, up to 1024, 256 for fp64: checked by the caller), grid ceil(len /
+    // bodies_per_block) and the shared memory of its tile (both computed by the caller's
+    // kernel type), 1 ≤ n ≤ MAX_BODIES and 0 ≤ i_begin < i_end ≤ n (checked above); each
+    // buffer holds ≥ n bodies and they do not overlap (checked above). The views borrow their
+    // owners for this call; the owners keep the memory until the stream has finished with it
+    // (their teardown synchronises the stream or unmaps on it).
+    unsafe { launch.launch(stream) }
+}
+
 fn lookup(module: &Module, name: &str, want: &[PtxParam]) -> Result<Function> {
     let f = module.function(name)?;
     match f.params() {
@@ -231,9 +322,12 @@ mod tests {
             let name = format!("nbody_step_{suffix}");
             let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, STEP_PARAMS, "{name}");
-            let name = format!("nbody_stepk_{suffix}");
-            let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
-            assert_eq!(e.1, STEPK_PARAMS, "{name}");
+        }
+        // Every stream-K first half there is takes STEPK_PARAMS, and its plain twin is there too.
+        for (name, params) in entries.iter().filter(|(n, _)| n.starts_with("nbody_stepk_") && n != "nbody_stepk_finish") {
+            assert_eq!(*params, STEPK_PARAMS.to_vec(), "{name}");
+            let twin = name.replace("nbody_stepk_", "nbody_step_");
+            assert!(entries.iter().any(|(n, _)| *n == twin), "{name} has no plain twin {twin}");
         }
         let e = entries.iter().find(|(n, _)| n == "nbody_potential").expect("nbody_potential");
         assert_eq!(e.1, POTENTIAL_PARAMS);

@@ -2,7 +2,7 @@
 //! `nbody_stepk_finish`): one typed, checked launch function each.
 
 use super::{
-    check_block, check_step_args, lookup, valid_block, StepLoop, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS, FINISH_BLOCK, MASS_SCALED,
+    check_block, check_step_args, launch_step, lookup, valid_block, StepLoop, StepScalars, StepShape, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS, FINISH_BLOCK, MASS_SCALED,
     MASS_SCALED_TILE_BYTES, SPLITS, STEPK_FINISH_PARAMS, STEPK_PARAMS, STEP_PARAMS,
 };
 use crate::error::{Error, Result};
@@ -10,20 +10,6 @@ use crate::launch::Launch;
 use crate::memory::DevicePtr;
 use crate::module::{Function, Module};
 use crate::stream::Stream;
-
-
-/// The scalars of one leapfrog step (`kernels/README.md`, Semantics).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StepScalars {
-    /// Drift time: `pos_out = pos_in + vel · dt_drift` (0 for a synchronising half kick).
-    pub dt_drift: f32,
-    /// Kick time: `vel += a · g · kick`.
-    pub kick: f32,
-    /// Softening squared ε² (0: exact gravity).
-    pub eps2: f32,
-    /// Gravitational constant G.
-    pub g: f32,
-}
 
 /// `nbody_step_pP`, `nbody_step_sS`, `nbody_step_mPxS` or `nbody_step_uPxS` of a loaded module, its parameters
 /// checked against [`STEP_PARAMS`], with its stream-K halves (`nbody_stepk_*` and
@@ -346,33 +332,8 @@ impl StepKernel {
         stream: &Stream,
     ) -> Result<()> {
         self.check_takes_block(block)?;
-        let (nn, i_begin, i_end) = check_step_args(n, &bodies, &pos_in, &pos_out, &vel)?;
-        let grid = u32::try_from(bodies.len().div_ceil(self.bodies_per_block(block) as usize))
-            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
-        let launch = Launch::new(&self.function)
-            .grid(grid)
-            .block(block)
-            .shared_bytes(self.shared_bytes(block))
-            .ptr(pos_in)
-            .ptr(pos_out)
-            .ptr(vel)
-            .i32(nn)
-            .f32(s.dt_drift)
-            .f32(s.kick)
-            .f32(s.eps2)
-            .f32(s.g)
-            .i32(i_begin)
-            .i32(i_end);
-        // SAFETY: the parameter list is STEP_PARAMS (checked at `new`/`new_split` against the
-        // PTX, and by `launch` against the arguments). Per kernels/README.md the kernel reads
-        // pos_in[0..n) and writes pos_out[i_begin..i_end) and vel[i_begin..i_end) only, for a
-        // block size that is a multiple of 32 (of 32·S for a j-split kernel) from 32 to 1024,
-        // grid ceil(len / (B/S·P)) and B·16 bytes of shared memory (B·20 for a mass-scaled one) — all
-        // checked or computed here — and 1 ≤ n ≤ MAX_BODIES, 0 ≤ i_begin < i_end ≤ n (checked);
-        // each buffer holds ≥ n bodies and they do not overlap (checked). The views borrow their owners for this call; the owners
-        // keep the memory until the stream has finished with it (their teardown synchronises the
-        // stream or unmaps on it).
-        unsafe { launch.launch(stream) }
+        let shape = StepShape { block, bodies_per_block: self.bodies_per_block(block), shared_bytes: self.shared_bytes(block) };
+        launch_step(&self.function, shape, n, bodies, pos_in, pos_out, vel, s, stream)
     }
 }
 

@@ -68,8 +68,11 @@ use super::stats::Summary;
 use crate::cli::BenchMode;
 use crate::sim::{interactions, FLOPS_PER_INTERACTION};
 
+mod columns;
 mod plot;
 mod table;
+
+pub use columns::{ComparisonColumns, LaunchColumns, ProvenanceColumns, RateColumns, Row, SamplingColumns, SetupColumns, TimeColumns};
 
 pub use plot::plot;
 pub(crate) use table::opt;
@@ -169,14 +172,14 @@ fn setup_label(gpus: u32, slices: u32, render_gpu_computes: bool) -> String {
 /// True when a row ran in a GPU setup other than the plain one (one GPU, one slice, the render
 /// GPU computing).
 fn has_setups(rows: &[Row]) -> bool {
-    rows.iter().any(|r| r.gpus.is_some_and(|g| g != 1) || r.slices.is_some_and(|k| k != 1) || r.render_gpu_computes == Some(false))
+    rows.iter().any(|r| r.setup.gpus.is_some_and(|g| g != 1) || r.setup.slices.is_some_and(|k| k != 1) || r.setup.render_gpu_computes == Some(false))
 }
 
 /// A row's mode with its precision and, when `setups` (the run has a setup other than the
 /// plain one), its GPU setup: `map`, `map f64`, `map [2 GPUs]`.
 pub(crate) fn row_label(r: &Row, setups: bool) -> String {
     let mut l = if r.precision == "f64" { format!("{} f64", r.mode) } else { r.mode.clone() };
-    if let (true, Some(g), Some(k), Some(c)) = (setups, r.gpus, r.slices, r.render_gpu_computes) {
+    if let (true, Some(g), Some(k), Some(c)) = (setups, r.setup.gpus, r.setup.slices, r.setup.render_gpu_computes) {
         let _ = write!(l, " [{}]", setup_label(g, k, c));
     }
     l
@@ -218,85 +221,6 @@ pub struct RunMeta {
     pub host: String,
 }
 
-/// One line of `bench.csv` / element of `rows` in `bench.json` (see the module docs for units).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[allow(missing_docs)] // the columns are documented in the module docs
-pub struct Row {
-    pub mode: String,
-    pub n: usize,
-    pub precision: String,
-    pub gpus: Option<u32>,
-    pub slices: Option<u32>,
-    pub render_gpu_computes: Option<bool>,
-    pub gather: Option<String>,
-    pub devices: Option<String>,
-    pub steps_per_frame: u32,
-    pub block_size: Option<u32>,
-    pub bodies_per_thread: Option<u32>,
-    pub threads_per_body: Option<u32>,
-    pub mass_scaled: Option<bool>,
-    pub equal_mass: Option<bool>,
-    pub stream_k_ctas: Option<u32>,
-    pub frames: usize,
-    pub rounds: u32,
-    pub warmup: u32,
-    pub width: Option<u32>,
-    pub height: Option<u32>,
-    pub max_sprite_px: Option<f32>,
-    pub frame_ms_median: f64,
-    pub frame_ms_p95: f64,
-    pub frame_ms_p99: f64,
-    pub frame_ms_max: f64,
-    pub map_ms_median: Option<f64>,
-    pub map_ms_p95: Option<f64>,
-    pub map_ms_p99: Option<f64>,
-    pub map_ms_max: Option<f64>,
-    pub kernel_ms_median: Option<f64>,
-    pub kernel_ms_p95: Option<f64>,
-    pub kernel_ms_p99: Option<f64>,
-    pub kernel_ms_max: Option<f64>,
-    pub unmap_ms_median: Option<f64>,
-    pub unmap_ms_p95: Option<f64>,
-    pub unmap_ms_p99: Option<f64>,
-    pub unmap_ms_max: Option<f64>,
-    pub upload_ms_median: Option<f64>,
-    pub upload_ms_p95: Option<f64>,
-    pub upload_ms_p99: Option<f64>,
-    pub upload_ms_max: Option<f64>,
-    pub draw_ms_median: Option<f64>,
-    pub draw_ms_p95: Option<f64>,
-    pub draw_ms_p99: Option<f64>,
-    pub draw_ms_max: Option<f64>,
-    pub gather_ms_median: Option<f64>,
-    pub gather_ms_p99: Option<f64>,
-    pub interactions_per_s: f64,
-    pub gflops: f64,
-    pub rate_basis: String,
-    pub interactions_per_s_frame: f64,
-    pub gflops_frame: f64,
-    pub speedup: Option<f64>,
-    pub scaling_efficiency: Option<f64>,
-    pub overhead_us: Option<f64>,
-    pub overhead_pct: Option<f64>,
-    pub interop_us: Option<f64>,
-    pub spread_us: f64,
-    pub spread_pct: f64,
-    pub diverged: bool,
-    pub gpu_name: Option<String>,
-    pub driver_version: Option<String>,
-    pub gl_vendor: Option<String>,
-    pub gl_renderer: Option<String>,
-    pub gl_version: Option<String>,
-    pub egl_device: Option<String>,
-    pub stream: Option<String>,
-    pub register_flags: Option<String>,
-    pub map_flags: Option<String>,
-    pub ctx_sched: Option<String>,
-    pub build_profile: String,
-    pub date: String,
-    pub host: String,
-}
-
 /// A mode, or a (mode, N), that was not measured, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Skipped {
@@ -330,13 +254,6 @@ pub struct Document<'a> {
 /// The CLI name of a mode (`map-separate`, ...).
 pub fn mode_name(m: BenchMode) -> String {
     clap::ValueEnum::to_possible_value(&m).map(|v| v.get_name().to_string()).unwrap_or_else(|| format!("{m:?}"))
-}
-
-fn split(s: Option<Summary>) -> [Option<f64>; 4] {
-    match s {
-        Some(s) => [Some(s.median), Some(s.p95), Some(s.p99), Some(s.max)],
-        None => [None; 4],
-    }
 }
 
 /// The rows of `measured`, with the overhead against `compute` at the same N (and, for CUDA
@@ -381,86 +298,69 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
             // What the mode costs beyond the kernel alone and the GL frame alone.
             let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
             let spread_ms = super::stats::spread(&m.round_medians);
-            let [map_ms_median, map_ms_p95, map_ms_p99, map_ms_max] = split(m.map);
-            let [kernel_ms_median, kernel_ms_p95, kernel_ms_p99, kernel_ms_max] = split(m.kernel);
-            let [unmap_ms_median, unmap_ms_p95, unmap_ms_p99, unmap_ms_max] = split(m.unmap);
-            let [upload_ms_median, upload_ms_p95, upload_ms_p99, upload_ms_max] = split(m.upload);
-            let [draw_ms_median, draw_ms_p95, draw_ms_p99, draw_ms_max] = split(m.draw);
             let setup = m.setup.as_ref();
+            let meta = m.meta.clone();
             Row {
                 mode: mode_name(m.mode),
                 n: m.n,
-                gpus: setup.map(|s| s.gpus),
-                slices: setup.map(|s| s.slices),
-                render_gpu_computes: setup.map(|s| s.render_gpu_computes),
-                gather: setup.map(|s| s.gather.clone()),
-                devices: setup.map(|s| s.devices.clone()),
-                gather_ms_median: m.gather.map(|g| g.median),
-                gather_ms_p99: m.gather.map(|g| g.p99),
-                speedup,
-                scaling_efficiency,
-                steps_per_frame: m.steps_per_frame,
-                block_size: m.block_size,
-                bodies_per_thread: m.bodies_per_thread,
-                threads_per_body: m.threads_per_body,
-                mass_scaled: m.mass_scaled,
-                equal_mass: m.equal_mass,
-                stream_k_ctas: m.stream_k_ctas,
-                frames: m.frames,
-                rounds: m.rounds,
-                warmup: m.warmup,
-                width: m.size.map(|s| s.0),
-                height: m.size.map(|s| s.1),
-                max_sprite_px: m.max_sprite_px,
-                frame_ms_median: m.frame.median,
-                frame_ms_p95: m.frame.p95,
-                frame_ms_p99: m.frame.p99,
-                frame_ms_max: m.frame.max,
-                map_ms_median,
-                map_ms_p95,
-                map_ms_p99,
-                map_ms_max,
-                kernel_ms_median,
-                kernel_ms_p95,
-                kernel_ms_p99,
-                kernel_ms_max,
-                unmap_ms_median,
-                unmap_ms_p95,
-                unmap_ms_p99,
-                unmap_ms_max,
-                upload_ms_median,
-                upload_ms_p95,
-                upload_ms_p99,
-                upload_ms_max,
-                draw_ms_median,
-                draw_ms_p95,
-                draw_ms_p99,
-                draw_ms_max,
-                interactions_per_s: ips,
-                gflops: ips * FLOPS_PER_INTERACTION * 1e-9,
-                rate_basis: basis.to_string(),
-                interactions_per_s_frame: ips_frame,
-                gflops_frame: ips_frame * FLOPS_PER_INTERACTION * 1e-9,
-                overhead_us: overhead_ms.map(|o| o * 1e3),
-                overhead_pct: overhead_ms.zip(compute).map(|(o, c)| 100.0 * o / c),
-                interop_us: interop_ms.map(|o| o * 1e3),
-                spread_us: spread_ms * 1e3,
-                spread_pct: 100.0 * spread_ms / m.frame.median,
-                diverged: m.diverged,
                 precision: m.precision.to_string(),
-                gpu_name: m.meta.gpu_name.clone(),
-                driver_version: m.meta.driver_version.clone(),
-                gl_vendor: m.meta.gl_vendor.clone(),
-                gl_renderer: m.meta.gl_renderer.clone(),
-                gl_version: m.meta.gl_version.clone(),
-                egl_device: m.meta.egl_device.clone(),
-                stream: m.meta.stream.clone(),
-                register_flags: m.meta.register_flags.clone(),
-                map_flags: m.meta.map_flags.clone(),
-                ctx_sched: m.meta.ctx_sched.clone(),
-                build_profile: run.build_profile.to_string(),
-                date: run.date.clone(),
-                host: run.host.clone(),
+                setup: SetupColumns {
+                    gpus: setup.map(|s| s.gpus),
+                    slices: setup.map(|s| s.slices),
+                    render_gpu_computes: setup.map(|s| s.render_gpu_computes),
+                    gather: setup.map(|s| s.gather.clone()),
+                    devices: setup.map(|s| s.devices.clone()),
+                },
+                launch: LaunchColumns {
+                    steps_per_frame: m.steps_per_frame,
+                    block_size: m.block_size,
+                    bodies_per_thread: m.bodies_per_thread,
+                    threads_per_body: m.threads_per_body,
+                    mass_scaled: m.mass_scaled,
+                    equal_mass: m.equal_mass,
+                    stream_k_ctas: m.stream_k_ctas,
+                },
+                sampling: SamplingColumns {
+                    frames: m.frames,
+                    rounds: m.rounds,
+                    warmup: m.warmup,
+                    width: m.size.map(|s| s.0),
+                    height: m.size.map(|s| s.1),
+                    max_sprite_px: m.max_sprite_px,
+                },
+                times: TimeColumns { frame: m.frame, map: m.map, kernel: m.kernel, unmap: m.unmap, upload: m.upload, draw: m.draw, gather: m.gather },
+                rates: RateColumns {
+                    interactions_per_s: ips,
+                    gflops: ips * FLOPS_PER_INTERACTION * 1e-9,
+                    rate_basis: basis.to_string(),
+                    interactions_per_s_frame: ips_frame,
+                    gflops_frame: ips_frame * FLOPS_PER_INTERACTION * 1e-9,
+                },
+                comparison: ComparisonColumns {
+                    speedup,
+                    scaling_efficiency,
+                    overhead_us: overhead_ms.map(|o| o * 1e3),
+                    overhead_pct: overhead_ms.zip(compute).map(|(o, c)| 100.0 * o / c),
+                    interop_us: interop_ms.map(|o| o * 1e3),
+                    spread_us: spread_ms * 1e3,
+                    spread_pct: 100.0 * spread_ms / m.frame.median,
+                    diverged: m.diverged,
+                },
+                provenance: ProvenanceColumns {
+                    gpu_name: meta.gpu_name,
+                    driver_version: meta.driver_version,
+                    gl_vendor: meta.gl_vendor,
+                    gl_renderer: meta.gl_renderer,
+                    gl_version: meta.gl_version,
+                    egl_device: meta.egl_device,
+                    stream: meta.stream,
+                    register_flags: meta.register_flags,
+                    map_flags: meta.map_flags,
+                    ctx_sched: meta.ctx_sched,
+                    build_profile: run.build_profile.to_string(),
+                    date: run.date.clone(),
+                    host: run.host.clone(),
+                },
             }
         })
         .collect()
@@ -491,8 +391,12 @@ pub fn write_tables(dir: &Path, doc: &Document<'_>) -> anyhow::Result<()> {
     text.push('\n');
     write_atomic(&json, text.as_bytes())?;
     let mut w = csv::Writer::from_writer(Vec::new());
-    for r in doc.rows {
-        w.serialize(r).context("serialising a bench.csv row")?;
+    for (i, r) in doc.rows.iter().enumerate() {
+        let cells = columns::csv_cells(r)?;
+        if i == 0 {
+            w.write_record(cells.iter().map(|(k, _)| k)).context("writing the bench.csv header")?;
+        }
+        w.write_record(cells.iter().map(|(_, v)| v)).context("writing a bench.csv row")?;
     }
     let bytes = w.into_inner().map_err(|e| anyhow!("serialising bench.csv: {e}"))?;
     write_atomic(&csv_path, &bytes)
@@ -556,15 +460,15 @@ mod tests {
         let r = rows(&m, &run);
         let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
         // Each map row against the compute row of its own setup.
-        assert!(close(r[1].overhead_us, 500.0) && close(r[3].overhead_us, 200.0) && close(r[5].overhead_us, 50.0));
+        assert!(close(r[1].comparison.overhead_us, 500.0) && close(r[3].comparison.overhead_us, 200.0) && close(r[5].comparison.overhead_us, 50.0));
         // cpu: the first compute row of its N.
-        assert!(close(r[6].overhead_us, 90_000.0));
+        assert!(close(r[6].comparison.overhead_us, 90_000.0));
         // Scaling against the same mode on one GPU (none for that row itself, nor for cpu).
-        assert!(r[0].speedup.is_none() && r[6].speedup.is_none() && r[6].gpus.is_none());
-        assert!(close(r[2].speedup, 2.0) && close(r[2].scaling_efficiency, 1.0));
-        assert!(close(r[3].scaling_efficiency, 10.5 / 5.2 / 2.0));
-        assert_eq!((r[5].gpus, r[5].slices, r[5].render_gpu_computes, r[5].gather.as_deref()), (Some(2), Some(2), Some(false), Some("peer")));
-        assert!(close(r[3].gather_ms_median, 0.01) && r[1].gather_ms_median.is_none());
+        assert!(r[0].comparison.speedup.is_none() && r[6].comparison.speedup.is_none() && r[6].setup.gpus.is_none());
+        assert!(close(r[2].comparison.speedup, 2.0) && close(r[2].comparison.scaling_efficiency, 1.0));
+        assert!(close(r[3].comparison.scaling_efficiency, 10.5 / 5.2 / 2.0));
+        assert_eq!((r[5].setup.gpus, r[5].setup.slices, r[5].setup.render_gpu_computes, r[5].setup.gather.as_deref()), (Some(2), Some(2), Some(false), Some("peer")));
+        assert!(close(r[3].times.gather.map(|g| g.median), 0.01) && r[1].times.gather.is_none());
         let t = table(&r);
         assert!(t.contains("map [2 GPUs + render GPU]") && t.contains("compute [1 GPU]") && t.contains("eff. %"), "{t}");
         // A plain run keeps the plain table.

@@ -59,7 +59,7 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     }
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for r in rows {
-        let (x, y) = (r.n as f64, r.frame_ms_median.max(1e-6));
+        let (x, y) = (r.n as f64, r.times.frame.median.max(1e-6));
         x0 = x0.min(x);
         x1 = x1.max(x);
         y0 = y0.min(y);
@@ -96,7 +96,7 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
         for (i, mode) in modes.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let mut pts: Vec<(f64, f64)> =
-                rows.iter().zip(&labels).filter(|(_, l)| l == mode).map(|(r, _)| (r.n as f64, r.frame_ms_median.max(1e-6))).collect();
+                rows.iter().zip(&labels).filter(|(_, l)| l == mode).map(|(r, _)| (r.n as f64, r.times.frame.median.max(1e-6))).collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))

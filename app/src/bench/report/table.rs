@@ -53,24 +53,24 @@ pub fn table(rows: &[Row]) -> String {
             "{:<w$} {:>8} {:>10.3} {:>10.3} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8.1}",
             label,
             r.n,
-            r.frame_ms_median,
-            r.frame_ms_p99,
-            opt(r.map_ms_median, 3),
-            opt(r.kernel_ms_median, 3),
-            opt(r.unmap_ms_median, 3),
-            opt(r.draw_ms_median, 3),
-            opt(r.overhead_us, 1),
-            opt(r.overhead_pct, 1),
-            if no_rate { "—".to_string() } else { sci(r.interactions_per_s) },
-            if no_rate { "—".to_string() } else { format!("{:.1}", r.gflops) },
-            r.spread_pct
+            r.times.frame.median,
+            r.times.frame.p99,
+            opt(r.times.map.map(|s| s.median), 3),
+            opt(r.times.kernel.map(|s| s.median), 3),
+            opt(r.times.unmap.map(|s| s.median), 3),
+            opt(r.times.draw.map(|s| s.median), 3),
+            opt(r.comparison.overhead_us, 1),
+            opt(r.comparison.overhead_pct, 1),
+            if no_rate { "—".to_string() } else { sci(r.rates.interactions_per_s) },
+            if no_rate { "—".to_string() } else { format!("{:.1}", r.rates.gflops) },
+            r.comparison.spread_pct
         );
         let _ = writeln!(
             s,
             "{}",
-            if setups { format!(" {:>8} {:>10}", opt(r.gather_ms_median, 3), opt(r.scaling_efficiency.map(|e| e * 100.0), 1)) } else { String::new() }
+            if setups { format!(" {:>8} {:>10}", opt(r.times.gather.map(|s| s.median), 3), opt(r.comparison.scaling_efficiency.map(|e| e * 100.0), 1)) } else { String::new() }
         );
-        if r.diverged {
+        if r.comparison.diverged {
             let _ = writeln!(s, "{:<w$} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
         }
     }

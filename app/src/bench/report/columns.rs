@@ -1,0 +1,208 @@
+//! One row of `bench`'s results in column groups, in the order of its columns (the parent
+//! module's docs give each column and its unit), and the row as CSV cells.
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::bench::stats::Summary;
+
+/// One line of `bench.csv` / element of `rows` in `bench.json`: the mode, N and precision, then
+/// each group's columns in order (the module docs give every column and its unit).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// The mode's CLI name (`map-separate`, …).
+    pub mode: String,
+    /// Bodies N.
+    pub n: usize,
+    /// `f32` or `f64`.
+    pub precision: String,
+    /// The GPU setup (CUDA modes).
+    #[serde(flatten)]
+    pub setup: SetupColumns,
+    /// The step and its kernel launch.
+    #[serde(flatten)]
+    pub launch: LaunchColumns,
+    /// How much was measured, and the framebuffer.
+    #[serde(flatten)]
+    pub sampling: SamplingColumns,
+    /// The timed parts of a frame.
+    #[serde(flatten)]
+    pub times: TimeColumns,
+    /// Interactions per second and GFLOP/s.
+    #[serde(flatten)]
+    pub rates: RateColumns,
+    /// Against other rows and rounds: scaling, overhead, spread, divergence.
+    #[serde(flatten)]
+    pub comparison: ComparisonColumns,
+    /// Where and how the row was measured.
+    #[serde(flatten)]
+    pub provenance: ProvenanceColumns,
+}
+
+/// `gpus`, `slices`, `render_gpu_computes`, `gather`, `devices`: a CUDA row's GPU setup
+/// (all `None` for draw and cpu).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct SetupColumns {
+    pub gpus: Option<u32>,
+    pub slices: Option<u32>,
+    pub render_gpu_computes: Option<bool>,
+    pub gather: Option<String>,
+    pub devices: Option<String>,
+}
+
+/// `steps_per_frame` and the step kernel's launch (CUDA modes): block size, P, S, its loop and
+/// stream-K CTAs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct LaunchColumns {
+    pub steps_per_frame: u32,
+    pub block_size: Option<u32>,
+    pub bodies_per_thread: Option<u32>,
+    pub threads_per_body: Option<u32>,
+    pub mass_scaled: Option<bool>,
+    pub equal_mass: Option<bool>,
+    pub stream_k_ctas: Option<u32>,
+}
+
+/// `frames`, `rounds`, `warmup`, and the framebuffer `width`, `height`, `max_sprite_px` (GL modes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct SamplingColumns {
+    pub frames: usize,
+    pub rounds: u32,
+    pub warmup: u32,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub max_sprite_px: Option<f32>,
+}
+
+/// The timed parts of a frame (ms): each part's median, p95, p99 and max as the columns
+/// `{part}_ms_{median,p95,p99,max}` for frame, map, kernel, unmap, upload and draw, then
+/// `gather_ms_{median,p99}`; empty where the mode has no such part.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeColumns {
+    /// Host time of the whole frame.
+    pub frame: Summary,
+    /// `cuGraphicsMapResources` (CUDA events; external: the wait on the GL fence).
+    pub map: Option<Summary>,
+    /// The kernel launches (CUDA events; cpu: the CPU step).
+    pub kernel: Option<Summary>,
+    /// `cuGraphicsUnmapResources` (CUDA events; external: the wait on the CUDA event).
+    pub unmap: Option<Summary>,
+    /// The upload of copy and cpu.
+    pub upload: Option<Summary>,
+    /// The GL draw (timer query).
+    pub draw: Option<Summary>,
+    /// The slowest slice's gather (split setups; median and p99 only).
+    pub gather: Option<Summary>,
+}
+
+impl Serialize for TimeColumns {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        let parts = [("frame", Some(self.frame)), ("map", self.map), ("kernel", self.kernel), ("unmap", self.unmap), ("upload", self.upload), ("draw", self.draw)];
+        for (part, s) in parts {
+            for (stat, get) in STATS {
+                map.serialize_entry(&format!("{part}_ms_{stat}"), &s.map(get))?;
+            }
+        }
+        map.serialize_entry("gather_ms_median", &self.gather.map(|g| g.median))?;
+        map.serialize_entry("gather_ms_p99", &self.gather.map(|g| g.p99))?;
+        map.end()
+    }
+}
+
+/// One statistic of a timed part: its column suffix and how to read it.
+type Stat = (&'static str, fn(Summary) -> f64);
+
+/// The statistics of a timed part, as its columns name them.
+const STATS: [Stat; 4] = [("median", |s| s.median), ("p95", |s| s.p95), ("p99", |s| s.p99), ("max", |s| s.max)];
+
+/// `interactions_per_s`, `gflops`, `rate_basis`, `interactions_per_s_frame`, `gflops_frame`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct RateColumns {
+    pub interactions_per_s: f64,
+    pub gflops: f64,
+    pub rate_basis: String,
+    pub interactions_per_s_frame: f64,
+    pub gflops_frame: f64,
+}
+
+/// `speedup`, `scaling_efficiency`, `overhead_us`, `overhead_pct`, `interop_us`, `spread_us`,
+/// `spread_pct`, `diverged`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct ComparisonColumns {
+    pub speedup: Option<f64>,
+    pub scaling_efficiency: Option<f64>,
+    pub overhead_us: Option<f64>,
+    pub overhead_pct: Option<f64>,
+    pub interop_us: Option<f64>,
+    pub spread_us: f64,
+    pub spread_pct: f64,
+    pub diverged: bool,
+}
+
+/// The row's device and option facts and the run's: `gpu_name` … `ctx_sched`, `build_profile`,
+/// `date`, `host`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct ProvenanceColumns {
+    pub gpu_name: Option<String>,
+    pub driver_version: Option<String>,
+    pub gl_vendor: Option<String>,
+    pub gl_renderer: Option<String>,
+    pub gl_version: Option<String>,
+    pub egl_device: Option<String>,
+    pub stream: Option<String>,
+    pub register_flags: Option<String>,
+    pub map_flags: Option<String>,
+    pub ctx_sched: Option<String>,
+    pub build_profile: String,
+    pub date: String,
+    pub host: String,
+}
+
+/// A row's columns in order as (name, CSV text): its JSON object's keys and values, `null` as an
+/// empty cell and strings unquoted (the csv writer quotes where needed). The grouped row is a
+/// map to serde, which the csv crate does not write, so the cells come from the JSON text.
+pub(super) fn csv_cells(r: &Row) -> anyhow::Result<Vec<(String, String)>> {
+    /// A JSON object's entries in the text's order.
+    struct Ordered(Vec<(String, serde_json::Value)>);
+    impl<'de> serde::Deserialize<'de> for Ordered {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Ordered;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a bench row object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Ordered, A::Error> {
+                    let mut v = Vec::new();
+                    while let Some(e) = a.next_entry()? {
+                        v.push(e);
+                    }
+                    Ok(Ordered(v))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let text = serde_json::to_string(r).context("serialising a bench.csv row")?;
+    let Ordered(entries) = serde_json::from_str(&text).context("reading back a bench.csv row")?;
+    Ok(entries
+        .into_iter()
+        .map(|(k, v)| {
+            let cell = match v {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (k, cell)
+        })
+        .collect())
+}
+
