@@ -227,6 +227,12 @@ fn interrupted_run_keeps_finished_rows() {
     let (doc, rows) = json_rows(&dir);
     assert_eq!(doc["status"], "interrupted");
     assert_eq!(doc["complete"], false);
+    // The file names its run: schema, program, commit, command line and machine.
+    assert_eq!(doc["schema_version"], 2);
+    assert!(doc["git_commit"].as_str().is_some_and(|c| !c.is_empty()), "{doc}");
+    let argv: Vec<&str> = doc["command_line"].as_array().expect("command_line").iter().filter_map(|a| a.as_str()).collect();
+    assert!(argv.windows(2).any(|w| w == ["--bodies", "128,256,512"]), "{argv:?}");
+    assert!(doc["machine"]["cpu_threads"].as_u64().is_some_and(|t| t >= 1), "{doc}");
     assert_eq!(rows.len(), 1, "exactly the finished row");
     assert_eq!(rows[0]["n"].as_u64(), Some(128));
     assert_eq!(rows[0]["frames"].as_u64(), Some(4));

@@ -1,5 +1,5 @@
-//! docs/workflow.md links to source lines (`[`map_resources`](../app/src/backend/cuda/frame.rs#L123)`).
-//! Each such link must land exactly on its call: the inline-code identifier of the link text (its
+//! The docs' links ([`DOCS`]) name files that exist; docs/workflow.md also links to source lines
+//! (`[`map_resources`](../app/src/backend/cuda/frame.rs#L123)`). Each such link must land exactly on its call: the inline-code identifier of the link text (its
 //! last `::`/`.` segment) must appear on the linked line itself — no slack — as a call
 //! (`name(`, `.name(`, `name::<…>(`) or a definition (`fn`, `struct`, `enum`, `const`, `static`,
 //! `type`, `trait`, `mod`, `union` before the name, or the entry table's `name @ version`), and
@@ -9,7 +9,22 @@
 
 use std::path::{Path, PathBuf};
 
-const DOCS: &[&str] = &["docs/workflow.md"];
+/// The markdown files whose links are checked: every link to a file must name one that exists,
+/// and a `#Lnn` link must land on its call.
+const DOCS: &[&str] = &[
+    "README.md",
+    "ARCHITECTURE.md",
+    "kernels/README.md",
+    "docs/workflow.md",
+    "docs/worksheet.md",
+    "docs/guide.md",
+    "docs/bench.md",
+    "docs/lab.md",
+    "docs/multi-gpu.md",
+    "docs/troubleshooting.md",
+    "docs/environment.md",
+    "docs/results.md",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -163,7 +178,7 @@ fn every_source_link_points_at_its_call() {
                 None => (link.target.as_str(), None),
             };
             let path = base.join(file);
-            if anchor.is_none() && path.is_file() {
+            if path.is_dir() || (anchor.is_none() && path.is_file()) {
                 // A file link without a line (an image, a results file): it exists, that is all.
                 continue;
             }
@@ -240,4 +255,69 @@ fn every_environment_variable_is_in_the_table() {
         }
     }
     assert!(missing.is_empty(), "docs/environment.md lacks: {}", missing.into_iter().collect::<Vec<_>>().join(", "));
+}
+
+/// Words that tell how the project was made rather than what the product is: a session or
+/// issue number, the tools it was developed with, a story of what was tried and removed.
+/// Matched case-insensitively; `#` stands for one digit.
+const HISTORY: &[&str] = &[
+    "session #",
+    "session#",
+    "sessions #",
+    "issue #",
+    "issue ##",
+    "issues #",
+    "the kernel issue",
+    "the bench issue",
+    "device tool",
+    "subagent",
+    "and was removed",
+    "and were removed",
+    "has lent",
+    "was lent",
+];
+
+/// Where `pattern` ([`HISTORY`]'s form) first matches in the lower-cased `text`.
+fn find_pattern(text: &str, pattern: &str) -> Option<usize> {
+    let (t, p) = (text.as_bytes(), pattern.as_bytes());
+    (0..t.len().saturating_sub(p.len() - 1)).find(|&i| {
+        p.iter().zip(&t[i..]).all(|(&pc, &tc)| if pc == b'#' { tc.is_ascii_digit() } else { pc == tc })
+            // A word of its own: no letter right before it.
+            && (i == 0 || !t[i - 1].is_ascii_alphabetic())
+    })
+}
+
+#[test]
+fn history_patterns_match_what_they_should() {
+    assert!(find_pattern("see session 9/compute.json", "session #").is_some());
+    assert!(find_pattern("the cuda session (driver, context)", "session #").is_none());
+    assert!(find_pattern("(issue 17, item 5)", "issue ##").is_some());
+    assert!(find_pattern("tissue 12", "issue ##").is_none());
+    assert!(find_pattern("the device tool has lent only one", "has lent").is_some());
+}
+
+/// The project's files speak of the product: no tracked text file (but this one, which lists
+/// the words) holds a [`HISTORY`] pattern. Raw result files are included: they are named by
+/// date, machine and what they measured.
+#[test]
+fn the_text_speaks_of_the_product_only() {
+    let out = std::process::Command::new("git").args(["ls-files"]).current_dir(root()).output();
+    let Some(files) = out.ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).into_owned()) else {
+        eprintln!("skipped: not a git checkout (git ls-files failed)");
+        return;
+    };
+    let mut found = Vec::new();
+    for f in files.lines() {
+        if f == "tests/docs_links.rs" || f.ends_with(".ptx") || f.ends_with(".png") || f == "Cargo.lock" {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(root().join(f)) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            if let Some(p) = HISTORY.iter().find(|p| find_pattern(&lower, p).is_some()) {
+                found.push(format!("{f}:{}: \"{p}\" in: {}", n + 1, line.trim().chars().take(120).collect::<String>()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "text about how the project was made, not the product ({} lines):\n{}", found.len(), found.join("\n"));
 }

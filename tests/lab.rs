@@ -1,8 +1,8 @@
 //! The mistake lab and the API trace without a GPU: `lab` lists its cases, every case against a
 //! missing driver is reported "unavailable" with the load error (never a crash), and `--trace`
 //! writes JSON lines; `lab --quiz` hides the expected codes until a case ran, and `lab --replay`
-//! shows the results recorded on the H200 (`docs/results/2026-12-03-h200/lab.jsonl`) as README's
-//! table gives them. The cases themselves run on the GPU machine (`.ci/gpu-check run`).
+//! shows the results recorded on the H200 (`docs/results/2026-12-03-h200/lab.jsonl`) as the table
+//! of docs/lab.md gives them. The cases themselves run on the GPU machine (`.ci/gpu-check run`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -184,7 +184,7 @@ fn trace_to_an_unwritable_path_is_a_clear_error() {
     assert!(err.contains("--trace") && err.contains("/nonexistent/dir/t.jsonl"), "{err}");
 }
 
-// --- For a class: `lab --quiz` and `lab --replay` (issue 17, item 5) ---------------------------
+// --- For a class: `lab --quiz` and `lab --replay` ---------------------------
 
 /// The workspace root (tests run in `app/`).
 fn root() -> PathBuf {
@@ -219,10 +219,10 @@ fn scratch_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// README's "Learn the workflow" table: (case, "got on the H200" cell) of every row.
+/// The lab table of docs/lab.md ("Results on the H200"): (case, "got on the H200" cell) of every row.
 fn readme_rows() -> Vec<(String, String)> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let section = readme.split("\n## Learn the workflow").nth(1).expect("a \"Learn the workflow\" section");
+    let readme = std::fs::read_to_string(root().join("docs/lab.md")).expect("docs/lab.md");
+    let section = readme.split("\n## Results on the H200").nth(1).expect("a \"Results on the H200\" section");
     let section = section.split("\n## ").next().unwrap_or(section);
     let cells = |l: &str| l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect::<Vec<_>>();
     let mut lines = section.lines().skip_while(|l| !(l.starts_with('|') && l.contains("got on the H200")));
@@ -230,14 +230,14 @@ fn readme_rows() -> Vec<(String, String)> {
     let got = header.iter().position(|h| h.starts_with("got on the H200")).expect("a \"got on the H200\" column");
     let rows: Vec<(String, String)> =
         lines.skip(1).take_while(|l| l.starts_with('|')).map(cells).map(|c| (c[0].trim_matches('`').to_string(), c[got].clone())).collect();
-    assert!(!rows.is_empty(), "no rows in README's lab table");
+    assert!(!rows.is_empty(), "no rows in the lab table of docs/lab.md");
     rows
 }
 
-/// What README's table says for a case the H200 has not run yet (the whole "got" cell).
+/// What the table of docs/lab.md says for a case the H200 has not run yet (the whole "got" cell).
 const NOT_YET_RECORDED: &str = "not yet recorded";
 
-/// README's table, the recorded rows: (case, code, name) from the "got on the H200" column,
+/// The table of docs/lab.md, the recorded rows: (case, code, name) from the "got on the H200" column,
 /// e.g. "208 `CUDA_ERROR_ALREADY_MAPPED`" or "result 0, symbolStatus 2 `VERSION_NOT_SUFFICIENT`"
 /// (the number right before the name is the code the lab reports). Rows that say
 /// "not yet recorded" are left out.
@@ -262,11 +262,11 @@ fn readme_table_has_every_case_in_table_order() {
     let rows = readme_rows();
     let names: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();
     let cases: Vec<&str> = CASES.iter().map(|c| c.name).collect();
-    assert_eq!(names, cases, "README's lab table lists every case of teach::lab::CASES, in its order");
+    assert_eq!(names, cases, "the lab table of docs/lab.md lists every case of teach::lab::CASES, in its order");
     // A case whose explanation has no H200 result yet says so in the table too, and vice versa.
     for (c, (_, cell)) in CASES.iter().zip(&rows) {
         let pending = c.explanation.contains("H200: not yet recorded.");
-        assert_eq!(cell == NOT_YET_RECORDED, pending, "{}: README says {cell:?}, the explanation {:?}", c.name, c.explanation);
+        assert_eq!(cell == NOT_YET_RECORDED, pending, "{}: docs/lab.md says {cell:?}, the explanation {:?}", c.name, c.explanation);
     }
 }
 
@@ -283,10 +283,10 @@ fn replay_of_the_committed_lab_jsonl_reproduces_the_readme_table_without_a_gpu()
     let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     let replayed: Vec<&str> = rows.iter().map(|r| r["case"].as_str().expect("case")).collect();
     let in_table: Vec<&str> = table.iter().map(|(c, _, _)| c.as_str()).collect();
-    assert_eq!(replayed, in_table, "the file and README's table hold the same cases, in the same order");
+    assert_eq!(replayed, in_table, "the file and the table of docs/lab.md hold the same cases, in the same order");
     for ((case, code, name), r) in table.iter().zip(&rows) {
-        assert_eq!(r["got_code"], *code, "{case}: README says {code} {name}, the file {r}");
-        assert!(r["got_name"].as_str().is_some_and(|n| n.ends_with(name.as_str())), "{case}: README says {name}, the file {r}");
+        assert_eq!(r["got_code"], *code, "{case}: docs/lab.md says {code} {name}, the file {r}");
+        assert!(r["got_name"].as_str().is_some_and(|n| n.ends_with(name.as_str())), "{case}: docs/lab.md says {name}, the file {r}");
     }
 
     // The text replay: each case as `lab` prints it, marked as replayed from the file.

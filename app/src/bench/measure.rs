@@ -62,6 +62,10 @@ pub(super) struct Results {
     pub(super) skipped: Vec<Skipped>,
     pub(super) run: RunMeta,
     pub(super) out: PathBuf,
+    /// The command line, for `bench.json`.
+    pub(super) command_line: Vec<String>,
+    /// The machine, for `bench.json`.
+    pub(super) machine: report::Machine,
 }
 
 impl Results {
@@ -72,8 +76,12 @@ impl Results {
     pub(super) fn write_tables(&self, status: &str, complete: bool) -> anyhow::Result<()> {
         let rows = self.rows();
         let doc = Document {
+            schema_version: report::SCHEMA_VERSION,
             tool: "nbody-interop bench",
             version: env!("CARGO_PKG_VERSION"),
+            git_commit: report::GIT_COMMIT,
+            command_line: &self.command_line,
+            machine: &self.machine,
             status: status.to_string(),
             complete,
             skipped: &self.skipped,

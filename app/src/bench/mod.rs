@@ -113,6 +113,16 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             host: hostname(),
         },
         out: args.out.clone(),
+        command_line: std::env::args().collect(),
+        machine: report::Machine {
+            host: hostname(),
+            cpu_threads: rayon::current_num_threads(),
+            gpu: env.compute.as_ref().map(|c| report::GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
+                env.shared
+                    .as_ref()
+                    .map(|(ctx, info)| report::GpuFacts::of(info, interop::entry::cuda_version_string(ctx.api().driver_version())))
+            }),
+        },
     };
 
     // Report each unavailable mode once, grouping modes that share a reason.

@@ -24,7 +24,7 @@ pub const CONVERT_BLOCK: u32 = 256;
 pub const F64_RSQRT_ENV: &str = "NBODY_F64_RSQRT";
 
 /// The fp64 kernel's speed as a fraction of the fp32 one's on an H200 (`bench --modes compute`,
-/// N = 131072: 0.759e12 against 2.0e12 interactions/s, README "Measured on the H200"). A lead
+/// N = 131072: 0.759e12 against 2.0e12 interactions/s, docs/results.md). A lead
 /// for estimates, like [`nominal_rate`].
 pub const F64_RATE_FRACTION: f64 = 0.38;
 

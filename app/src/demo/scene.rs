@@ -363,7 +363,7 @@ impl Scene {
             self.time_span = dt * done as f32;
         }
         let k = self.args.diagnostics_interval;
-        if k > 0 && (self.frame + 1) % k == 0 {
+        if k > 0 && (self.frame + 1).is_multiple_of(k) {
             self.diagnostics_due = true;
         }
         if self.diagnostics_due && !in_progress {

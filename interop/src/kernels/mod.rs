@@ -150,7 +150,7 @@ pub const POTENTIAL_PARAMS: [PtxParam; 4] = [PtxParam::B64, PtxParam::B64, PtxPa
 /// True for the block sizes the kernels take: multiples of 32 from 32 to 1024 (other sizes
 /// read past the shared-memory tile, `kernels/README.md`).
 pub fn valid_block(block: u32) -> bool {
-    (32..=1024).contains(&block) && block % 32 == 0
+    (32..=1024).contains(&block) && block.is_multiple_of(32)
 }
 
 /// The float of a step kernel's state and scalars: `f32` (`nbody_step_*`) or `f64`

@@ -152,7 +152,7 @@ impl StepKernel {
     /// True for the block sizes this kernel takes: those of [`valid_block`] that are also a
     /// multiple of 32 · S (each split lane then owns whole warps).
     pub fn takes_block(&self, block: u32) -> bool {
-        valid_block(block) && block % (32 * self.split) == 0
+        valid_block(block) && block.is_multiple_of(32 * self.split)
     }
 
     /// [`check_block`], and a multiple of 32 · S for a j-split kernel ([`StepKernel::takes_block`]).

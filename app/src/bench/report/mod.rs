@@ -52,8 +52,10 @@
 //!   options the mode ran with; the flags only for the map modes), `build_profile` (`debug`/`release`), `date` (start of the run,
 //!   UTC, RFC 3339), `host` (host name).
 //!
-//! `bench.json` is `{"tool", "version", "status", "complete", "skipped": [{mode, n, reason}],
-//! "rows": [...]}`; `status` is `complete`, `running`, `interrupted` or `error: <message>`, or
+//! `bench.json` is `{"schema_version", "tool", "version", "git_commit", "command_line": [...],
+//! "machine": {host, cpu_threads, gpu: {name, compute_capability, multiprocessors, cuda_driver,
+//! nvidia_driver, sm_clock_mhz, memory_clock_mhz} or null}, "status", "complete", "skipped":
+//! [{mode, n, reason}], "rows": [...]}`; `status` is `complete`, `running`, `interrupted` or `error: <message>`, or
 //! `incomplete: …` for a run that went to its end without modes asked for by name that could not
 //! run here (those are also added to `interrupted` and `error`); `complete` is true only for
 //! `complete`.
@@ -232,13 +234,25 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// The version of `bench.json`'s layout: 2 added `schema_version`, `git_commit`,
+/// `command_line` and `machine`.
+pub const SCHEMA_VERSION: u32 = 2;
+
 /// Contents of `bench.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Document<'a> {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
     /// `nbody-interop bench`.
     pub tool: &'static str,
     /// Version of the program.
     pub version: &'static str,
+    /// The git commit the program was built from ([`GIT_COMMIT`]).
+    pub git_commit: &'static str,
+    /// The command line, program name first.
+    pub command_line: &'a [String],
+    /// The machine the run measured.
+    pub machine: &'a Machine,
     /// `complete`, `running`, `interrupted`, `incomplete: requested mode(s) could not run here: …`
     /// or `error: <message>` (the last two, when modes asked for could not run, name them too).
     pub status: String,
@@ -249,6 +263,69 @@ pub struct Document<'a> {
     pub skipped: &'a [Skipped],
     /// The finished rows.
     pub rows: &'a [Row],
+}
+
+/// The commit the program was built from: `git rev-parse --short=12 HEAD` at build time
+/// (`app/build.rs`), `unknown` outside a git checkout.
+pub const GIT_COMMIT: &str = match option_env!("NBODY_GIT_COMMIT") {
+    Some(c) => c,
+    None => "unknown",
+};
+
+/// The machine of a run: host, CPU threads, and the CUDA device the CUDA modes ran on.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Machine {
+    /// Host name (empty when unknown).
+    pub host: String,
+    /// Threads the CPU backend's pool runs on (rayon).
+    pub cpu_threads: usize,
+    /// The CUDA device of the CUDA modes (device 0); `None` without a usable GPU.
+    pub gpu: Option<GpuFacts>,
+}
+
+/// A CUDA device's identity, driver and clocks (`cuDeviceGetName`, `cuDriverGetVersion`,
+/// `cuDeviceGetAttribute`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuFacts {
+    /// `cuDeviceGetName`.
+    pub name: String,
+    /// Compute capability, e.g. `9.0`.
+    pub compute_capability: String,
+    /// Multiprocessors.
+    pub multiprocessors: i32,
+    /// The CUDA version the driver supports (`cuDriverGetVersion`), e.g. `13.0`.
+    pub cuda_driver: String,
+    /// The NVIDIA kernel module's version from `/proc/driver/nvidia/version`, e.g. `580.159.04`
+    /// (`None` where that file is missing).
+    pub nvidia_driver: Option<String>,
+    /// Peak SM clock, MHz (`CU_DEVICE_ATTRIBUTE_CLOCK_RATE`).
+    pub sm_clock_mhz: f64,
+    /// Peak memory clock, MHz (`CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE`).
+    pub memory_clock_mhz: f64,
+}
+
+impl GpuFacts {
+    /// The facts of `info`, with the driver's CUDA version `cuda_driver`.
+    pub fn of(info: &interop::DeviceInfo, cuda_driver: String) -> GpuFacts {
+        let nvidia_driver = std::fs::read_to_string("/proc/driver/nvidia/version").ok().and_then(|t| nvidia_driver_version(&t));
+        GpuFacts {
+            name: info.name.clone(),
+            compute_capability: format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
+            multiprocessors: info.multiprocessors,
+            cuda_driver,
+            nvidia_driver,
+            sm_clock_mhz: f64::from(info.clock_khz) / 1000.0,
+            memory_clock_mhz: f64::from(info.memory_clock_khz) / 1000.0,
+        }
+    }
+}
+
+/// The driver version in the text of `/proc/driver/nvidia/version`: the first word of its first
+/// line made of digits and dots with at least one dot ("NVRM version: NVIDIA UNIX Open Kernel
+/// Module for x86_64  580.159.04  Release Build …" → `580.159.04`).
+fn nvidia_driver_version(text: &str) -> Option<String> {
+    let is_version = |w: &&str| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.') && w.chars().next().is_some_and(|c| c.is_ascii_digit());
+    text.lines().next()?.split_whitespace().find(is_version).map(str::to_string)
 }
 
 /// The CLI name of a mode (`map-separate`, ...).
@@ -474,6 +551,15 @@ mod tests {
         // A plain run keeps the plain table.
         let plain = table(&r[..2]);
         assert!(!plain.contains('[') && !plain.contains("eff. %"), "{plain}");
+    }
+
+    #[test]
+    fn the_nvidia_driver_version_is_read_from_either_module_line() {
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  Thu\nGCC version: gcc 12";
+        let closed = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024";
+        assert_eq!(nvidia_driver_version(open).as_deref(), Some("580.159.04"));
+        assert_eq!(nvidia_driver_version(closed).as_deref(), Some("550.54.15"));
+        assert_eq!(nvidia_driver_version("no version here"), None);
     }
 
     #[test]

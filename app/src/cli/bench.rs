@@ -1,0 +1,88 @@
+//! `bench`'s options, grouped as `bench --help` shows them.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::gpus::GpuArgs;
+use super::sim::SimArgs;
+use super::values::BenchMode;
+use crate::cuda::settings::{CtxSched, Precision, ResourceFlags, StreamKind};
+
+/// Options of `bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Physics options.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Body counts N to time, comma separated [default: 16384,65536,262144,1048576].
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true, help_heading = "Scene")]
+    pub bodies: Vec<usize>,
+    /// Precision of the state and the forces (f64: the CUDA modes only).
+    ///
+    /// f64 runs compute, map, map-separate, copy and external (the interop modes convert the
+    /// double4 state to the float4 GL draws each frame, inside the kernel time); cpu and draw are
+    /// fp32 only: named in `--modes` with f64 they are refused, left out of the default list.
+    #[arg(long, value_enum, default_value_t = Precision::F32, help_heading = "Simulation")]
+    pub precision: Precision,
+    /// Modes to time, comma separated [default: every mode this machine supports].
+    #[arg(long, value_enum, value_delimiter = ',', help_heading = "Measurement")]
+    pub modes: Vec<BenchMode>,
+    /// Untimed frames before measuring, per (mode, N) and round.
+    #[arg(long, default_value_t = 20, help_heading = "Measurement")]
+    pub warmup: u32,
+    /// Measured frames per (mode, N), split over the rounds.
+    #[arg(long, default_value_t = 200, help_heading = "Measurement")]
+    pub frames: u32,
+    /// Interleaved rounds: each round visits every mode once per N.
+    #[arg(long, default_value_t = 3, help_heading = "Measurement")]
+    pub rounds: u32,
+    /// Time budget of the cpu mode per frame, ms: larger N are skipped.
+    ///
+    /// Estimated beforehand from a probe of at most 8192 bodies, scaled by N².
+    #[arg(long = "cpu-budget-ms", default_value_t = 2000.0, help_heading = "Measurement", hide_short_help = true)]
+    pub cpu_budget_ms: f64,
+    /// Scheduling flag of the CUDA context.
+    #[arg(long = "ctx-sched", value_enum, default_value_t = CtxSched::Auto, help_heading = "Interop", hide_short_help = true)]
+    pub ctx_sched: CtxSched,
+    /// Stream the frame's CUDA work goes to.
+    #[arg(long, value_enum, default_value_t = StreamKind::Legacy, help_heading = "Interop")]
+    pub stream: StreamKind,
+    /// Flags of cuGraphicsGLRegisterBuffer in the map modes: only none, as for the demo.
+    ///
+    /// Ping-pong buffers are read and written, so `read-only` and `write-discard` cannot hold
+    /// for a registration's life; `--map-flags` gives the per-frame roles.
+    #[arg(long = "register-flags", value_enum, default_value_t = ResourceFlags::None, help_heading = "Interop", hide_short_help = true)]
+    pub register_flags: ResourceFlags,
+    /// Map flags by buffer role in the map modes (cuGraphicsResourceSetMapFlags).
+    ///
+    /// `read-only` on the buffer the kernel only reads, `write-discard` on the one it only
+    /// writes, none on the other; with `--steps-per-frame` above 1 no hint is given (both are
+    /// read and written).
+    #[arg(long = "map-flags", value_enum, default_value_t = ResourceFlags::None, help_heading = "Interop")]
+    pub map_flags: ResourceFlags,
+    /// Offscreen framebuffer width, pixels.
+    #[arg(long, default_value_t = 1280, help_heading = "Display")]
+    pub width: u32,
+    /// Offscreen framebuffer height, pixels.
+    #[arg(long, default_value_t = 800, help_heading = "Display")]
+    pub height: u32,
+    /// Largest sprite diameter, pixels (the demo's `--max-sprite-px`: the draw's fill cost).
+    #[arg(long = "max-sprite-px", default_value_t = 64.0, help_heading = "Display", hide_short_help = true)]
+    pub max_sprite_px: f32,
+    /// Directory for bench.json, bench.csv and bench.png.
+    #[arg(long, default_value = "bench-out", help_heading = "Output")]
+    pub out: PathBuf,
+    /// Write a timeline of each (mode, N)'s measured frames: PATH-<mode>-<N>.json beside PATH.
+    ///
+    /// The Trace Event Format of the demo's `--timeline` (e.g. `t.json` gives
+    /// `t-map-65536.json`). The driver calls are traced during those frames, which adds the
+    /// tracer's cost (about 1 µs per call) to their host time.
+    #[arg(long, help_heading = "Output", hide_short_help = true)]
+    pub timeline: Option<PathBuf>,
+    /// The GPU setups of the CUDA modes, each combination a setup of its own: its rows give the
+    /// GPUs, the gather path and time, and the speedup and scaling efficiency against the 1-GPU
+    /// row; draw and cpu run once, in the first setup. fp32 only.
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}

@@ -1,0 +1,96 @@
+//! Values of options that several commands share: steps per frame, yes/no, the entry points'
+//! default-stream semantics, the bench modes, and the default scene and N.
+
+use clap::ValueEnum;
+
+use crate::cuda::settings::InteropMode;
+
+/// `--steps-per-frame`: a fixed count of leapfrog steps per frame, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepsPerFrame {
+    /// This many steps every frame (≥ 1; 0 is refused by validation with a message).
+    Fixed(u32),
+    /// As many as fit the frame interval (the demo's pace controller, `demo/pace.rs`).
+    Auto,
+}
+
+impl std::str::FromStr for StepsPerFrame {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("auto") {
+            return Ok(StepsPerFrame::Auto);
+        }
+        t.parse().map(StepsPerFrame::Fixed).map_err(|_| format!("`{t}` is neither `auto` nor a whole number of steps (1, 2, …)"))
+    }
+}
+
+impl std::fmt::Display for StepsPerFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepsPerFrame::Fixed(n) => write!(f, "{n}"),
+            StepsPerFrame::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// The demo's initial condition when `--init` is not given.
+pub const DEMO_INIT: &str = "galaxies";
+/// `bench`'s initial condition when `--init` is not given (the Plummer sphere of the committed
+/// results).
+pub const BENCH_INIT: &str = "plummer";
+/// The demo's N when `--bodies` is not given.
+pub const DEMO_BODIES: usize = 16384;
+/// The demo's N on the CPU backend when `--bodies` is not given.
+pub const CPU_DEMO_BODIES: usize = 4096;
+
+/// A yes/no option value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum YesNo {
+    /// Yes.
+    Yes,
+    /// No.
+    No,
+}
+
+/// Default-stream semantics of the entry-point table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamSemantics {
+    /// CU_GET_PROC_ADDRESS_LEGACY_STREAM.
+    Legacy,
+    /// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+    PerThread,
+}
+
+/// Bench modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchMode {
+    /// Registered buffers, one map and one unmap call per frame for both.
+    Map,
+    /// Each buffer mapped and unmapped in its own call.
+    MapSeparate,
+    /// Device buffer → pinned host → glBufferSubData.
+    Copy,
+    /// The kernel alone, no GL.
+    Compute,
+    /// The GL draw of positions that do not move, no simulation: the GL floor of a frame.
+    Draw,
+    /// CPU backend + upload.
+    Cpu,
+    /// CUDA-allocated buffers imported into GL (GL_EXT_memory_object_fd), event + fence sync.
+    External,
+}
+
+impl BenchMode {
+    /// The interop storage of a CUDA interop mode (`map` and `map-separate` register and map the
+    /// GL buffers); `None` for the modes without one (compute, draw, cpu).
+    pub fn interop(self) -> Option<InteropMode> {
+        match self {
+            BenchMode::Map | BenchMode::MapSeparate => Some(InteropMode::Map),
+            BenchMode::Copy => Some(InteropMode::Copy),
+            BenchMode::External => Some(InteropMode::External),
+            BenchMode::Compute | BenchMode::Draw | BenchMode::Cpu => None,
+        }
+    }
+}
