@@ -525,24 +525,26 @@ pub(super) fn measure(
                         warmup: args.warmup,
                         size: if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None },
                         max_sprite_px: gl_mode.then_some(args.max_sprite_px),
-                        frame,
-                        map: Summary::of(&acc.map),
-                        kernel: Summary::of(&acc.kernel),
-                        unmap: Summary::of(&acc.unmap),
-                        upload: Summary::of(&acc.upload),
-                        draw: Summary::of(&acc.draw),
+                        times: report::TimeColumns {
+                            frame,
+                            map: Summary::of(&acc.map),
+                            kernel: Summary::of(&acc.kernel),
+                            unmap: Summary::of(&acc.unmap),
+                            upload: Summary::of(&acc.upload),
+                            draw: Summary::of(&acc.draw),
+                            gather: Summary::of(&acc.gather),
+                        },
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,
                         precision: if runs_f64(mode) { args.precision.name() } else { "f32" },
                         meta: row_meta(args, mode, env),
                         setup: acc.setup,
-                        gather: Summary::of(&acc.gather),
                     });
                     res.write_tables("running", false).context("writing the results")?;
                     if let Some(base) = &args.timeline {
                         pb.suspend(|| timelines.finish(base, mode, n));
                     }
-                    let last = res.measured.last().map(|m| (m.frame.median, m.frame.p99));
+                    let last = res.measured.last().map(|m| (m.times.frame.median, m.times.frame.p99));
                     if let Some((med, p99)) = last {
                         say(&pb, format!("{what} N={n}: frame median {med:.3} ms, p99 {p99:.3} ms"));
                     }

@@ -66,7 +66,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context as _};
 use serde::Serialize;
 
-use super::stats::Summary;
 use crate::cli::BenchMode;
 use crate::sim::{interactions, FLOPS_PER_INTERACTION};
 
@@ -111,18 +110,8 @@ pub struct Measured {
     pub size: Option<(u32, u32)>,
     /// Sprite diameter cap in pixels (GL modes).
     pub max_sprite_px: Option<f32>,
-    /// Host frame time (ms).
-    pub frame: Summary,
-    /// Map time (ms).
-    pub map: Option<Summary>,
-    /// Kernel time (ms).
-    pub kernel: Option<Summary>,
-    /// Unmap time (ms).
-    pub unmap: Option<Summary>,
-    /// Upload time (ms).
-    pub upload: Option<Summary>,
-    /// GL draw time (ms).
-    pub draw: Option<Summary>,
+    /// The timed parts of the frame (ms): the row's [`TimeColumns`].
+    pub times: TimeColumns,
     /// Median frame time of each round (ms).
     pub round_medians: Vec<f64>,
     /// The state was non-finite after a round's frames.
@@ -133,8 +122,6 @@ pub struct Measured {
     pub meta: RowMeta,
     /// The GPU setup of a CUDA mode (`None` for draw and cpu).
     pub setup: Option<SetupFacts>,
-    /// Gather time of the frame's last step (ms; split setups).
-    pub gather: Option<Summary>,
 }
 
 /// The GPU setup a CUDA row ran in (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes`).
@@ -342,9 +329,9 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
         .map(|m| {
             // The draw mode simulates nothing.
             let work = if m.mode == BenchMode::Draw { 0.0 } else { interactions(m.n, m.steps_per_frame) };
-            let frame_s = m.frame.median * 1e-3;
+            let frame_s = m.times.frame.median * 1e-3;
             let ips_frame = work / frame_s;
-            let (ips, basis) = match m.kernel {
+            let (ips, basis) = match m.times.kernel {
                 Some(k) if k.median > 0.0 => (work / (k.median * 1e-3), "kernel"),
                 _ => (ips_frame, "frame"),
             };
@@ -353,7 +340,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 .iter()
                 .filter(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Draw))
                 .find(|c| m.setup.is_none() || key(c) == key(m))
-                .map(|c| c.frame.median);
+                .map(|c| c.times.frame.median);
             // The scaling: frame rates against the same mode's row on one computing GPU with the
             // render GPU computing and as many slices per GPU.
             let speedup = m.setup.as_ref().and_then(|s| {
@@ -364,14 +351,14 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                         && b.precision == m.precision
                         && b.setup.as_ref().is_some_and(|t| t.key() == (1, per_gpu, true))
                 })?;
-                (!std::ptr::eq(base, m)).then(|| base.frame.median / m.frame.median)
+                (!std::ptr::eq(base, m)).then(|| base.times.frame.median / m.times.frame.median)
             });
             let scaling_efficiency = speedup.zip(m.setup.as_ref()).map(|(x, s)| x / f64::from(s.gpus.max(1)));
-            let overhead_ms = compute.map(|c| m.frame.median - c);
+            let overhead_ms = compute.map(|c| m.times.frame.median - c);
             let draw_frame = measured
                 .iter()
                 .find(|d| d.mode == BenchMode::Draw && d.n == m.n && m.mode != BenchMode::Cpu)
-                .map(|d| d.frame.median);
+                .map(|d| d.times.frame.median);
             // What the mode costs beyond the kernel alone and the GL frame alone.
             let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
             let spread_ms = super::stats::spread(&m.round_medians);
@@ -405,7 +392,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                     height: m.size.map(|s| s.1),
                     max_sprite_px: m.max_sprite_px,
                 },
-                times: TimeColumns { frame: m.frame, map: m.map, kernel: m.kernel, unmap: m.unmap, upload: m.upload, draw: m.draw, gather: m.gather },
+                times: m.times,
                 rates: RateColumns {
                     interactions_per_s: ips,
                     gflops: ips * FLOPS_PER_INTERACTION * 1e-9,
@@ -420,7 +407,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                     overhead_pct: overhead_ms.zip(compute).map(|(o, c)| 100.0 * o / c),
                     interop_us: interop_ms.map(|o| o * 1e3),
                     spread_us: spread_ms * 1e3,
-                    spread_pct: 100.0 * spread_ms / m.frame.median,
+                    spread_pct: 100.0 * spread_ms / m.times.frame.median,
                     diverged: m.diverged,
                 },
                 provenance: ProvenanceColumns {
@@ -485,7 +472,7 @@ mod tests {
     use plot::n_label;
 
     fn measured(mode: BenchMode, frame_ms: f64, setup: Option<(u32, u32, bool)>) -> Measured {
-        let one = |x: f64| Summary::of(&[x]).expect("a finite sample");
+        let one = |x: f64| crate::bench::stats::Summary::of(&[x]).expect("a finite sample");
         Measured {
             mode,
             n: 1024,
@@ -501,12 +488,15 @@ mod tests {
             warmup: 0,
             size: None,
             max_sprite_px: None,
-            frame: one(frame_ms),
-            map: None,
-            kernel: None,
-            unmap: None,
-            upload: None,
-            draw: None,
+            times: TimeColumns {
+                frame: one(frame_ms),
+                map: None,
+                kernel: None,
+                unmap: None,
+                upload: None,
+                draw: None,
+                gather: setup.filter(|s| s.1 > 1).map(|_| one(0.01)),
+            },
             round_medians: vec![frame_ms],
             diverged: false,
             precision: "f32",
@@ -518,7 +508,6 @@ mod tests {
                 gather: if slices == 1 { "none".into() } else { "peer".into() },
                 devices: String::new(),
             }),
-            gather: setup.filter(|s| s.1 > 1).map(|_| one(0.01)),
         }
     }
 
