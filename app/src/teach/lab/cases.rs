@@ -12,8 +12,8 @@ const DELETED_BUFFER: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_HAND
 const NOT_MAPPED: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_NOT_MAPPED)];
 
 /// Every case, with its expected answers (the one table). Each explanation says what happens and
-/// why, then, apart, what the driver API reference says (`Reference (<function>): …`, quoted from
-/// NVIDIA's reference or `cuda.h`/`cudaGL.h`, the function named) and what the H200 showed
+/// why, then, apart, what NVIDIA's reference says (`Reference (<function>): …`, quoted from the
+/// driver API reference, `cuda.h`/`cudaGL.h` or the Programming Guide) and what the H200 showed
 /// (`H200: …`; driver 580.159, 2026-11-30, `lab.jsonl`). Cases added after that run say
 /// so ("not yet recorded") until a GPU run fills them in. `isolated` cases run in a child
 /// process ([`super::child`]).
@@ -129,12 +129,17 @@ pub const CASES: &[Case] = &[
                       context, or one a thread pushed — has its own address space and does not know the resource. \
                       interop's calls act on the context that is current and never switch behind the caller's back \
                       (Context::make_current, Context::push), so this mistake is possible with the safe types too. \
-                      Reference (cuGraphicsMapResources): its listed returns include CUDA_ERROR_INVALID_CONTEXT and \
-                      CUDA_ERROR_INVALID_HANDLE, without saying which a resource of another context gets \
+                      Reference (CUDA C++ Programming Guide, Graphics Interoperability, 13.x §4.19.1): \"for each \
+                      CUDA context which intends to use the resource, it is required to register the resource \
+                      separately\" (12.x §6.2.15: \"Each CUDA context which intends to use the resource is required \
+                      to register it separately.\") — a stated rule. Only the code is undocumented: \
+                      cuGraphicsMapResources lists CUDA_ERROR_INVALID_CONTEXT and CUDA_ERROR_INVALID_HANDLE among \
+                      its returns without saying which a resource registered under another context gets \
                       (cuGraphicsUnregisterResource: \"If resource is invalid then CUDA_ERROR_INVALID_HANDLE is \
                       returned\"). H200: on driver 580.159 (2026-12-02), CUDA_ERROR_INVALID_HANDLE: under the second context the registration's handle names nothing.",
         fix: "Map, launch and unmap with the context that registered the resources current: make it current on the \
-              render thread once, or push and pop it around the interop calls where several contexts are used.",
+              render thread once, or push and pop it around the interop calls where several contexts are used; a \
+              second context that must use the buffer registers it itself (one registration per context).",
     },
     Case {
         name: "register-buffer-zero",
@@ -159,8 +164,10 @@ pub const CASES: &[Case] = &[
         isolated: false,
         expected: DELETED_BUFFER,
         explanation: "After glDeleteBuffers the name is free again and names no buffer object, and the driver \
-                      refuses it. The mirror-image mistake — deleting a buffer that is still registered — is why \
-                      teardown unregisters before GL deletes its buffers. Reference (cuGraphicsGLRegisterBuffer): \
+                      refuses it. The reverse order — glDeleteBuffers on a buffer that is still registered — is \
+                      another mistake, which no lab case makes and whose outcome the driver reference does not \
+                      describe; teardown follows the Programming Guide's sample, which calls \
+                      cudaGraphicsUnregisterResource before glDeleteBuffers. Reference (cuGraphicsGLRegisterBuffer): \
                       CUDA_ERROR_INVALID_HANDLE is among the listed returns, but the reference does not say which \
                       code a deleted name gets. H200: 400 CUDA_ERROR_INVALID_HANDLE (name 0 got \
                       CUDA_ERROR_INVALID_VALUE instead).",
@@ -183,16 +190,20 @@ pub const CASES: &[Case] = &[
                       the number names. interop's Gl token is not Send, so GL calls stay on the thread that owns the \
                       context, but cuGraphicsGLRegisterBuffer takes only a number: a worker thread with the CUDA \
                       context current can still make the call. The lab makes it on a spawned thread, in a child \
-                      process in case the driver does not check. Reference (cuGraphicsGLRegisterBuffer): its listed \
-                      returns are CUDA_SUCCESS, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_ALREADY_MAPPED, \
-                      CUDA_ERROR_INVALID_CONTEXT and CUDA_ERROR_OPERATING_SYSTEM, and it states no GL-context rule; \
-                      its deprecated predecessor (cuGLRegisterBufferObject) does: \"There must be a valid OpenGL \
+                      process in case the driver does not check. Reference (CUDA C++ Programming Guide, OpenGL \
+                      Interoperability, 12.x §6.2.15.1, 13.x §4.19.1.1): \"The OpenGL context whose resources are \
+                      being shared has to be current to the host thread making any OpenGL interoperability API \
+                      calls\" — a stated rule, for the register, map, unmap and unregister calls alike (the \
+                      deprecated cuGLRegisterBufferObject's reference says it too: \"There must be a valid OpenGL \
                       context bound to the current thread when this function is called, and the buffer name is \
-                      resolved by that context.\" A driver may answer CUDA_ERROR_INVALID_GRAPHICS_CONTEXT (cuda.h: \
-                      \"an error with OpenGL or DirectX context\"), CUDA_ERROR_INVALID_CONTEXT, or, as for a name it \
-                      cannot resolve, CUDA_ERROR_INVALID_VALUE. H200: on driver 580.159 (2026-12-02), CUDA_ERROR_INVALID_VALUE on the thread without a GL context; the same buffer name on the GL thread registered with CUDA_SUCCESS.",
-        fix: "Register (and unregister) on the thread whose GL context created the buffer, with that GL context \
-              current — in this project the render thread, which holds the Gl token.",
+                      resolved by that context.\"). Only the code is undocumented: cuGraphicsGLRegisterBuffer's \
+                      listed returns are CUDA_SUCCESS, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_ALREADY_MAPPED, \
+                      CUDA_ERROR_INVALID_CONTEXT and CUDA_ERROR_OPERATING_SYSTEM, none said to be the answer to a \
+                      thread without a current GL context. A driver may answer \
+                      CUDA_ERROR_INVALID_GRAPHICS_CONTEXT (cuda.h: \"an error with OpenGL or DirectX context\"), \
+                      CUDA_ERROR_INVALID_CONTEXT, or, as for a name it cannot resolve, CUDA_ERROR_INVALID_VALUE. H200: on driver 580.159 (2026-12-02), CUDA_ERROR_INVALID_VALUE on the thread without a GL context; the same buffer name on the GL thread registered with CUDA_SUCCESS.",
+        fix: "Make every interop call (register, map, unmap, unregister) on a thread where the GL context that owns \
+              the buffer is current — in this project the render thread, which holds the Gl token.",
     },
     Case {
         name: "buffer-data-on-registered",
@@ -313,8 +324,10 @@ pub const CASES: &[Case] = &[
             Expect::Status(CUdriverProcAddressQueryResult::VERSION_NOT_SUFFICIENT),
             Expect::Status(CUdriverProcAddressQueryResult::SUCCESS),
         ],
-        explanation: "The per-thread-default-stream exports (cuLaunchKernel_ptsz) appeared in CUDA 7.0: their \
-                      typedef is PFN_cuLaunchKernel_v7000_ptsz, the legacy one PFN_cuLaunchKernel_v4000. Asking for \
+        explanation: "The per-thread-default-stream exports appeared in CUDA 7.0, for the launch and for the other \
+                      stream-ordered functions alike: cudaTypedefs.h has PFN_cuLaunchKernel_v7000_ptsz (the legacy \
+                      one PFN_cuLaunchKernel_v4000), and PFN_cuGraphicsMapResources_v7000_ptsz and \
+                      PFN_cuGraphicsUnmapResources_v7000_ptsz (legacy _v3000) for the map and the unmap. Asking for \
                       per-thread semantics at 4000 asks for something that did not exist then; interop asks every \
                       _ptsz/_ptds entry at 7000 or later (interop::entry::PER_THREAD_VERSION). The detail names the \
                       export the returned address is, and what 7000 gives. Reference (cuGetProcAddress): \
@@ -370,8 +383,11 @@ pub const CASES: &[Case] = &[
         expected: &[Expect::Silent(Data::Stale), Expect::Silent(Data::Garbled), Expect::Silent(Data::Current)],
         explanation: "The map and the unmap order GL with the stream they are given: GL work before the map finishes \
                       before later work on A, and work on A before the unmap finishes before later GL work. A write \
-                      on another stream B is ordered with neither, so the unmap may hand the buffer back to GL \
-                      before B writes. Every call returns CUDA_SUCCESS; it is a race, and GL may read the old \
+                      on another stream B, ordered with neither, may land after the unmap has handed the buffer \
+                      back to GL. What is needed is ordering, not one stream: B's work is covered once B waits for \
+                      an event recorded on A after the map and A waits, before the unmap, for an event recorded on \
+                      B after the write (the wait is then work issued in A before the unmap); this case leaves B \
+                      unordered. Every call returns CUDA_SUCCESS; it is a race, and GL may read the old \
                       contents (SUCCESS_BUT_STALE_DATA), part of the write (SUCCESS_BUT_GARBLED_DATA) or all of it \
                       (SUCCESS_WITH_CURRENT_DATA, if the driver orders more than it promises). The spin kernel on B \
                       widens the window; the detail shows what GL read and what it reads after \
@@ -380,9 +396,13 @@ pub const CASES: &[Case] = &[
                       the late write goes to memory that is no longer mapped. Reference (cuGraphicsUnmapResources): \
                       \"This function provides the synchronization guarantee that any CUDA work issued in stream \
                       before cuGraphicsUnmapResources() will complete before any subsequently issued graphics work \
-                      begins.\" — for that stream only. H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents, both right after the unmap and after stream B had finished its write: the write after the unmap never reached GL's buffer.",
-        fix: "Map, launch and unmap on one stream (pass the Mapping's stream to the launch), or make the unmap's \
-              stream wait for the other (cuEventRecord on B, cuStreamWaitEvent on A) before the unmap.",
+                      begins.\" (cuGraphicsMapResources): \"any graphics calls issued before \
+                      cuGraphicsMapResources() will complete before any subsequent CUDA work issued in stream \
+                      begins.\" Both name the stream passed in; work on another stream is covered only as far as it \
+                      is ordered with that one. H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents, both right after the unmap and after stream B had finished its write: the write after the unmap never reached GL's buffer.",
+        fix: "Map, launch and unmap on one stream (pass the Mapping's stream to the launch), or order the other \
+              stream between them: after the map, cuEventRecord on A and cuStreamWaitEvent on B; after B's last \
+              write, cuEventRecord on B and cuStreamWaitEvent on A, then the unmap on A.",
     },
     Case {
         name: "gl-read-while-mapped",
@@ -411,16 +431,17 @@ pub const CASES: &[Case] = &[
         needs: Needs::GlInterop,
         isolated: true,
         expected: &[Expect::Silent(Data::Stale), Expect::Silent(Data::Current)],
-        explanation: "READ_ONLY is the application's promise that CUDA will only read, so a driver may skip handing \
-                      CUDA's side back to GL at the unmap (a buffer in the same memory needs nothing handed back). \
-                      Writing anyway returns CUDA_SUCCESS from every call; whether GL sees the writes is up to the \
-                      driver: SUCCESS_BUT_STALE_DATA when they are discarded, SUCCESS_WITH_CURRENT_DATA when they \
-                      arrive. interop passes the register flags through (GraphicsResource::register_gl_buffer), and \
-                      a write through the pointer of a read-only resource compiles. It runs in a child process in \
-                      case the driver maps the buffer read-only and the write faults (an error that would spoil the \
-                      context for the cases after it). Reference (cuGraphicsGLRegisterBuffer): \
-                      \"CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY: Specifies that CUDA will not write to this resource.\" \
-                      H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents: the writes were discarded, as the promise allows.",
+        explanation: "READ_ONLY is the application's promise, for as long as the buffer stays registered, that CUDA \
+                      will not write. The lab breaks it: it writes through the mapped pointer, unmaps and reads the \
+                      buffer back in GL. Every call returns CUDA_SUCCESS; what GL reads decides: \
+                      SUCCESS_BUT_STALE_DATA when the writes did not reach GL's buffer, SUCCESS_WITH_CURRENT_DATA \
+                      when they did. interop passes the register flags through (GraphicsResource::register_gl_buffer), \
+                      and a write through the pointer of a read-only resource compiles. It runs in a child process \
+                      in case the write faults (an error that would spoil the context for the cases after it). \
+                      Reference (cuGraphicsGLRegisterBuffer): \"CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY: Specifies that \
+                      CUDA will not write to this resource.\" It does not say what a write that breaks the promise \
+                      does. \
+                      H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents: the writes were discarded.",
         fix: "Register READ_ONLY only buffers CUDA never writes (the renderer's source, never the kernel's output); \
               a buffer the kernel overwrites entirely is WRITE_DISCARD, anything else NONE.",
     },
