@@ -17,7 +17,6 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::backend::{InteropSettings, LongSteps as _, PositionVbos};
 use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
-use crate::cuda::kernels::StepLoop;
 use crate::cuda::session::open_for_gl;
 use crate::demo::frame::trace_stream;
 use crate::sim::init::initial_bodies;
@@ -510,21 +509,19 @@ pub(super) fn measure(
                     let acc = accs.remove(&(mode, si)).unwrap_or_default();
                     let frame = Summary::of(&acc.frame).with_context(|| format!("no frames measured ({})", ctx()))?;
                     let gl_mode = mode != BenchMode::Compute;
+                    let size = if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None };
                     res.measured.push(Measured {
                         mode,
                         n,
-                        steps_per_frame: steps,
-                        block_size: acc.launch.map(|l| l.block),
-                        bodies_per_thread: acc.launch.map(|l| l.p),
-                        threads_per_body: acc.launch.map(|l| l.split),
-                        mass_scaled: acc.launch.map(|l| l.step_loop == StepLoop::MassScaled),
-                        equal_mass: acc.launch.map(|l| l.step_loop == StepLoop::EqualMass),
-                        stream_k_ctas: acc.launch.and_then(|l| l.stream_k),
-                        frames: acc.frame.len(),
-                        rounds: args.rounds,
-                        warmup: args.warmup,
-                        size: if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None },
-                        max_sprite_px: gl_mode.then_some(args.max_sprite_px),
+                        launch: report::LaunchColumns::of(steps, acc.launch),
+                        sampling: report::SamplingColumns {
+                            frames: acc.frame.len(),
+                            rounds: args.rounds,
+                            warmup: args.warmup,
+                            width: size.map(|s| s.0),
+                            height: size.map(|s| s.1),
+                            max_sprite_px: gl_mode.then_some(args.max_sprite_px),
+                        },
                         times: report::TimeColumns { frame, map: Summary::of(&acc.map), kernel: Summary::of(&acc.kernel),
                             unmap: Summary::of(&acc.unmap), upload: Summary::of(&acc.upload), draw: Summary::of(&acc.draw),
                             gather: Summary::of(&acc.gather) },

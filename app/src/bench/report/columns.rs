@@ -65,6 +65,23 @@ pub struct LaunchColumns {
     pub stream_k_ctas: Option<u32>,
 }
 
+impl LaunchColumns {
+    /// The columns of `steps_per_frame` steps run by `launch` (`None` for the modes without a
+    /// step kernel: draw and cpu).
+    pub fn of(steps_per_frame: u32, launch: Option<crate::cuda::launch_rule::Launch>) -> LaunchColumns {
+        use crate::cuda::launch_rule::StepLoop;
+        LaunchColumns {
+            steps_per_frame,
+            block_size: launch.map(|l| l.block),
+            bodies_per_thread: launch.map(|l| l.p),
+            threads_per_body: launch.map(|l| l.split),
+            mass_scaled: launch.map(|l| l.step_loop == StepLoop::MassScaled),
+            equal_mass: launch.map(|l| l.step_loop == StepLoop::EqualMass),
+            stream_k_ctas: launch.and_then(|l| l.stream_k),
+        }
+    }
+}
+
 /// `frames`, `rounds`, `warmup`, and the framebuffer `width`, `height`, `max_sprite_px` (GL modes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[allow(missing_docs)] // the columns are documented in the module docs

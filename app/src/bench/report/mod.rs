@@ -86,30 +86,10 @@ pub struct Measured {
     pub mode: BenchMode,
     /// Bodies N.
     pub n: usize,
-    /// Leapfrog steps per frame.
-    pub steps_per_frame: u32,
-    /// Threads per block (CUDA modes).
-    pub block_size: Option<u32>,
-    /// Bodies per thread of the step kernel (CUDA modes).
-    pub bodies_per_thread: Option<u32>,
-    /// Threads per body of the step kernel (CUDA modes; 1: no j-split).
-    pub threads_per_body: Option<u32>,
-    /// The step kernel is a mass-scaled one, `nbody_step_mPxS` (CUDA modes).
-    pub mass_scaled: Option<bool>,
-    /// The step kernel is an equal-mass one, `nbody_step_uPxS` (CUDA modes; every mass the same).
-    pub equal_mass: Option<bool>,
-    /// Persistent CTAs of a stream-K step (CUDA modes; `None`: one plain launch per step).
-    pub stream_k_ctas: Option<u32>,
-    /// Measured frames (all rounds).
-    pub frames: usize,
-    /// Rounds.
-    pub rounds: u32,
-    /// Untimed frames per round.
-    pub warmup: u32,
-    /// Framebuffer size in pixels (GL modes).
-    pub size: Option<(u32, u32)>,
-    /// Sprite diameter cap in pixels (GL modes).
-    pub max_sprite_px: Option<f32>,
+    /// The step and its kernel launch: the row's [`LaunchColumns`].
+    pub launch: LaunchColumns,
+    /// How much was measured, and the framebuffer: the row's [`SamplingColumns`].
+    pub sampling: SamplingColumns,
     /// The timed parts of the frame (ms): the row's [`TimeColumns`].
     pub times: TimeColumns,
     /// Median frame time of each round (ms).
@@ -328,7 +308,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
         .iter()
         .map(|m| {
             // The draw mode simulates nothing.
-            let work = if m.mode == BenchMode::Draw { 0.0 } else { interactions(m.n, m.steps_per_frame) };
+            let work = if m.mode == BenchMode::Draw { 0.0 } else { interactions(m.n, m.launch.steps_per_frame) };
             let frame_s = m.times.frame.median * 1e-3;
             let ips_frame = work / frame_s;
             let (ips, basis) = match m.times.kernel {
@@ -375,23 +355,8 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                     gather: setup.map(|s| s.gather.clone()),
                     devices: setup.map(|s| s.devices.clone()),
                 },
-                launch: LaunchColumns {
-                    steps_per_frame: m.steps_per_frame,
-                    block_size: m.block_size,
-                    bodies_per_thread: m.bodies_per_thread,
-                    threads_per_body: m.threads_per_body,
-                    mass_scaled: m.mass_scaled,
-                    equal_mass: m.equal_mass,
-                    stream_k_ctas: m.stream_k_ctas,
-                },
-                sampling: SamplingColumns {
-                    frames: m.frames,
-                    rounds: m.rounds,
-                    warmup: m.warmup,
-                    width: m.size.map(|s| s.0),
-                    height: m.size.map(|s| s.1),
-                    max_sprite_px: m.max_sprite_px,
-                },
+                launch: m.launch.clone(),
+                sampling: m.sampling.clone(),
                 times: m.times,
                 rates: RateColumns {
                     interactions_per_s: ips,
@@ -476,18 +441,8 @@ mod tests {
         Measured {
             mode,
             n: 1024,
-            steps_per_frame: 1,
-            block_size: None,
-            bodies_per_thread: None,
-            threads_per_body: None,
-            mass_scaled: None,
-            equal_mass: None,
-            stream_k_ctas: None,
-            frames: 1,
-            rounds: 1,
-            warmup: 0,
-            size: None,
-            max_sprite_px: None,
+            launch: LaunchColumns { steps_per_frame: 1, ..LaunchColumns::default() },
+            sampling: SamplingColumns { frames: 1, rounds: 1, ..SamplingColumns::default() },
             times: TimeColumns {
                 frame: one(frame_ms),
                 map: None,
