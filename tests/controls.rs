@@ -69,3 +69,68 @@ wait $pid; echo "exit=$?""#,
     assert_eq!(a, b, "paused with space: the two frames must be the same image");
     assert!(state.is_file(), "Esc still writes --save-state:\n{err}");
 }
+
+/// An X window dump (`xwd -id`) as RGB rows, top first: (width, height, pixels). Only the
+/// ZPixmap, 32-bit, LSB-first form that a 24-bit TrueColor server (Xvfb) writes.
+fn read_xwd(bytes: &[u8]) -> (usize, usize, Vec<[u8; 3]>) {
+    let field = |i: usize| u32::from_be_bytes(bytes[i * 4..i * 4 + 4].try_into().expect("xwd header")) as usize;
+    let (header, format, width, height, byte_order, bpp, line, ncolors) = (field(0), field(2), field(4), field(5), field(7), field(11), field(12), field(19));
+    assert_eq!((format, bpp, byte_order), (2, 32, 0), "an xwd of a 24-bit TrueColor Xvfb screen (ZPixmap, 32 bpp, LSB first)");
+    let data = &bytes[header + ncolors * 12..];
+    let mut px = Vec::with_capacity(width * height);
+    for y in 0..height {
+        for x in 0..width {
+            let p = &data[y * line + x * 4..y * line + x * 4 + 4];
+            px.push([p[2], p[1], p[0]]);
+        }
+    }
+    (width, height, px)
+}
+
+#[test]
+fn the_copy_route_shows_the_frames_in_the_window() {
+    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
+    let missing: Vec<_> = ["xvfb-run", "xdotool", "xwd"].into_iter().filter(|t| !have(t)).collect();
+    if !missing.is_empty() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb xdotool x11-apps)");
+        println!("skipped: {missing:?} not installed");
+        return;
+    }
+    let dir = scratch("copy");
+    // Paused (space), every frame is the same; the X server's copy of the window is taken until
+    // two dumps agree (the window shows each frame one frame late), then Esc ends the run and
+    // --screenshot writes the frame the demo made.
+    let script = format!(
+        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --present copy --bodies 2048 --width 320 --height 240 --no-overlay --screenshot shot.png & pid=$!
+until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
+wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
+[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
+until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
+xdotool key space
+xwd -id "$wid" -silent -out a.xwd
+until sleep 0.3; xwd -id "$wid" -silent -out b.xwd; cmp -s a.xwd b.xwd; do mv b.xwd a.xwd; done
+xdotool key Escape
+wait $pid; echo "exit=$?""#,
+        bin = BIN
+    );
+    let o = Command::new("timeout")
+        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
+        .current_dir(&dir)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("spawn xvfb-run");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("exit=0"), "Esc did not end the demo with exit 0:\n{out}\n{err}");
+    assert!(err.contains(r#"route="copy""#), "the log names the copy route:\n{err}");
+    let (w, h, shown) = read_xwd(&std::fs::read(dir.join("a.xwd")).expect("the window's dump"));
+    assert_eq!((w, h), (320, 240), "the window keeps its size");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(dir.join("shot.png")).expect("--screenshot")));
+    let mut reader = decoder.read_info().expect("PNG header");
+    let mut made = vec![0; reader.output_buffer_size().expect("PNG size")];
+    reader.next_frame(&mut made).expect("PNG pixels");
+    // Rounding cannot differ (the same RGBA8 bytes both ways), so every pixel must agree.
+    let differ = shown.iter().zip(made.chunks_exact(4)).filter(|(s, m)| s[..] != m[..3]).count();
+    assert_eq!(differ, 0, "{differ} of {} pixels of the window differ from the frame the demo made", w * h);
+    let lit = shown.iter().filter(|p| p.iter().any(|&c| c > 64)).count();
+    assert!(lit > 50, "the window shows bodies ({lit} lit pixels)");
+}

@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::gpus::GpuArgs;
 use super::sim::SimArgs;
-use super::values::{StepsPerFrame, YesNo, DEMO_BODIES, DEMO_INIT};
+use super::values::{Present, StepsPerFrame, YesNo, DEMO_BODIES, DEMO_INIT};
 use crate::backend::cuda::CudaOptions;
 use crate::backend::select::{BackendChoice, BackendConfig};
 use crate::backend::InteropSettings;
@@ -81,6 +81,12 @@ pub struct DemoArgs {
     /// Window or framebuffer height, physical pixels.
     #[arg(long, default_value_t = 800, help_heading = "Display")]
     pub height: u32,
+    /// How the window shows frames: `native` (the window's own GL context), `copy` (frames made
+    /// on the GPU's EGL device, read back and shown through the window system's shared memory:
+    /// for GPUs without an NVIDIA-driven display, such as servers under VNC, Xvfb or X forwarding)
+    /// or `auto` (native where the window's GL is on the CUDA device, else copy).
+    #[arg(long, value_enum, default_value_t = Present::Auto, help_heading = "Display", hide_short_help = true)]
+    pub present: Present,
     /// Disable vsync (windowed runs).
     #[arg(long = "no-vsync", help_heading = "Display", hide_short_help = true)]
     pub no_vsync: bool,

@@ -18,7 +18,7 @@ pub use self::bench::BenchArgs;
 pub use self::demo::DemoArgs;
 pub use self::gpus::GpuArgs;
 pub use self::sim::SimArgs;
-pub use self::values::{BenchMode, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT};
+pub use self::values::{BenchMode, Present, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT};
 pub use crate::backend::select::BackendChoice;
 pub use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 

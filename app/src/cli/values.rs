@@ -1,5 +1,5 @@
 //! Values of options that several commands share: steps per frame, yes/no, the entry points'
-//! default-stream semantics, the bench modes, and the default scene and N.
+//! default-stream semantics, the bench modes, the window's present route, and the default scene and N.
 
 use clap::ValueEnum;
 
@@ -43,6 +43,18 @@ pub const BENCH_INIT: &str = "plummer";
 pub const DEMO_BODIES: usize = 16384;
 /// The demo's N on the CPU backend when `--bodies` is not given.
 pub const CPU_DEMO_BODIES: usize = 4096;
+
+/// `--present`: which route the window takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Present {
+    /// Native where the window's GL context is on the CUDA device (or the backend is the CPU),
+    /// else copy, else native with the CPU backend (the notice says why).
+    Auto,
+    /// The window's own GL context (GLX or EGL on the window system), swapped.
+    Native,
+    /// A headless EGL-device context, read back and shown through softbuffer.
+    Copy,
+}
 
 /// A yes/no option value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -65,6 +65,19 @@ pub fn open_for_gl(
     Ok((ctx, stream, info))
 }
 
+/// Whether CUDA can share the GL context current on this thread: `cuGLGetDevices`
+/// (CU_GL_DEVICE_LIST_ALL) lists a CUDA device for it (`Ok(true)`) or none (`Ok(false)`). Makes
+/// no CUDA context.
+///
+/// # Errors
+/// CUDA is not there to ask: no driver library, `cuInit` failed (no device), or
+/// `cuGLGetDevices` failed; the message says which.
+pub fn cuda_shares_current_gl() -> anyhow::Result<bool> {
+    let api = interop::init(StreamSemantics::Legacy).map_err(|e| anyhow::anyhow!("CUDA is not available: {e}"))?;
+    let devices = interop::gl_devices(&api).map_err(|e| anyhow::anyhow!("cuGLGetDevices: {e}"))?;
+    Ok(!devices.is_empty())
+}
+
 /// The frame's stream for a stream kind.
 ///
 /// # Errors

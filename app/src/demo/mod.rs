@@ -13,6 +13,7 @@
 pub mod frame;
 pub mod headless;
 pub mod pace;
+mod present;
 pub mod scene;
 pub mod windowed;
 
@@ -260,6 +261,9 @@ fn ignored_notice(args: &DemoArgs) -> Option<String> {
     }
     if args.headless && (args.no_vsync || typed("--no-vsync")) {
         parts.push("--no-vsync (a headless run has no window to synchronise with)".to_string());
+    }
+    if args.headless && typed("--present") {
+        parts.push("--present (a headless run shows no window: its frames stay in the FBO)".to_string());
     }
     if args.target_fps.is_some() && args.steps_per_frame() != crate::cli::StepsPerFrame::Auto {
         parts.push("--target-fps (only --steps-per-frame auto fills a frame rate)".to_string());

@@ -2,7 +2,6 @@
 //! windowed and the headless loop: apply requests → simulate → UI pass (no GL) → render the
 //! bodies ([`super::frame::render_bodies`]) → paint egui. The caller presents or finishes.
 
-
 use std::time::Instant;
 
 use anyhow::{anyhow, Context as _};
@@ -26,9 +25,12 @@ use crate::ui::workflow::WorkflowView;
 mod outputs;
 mod requests;
 mod teaching;
+mod zoom;
 
 pub use outputs::Diverged;
 use outputs::EnergySamples;
+pub use zoom::auto_ui_zoom;
+use zoom::ui_zoom;
 
 /// Everything a frame needs besides the GL context and the window.
 ///
@@ -51,6 +53,8 @@ pub struct Scene {
     args: DemoArgs,
     gl_info: GlInfo,
     notice: Option<String>,
+    /// How the window shows frames ([`Scene::set_present`]; `None` headless).
+    present: Option<String>,
     pending: Vec<Action>,
     frame: u64,
     last_frame_start: Option<Instant>,
@@ -103,21 +107,6 @@ pub struct Scene {
     /// parameters (frame, E, |K| + |U|), and the latest (frame, E), for the summary's relative
     /// energy change.
     energy: Option<EnergySamples>,
-}
-
-/// The overlay's zoom for a target `height_px` physical pixels high at `pixels_per_point` (the
-/// window system's scale factor): 1 up to 1080 logical pixels, then growing with the height (in
-/// steps of 1/4) up to 2 at 2160 and above, so a 4K window's overlay is as readable as a 1080p
-/// one's. The window system's own HiDPI scale comes on top (egui multiplies the two).
-pub fn auto_ui_zoom(height_px: u32, pixels_per_point: f32) -> f32 {
-    let logical = height_px as f32 / pixels_per_point.max(0.1);
-    ((logical / 1080.0).clamp(1.0, 2.0) * 4.0).floor() / 4.0
-}
-
-/// The overlay's zoom that `args` give a target `height_px` high at `pixels_per_point`:
-/// `--ui-scale`, else [`auto_ui_zoom`] ([`Scene::ui_zoom_for`]; `Scene::new` before the scene).
-fn ui_zoom(args: &DemoArgs, height_px: u32, pixels_per_point: f32) -> f32 {
-    args.ui_scale.unwrap_or_else(|| auto_ui_zoom(height_px, pixels_per_point))
 }
 
 /// Frame rate `--steps-per-frame auto` fills without vsync or `--target-fps` (frames/s).
@@ -188,6 +177,7 @@ impl Scene {
             args: args.clone(),
             gl_info,
             notice: None,
+            present: None,
             pending: Vec::new(),
             frame: 0,
             last_frame_start: None,
@@ -406,6 +396,7 @@ impl Scene {
                 device_panel: &panels.device,
                 entry_points: &panels.entry_points,
                 gl_info: &self.gl_info,
+                present: self.present.as_deref(),
                 workflow: WorkflowView {
                     calls: &calls,
                     frame: trace_frame,
@@ -554,6 +545,11 @@ impl Scene {
     /// Turn the trails on or off (key `t`; the overlay has the same box).
     pub fn toggle_trails(&mut self) {
         self.overlay.controls.trails = !self.overlay.controls.trails;
+    }
+
+    /// The overlay's line on how the window shows frames (the windowed loop sets it).
+    pub fn set_present(&mut self, line: Option<String>) {
+        self.present = line;
     }
 
     /// Number of bodies N of the current state.

@@ -24,8 +24,7 @@ use winit::window::WindowId;
 use super::scene::Scene;
 use super::Summary;
 use crate::cli::DemoArgs;
-use crate::gfx::target::RenderTarget;
-use crate::gfx::window::WindowContext;
+use crate::gfx::present::DemoWindow;
 use crate::sim::{Bodies, PhysParams};
 use crate::stop::Interrupted;
 use crate::ui::action::Action;
@@ -45,11 +44,13 @@ enum KeyOutcome {
 /// The windowed state, made in `resumed`.
 ///
 /// Teardown order = field order: `scene` (backend → GL objects → egui painter), then the
-/// egui-winit state, then the window context (GL surface, GL context, and last the window).
+/// egui-winit state, then the window and the GL context of its frames ([`DemoWindow`]: native,
+/// the GL surface, GL context, and last the window; copy, its FBO and buffers, the window, and
+/// last the headless context).
 struct WindowState {
     scene: Scene,
     egui_winit: egui_winit::State,
-    win: WindowContext,
+    win: DemoWindow,
     size: PhysicalSize<u32>,
     cursor: Option<PhysicalPosition<f64>>,
     drag: Option<MouseButton>,
@@ -75,6 +76,8 @@ struct App {
     /// Frames counted for `--frames` (whole ones, `WindowState::whole`), kept after the
     /// window state goes.
     presented: u64,
+    /// The copy route's summary line (mean readback and present times), printed after the run's.
+    present_summary: Option<String>,
 }
 
 /// winit's OS errors read `os error at <source file>:<line>: <message>`, the file being in
@@ -93,12 +96,15 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         anyhow!("opening the display (winit event loop): {}; use --headless without a display", without_source_location(&e.to_string()))
     })?;
     event_loop.set_control_flow(ControlFlow::Poll);
-    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None, presented: 0 };
+    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None, presented: 0, present_summary: None };
     event_loop.run_app(&mut app).context("winit event loop")?;
     // Normally `exiting` tore down already; this covers an event loop that ended otherwise.
     app.teardown();
     if let Some(s) = &app.summary {
         s.print();
+    }
+    if let Some(line) = &app.present_summary {
+        println!("{line}");
     }
     if let Some(e) = app.error.take() {
         return Err(e);
@@ -133,10 +139,12 @@ impl App {
             if !st.window_gone && st.size.width > 0 && st.size.height > 0 {
                 // Render one more frame (no steps) and read it back before any swap.
                 st.scene.pause();
-                let target = RenderTarget::Default { width: st.size.width, height: st.size.height };
                 let input = st.egui_winit.take_egui_input(st.win.window());
                 let ppp = st.win.window().scale_factor() as f32;
-                let r = st.scene.frame(input, target, ppp, false).and_then(|_| st.scene.screenshot(&target, &path));
+                let r = st
+                    .win
+                    .target(st.size)
+                    .and_then(|target| st.scene.frame(input, target, ppp, false).and_then(|_| st.scene.screenshot(&target, &path)));
                 if let Err(e) = r {
                     errors.push(e.context(format!("writing --screenshot {}", path.display())));
                 }
@@ -148,6 +156,17 @@ impl App {
             errors.push(e);
         }
         self.summary = Some(st.scene.summary());
+        self.present_summary = st.win.costs().filter(|c| c.frames > 0).map(|c| {
+            let n = c.frames as f64;
+            format!(
+                "present: copy route, {} frames shown, mean readback {:.3} ms, mean present {:.3} ms per frame ({}×{} pixels)",
+                c.frames,
+                c.readback_total_ms / n,
+                c.present_total_ms / n,
+                st.size.width,
+                st.size.height
+            )
+        });
         st.scene.destroy();
         drop(st);
         for e in errors {
@@ -161,10 +180,14 @@ impl App {
 
     fn create(&mut self, event_loop: &ActiveEventLoop) -> anyhow::Result<WindowState> {
         let (bodies, params) = self.start.take().ok_or_else(|| anyhow!("window state made twice"))?;
-        let win = WindowContext::new(event_loop, "nbody-interop", self.args.width, self.args.height, !self.args.no_vsync)?;
-        tracing::info!(gl = %win.info.summary(), "windowed GL");
+        let (win, note) = super::present::open(event_loop, &self.args)?;
+        if let Some(note) = note {
+            tracing::info!("{note}");
+        }
+        tracing::info!(route = win.route(), gl = %win.info().summary(), "windowed GL");
         // WindowState drops the scene (and its share of the proof) before the window context.
-        let mut scene = Scene::new(win.current().clone(), win.info.clone(), &self.args, &bodies, params)?;
+        let mut scene = Scene::new(win.current().clone(), win.info().clone(), &self.args, &bodies, params)?;
+        scene.set_present(Some(win.describe()));
         let window = win.window();
         // With vsync a frame lasts one refresh interval: --steps-per-frame auto fills that.
         if !self.args.no_vsync {
@@ -196,9 +219,9 @@ impl App {
         }
         if size != st.size {
             st.size = size;
-            st.win.resize_surface();
+            st.win.resize();
         }
-        let target = RenderTarget::Default { width: size.width, height: size.height };
+        let target = st.win.target(size)?;
         let input = st.egui_winit.take_egui_input(st.win.window());
         let ppp = st.win.window().scale_factor() as f32;
         let platform_output = st.scene.frame(input, target, ppp, false)?;
@@ -224,7 +247,10 @@ impl App {
                 st.screenshot_taken = true;
             }
         }
-        st.win.swap_buffers()?;
+        st.win.present()?;
+        if st.win.costs().is_some() {
+            st.scene.set_present(Some(st.win.describe()));
+        }
         st.whole = whole;
         crate::stop::ready();
         if last {
@@ -358,7 +384,7 @@ impl ApplicationHandler for App {
         match event {
             WindowEvent::Resized(size) if size.width > 0 && size.height > 0 => {
                 st.size = size;
-                st.win.resize_surface();
+                st.win.resize();
                 st.win.window().request_redraw();
             }
             WindowEvent::Occluded(false) | WindowEvent::ScaleFactorChanged { .. } => st.win.window().request_redraw(),

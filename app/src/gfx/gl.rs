@@ -334,6 +334,84 @@ impl<'a> Gl<'a> {
         Ok(())
     }
 
+    /// glReadPixels of `width` × `height` 8-bit pixels in `format` (`GL_RGBA`, or `GL_BGRA` on
+    /// desktop GL) at (0, 0) of the read framebuffer into the pixel-pack buffer `pbo` (bound
+    /// here, and unbound after), from its start (4 bytes a pixel, rows bottom first, tightly
+    /// packed). Asynchronous: the copy runs on the GPU; a fence after it says when it is done.
+    ///
+    /// # Errors
+    /// `width` or `height` does not fit GL's integers, or `pbo` could not be bound. A pack buffer shorter than
+    /// `width · height · 4` bytes is a GL error (`GL_INVALID_OPERATION`), not a memory access.
+    pub fn read_pixels_to_pack_buffer(&self, pbo: glow::NativeBuffer, width: u32, height: u32, format: u32) -> anyhow::Result<()> {
+        let (Ok(w), Ok(h)) = (i32::try_from(width), i32::try_from(height)) else {
+            anyhow::bail!("glReadPixels of {width}×{height}: the size does not fit GL's integers");
+        };
+        self.bind_pack_buffer(pbo)?;
+        for (pname, value) in
+            [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)]
+        {
+            // SAFETY: rule 1; pixel-store state only.
+            unsafe { self.gl.pixel_store_i32(pname, value) };
+        }
+        // SAFETY: rule 1. `pbo` is bound to GL_PIXEL_PACK_BUFFER (checked by
+        // `bind_pack_buffer`), so the last argument is a byte offset into that buffer, never a
+        // client pointer; GL checks offset + size against the buffer's size and answers
+        // GL_INVALID_OPERATION when it does not fit.
+        unsafe { self.gl.read_pixels(0, 0, w, h, format, glow::UNSIGNED_BYTE, glow::PixelPackData::BufferOffset(0)) };
+        self.bind_buffer(glow::PIXEL_PACK_BUFFER, None);
+        Ok(())
+    }
+
+    /// Bind `pbo` to GL_PIXEL_PACK_BUFFER and check that it is bound (a name GL does not know
+    /// leaves the old binding, possibly none, with only a GL error).
+    ///
+    /// # Errors
+    /// The binding is not `pbo` afterwards.
+    fn bind_pack_buffer(&self, pbo: glow::NativeBuffer) -> anyhow::Result<()> {
+        self.bind_buffer(glow::PIXEL_PACK_BUFFER, Some(pbo));
+        // SAFETY: rule 1; GL_PIXEL_PACK_BUFFER_BINDING is a single integer, the one GLint glow's
+        // local holds.
+        let bound = unsafe { self.gl.get_parameter_i32(glow::PIXEL_PACK_BUFFER_BINDING) };
+        if u32::try_from(bound).ok() != Some(pbo.0.get()) {
+            anyhow::bail!("glBindBuffer(GL_PIXEL_PACK_BUFFER, {}) did not bind it (bound: {bound})", pbo.0.get());
+        }
+        Ok(())
+    }
+
+    /// Map the first `len` bytes of the pixel-pack buffer `pbo` for reading
+    /// (glMapBufferRange with `GL_MAP_READ_BIT`; GL 3.0, GLES 3.0), hand them to `read`, then
+    /// unmap (glUnmapBuffer). The slice cannot outlive the mapping: it is only lent to `read`.
+    ///
+    /// # Errors
+    /// `len` does not fit GL's integers, `pbo` could not be bound, or the map failed (the
+    /// buffer shorter than `len`, or out of memory): glMapBufferRange returned null. (glow does not return
+    /// glUnmapBuffer's answer, so a store lost while mapped goes unseen: a frame of undefined
+    /// pixels, never a memory access.)
+    pub fn with_mapped_pack_buffer<R>(&self, pbo: glow::NativeBuffer, len: usize, read: impl FnOnce(&[u8]) -> R) -> anyhow::Result<R> {
+        let Ok(glen) = i32::try_from(len) else {
+            anyhow::bail!("glMapBufferRange of {len} bytes: the size does not fit GL's integers");
+        };
+        let target = glow::PIXEL_PACK_BUFFER;
+        self.bind_pack_buffer(pbo)?;
+        // SAFETY: rule 1; the call maps bytes 0..len of the bound buffer for reading and returns
+        // null on any error (checked below), so no pointer is used unless GL gave one.
+        let ptr = unsafe { self.gl.map_buffer_range(target, 0, glen, glow::MAP_READ_BIT) };
+        if ptr.is_null() {
+            // SAFETY: rule 1; reads and clears the error flag only.
+            let error = unsafe { self.gl.get_error() };
+            self.bind_buffer(target, None);
+            anyhow::bail!("glMapBufferRange of {len} bytes for reading failed (GL error 0x{error:04X})");
+        }
+        // SAFETY: a non-null glMapBufferRange result points to `len` readable bytes of the
+        // buffer's store, valid until glUnmapBuffer below; GL does not write a buffer mapped for
+        // reading only, and the slice is lent to `read` alone, so it ends before the unmap.
+        let result = read(unsafe { std::slice::from_raw_parts(ptr, len) });
+        // SAFETY: rule 1; the buffer bound to `target` is mapped (above), so unmapping it is valid.
+        unsafe { self.gl.unmap_buffer(target) };
+        self.bind_buffer(target, None);
+        Ok(result)
+    }
+
     /// glDrawArrays.
     ///
     /// # Safety

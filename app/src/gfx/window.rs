@@ -93,11 +93,12 @@ pub fn routes(display: &RawDisplayHandle) -> anyhow::Result<Vec<Route>> {
 }
 
 /// What to do when no route gave a window a GL context.
-const REMEDIES: &str = "run without a window with --headless (on NVIDIA it uses the EGL device and needs no display); \
+pub const REMEDIES: &str = "run without a window with --headless (on NVIDIA it uses the EGL device and needs no display); \
      check that DISPLAY (X11) or WAYLAND_DISPLAY names a running display server; install the GL driver of the GPU that \
      drives that display (NVIDIA: the driver's libGLX_nvidia.so.0 and libEGL_nvidia.so.0, which glvnd picks; \
      __GLX_VENDOR_LIBRARY_NAME and __EGL_VENDOR_LIBRARY_FILENAMES override its choice); an X server without the \
-     NVIDIA driver (Xvfb, a remote X server) offers NVIDIA's GLX nothing to attach to";
+     NVIDIA driver (Xvfb, a remote X server) offers NVIDIA's GLX nothing to attach to: --present copy makes the \
+     frames on the GPU's EGL device and shows them in any window";
 
 impl WindowContext {
     /// Open a `width` × `height` window titled `title` with a GL 3.3 core (else GLES 3.0)
@@ -108,10 +109,26 @@ impl WindowContext {
     /// Every route failed: the message lists each route with the step that failed and the
     /// windowing system's error, then the remedies; or `NBODY_GL_ROUTE` is invalid.
     pub fn new(event_loop: &ActiveEventLoop, title: &str, width: u32, height: u32, vsync: bool) -> anyhow::Result<Self> {
+        Self::try_routes(event_loop, title, width, height, vsync).map_err(|failed| {
+            let lines: Vec<String> = failed.iter().enumerate().map(|(i, f)| format!("{}. {f}", i + 1)).collect();
+            anyhow!("no GL context for a window; tried, in order:\n  {}\nremedies: {REMEDIES}", lines.join("\n  "))
+        })
+    }
+
+    /// As [`WindowContext::new`], but a failure is the list of what was tried: one line per
+    /// route, `"<route>: <error>"` (or one line about an invalid `NBODY_GL_ROUTE`), for callers
+    /// that go on to other routes.
+    ///
+    /// # Errors
+    /// Every route failed (the list).
+    pub fn try_routes(event_loop: &ActiveEventLoop, title: &str, width: u32, height: u32, vsync: bool) -> Result<Self, Vec<String>> {
         let attrs = Window::default_attributes().with_title(title).with_inner_size(PhysicalSize::new(width, height)).with_resizable(true);
-        let display = event_loop.display_handle().context("the window system's display handle")?.as_raw();
+        let display = match event_loop.display_handle() {
+            Ok(d) => d.as_raw(),
+            Err(e) => return Err(vec![format!("the window system's display handle: {e}")]),
+        };
         let mut failed = Vec::new();
-        for route in routes(&display)? {
+        for route in routes(&display).map_err(|e| vec![format!("{e:#}")])? {
             match Self::through(event_loop, display, route, attrs.clone(), vsync) {
                 Ok(w) => {
                     tracing::info!(route = route.name(), renderer = %w.info.renderer, "window GL context");
@@ -119,11 +136,11 @@ impl WindowContext {
                 }
                 Err(e) => {
                     tracing::info!(route = route.name(), "no window GL context: {e:#}");
-                    failed.push(format!("{}. {}: {e:#}", failed.len() + 1, route.name()));
+                    failed.push(format!("{}: {e:#}", route.name()));
                 }
             }
         }
-        Err(anyhow!("no GL context for a window; tried, in order:\n  {}\nremedies: {REMEDIES}", failed.join("\n  ")))
+        Err(failed)
     }
 
     /// One route: the GL display, a config, the window (with the config's X11 visual), a context

@@ -39,6 +39,8 @@ pub struct BackendView<'a> {
     pub entry_points: &'a [[String; 5]],
     /// The GL context.
     pub gl_info: &'a GlInfo,
+    /// How the window shows frames, with the copy route's costs (windowed runs).
+    pub present: Option<&'a str>,
     /// The Workflow panel's data (last frame's calls, step mode).
     pub workflow: super::workflow::WorkflowView<'a>,
 }
@@ -199,6 +201,9 @@ impl Overlay {
                 ui.label(RichText::new(view.gl_info.summary()).small());
                 if let Some(d) = &view.gl_info.egl_device {
                     ui.label(RichText::new(format!("EGL device: {d}")).small());
+                }
+                if let Some(p) = view.present {
+                    ui.label(RichText::new(p).small());
                 }
                 ui.separator();
                 ui.label(RichText::new(HELP).small()).on_hover_text(HELP_LONG);
