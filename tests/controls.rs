@@ -1,7 +1,7 @@
 //! The windowed demo's keyboard controls, driven under Xvfb with synthetic key presses
 //! (xdotool): space pauses (two screenshots taken while paused are the same image), `s` writes a
-//! screenshot, Esc quits with exit code 0 and the outputs written. CPU backend, no overlay (its
-//! plots change every frame), small N.
+//! screenshot, Esc quits with exit code 0 and the outputs written; a scene key loads its scene at
+//! its own N. CPU backend, no overlay (its plots change every frame), small N.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,4 +68,46 @@ wait $pid; echo "exit=$?""#,
     assert!(a.starts_with(b"\x89PNG"), "a PNG");
     assert_eq!(a, b, "paused with space: the two frames must be the same image");
     assert!(state.is_file(), "Esc still writes --save-state:\n{err}");
+}
+
+/// Key 2 after the figure-eight (N = 3) loads the galaxies at their own N (`--bodies` here), not
+/// at the three bodies in force: the state saved on Esc holds that many bodies.
+#[test]
+fn a_scene_key_loads_the_scene_at_its_own_n() {
+    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
+    let missing: Vec<_> = ["xvfb-run", "xdotool"].into_iter().filter(|t| !have(t)).collect();
+    if !missing.is_empty() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb xdotool)");
+        println!("skipped: {missing:?} not installed");
+        return;
+    }
+    let dir = scratch("scene-key");
+    let state = dir.join("state.csv");
+    // The screenshot (`s`, pressed after `2`) is taken at the end of the frame that applied the
+    // reset, so once it exists the galaxies are in force.
+    let script = format!(
+        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --init figure-eight --bodies 300 --width 320 --height 240 --no-overlay --save-state '{state}' & pid=$!
+until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
+wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
+[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
+until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
+xdotool key 2
+xdotool key s
+until ls nbody-interop-*.png >/dev/null 2>&1; do sleep 0.05; done
+xdotool key Escape
+wait $pid; echo "exit=$?""#,
+        bin = BIN,
+        state = state.display()
+    );
+    let o = Command::new("timeout")
+        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
+        .current_dir(&dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("spawn xvfb-run");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("exit=0"), "Esc did not end the demo with exit 0:\n{out}\n{err}");
+    let csv = std::fs::read_to_string(&state).unwrap_or_else(|e| panic!("--save-state {}: {e}\n{err}", state.display()));
+    let bodies = csv.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit() || c == '-')).count();
+    assert_eq!(bodies, 300, "key 2 loads the galaxies at --bodies 300, not at the figure-eight's 3:\n{err}");
 }
