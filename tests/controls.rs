@@ -134,3 +134,88 @@ wait $pid; echo "exit=$?""#,
     let lit = shown.iter().filter(|p| p.iter().any(|&c| c > 64)).count();
     assert!(lit > 50, "the window shows bodies ({lit} lit pixels)");
 }
+
+/// Key 2 after the figure-eight (N = 3) loads the galaxies at their own N (`--bodies` here), not
+/// at the three bodies in force: the state saved on Esc holds that many bodies.
+#[test]
+fn a_scene_key_loads_the_scene_at_its_own_n() {
+    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
+    let missing: Vec<_> = ["xvfb-run", "xdotool"].into_iter().filter(|t| !have(t)).collect();
+    if !missing.is_empty() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb xdotool)");
+        println!("skipped: {missing:?} not installed");
+        return;
+    }
+    let dir = scratch("scene-key");
+    let state = dir.join("state.csv");
+    // The screenshot (`s`, pressed after `2`) is taken at the end of the frame that applied the
+    // reset, so once it exists the galaxies are in force.
+    let script = format!(
+        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --init figure-eight --bodies 300 --width 320 --height 240 --no-overlay --save-state '{state}' & pid=$!
+until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
+wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
+[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
+until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
+xdotool key 2
+xdotool key s
+until ls nbody-interop-*.png >/dev/null 2>&1; do sleep 0.05; done
+xdotool key Escape
+wait $pid; echo "exit=$?""#,
+        bin = BIN,
+        state = state.display()
+    );
+    let o = Command::new("timeout")
+        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
+        .current_dir(&dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("spawn xvfb-run");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("exit=0"), "Esc did not end the demo with exit 0:\n{out}\n{err}");
+    let csv = std::fs::read_to_string(&state).unwrap_or_else(|e| panic!("--save-state {}: {e}\n{err}", state.display()));
+    let bodies = csv.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit() || c == '-')).count();
+    assert_eq!(bodies, 300, "key 2 loads the galaxies at --bodies 300, not at the figure-eight's 3:\n{err}");
+}
+
+/// Both window routes under a Wayland compositor (Weston's headless backend: `wl_shm`, no
+/// GPU): the native route through EGL on Wayland, the copy route through softbuffer's `wl_shm`
+/// buffers. Each runs 20 frames, writes its screenshot and exits 0.
+#[test]
+fn both_routes_run_under_a_wayland_compositor() {
+    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
+    if !have("weston") {
+        assert!(std::env::var_os("CI").is_none(), "CI needs weston (apt-get install weston)");
+        println!("skipped: weston not installed");
+        return;
+    }
+    let dir = scratch("wayland");
+    let runtime = dir.join("xdg");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod 700");
+    // Weston makes its socket once it listens; each run waits for it, never for a guessed time.
+    let script = format!(
+        r#"weston --backend=headless-backend.so --socket=wl-nbody --idle-time=0 > weston.log 2>&1 & w=$!
+until [ -e "$XDG_RUNTIME_DIR/wl-nbody" ]; do kill -0 $w 2>/dev/null || {{ echo "weston ended"; cat weston.log; exit 3; }}; sleep 0.05; done
+for p in native copy; do
+  WAYLAND_DISPLAY=wl-nbody '{bin}' --backend cpu --present $p --bodies 512 --width 320 --height 240 --frames 20 --screenshot $p.png > $p.log 2>&1
+  echo "$p exit=$?"
+done
+kill $w"#,
+        bin = BIN
+    );
+    let o = Command::new("timeout")
+        .args(["-s", "KILL", "600", "sh", "-c", &script])
+        .current_dir(&dir)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env_remove("DISPLAY")
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("spawn weston");
+    let out = String::from_utf8_lossy(&o.stdout);
+    for p in ["native", "copy"] {
+        let log = std::fs::read_to_string(dir.join(format!("{p}.log"))).unwrap_or_default();
+        assert!(out.contains(&format!("{p} exit=0")), "--present {p} under Weston:\n{out}\n{log}");
+        assert!(log.contains(&format!(r#"route="{p}""#)), "--present {p} names its route:\n{log}");
+        assert!(dir.join(format!("{p}.png")).is_file(), "--present {p} wrote its screenshot:\n{log}");
+    }
+}

@@ -140,6 +140,11 @@ pub struct DemoArgs {
     /// frame.
     #[arg(long = "step-mode", help_heading = "Teaching")]
     pub step_mode: bool,
+    /// N where `--bodies` is not given, set by the demo for the CPU backend
+    /// ([`CPU_DEMO_BODIES`](super::values::CPU_DEMO_BODIES)); `None`: [`DEMO_BODIES`]. Kept apart
+    /// from `bodies`, which stays what the command line says (scene keys use it, `Scene::load_scene`).
+    #[arg(skip)]
+    pub default_bodies: Option<usize>,
     /// The long names of the options typed (`--interop`, …), defaults included, for the notice of
     /// options that do not apply. Filled by `Cli::parse_command_line`; empty when parsed otherwise.
     #[arg(skip)]
@@ -152,10 +157,11 @@ impl DemoArgs {
         self.sim.init_or(DEMO_INIT)
     }
 
-    /// N of the demo: `--bodies`, else [`DEMO_BODIES`] (the demo's entry sets
-    /// [`CPU_DEMO_BODIES`](super::values::CPU_DEMO_BODIES) where the CPU backend runs).
+    /// N of the demo: `--bodies`, else the default (`default_bodies`, which the demo's entry sets
+    /// to [`CPU_DEMO_BODIES`](super::values::CPU_DEMO_BODIES) where the CPU backend runs), else
+    /// [`DEMO_BODIES`].
     pub fn n_bodies(&self) -> usize {
-        self.bodies.unwrap_or(DEMO_BODIES)
+        self.bodies.or(self.default_bodies).unwrap_or(DEMO_BODIES)
     }
 
     /// The step count the demo starts with: `--steps-per-frame`, else `auto` in a window and 1

@@ -35,7 +35,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     crate::stop::install();
     let mut args = args.clone();
     if args.bodies.is_none() && args.backend == crate::cli::BackendChoice::Cpu {
-        args.bodies = Some(crate::cli::CPU_DEMO_BODIES);
+        args.default_bodies = Some(crate::cli::CPU_DEMO_BODIES);
     }
     let args = &args;
     // Before anything is made: the nominal rate of the backend that will most likely run; the

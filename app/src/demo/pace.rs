@@ -1,6 +1,16 @@
 //! `--steps-per-frame auto`: as many leapfrog steps per shown frame as fit the frame interval, so
 //! the interop hand-over (map/unmap, or the upload) and the draw are paid once per shown frame
-//! rather than once per step.
+//! rather than once per step — but no more than the scene's simulated-time rate asks for, so a
+//! small scene (the figure-eight's three bodies) moves at a pace one can follow instead of
+//! running thousands of orbits a second.
+//!
+//! The rule ([`auto_steps`]): steps = min(what the frame budget allows, what the rate asks), at
+//! least 1. The rate is simulated time units per wall-clock second ([`scene_rate`] gives each
+//! scene's own; the windowed demo's keys `[` and `]` halve and double it); it asks for
+//! rate × frame time / dt steps a frame ([`rate_steps`]), the frame time being the mean of the
+//! last [`WINDOW`] frames' start-to-start times (the mean, not the median: the simulated time per
+//! wall second is a mean over frames that jitter), and the fraction left over is carried to the
+//! next frame so that the simulated time keeps to the rate on average.
 //!
 //! The controller measures the work of each frame (simulate + UI + draw + paint, not the wait for
 //! vsync) and scales the step count by `budget / work`, where the budget is
@@ -20,6 +30,71 @@ pub const MAX_STEPS: u32 = 1 << 20;
 /// Frames whose median time per step sets the next count.
 pub const WINDOW: usize = 5;
 
+/// Simulated time per wall second of `figure-eight` (N-body time units, G = 1): one period
+/// ([`crate::sim::init::FIGURE_EIGHT_PERIOD`] ≈ 6.33) in about 3 s.
+pub const FIGURE_EIGHT_RATE: f64 = 2.0;
+/// Simulated time per wall second of `galaxies`: the disks meet within a few time units and
+/// merge over some 30, so the encounter plays in about a minute.
+pub const GALAXIES_RATE: f64 = 0.5;
+/// Simulated time per wall second of `plummer`: one crossing time (2√2 ≈ 2.8 in Hénon units) in
+/// about 6 s.
+pub const PLUMMER_RATE: f64 = 0.5;
+/// Simulated time per wall second of `ball`: its cold collapse (free-fall time π/(2√2) ≈ 1.1)
+/// in about 4 s.
+pub const BALL_RATE: f64 = 0.25;
+/// Simulated time per wall second of a state file (CSV or tipsy), read as N-body units.
+pub const FILE_RATE: f64 = 0.5;
+/// Smallest and largest rate the keys reach (simulated time per wall second).
+pub const RATE_RANGE: (f64, f64) = (1.0 / 1024.0, 1024.0);
+
+/// The simulated-time rate natural to the scene `init` (a name as `--init` takes it, else a
+/// state file): simulated time units per wall-clock second.
+pub fn scene_rate(init: &str) -> f64 {
+    match init {
+        "figure-eight" => FIGURE_EIGHT_RATE,
+        "galaxies" => GALAXIES_RATE,
+        "plummer" => PLUMMER_RATE,
+        "ball" => BALL_RATE,
+        _ => FILE_RATE,
+    }
+}
+
+/// `rate` scaled by `factor` (the keys: ½ or 2), kept within [`RATE_RANGE`].
+pub fn scaled_rate(rate: f64, factor: f64) -> f64 {
+    (rate * factor).clamp(RATE_RANGE.0, RATE_RANGE.1)
+}
+
+/// Leapfrog steps (fractional) that a frame of `frame_ms` needs to advance `rate` simulated time
+/// units per wall second with steps of `dt` time units.
+pub fn rate_steps(rate: f64, frame_ms: f64, dt: f64) -> f64 {
+    if dt > 0.0 && rate.is_finite() && frame_ms.is_finite() {
+        (rate * frame_ms * 1e-3 / dt).max(0.0)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// Which limit set the step count of `--steps-per-frame auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Limit {
+    /// The frame budget (the steps that fit the frame interval).
+    #[default]
+    Budget,
+    /// The scene's simulated-time rate.
+    Rate,
+}
+
+/// The auto rule: the smaller of `budget` (steps that fit the frame) and `rate` (steps the
+/// simulated-time rate asks for, whole ones), at least 1; and which of the two set it.
+pub fn auto_steps(budget: u32, rate: f64) -> (u32, Limit) {
+    let by_rate = rate.floor().clamp(0.0, f64::from(MAX_STEPS)) as u32;
+    if by_rate < budget {
+        (by_rate.max(1), Limit::Rate)
+    } else {
+        (budget.max(1), Limit::Budget)
+    }
+}
+
 /// The step-count controller of `--steps-per-frame auto`. The count itself lives with the caller
 /// (the overlay shows and may fix it); the controller keeps the recent per-step times.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,12 +103,24 @@ pub struct Pace {
     interval_ms: f64,
     /// Work time per step of the last [`WINDOW`] frames, ms, oldest first.
     per_step_ms: std::collections::VecDeque<f64>,
+    /// Start-to-start times of the last [`WINDOW`] frames, ms, oldest first.
+    frame_ms: std::collections::VecDeque<f64>,
+    /// Steps the rate asked for but the last frames did not take (a fraction of one).
+    carry: f64,
+    /// What set the last count.
+    limit: Limit,
 }
 
 impl Pace {
     /// A controller for frames of `interval_ms` (e.g. 16.67 for 60 Hz), starting at 1 step.
     pub fn new(interval_ms: f64) -> Self {
-        Pace { interval_ms: interval_ms.max(1e-3), per_step_ms: std::collections::VecDeque::with_capacity(WINDOW) }
+        Pace {
+            interval_ms: interval_ms.max(1e-3),
+            per_step_ms: std::collections::VecDeque::with_capacity(WINDOW),
+            frame_ms: std::collections::VecDeque::with_capacity(WINDOW),
+            carry: 0.0,
+            limit: Limit::Budget,
+        }
     }
 
     /// Fill frames of `interval_ms` from now on (the display's refresh interval, found once the
@@ -65,6 +152,37 @@ impl Pace {
         let budget = BUDGET_SHARE * self.interval_ms;
         let factor = (budget / (per_step * f64::from(current))).clamp(1.0 / MAX_CHANGE, MAX_CHANGE);
         (f64::from(current) * factor).floor().clamp(1.0, f64::from(MAX_STEPS)) as u32
+    }
+
+    /// The count for the next frame under the auto rule: [`Pace::next`] (the frame budget) capped
+    /// by the steps that `rate` simulated time units per wall second ask for with steps of `dt`
+    /// ([`auto_steps`]). `frame_ms` is the frame's start-to-start time (0 or less: not known yet;
+    /// the frame interval stands in). Frames that ran no steps (`ran` 0) carry nothing over.
+    pub fn next_paced(&mut self, current: u32, ran: u32, work_ms: f64, frame_ms: f64, rate: f64, dt: f32) -> u32 {
+        let budget = self.next(current, ran, work_ms);
+        if frame_ms.is_finite() && frame_ms > 0.0 {
+            if self.frame_ms.len() == WINDOW {
+                self.frame_ms.pop_front();
+            }
+            self.frame_ms.push_back(frame_ms);
+        }
+        let frame = if self.frame_ms.is_empty() {
+            self.interval_ms
+        } else {
+            self.frame_ms.iter().sum::<f64>() / self.frame_ms.len() as f64
+        };
+        let wanted = rate_steps(rate, frame, f64::from(dt)) + if ran > 0 { self.carry } else { 0.0 };
+        let (steps, limit) = auto_steps(budget, wanted);
+        // Only the fraction the rate asked for beyond the whole steps taken carries over: not
+        // what the budget cut off, nor the step that "at least 1" added.
+        self.carry = if limit == Limit::Rate { (wanted - f64::from(steps)).clamp(0.0, 1.0) } else { 0.0 };
+        self.limit = limit;
+        steps
+    }
+
+    /// What set the last count of [`Pace::next_paced`].
+    pub fn limit(&self) -> Limit {
+        self.limit
     }
 }
 
@@ -103,6 +221,72 @@ mod tests {
         }
         let after = p.next(s, s, 10.0 * 0.1 * f64::from(s));
         assert!(after >= s, "{s} → {after}");
+    }
+
+    /// The rate's count: rate × frame time / dt.
+    #[test]
+    fn the_rate_asks_for_rate_times_frame_over_dt() {
+        // The figure-eight at 60 frames/s with dt = 0.001: 2 time units/s → 33.3 steps a frame.
+        let s = rate_steps(FIGURE_EIGHT_RATE, 1000.0 / 60.0, 0.001);
+        assert!((s - 33.33).abs() < 0.01, "{s}");
+        assert_eq!(rate_steps(1.0, 10.0, 0.0), f64::INFINITY, "no dt: the rate sets no limit");
+    }
+
+    /// auto = min(budget, rate), at least 1, and says which limit set it.
+    #[test]
+    fn auto_is_the_smaller_of_budget_and_rate_and_at_least_one() {
+        assert_eq!(auto_steps(126_908, 33.3), (33, Limit::Rate), "a tiny scene: the rate limits");
+        assert_eq!(auto_steps(8, 33.3), (8, Limit::Budget), "a large N: the frame budget limits");
+        assert_eq!(auto_steps(5, 0.2), (1, Limit::Rate), "at least one step");
+        assert_eq!(auto_steps(1, f64::INFINITY), (1, Limit::Budget));
+    }
+
+    /// Every preset has its own rate; files get the N-body default; the keys scale by 2 within
+    /// the range.
+    #[test]
+    fn each_scene_has_a_rate_and_the_keys_scale_it() {
+        for name in crate::sim::init::NAMES {
+            assert!(scene_rate(name) > 0.0, "{name}");
+        }
+        assert!(scene_rate("figure-eight") > scene_rate("galaxies"), "the small orbit runs faster");
+        assert_eq!(scene_rate("state.csv"), FILE_RATE);
+        // A figure-eight period in a few seconds, a galaxy encounter (about 30 time units) in about a minute.
+        let period_s = crate::sim::init::FIGURE_EIGHT_PERIOD / FIGURE_EIGHT_RATE;
+        assert!((2.0..6.0).contains(&period_s), "{period_s}");
+        assert!((40.0..90.0).contains(&(30.0 / GALAXIES_RATE)));
+        assert_eq!(scaled_rate(2.0, 2.0), 4.0);
+        assert_eq!(scaled_rate(2.0, 0.5), 1.0);
+        assert_eq!(scaled_rate(RATE_RANGE.1, 2.0), RATE_RANGE.1);
+    }
+
+    /// A fast machine with a three-body scene: the count follows the rate, not the budget, and
+    /// the simulated time per wall second comes out at the rate (the fractions carried over).
+    #[test]
+    fn a_cheap_scene_keeps_to_its_rate() {
+        let (dt, frame_ms, rate) = (0.001_f32, 1000.0 / 60.0, FIGURE_EIGHT_RATE);
+        let (mut p, mut s, mut sim_time) = (Pace::new(frame_ms), 1, 0.0);
+        for _ in 0..600 {
+            // 1 µs a step: the budget alone would allow about 15,000 steps.
+            let ran = s;
+            sim_time += f64::from(ran) * f64::from(dt);
+            s = p.next_paced(s, ran, 0.5 + 0.001 * f64::from(ran), frame_ms, rate, dt);
+        }
+        assert_eq!(p.limit(), Limit::Rate);
+        assert!((33..=34).contains(&s), "{s} steps a frame");
+        let per_wall_s = sim_time / (600.0 * frame_ms * 1e-3);
+        assert!((per_wall_s - rate).abs() < 0.02 * rate, "{per_wall_s} time units per wall second");
+    }
+
+    /// A slow scene: the budget limits, as before.
+    #[test]
+    fn an_expensive_scene_fills_the_budget() {
+        let (t, dt) = (1000.0 / 60.0, 0.001_f32);
+        let (mut p, mut s) = (Pace::new(t), 1);
+        for _ in 0..60 {
+            s = p.next_paced(s, s, 0.8 + 3.0 * f64::from(s), t, GALAXIES_RATE, dt);
+        }
+        assert_eq!(p.limit(), Limit::Budget);
+        assert!((3..=5).contains(&s), "{s}");
     }
 
     /// Paused frames and bad times change nothing.

@@ -23,6 +23,7 @@ use crate::ui::overlay::{BackendView, Controls, Overlay};
 use crate::ui::workflow::WorkflowView;
 
 mod outputs;
+mod pacing;
 mod requests;
 mod teaching;
 mod zoom;
@@ -91,6 +92,9 @@ pub struct Scene {
     pace: Pace,
     /// Leapfrog steps simulated so far (outside step mode).
     steps_total: u64,
+    /// The scene in force: its `--init` (a preset's name or a state file's path), after the
+    /// start, a reset or a scene key.
+    scene_init: String,
     /// The overlay zoom last set (`--ui-scale`, or [`auto_ui_zoom`] of the target's height).
     ui_zoom: Option<f32>,
     /// The newest state known to be finite and its frame: the initial state, then each
@@ -156,13 +160,11 @@ impl Scene {
                 StepsPerFrame::Auto => 1,
             },
             auto_steps: args.steps_per_frame() == StepsPerFrame::Auto,
+            sim_rate: super::pace::scene_rate(args.init()),
+            rate_limited: false,
             trails: args.trails,
             paused: false,
-            reset_init: if crate::ui::overlay::RESET_INITS.contains(&args.init()) {
-                args.init().to_owned()
-            } else {
-                "plummer".into()
-            },
+            reset_init: args.init().to_owned(),
             reset_n: args.n_bodies().max(1),
         };
         let mut scene = Self {
@@ -197,6 +199,7 @@ impl Scene {
             panels: None,
             reports: Vec::new(),
             steps_total: 0,
+            scene_init: args.init().to_owned(),
             ui_zoom: Some(first_zoom),
             pace: Pace::new(1e3 / args.target_fps.unwrap_or(DEFAULT_TARGET_FPS)),
             last_finite: (0, bodies.clone()),
@@ -225,12 +228,16 @@ impl Scene {
         super::check_step_rate(bodies.len(), rate, &what, scene.args.allow_slow)?;
         scene.backend = Some(backend);
         let preset = crate::sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
-        if cpu && scene.args.bodies.is_none() && preset {
-            // `auto` fell back to the CPU with the default N: start again at the CPU's default N
-            // (the preset with the same seed), which keeps a window at 20 frames/s or more.
-            let init = scene.args.init().to_owned();
-            scene.args.bodies = Some(crate::cli::CPU_DEMO_BODIES);
+        let fell_back = cpu && scene.args.bodies.is_none() && scene.args.default_bodies.is_none();
+        if fell_back {
+            // `auto` fell back to the CPU: its default N is the one of scene keys and `r` too.
+            scene.args.default_bodies = Some(crate::cli::CPU_DEMO_BODIES);
             scene.overlay.controls.reset_n = crate::cli::CPU_DEMO_BODIES;
+        }
+        if fell_back && preset {
+            // Started at the default N: start again at the CPU's default N (the preset with the
+            // same seed), which keeps a window at 20 frames/s or more.
+            let init = scene.args.init().to_owned();
             scene.reset(&init, crate::cli::CPU_DEMO_BODIES)?;
             let n = crate::cli::CPU_DEMO_BODIES;
             let note = format!("N = {n}: the CPU backend's default (--bodies sets N)");
@@ -370,7 +377,8 @@ impl Scene {
                 r.counter("interactions/s", crate::sim::interactions(n, steps) / (t * 1e-3));
             }
         }
-        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: self.renderer.draw_ms(), n, steps });
+        let draw = self.renderer.draw_time();
+        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: draw.ms, draw_clock: draw.clock, n, steps, dt });
 
         // 3. UI pass (no GL).
         let mut full_output = None;
@@ -405,6 +413,7 @@ impl Scene {
                     step: step_view.as_ref(),
                     step_unavailable: step_unavailable.as_deref(),
                     cuda: cuda.is_some(),
+                    mode: settings.map(|s| s.interop),
                 },
             };
             // The overlay's zoom follows the window's size (a 4K window gets a readable overlay);
@@ -459,25 +468,10 @@ impl Scene {
         if !self.overlay.workflow.step_mode {
             self.steps_total += u64::from(timings.stopped_after.unwrap_or(steps));
         }
-        let c = &mut self.overlay.controls;
-        if c.auto_steps && !self.overlay.workflow.step_mode {
-            // The frame's work, without the wait for vsync that follows it (the caller presents).
-            // A frame of a step spread over frames ran a part of a step: it tells the pace
-            // nothing about the time per step (and the count is 1 at such N anyway).
-            let ran = if timings.spread.is_some() { 0 } else { steps };
-            c.steps_per_frame = self.pace.next(c.steps_per_frame, ran, t0.elapsed().as_secs_f64() * 1e3);
-        }
+        self.pace_frame(t0, host_frame_ms, steps, &timings);
         self.frame += 1;
         self.last_frame_end = Some(Instant::now());
         Ok(platform_output)
-    }
-
-    /// Fill frames at the display's refresh rate `hz` with `--steps-per-frame auto`, unless
-    /// `--target-fps` was given (the windowed demo calls this once the window exists, with vsync).
-    pub fn use_display_rate(&mut self, hz: f64) {
-        if self.args.target_fps.is_none() && hz.is_finite() && hz > 0.0 {
-            self.pace.set_interval_ms(1e3 / hz);
-        }
     }
 
     /// The overlay's zoom on a target `height_px` physical pixels high at `pixels_per_point`:
@@ -485,11 +479,6 @@ impl Scene {
     /// gives the screen in points of this zoom (pixels / zoom).
     pub fn ui_zoom_for(&self, height_px: u32, pixels_per_point: f32) -> f32 {
         ui_zoom(&self.args, height_px, pixels_per_point)
-    }
-
-    /// The frame interval (ms) that `--steps-per-frame auto` fills.
-    pub fn pace_interval_ms(&self) -> f64 {
-        self.pace.interval_ms()
     }
 
     /// The frame at which the run diverged (non-finite state found), if it did.

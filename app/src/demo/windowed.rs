@@ -2,8 +2,9 @@
 //! `resumed` — the window context ([`WindowContext`]), the scene and egui-winit — and whose
 //! redraws run [`Scene::frame`] and present. Mouse: left drag orbits, right drag pans, the wheel
 //! zooms. Keys: Esc/q quit, space pause, `.` one step (paused), r restart from `--init`, s save a
-//! screenshot (`nbody-interop-PID-K.png`), h hide or show the overlay, 1–4 the presets plummer,
-//! galaxies, ball, figure-eight.
+//! screenshot (`nbody-interop-PID-K.png`), h hide or show the overlay, t trails, 1–4 the presets
+//! plummer, galaxies, ball, figure-eight (each at its own N, or `--bodies`), `[` and `]` halve and
+//! double the simulated time per wall second that `--steps-per-frame auto` keeps to.
 //!
 //! Long steps are spread over frames ([`Scene::spreads_steps`]): a step estimated over
 //! `LONG_STEP_S` (0.5 s) runs one launch (CUDA; CPU: one range of bodies) of about 0.2 s per
@@ -281,10 +282,12 @@ impl App {
             "h" | "H" => st.scene.toggle_overlay(),
             "t" | "T" => st.scene.toggle_trails(),
             "1" | "2" | "3" | "4" => {
+                // The scene at its own N (or --bodies), not the N in force.
                 let i = c.as_str().parse::<usize>().unwrap_or(1) - 1;
-                let init = RESET_INITS[i.min(RESET_INITS.len() - 1)];
-                st.scene.push_action(Action::Reset { init: init.to_string(), n: st.scene.bodies() });
+                st.scene.load_scene(RESET_INITS[i.min(RESET_INITS.len() - 1)]);
             }
+            "[" => st.scene.scale_rate(0.5),
+            "]" => st.scene.scale_rate(2.0),
             _ => return KeyOutcome::Ignored,
         }
         KeyOutcome::Handled

@@ -16,6 +16,25 @@ pub struct TimedDraw {
     pub ms: Option<f64>,
 }
 
+/// What timed the body draw ([`DrawTime`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DrawClock {
+    /// A GL timer query (`GL_TIME_ELAPSED`): GL's own time of the draw.
+    #[default]
+    GlTimer,
+    /// The host (CPU) time of issuing the draw calls: this GL gives no timer query.
+    HostCalls,
+}
+
+/// The body draw's time, ms, and what measured it ([`super::renderer::Renderer::draw_time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DrawTime {
+    /// What measured `ms`.
+    pub clock: DrawClock,
+    /// The newest draw's time, ms; `None` while none was measured.
+    pub ms: Option<f64>,
+}
+
 /// GL timer queries (`GL_TIME_ELAPSED`) in a small ring, read without stalling; with
 /// timestamps on ([`Renderer::set_timestamps`], desktop GL), a `GL_TIMESTAMP` query before each.
 #[derive(Debug)]
@@ -45,6 +64,11 @@ impl GpuTimer {
         }
         let is_gles = info.is_gles;
         Self { free, in_flight: VecDeque::new(), active: None, free_stamps: Vec::new(), stamps: false, finished: Vec::new(), is_gles, last_ms: None }
+    }
+
+    /// Whether this GL gave timer queries (the draw is timed by GL, not by the host).
+    pub(super) fn available(&self) -> bool {
+        !self.free.is_empty() || !self.in_flight.is_empty() || self.active.is_some()
     }
 
     /// Timestamps on (desktop GL with timer queries only; `false` when this GL cannot).

@@ -30,7 +30,7 @@ use super::camera::OrbitCamera;
 use super::gl::Gl;
 use super::GlInfo;
 use super::buffers::{copy_buffer, copy_vbos, create_empty_vbos, create_vbos, delete_vbos, PositionVbos};
-use super::gpu_timer::{GpuTimer, TimedDraw};
+use super::gpu_timer::{DrawClock, DrawTime, GpuTimer, TimedDraw};
 use super::shaders::build_program;
 use super::target::{RenderTarget, BACKGROUND};
 use super::tonemap::{tonemap_wanted, Tonemap};
@@ -107,6 +107,9 @@ pub struct Renderer {
     u_speed_scale: Option<glow::NativeUniformLocation>,
     u_intensity: Option<glow::NativeUniformLocation>,
     timer: GpuTimer,
+    /// Host time of issuing the last body draw's GL calls (ms): the draw's time where GL has no
+    /// timer query ([`Renderer::draw_time`]).
+    draw_host_ms: Option<f64>,
     is_gles: bool,
     /// Reference speed (RMS speed of the initial condition) for the palette.
     speed_ref: f32,
@@ -179,6 +182,7 @@ impl Renderer {
             u_speed_scale,
             u_intensity,
             timer: GpuTimer::new(gl, info),
+            draw_host_ms: None,
             is_gles,
             speed_ref: 1.0,
             world_size: 0.01,
@@ -301,6 +305,17 @@ impl Renderer {
         self.timer.last_ms
     }
 
+    /// The body draw's time as this GL can give it: the GL timer query's where there is one,
+    /// else the host time of issuing the draw calls (what the CPU spent in them; the GL's work
+    /// may run after).
+    pub fn draw_time(&self) -> DrawTime {
+        if self.timer.available() {
+            DrawTime { clock: DrawClock::GlTimer, ms: self.timer.last_ms }
+        } else {
+            DrawTime { clock: DrawClock::HostCalls, ms: self.draw_host_ms }
+        }
+    }
+
     /// Puts a `GL_TIMESTAMP` query before each body draw (the timeline), or stops. Returns
     /// whether they are on: desktop GL with timer queries only.
     pub fn set_timestamps(&mut self, gl: Gl<'_>, on: bool) -> bool {
@@ -329,6 +344,7 @@ impl Renderer {
         if w == 0 || h == 0 || self.destroyed {
             return;
         }
+        let t_host = std::time::Instant::now();
         // The light goes into the half-float buffer when there is one, else into the target. A
         // buffer GL cannot make turns tone mapping off for the run (said once).
         let light = self.tonemap.as_mut().and_then(|t| t.light(gl, [w, h]));
@@ -419,6 +435,7 @@ impl Renderer {
             }
         }
         self.timer.end(gl);
+        self.draw_host_ms = Some(t_host.elapsed().as_secs_f64() * 1e3);
         self.timer.poll(gl, wait_timer);
         self.update_trail(gl, vbos.buffers[front], vbos.n, p.advanced);
     }

@@ -3,6 +3,7 @@
 //! simulate.
 
 use crate::backend::{InteropSettings, SimTimings};
+use crate::gfx::gpu_timer::DrawClock;
 use crate::sim::PhysParams;
 
 /// Measurements of one frame, recorded after it is drawn.
@@ -14,12 +15,16 @@ pub struct FrameStats {
     pub host_frame_ms: f64,
     /// Timings of the simulate call.
     pub sim: SimTimings,
-    /// GL timer-query time of the body draw (ms), of this or an earlier frame.
+    /// Time of the body draw (ms), of this or an earlier frame, measured as `draw_clock` says.
     pub draw_ms: Option<f64>,
+    /// What measured `draw_ms`: a GL timer query, or the host time of the draw calls.
+    pub draw_clock: DrawClock,
     /// Bodies N.
     pub n: usize,
     /// Leapfrog steps done this frame.
     pub steps: u32,
+    /// Time step dt of those steps (simulated time units).
+    pub dt: f32,
 }
 
 /// What the user asked for in the overlay; applied by the frame loop before the next simulate.

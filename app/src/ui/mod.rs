@@ -5,6 +5,7 @@
 pub mod action;
 pub mod fonts;
 pub mod overlay;
+pub mod rows;
 pub mod timeline;
 mod widgets;
 pub mod workflow;

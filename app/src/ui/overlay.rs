@@ -12,6 +12,7 @@ use egui_plot::{Line, Plot, PlotPoints};
 
 use super::action::{Action, FrameStats};
 use super::bundled_glyphs;
+use super::rows::{handover_ms, timing_rows, Measure, GATHER_ROW};
 use super::widgets::{keep, settings_ui};
 use crate::backend::{InteropSettings, SimTimings};
 use crate::cuda::settings::InteropMode;
@@ -52,8 +53,14 @@ pub struct Controls {
     pub params: PhysParams,
     /// Leapfrog steps per frame in force (with `auto_steps`, the count the pace controller chose).
     pub steps_per_frame: u32,
-    /// `--steps-per-frame auto`: the frame loop sets `steps_per_frame` to fill the frame interval.
+    /// `--steps-per-frame auto`: the frame loop sets `steps_per_frame` to fill the frame interval,
+    /// up to what `sim_rate` asks for.
     pub auto_steps: bool,
+    /// Simulated time per wall-clock second that auto keeps to (time units per s): the scene's
+    /// own rate, halved and doubled by the keys `[` and `]`.
+    pub sim_rate: f64,
+    /// The last auto count was set by `sim_rate` (else by the frame budget).
+    pub rate_limited: bool,
     /// Draw trails behind the bodies (`--trails`).
     pub trails: bool,
     /// Paused: no steps unless single-stepped.
@@ -89,7 +96,10 @@ impl Series {
 pub struct Overlay {
     /// Loop state the UI edits (read by the frame loop).
     pub controls: Controls,
+    /// The frame's host time, then one series per [`Measure`] but the gather, in [`MEASURES`] order.
     series: [Series; 6],
+    /// Simulated time per wall second of the last frames.
+    sim_time: SimTimeRate,
     last: FrameStats,
     diagnostics: Option<(u64, Diagnostics)>,
     first_diagnostics: Option<Diagnostics>,
@@ -113,6 +123,44 @@ pub fn step_in_progress_text(t: &SimTimings, cuda: bool) -> Option<String> {
     ))
 }
 
+/// The measures with a plot, in the order of [`Overlay`]'s series after the host frame time.
+const MEASURES: [Measure; 5] = [Measure::Map, Measure::Kernel, Measure::Unmap, Measure::Upload, Measure::Draw];
+
+/// Frames over which the overlay's simulated time per wall second is measured.
+pub const SIM_TIME_FRAMES: usize = 30;
+
+/// Simulated time per wall second over the last [`SIM_TIME_FRAMES`] frames: the sum of their
+/// steps × dt over the sum of their start-to-start times (one frame jitters too much to read).
+#[derive(Debug, Default)]
+pub struct SimTimeRate {
+    /// (simulated time units, wall ms) of each frame, oldest first.
+    frames: VecDeque<(f64, f64)>,
+}
+
+impl SimTimeRate {
+    /// Add a frame of `steps` steps of `dt` that came `host_frame_ms` after the one before
+    /// (0 or less: the first frame, not counted).
+    pub fn push(&mut self, steps: u32, dt: f32, host_frame_ms: f64) {
+        if host_frame_ms > 0.0 && host_frame_ms.is_finite() {
+            if self.frames.len() == SIM_TIME_FRAMES {
+                self.frames.pop_front();
+            }
+            self.frames.push_back((f64::from(steps) * f64::from(dt), host_frame_ms));
+        }
+    }
+
+    /// Simulated time units per wall second over the frames kept; `None` before the first.
+    pub fn rate(&self) -> Option<f64> {
+        let (sim, wall_ms) = self.frames.iter().fold((0.0, 0.0), |(a, b), &(s, w)| (a + s, b + w));
+        (wall_ms > 0.0).then(|| sim / (wall_ms * 1e-3))
+    }
+
+    /// Forget the frames (a reset).
+    pub fn clear(&mut self) {
+        self.frames.clear();
+    }
+}
+
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "—".to_owned(), |v| format!("{v:.3} ms"))
 }
@@ -120,10 +168,11 @@ fn ms(v: Option<f64>) -> String {
 impl Overlay {
     /// An overlay starting from these controls.
     pub fn new(controls: Controls) -> Self {
-        let names = ["frame (host)", "map", "kernel", "unmap", "upload", "GL draw"];
+        let names = ["frame (host)", "map", "kernel", "unmap", "upload", "draw"];
         Self {
             controls,
             series: names.map(|name| Series { name, points: VecDeque::new() }),
+            sim_time: SimTimeRate::default(),
             last: FrameStats::default(),
             diagnostics: None,
             first_diagnostics: None,
@@ -137,9 +186,13 @@ impl Overlay {
     pub fn record(&mut self, s: &FrameStats) {
         // Frame 0 has no previous frame, hence no host frame time.
         let host = (s.frame > 0).then_some(s.host_frame_ms);
-        let values = [host, s.sim.map_ms, s.sim.kernel_ms, s.sim.unmap_ms, s.sim.upload_ms, s.draw_ms];
+        let values = std::iter::once(host).chain(MEASURES.map(|m| m.of(s)));
         for (series, v) in self.series.iter_mut().zip(values) {
             series.push(s.frame, v);
+        }
+        if s.sim.spread.is_none() {
+            // A frame of a step spread over frames moved nothing yet.
+            self.sim_time.push(s.steps, s.dt, host.unwrap_or(0.0));
         }
         self.last = *s;
     }
@@ -159,6 +212,7 @@ impl Overlay {
         for s in &mut self.series {
             s.points.clear();
         }
+        self.sim_time.clear();
     }
 
     /// A message (e.g. a failed reset or settings change) shown until the next one.
@@ -293,52 +347,45 @@ impl Overlay {
                 ui.label(format!("{:.2} ms ({:.0} fps)", s.host_frame_ms, 1e3 / s.host_frame_ms));
             }
             ui.end_row();
-            // Each row is named for what this mode measures (external memory maps nothing: its
-            // two host waits stand where map and unmap are).
-            let (map, unmap) = match mode {
-                Some(InteropMode::External) => ("GL fence wait (host)", "CUDA event wait (host)"),
-                _ => ("map (CUDA events)", "unmap (CUDA events)"),
-            };
-            for (name, v) in [
-                (map, s.sim.map_ms),
-                ("kernel", s.sim.kernel_ms),
-                (unmap, s.sim.unmap_ms),
-                ("upload", s.sim.upload_ms),
-                ("gather (slices)", s.sim.gather_ms),
-                ("GL draw", s.draw_ms),
-            ] {
-                if name == "gather (slices)" && v.is_none() {
-                    continue;
-                }
-                ui.label(name);
-                ui.label(ms(v));
+            // Only the rows this backend measures, each named for what measured it (ui/rows.rs).
+            let gather = s.sim.gather_ms.map(|_| GATHER_ROW);
+            for row in timing_rows(mode, s.draw_clock).into_iter().chain(gather) {
+                ui.label(row.label);
+                ui.label(ms(row.measure.of(&s)));
                 ui.end_row();
             }
             ui.label("steps / frame");
-            let pace = if self.controls.auto_steps { " (auto)" } else { "" };
+            let c = &self.controls;
+            let pace = if c.auto_steps { " (auto)" } else { "" };
             if s.frame == 0 || s.host_frame_ms <= 0.0 {
                 ui.label(format!("{}{pace}", s.steps));
             } else {
                 ui.label(format!("{}{pace} · {:.0} steps/s", s.steps, f64::from(s.steps) * 1e3 / s.host_frame_ms));
             }
             ui.end_row();
-            // The hand-over between CUDA and GL as a share of the frame: map + unmap, or the
-            // upload; external memory's GL fence wait plus what its CUDA event wait adds to the
-            // kernel (that wait spans the launches).
-            let handover: f64 = match mode {
-                Some(InteropMode::External) => {
-                    let beyond = s.sim.unmap_ms.zip(s.sim.kernel_ms).map(|(w, k)| (w - k).max(0.0));
-                    [s.sim.map_ms, beyond].iter().flatten().sum()
-                }
-                _ => [s.sim.map_ms, s.sim.unmap_ms, s.sim.upload_ms].iter().flatten().sum(),
-            };
-            ui.label("interop share");
-            if s.frame == 0 || s.host_frame_ms <= 0.0 || handover <= 0.0 {
-                ui.label("—");
+            if c.auto_steps {
+                // Which limit set the count: what fits the frame, or the scene's rate.
+                ui.label("auto limit");
+                ui.label(if c.rate_limited { "scene rate (keys [ ])" } else { "frame budget" });
+                ui.end_row();
+            }
+            ui.label("sim time / wall s");
+            let now = self.sim_time.rate().map_or_else(|| "—".to_owned(), |r| format!("{r:.3}"));
+            if c.auto_steps {
+                ui.label(format!("{now} (asked {:.3})", c.sim_rate));
             } else {
-                ui.label(format!("{:.1} % of the frame", 100.0 * handover / s.host_frame_ms));
+                ui.label(now);
             }
             ui.end_row();
+            // The hand-over between CUDA and GL as a share of the frame, where there is interop.
+            if mode.is_some() {
+                ui.label("interop share");
+                match handover_ms(mode, &s).filter(|_| s.frame > 0 && s.host_frame_ms > 0.0) {
+                    Some(h) => ui.label(format!("{:.1} % of the frame", 100.0 * h / s.host_frame_ms)),
+                    None => ui.label("—"),
+                };
+                ui.end_row();
+            }
             ui.label("interactions/s");
             match self.throughput() {
                 Some((per_s, gflops)) => {
@@ -362,17 +409,20 @@ impl Overlay {
         ];
         ui.label(RichText::new(format!("last {HISTORY} frames (ms)")).small());
         egui::Grid::new("timing_plots").num_columns(2).spacing([6.0, 2.0]).show(ui, |ui| {
-            for (series, color) in self.series.iter().zip(colors) {
+            // The frame time, then the rows this backend shows, named as they are.
+            let rows = timing_rows(mode, s.draw_clock);
+            let labelled = self.series.iter().zip(colors).enumerate().filter_map(|(i, (series, color))| {
+                let label = match i {
+                    0 => Some(series.name),
+                    _ => rows.iter().find(|r| r.measure == MEASURES[i - 1]).map(|r| r.label),
+                };
+                label.map(|l| (l, series, color))
+            });
+            for (label, series, color) in labelled {
                 if series.last().is_none() {
                     continue;
                 }
                 let max = series.points.iter().map(|p| p[1]).fold(0.0, f64::max);
-                // Named for what this mode measures, like the rows above.
-                let label = match (mode, series.name) {
-                    (Some(InteropMode::External), "map") => "GL fence wait",
-                    (Some(InteropMode::External), "unmap") => "CUDA event wait",
-                    (_, name) => name,
-                };
                 ui.label(RichText::new(format!("{label}\nmax {max:.3}")).color(color).small());
                 let pts: PlotPoints<'_> = series.points.iter().copied().collect();
                 Plot::new(("timing_plot", series.name))
@@ -412,8 +462,10 @@ impl Overlay {
             ui.horizontal(|ui| {
                 // With auto the field shows the count in force and is not editable.
                 ui.add_enabled(!c.auto_steps, keep(egui::DragValue::new(&mut c.steps_per_frame).range(1..=u32::MAX)));
-                ui.checkbox(&mut c.auto_steps, "auto")
-                    .on_hover_text("as many steps as fit the frame interval (vsync or --target-fps), measured as it runs");
+                ui.checkbox(&mut c.auto_steps, "auto").on_hover_text(
+                    "as many steps as fit the frame interval (vsync or --target-fps), measured as it runs, \
+                     up to the scene's simulated time per wall second (keys [ and ])",
+                );
             });
             ui.end_row();
         });
@@ -437,6 +489,9 @@ impl Overlay {
             if c.reset_init == "figure-eight" {
                 // The figure-eight orbit has exactly three bodies; the N field would mislead.
                 ui.label("N = 3 (fixed)");
+            } else if !RESET_INITS.contains(&c.reset_init.as_str()) {
+                // A state file (the run's --init) fixes N itself.
+                ui.label("N from the file");
             } else {
                 ui.label("N");
                 ui.add(keep(egui::DragValue::new(&mut c.reset_n).range(1..=usize::MAX).speed(64)));
@@ -492,7 +547,7 @@ fn norm(v: [f64; 3]) -> f64 {
 }
 
 /// The controls, in one line under the heading (all glyphs in egui's bundled fonts).
-pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, t trails, 1-4 presets";
+pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, t trails, 1-4 scenes, [ ] slower/faster";
 
 /// The controls in full (hover text of [`HELP`]).
 pub const HELP_LONG: &str = "Esc or q: quit (the outputs asked for are written)\n\
@@ -502,13 +557,32 @@ r: restart from the run's own initial condition (--init)\n\
 s: save a screenshot (nbody-interop-PID-K.png)\n\
 h: hide / show this overlay\n\
 t: trails on / off\n\
-1 2 3 4: presets plummer, galaxies, ball, figure-eight (same N)\n\
+1 2 3 4: scenes plummer, galaxies, ball, figure-eight, each at its own N (or --bodies)\n\
+[ and ]: halve / double the simulated time per wall second (steps / frame auto)\n\
 mouse: left drag orbits, right drag pans, wheel zooms";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::StepProgress;
+
+    /// Simulated time per wall second: over the frames kept, not the last one alone.
+    #[test]
+    fn sim_time_per_wall_second_is_over_the_last_frames() {
+        let mut r = SimTimeRate::default();
+        assert_eq!(r.rate(), None);
+        r.push(34, 0.001, 0.0);
+        assert_eq!(r.rate(), None, "the first frame has no period");
+        // 33 steps of 0.001 in 15 ms, then 34 in 21 ms: 0.067 time units in 36 ms.
+        r.push(33, 0.001, 15.0);
+        r.push(34, 0.001, 21.0);
+        let got = r.rate().expect("a rate");
+        assert!((got - 0.067 / 0.036).abs() < 1e-4, "{got}");
+        for _ in 0..SIM_TIME_FRAMES {
+            r.push(20, 0.001, 10.0);
+        }
+        assert!((r.rate().expect("a rate") - 2.0).abs() < 1e-4, "only the last {SIM_TIME_FRAMES} frames count");
+    }
 
     #[test]
     fn the_step_in_progress_banner_says_how_far_the_step_is() {

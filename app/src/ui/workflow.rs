@@ -27,11 +27,13 @@ pub struct WorkflowView<'a> {
     /// The backend runs on CUDA (its times come from CUDA events; the CPU backend's step time is
     /// the host's clock).
     pub cuda: bool,
+    /// The CUDA backend's interop mode (`None`: the CPU backend), for the timing rows.
+    pub mode: Option<crate::cuda::settings::InteropMode>,
 }
 
 impl Default for WorkflowView<'_> {
     fn default() -> Self {
-        WorkflowView { calls: &[], frame: None, spans: &[], tracing: false, step: None, step_unavailable: Some("no backend"), cuda: false }
+        WorkflowView { calls: &[], frame: None, spans: &[], tracing: false, step: None, step_unavailable: Some("no backend"), cuda: false, mode: None }
     }
 }
 
@@ -64,15 +66,10 @@ impl WorkflowPanel {
     pub fn body(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
         ui.label(RichText::new("register -> map -> get pointer -> launch -> unmap -> draw -> unregister").small());
         egui::Grid::new("workflow_times").num_columns(2).show(ui, |ui| {
-            let kernel = if view.cuda { "kernel (CUDA events)" } else { "CPU step (host clock)" };
-            for (name, v) in [
-                ("map (CUDA events)", stats.sim.map_ms),
-                (kernel, stats.sim.kernel_ms),
-                ("unmap (CUDA events)", stats.sim.unmap_ms),
-                ("draw (GL timer)", stats.draw_ms),
-            ] {
-                ui.label(name);
-                ui.label(ms(v));
+            // The rows this backend measures, named as in the timings above.
+            for row in super::rows::timing_rows(view.mode, stats.draw_clock) {
+                ui.label(row.label);
+                ui.label(ms(row.measure.of(stats)));
                 ui.end_row();
             }
         });
@@ -290,7 +287,7 @@ mod tests {
         };
         let mut panel = WorkflowPanel { step_mode: true, ..Default::default() };
         panel.lab.push(crate::teach::lab::Outcome::unavailable(&crate::teach::lab::CASES[0], "no GPU"));
-        let view = WorkflowView { calls: &calls, frame: Some(1), spans: &[], tracing: true, step: Some(&step), step_unavailable: None, cuda: true };
+        let view = WorkflowView { calls: &calls, frame: Some(1), spans: &[], tracing: true, step: Some(&step), step_unavailable: None, cuda: true, mode: Some(crate::cuda::settings::InteropMode::Map) };
         assert!(run_body(&mut panel, &view).is_empty(), "nothing clicked, nothing asked");
     }
 }

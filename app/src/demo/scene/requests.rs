@@ -52,6 +52,7 @@ impl Scene {
                 Action::RunLab(name) => self.run_lab(&name),
                 Action::Reset { init, n } => self.reset(&init, n)?,
                 Action::Restart => {
+                    // The run's own scene and N (`--bodies`, else the backend's default).
                     let (init, n) = (self.args.init().to_owned(), self.args.n_bodies());
                     self.reset(&init, n)?
                 }
@@ -107,6 +108,7 @@ impl Scene {
         if self.overlay.controls.auto_steps {
             self.overlay.controls.steps_per_frame = 1;
         }
+        self.set_scene_in_force(init, bodies.len());
         self.last_finite = (self.frame, bodies.clone());
         self.diverged = None;
         self.overlay.clear();

@@ -43,11 +43,66 @@ fn reset_recreates_vbos_and_backend_with_the_new_n() {
     frame(&mut s, t);
     assert_eq!(s.renderer.vbos().n, 300);
     assert_eq!(s.backend.as_ref().map(|b| b.n()), Some(300));
-    assert_eq!(s.overlay.controls.reset_n, 200, "the reset combo keeps its own value");
+    assert_eq!(s.overlay.controls.reset_init, "ball", "the scene box shows the scene in force");
+    assert_eq!(s.overlay.controls.reset_n, 300, "and its N");
     // A bad reset is shown in the overlay and keeps the old state.
     s.pending.push(Action::Reset { init: "nosuch".into(), n: 10 });
     frame(&mut s, t);
     assert_eq!(s.renderer.vbos().n, 300);
+    drop(s);
+    drop(ctx);
+}
+
+/// Keys 1–4 after the figure-eight (N = 3): each scene at its own N — the backend's default
+/// without `--bodies`, `--bodies` where given — and the scene box and rate follow the scene.
+#[test]
+fn scene_keys_load_each_scene_at_its_own_n() {
+    use crate::demo::pace::{FIGURE_EIGHT_RATE, GALAXIES_RATE};
+    let v = ["nbody-interop", "--headless", "--backend", "cpu", "--init", "figure-eight", "--width", "96", "--height", "64"];
+    let mut a = Cli::try_parse_from(v).expect("arguments parse").demo;
+    // What the demo's entry sets for the CPU backend (smaller here, for a quick test).
+    a.default_bodies = Some(300);
+    let (mut s, t, ctx) = scene(&a);
+    frame(&mut s, t);
+    assert_eq!(s.bodies(), 3);
+    assert_eq!(s.overlay.controls.reset_init, "figure-eight", "the box shows the scene at the start");
+    assert_eq!(s.sim_rate(), FIGURE_EIGHT_RATE);
+    s.load_scene("galaxies");
+    frame(&mut s, t);
+    assert_eq!(s.bodies(), 300, "the default N, not the figure-eight's 3");
+    assert_eq!((s.scene_init(), s.overlay.controls.reset_init.as_str()), ("galaxies", "galaxies"));
+    assert_eq!(s.sim_rate(), GALAXIES_RATE, "another scene, its own rate");
+    s.scale_rate(2.0);
+    s.push_action(Action::Reset { init: "galaxies".into(), n: 300 });
+    frame(&mut s, t);
+    assert_eq!(s.sim_rate(), 2.0 * GALAXIES_RATE, "the same scene again keeps the rate the keys set");
+    s.push_action(Action::Restart);
+    frame(&mut s, t);
+    assert_eq!((s.bodies(), s.scene_init()), (3, "figure-eight"), "r: the run's own scene");
+    drop(s);
+    // With --bodies, the keys load that N.
+    let (mut s, t, ctx2) = scene(&args(&["--init", "figure-eight"]));
+    s.load_scene("ball");
+    frame(&mut s, t);
+    assert_eq!(s.bodies(), 200);
+    drop(s);
+    drop(ctx2);
+    drop(ctx);
+}
+
+/// `--steps-per-frame auto` on a three-body scene: once the frame budget allows more, the
+/// scene's rate sets the count (not the budget's thousands of steps).
+#[test]
+fn auto_steps_keep_to_the_scene_rate() {
+    // A long frame interval (1 frame/s): the budget alone would allow far more steps.
+    let a = args(&["--init", "figure-eight", "--steps-per-frame", "auto", "--target-fps", "1", "--no-overlay"]);
+    let (mut s, t, ctx) = scene(&a);
+    for _ in 0..16 {
+        frame(&mut s, t);
+    }
+    let c = &s.overlay.controls;
+    assert!(c.rate_limited, "the rate limits a three-body scene ({} steps)", c.steps_per_frame);
+    assert!(c.steps_per_frame < 4000, "{} steps a frame", c.steps_per_frame);
     drop(s);
     drop(ctx);
 }
