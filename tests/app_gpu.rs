@@ -11,6 +11,8 @@
 
 #[path = "common/gpu_gate.rs"]
 mod gpu_gate;
+#[path = "app_gpu/images.rs"]
+mod images;
 #[path = "app_gpu/kernels.rs"]
 mod kernels;
 #[path = "app_gpu/precision.rs"]
@@ -105,5 +107,6 @@ fn main() {
         ("external_step_matches_float64_reference", storages::external_step_matches_float64_reference, None),
         ("external_gl_draws_what_the_kernel_wrote_every_frame", storages::external_gl_draws_what_the_kernel_wrote_every_frame, None),
         ("external_create_destroy_leaks_nothing", storages::external_create_destroy_leaks_nothing, None),
+        ("gl_image_round_trip_and_its_mistakes", images::gl_image_round_trip_and_its_mistakes, None),
     ]);
 }

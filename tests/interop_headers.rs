@@ -103,3 +103,72 @@ fn header_knows_newer_variants_we_deliberately_do_not_ask_for() {
     assert_eq!(typedef_params(&h, "PFN_cuCtxCreate_v11040"), Some(5));
     assert_eq!(typedef_params(&h, "PFN_cuCtxCreate_v12050"), Some(4));
 }
+
+/// The image workflow's structs have the C layout of `cuda.h`: each struct's size and every
+/// field's offset, printed by a C program compiled against the pinned headers (gcc), equal the
+/// Rust ones. A wrong offset would make the driver read a wrong array, pitch or filter mode.
+#[test]
+fn struct_layouts_match_cuda_h() {
+    use interop::sys::{CUDA_ARRAY_DESCRIPTOR, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
+    use std::mem::{offset_of, size_of};
+    let c = r#"#include <stdio.h>
+#include <stddef.h>
+#include <cuda.h>
+#define F(s, f) printf(#s "." #f " %zu\n", offsetof(s, f));
+int main(void) {
+  printf("CUDA_RESOURCE_DESC %zu\n", sizeof(CUDA_RESOURCE_DESC)); F(CUDA_RESOURCE_DESC, res) F(CUDA_RESOURCE_DESC, flags)
+  printf("CUDA_TEXTURE_DESC %zu\n", sizeof(CUDA_TEXTURE_DESC)); F(CUDA_TEXTURE_DESC, filterMode) F(CUDA_TEXTURE_DESC, flags)
+  F(CUDA_TEXTURE_DESC, maxAnisotropy) F(CUDA_TEXTURE_DESC, borderColor) F(CUDA_TEXTURE_DESC, reserved)
+  printf("CUDA_MEMCPY2D %zu\n", sizeof(CUDA_MEMCPY2D)); F(CUDA_MEMCPY2D, srcMemoryType) F(CUDA_MEMCPY2D, srcHost)
+  F(CUDA_MEMCPY2D, srcArray) F(CUDA_MEMCPY2D, dstMemoryType) F(CUDA_MEMCPY2D, dstArray) F(CUDA_MEMCPY2D, dstPitch)
+  F(CUDA_MEMCPY2D, WidthInBytes) F(CUDA_MEMCPY2D, Height)
+  printf("CUDA_ARRAY_DESCRIPTOR %zu\n", sizeof(CUDA_ARRAY_DESCRIPTOR)); F(CUDA_ARRAY_DESCRIPTOR, Format) F(CUDA_ARRAY_DESCRIPTOR, NumChannels)
+  return 0;
+}
+"#;
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("layouts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    std::fs::write(dir.join("layouts.c"), c).expect("write layouts.c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .arg("-I")
+        .arg(include_dir())
+        .args(["-o", "layouts", "layouts.c"])
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{cc}: {e} (a C compiler is needed to read cuda.h's layouts)"));
+    assert!(built.status.success(), "compiling layouts.c:\n{}", String::from_utf8_lossy(&built.stderr));
+    let run = Command::new(dir.join("layouts")).output().expect("run layouts");
+    let c_says = String::from_utf8_lossy(&run.stdout).to_string();
+    let rust_says = [
+        ("CUDA_RESOURCE_DESC", size_of::<CUDA_RESOURCE_DESC>()),
+        ("CUDA_RESOURCE_DESC.res", offset_of!(CUDA_RESOURCE_DESC, res)),
+        ("CUDA_RESOURCE_DESC.flags", offset_of!(CUDA_RESOURCE_DESC, flags)),
+        ("CUDA_TEXTURE_DESC", size_of::<CUDA_TEXTURE_DESC>()),
+        ("CUDA_TEXTURE_DESC.filterMode", offset_of!(CUDA_TEXTURE_DESC, filter_mode)),
+        ("CUDA_TEXTURE_DESC.flags", offset_of!(CUDA_TEXTURE_DESC, flags)),
+        ("CUDA_TEXTURE_DESC.maxAnisotropy", offset_of!(CUDA_TEXTURE_DESC, max_anisotropy)),
+        ("CUDA_TEXTURE_DESC.borderColor", offset_of!(CUDA_TEXTURE_DESC, border_color)),
+        ("CUDA_TEXTURE_DESC.reserved", offset_of!(CUDA_TEXTURE_DESC, reserved)),
+        ("CUDA_MEMCPY2D", size_of::<CUDA_MEMCPY2D>()),
+        ("CUDA_MEMCPY2D.srcMemoryType", offset_of!(CUDA_MEMCPY2D, src_memory_type)),
+        ("CUDA_MEMCPY2D.srcHost", offset_of!(CUDA_MEMCPY2D, src_host)),
+        ("CUDA_MEMCPY2D.srcArray", offset_of!(CUDA_MEMCPY2D, src_array)),
+        ("CUDA_MEMCPY2D.dstMemoryType", offset_of!(CUDA_MEMCPY2D, dst_memory_type)),
+        ("CUDA_MEMCPY2D.dstArray", offset_of!(CUDA_MEMCPY2D, dst_array)),
+        ("CUDA_MEMCPY2D.dstPitch", offset_of!(CUDA_MEMCPY2D, dst_pitch)),
+        ("CUDA_MEMCPY2D.WidthInBytes", offset_of!(CUDA_MEMCPY2D, width_in_bytes)),
+        ("CUDA_MEMCPY2D.Height", offset_of!(CUDA_MEMCPY2D, height)),
+        ("CUDA_ARRAY_DESCRIPTOR", size_of::<CUDA_ARRAY_DESCRIPTOR>()),
+        ("CUDA_ARRAY_DESCRIPTOR.Format", offset_of!(CUDA_ARRAY_DESCRIPTOR, format)),
+        ("CUDA_ARRAY_DESCRIPTOR.NumChannels", offset_of!(CUDA_ARRAY_DESCRIPTOR, num_channels)),
+    ];
+    let mut wrong = Vec::new();
+    for (name, rust) in rust_says {
+        let c = c_says.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' '))).and_then(|v| v.trim().parse::<usize>().ok());
+        if c != Some(rust) {
+            wrong.push(format!("{name}: cuda.h {c:?}, Rust {rust}"));
+        }
+    }
+    assert!(wrong.is_empty(), "layouts differ from cuda.h:\n  {}", wrong.join("\n  "));
+}

@@ -13,6 +13,12 @@
 //! unregister       cuGraphicsUnregisterResource     drop(GraphicsResource)
 //! ```
 //!
+//! The image workflow (a GL texture or renderbuffer) differs in two steps: register with
+//! `cuGraphicsGLRegisterImage` ([`GraphicsResource::register_gl_image`]) and, instead of a
+//! pointer, get the CUDA array of a layer and mip level with
+//! `cuGraphicsSubResourceGetMappedArray` ([`Mapping::array`] → [`MappedArray`]), which kernels
+//! reach through surface and texture objects ([`crate::image`]) or `cuMemcpy2D` copies.
+//!
 //! While mapped, only CUDA may touch the buffer; GL may use it again after the unmap, which is
 //! ordered on the stream given to it. The guard types make the order a borrow: a [`Mapping`]
 //! borrows the resources mutably (they cannot be mapped twice, re-flagged or unregistered while
@@ -27,7 +33,7 @@ use std::sync::Arc;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use crate::sys::{gl_device_list, CUdevice, CUdeviceptr, CUgraphicsResource, GLuint};
+use crate::sys::{gl_device_list, CUarray, CUdevice, CUdeviceptr, CUgraphicsResource, GLenum, GLuint, CUDA_ARRAY_DESCRIPTOR};
 use crate::Api;
 
 /// The CUDA devices that can share the current GL context (`cuGLGetDevices`,
@@ -57,14 +63,16 @@ pub fn gl_devices(api: &Api) -> Result<Vec<CUdevice>> {
     }
 }
 
-/// A GL buffer object registered with CUDA; unregistered on drop.
+/// A GL buffer object, texture or renderbuffer registered with CUDA; unregistered on drop.
 ///
-/// Drop it *before* deleting the GL buffer and before the GL context goes.
+/// Drop it *before* deleting the GL object and before the GL context goes.
 #[derive(Debug)]
 pub struct GraphicsResource {
     ctx: Arc<Context>,
     raw: CUgraphicsResource,
     gl_buffer: GLuint,
+    /// The GL target of a registered image (`GL_TEXTURE_2D`, `GL_RENDERBUFFER`, …); `None` for a buffer.
+    image_target: Option<GLenum>,
     register_flags: c_uint,
     map_flags: c_uint,
 }
@@ -86,7 +94,29 @@ impl GraphicsResource {
         let mut raw: CUgraphicsResource = std::ptr::null_mut();
         // SAFETY: writes one handle; the driver validates the buffer name against the current GL context.
         unsafe { ctx.api().cuGraphicsGLRegisterBuffer(&mut raw, buffer, flags) }?;
-        Ok(GraphicsResource { ctx: ctx.clone(), raw, gl_buffer: buffer, register_flags: flags, map_flags: 0 })
+        Ok(GraphicsResource { ctx: ctx.clone(), raw, gl_buffer: buffer, image_target: None, register_flags: flags, map_flags: 0 })
+    }
+
+    /// Registers the GL texture or renderbuffer `image` of the current GL context, bound to
+    /// `target` (`GL_TEXTURE_2D`, `GL_TEXTURE_RECTANGLE`, `GL_TEXTURE_CUBE_MAP`, `GL_TEXTURE_3D`,
+    /// `GL_TEXTURE_2D_ARRAY` or `GL_RENDERBUFFER`), with `CU_GRAPHICS_REGISTER_FLAGS_*` flags
+    /// (`SURFACE_LDST`: "CUDA will bind this resource to a surface") (`cuGraphicsGLRegisterImage`).
+    /// The reference lists the internal formats it supports: GL_RED, GL_RG, GL_RGBA,
+    /// GL_LUMINANCE, GL_ALPHA, GL_LUMINANCE_ALPHA, GL_INTENSITY, and {GL_R, GL_RG, GL_RGBA} ×
+    /// {8, 16, 16F, 32F, 8UI, 16UI, 32UI, 8I, 16I, 32I} (e.g. GL_R32F, GL_RGBA8); three-channel
+    /// formats such as GL_RGB8 are not in the list (driver 580 on an H200 registered a GL_RGB8
+    /// texture all the same). Textures with borders and multisampled renderbuffers are disallowed.
+    ///
+    /// # Errors
+    /// The driver's error; the reference lists `CUDA_ERROR_INVALID_HANDLE`,
+    /// `CUDA_ERROR_ALREADY_MAPPED`, `CUDA_ERROR_INVALID_CONTEXT` and `CUDA_ERROR_OPERATING_SYSTEM`;
+    /// [`Error::Unavailable`] without GL interop.
+    #[doc(alias = "cuGraphicsGLRegisterImage")]
+    pub fn register_gl_image(ctx: &Arc<Context>, image: GLuint, target: GLenum, flags: c_uint) -> Result<GraphicsResource> {
+        let mut raw: CUgraphicsResource = std::ptr::null_mut();
+        // SAFETY: writes one handle; the driver validates the name and target against the current GL context.
+        unsafe { ctx.api().cuGraphicsGLRegisterImage(&mut raw, image, target, flags) }?;
+        Ok(GraphicsResource { ctx: ctx.clone(), raw, gl_buffer: image, image_target: Some(target), register_flags: flags, map_flags: 0 })
     }
 
     /// Sets `CU_GRAPHICS_MAP_RESOURCE_FLAGS_*` for the following maps (`cuGraphicsResourceSetMapFlags`).
@@ -105,9 +135,13 @@ impl GraphicsResource {
     pub fn raw(&self) -> CUgraphicsResource {
         self.raw
     }
-    /// The GL buffer name.
+    /// The GL object's name (a buffer, or the texture or renderbuffer of an image).
     pub fn gl_buffer(&self) -> GLuint {
         self.gl_buffer
+    }
+    /// The GL target of a registered image; `None` for a buffer.
+    pub fn image_target(&self) -> Option<GLenum> {
+        self.image_target
     }
     /// The register flags.
     pub fn register_flags(&self) -> c_uint {
@@ -169,6 +203,16 @@ impl Mapping<'_> {
     #[doc(alias = "cuGraphicsResourceGetMappedPointer")]
     pub fn pointer(&self, index: usize) -> Result<MappedPtr<'_>> {
         self.inner.pointer(index)
+    }
+
+    /// The CUDA array of layer `array_index`, mip level `mip_level` of mapped image resource
+    /// `index` (`cuGraphicsSubResourceGetMappedArray`), with its shape (`cuArrayGetDescriptor`).
+    ///
+    /// # Errors
+    /// As [`DetachedMapping::array`].
+    #[doc(alias = "cuGraphicsSubResourceGetMappedArray")]
+    pub fn array(&self, index: usize, array_index: u32, mip_level: u32) -> Result<MappedArray<'_>> {
+        self.inner.array(index, array_index, mip_level)
     }
 
     /// Unmaps now (one `cuGraphicsUnmapResources` on the mapping's stream), returning its error.
@@ -241,6 +285,29 @@ impl DetachedMapping {
         Ok(MappedPtr { ptr, size, index, api: &self.api })
     }
 
+    /// The CUDA array of layer `array_index`, mip level `mip_level` of mapped image resource
+    /// `index` (`cuGraphicsSubResourceGetMappedArray`), with its shape (`cuArrayGetDescriptor`).
+    /// The array is valid until the unmap: the returned value borrows the mapping.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an index out of range; the driver's error:
+    /// `CUDA_ERROR_NOT_MAPPED_AS_ARRAY` for a buffer resource, `CUDA_ERROR_INVALID_VALUE` for a
+    /// layer or level the image does not have (reference).
+    #[doc(alias = "cuGraphicsSubResourceGetMappedArray")]
+    pub fn array(&self, index: usize, array_index: u32, mip_level: u32) -> Result<MappedArray<'_>> {
+        let res = *self
+            .raw
+            .get(index)
+            .ok_or_else(|| Error::InvalidArgument(format!("resource index {index} of {}", self.raw.len())))?;
+        let mut raw: CUarray = std::ptr::null_mut();
+        // SAFETY: the resource is mapped (self exists and was not unmapped); writes one handle.
+        unsafe { self.api.cuGraphicsSubResourceGetMappedArray(&mut raw, res, array_index, mip_level) }?;
+        let mut desc = CUDA_ARRAY_DESCRIPTOR::default();
+        // SAFETY: `raw` is the live array the driver just returned; writes one descriptor.
+        unsafe { self.api.cuArrayGetDescriptor(&mut desc, raw) }?;
+        Ok(MappedArray { raw, desc, api: &self.api })
+    }
+
     /// Unmaps now (one `cuGraphicsUnmapResources` on the mapping's stream), returning its error.
     ///
     /// # Errors
@@ -306,6 +373,16 @@ impl OwnedMapping {
         self.inner.pointer(index)
     }
 
+    /// The CUDA array of layer `array_index`, mip level `mip_level` of mapped image resource
+    /// `index`; as [`DetachedMapping::array`].
+    ///
+    /// # Errors
+    /// As [`DetachedMapping::array`].
+    #[doc(alias = "cuGraphicsSubResourceGetMappedArray")]
+    pub fn array(&self, index: usize, array_index: u32, mip_level: u32) -> Result<MappedArray<'_>> {
+        self.inner.array(index, array_index, mip_level)
+    }
+
     /// The mapped resources (read only).
     pub fn resources(&self) -> &[GraphicsResource] {
         &self.resources
@@ -323,6 +400,45 @@ impl OwnedMapping {
         let OwnedMapping { inner, resources, stream: _ } = self;
         let r = inner.unmap();
         (resources, r)
+    }
+}
+
+/// The CUDA array of one mapped image (a layer and mip level); valid only while its
+/// [`Mapping`] lives, which it borrows. Kernels reach it through a surface or texture object
+/// ([`crate::image`]), copies through `cuMemcpy2D`.
+#[derive(Debug, Clone, Copy)]
+pub struct MappedArray<'m> {
+    raw: CUarray,
+    desc: CUDA_ARRAY_DESCRIPTOR,
+    api: &'m Api,
+}
+
+impl<'m> MappedArray<'m> {
+    /// The raw handle (valid while the mapping lives).
+    pub fn raw(&self) -> CUarray {
+        self.raw
+    }
+    /// Width and height, texels.
+    pub fn size(&self) -> (usize, usize) {
+        (self.desc.width, self.desc.height)
+    }
+    /// The array's shape, element format and channels (`cuArrayGetDescriptor`).
+    pub fn descriptor(&self) -> CUDA_ARRAY_DESCRIPTOR {
+        self.desc
+    }
+    /// Bytes per texel: channels × the element format's size.
+    pub fn texel_bytes(&self) -> usize {
+        use crate::sys::array_format as f;
+        let element = match self.desc.format {
+            f::UNSIGNED_INT8 | f::SIGNED_INT8 => 1,
+            f::UNSIGNED_INT16 | f::SIGNED_INT16 | f::HALF => 2,
+            _ => 4,
+        };
+        element * self.desc.num_channels as usize
+    }
+    /// The table the mapping was made with.
+    pub fn api(&self) -> &'m Api {
+        self.api
     }
 }
 

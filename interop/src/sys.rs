@@ -44,7 +44,14 @@ opaque_handle! {
     CUevent => CUevent_st;
     /// `CUgraphicsResource`: a registered graphics (GL) resource.
     CUgraphicsResource => CUgraphicsResource_st;
+    /// `CUarray`: a CUDA array (opaque 1D/2D/3D texel storage; here, a mapped GL image).
+    CUarray => CUarray_st;
 }
+
+/// `CUsurfObject`: a surface object (reads and writes of an array's texels by coordinates).
+pub type CUsurfObject = u64;
+/// `CUtexObject`: a texture object (filtered, addressed reads of an array).
+pub type CUtexObject = u64;
 
 /// `CU_STREAM_LEGACY`: the legacy default stream, whatever the table's semantics.
 pub const CU_STREAM_LEGACY: CUstream = 0x1 as CUstream;
@@ -263,6 +270,11 @@ pub mod register_flags {
     pub const NONE: c_uint = 0x00;
     pub const READ_ONLY: c_uint = 0x01;
     pub const WRITE_DISCARD: c_uint = 0x02;
+    /// `CU_GRAPHICS_REGISTER_FLAGS_SURFACE_LDST`: the image will be bound as a surface
+    /// (surface load/store through a surface object).
+    pub const SURFACE_LDST: c_uint = 0x04;
+    /// `CU_GRAPHICS_REGISTER_FLAGS_TEXTURE_GATHER`: the image will be used for texture gather.
+    pub const TEXTURE_GATHER: c_uint = 0x08;
 }
 
 /// `CUgraphicsMapResourceFlags`.
@@ -281,6 +293,155 @@ pub mod gl_device_list {
     pub const ALL: c_uint = 0x01;
     pub const CURRENT_FRAME: c_uint = 0x02;
     pub const NEXT_FRAME: c_uint = 0x03;
+}
+
+/// `CUresourcetype`: what a [`CUDA_RESOURCE_DESC`] describes.
+pub mod resource_type {
+    #![allow(missing_docs)]
+    use std::ffi::c_int;
+    pub const ARRAY: c_int = 0x00;
+    pub const MIPMAPPED_ARRAY: c_int = 0x01;
+    pub const LINEAR: c_int = 0x02;
+    pub const PITCH2D: c_int = 0x03;
+}
+
+/// `CUmemorytype`: where a side of a [`CUDA_MEMCPY2D`] is.
+pub mod memory_type {
+    #![allow(missing_docs)]
+    use std::ffi::c_int;
+    pub const HOST: c_int = 0x01;
+    pub const DEVICE: c_int = 0x02;
+    pub const ARRAY: c_int = 0x03;
+    pub const UNIFIED: c_int = 0x04;
+}
+
+/// `CUaddress_mode` and `CUfilter_mode` of a [`CUDA_TEXTURE_DESC`], and its `CU_TRSF_*` flags.
+pub mod texture {
+    #![allow(missing_docs)]
+    use std::ffi::{c_int, c_uint};
+    pub const ADDRESS_WRAP: c_int = 0;
+    pub const ADDRESS_CLAMP: c_int = 1;
+    pub const ADDRESS_MIRROR: c_int = 2;
+    pub const ADDRESS_BORDER: c_int = 3;
+    pub const FILTER_POINT: c_int = 0;
+    pub const FILTER_LINEAR: c_int = 1;
+    pub const TRSF_READ_AS_INTEGER: c_uint = 0x01;
+    pub const TRSF_NORMALIZED_COORDINATES: c_uint = 0x02;
+}
+
+/// `CUarray_format` values of a [`CUDA_ARRAY_DESCRIPTOR`] (the common ones).
+pub mod array_format {
+    #![allow(missing_docs)]
+    use std::ffi::c_int;
+    pub const UNSIGNED_INT8: c_int = 0x01;
+    pub const UNSIGNED_INT16: c_int = 0x02;
+    pub const UNSIGNED_INT32: c_int = 0x03;
+    pub const SIGNED_INT8: c_int = 0x08;
+    pub const SIGNED_INT16: c_int = 0x09;
+    pub const SIGNED_INT32: c_int = 0x0a;
+    pub const HALF: c_int = 0x10;
+    pub const FLOAT: c_int = 0x20;
+}
+
+/// `CUDA_RESOURCE_DESC` (`_v1`, `cuda.h`): what a surface or texture object reads. The C union
+/// `res` is 128 bytes; only its `array` form (a `CUarray` at offset 0) is made here
+/// ([`CUDA_RESOURCE_DESC::array`]). 144 bytes (the header test compares size and offsets).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CUDA_RESOURCE_DESC {
+    /// `CUresourcetype` ([`resource_type`]).
+    pub res_type: c_int,
+    /// The union `res`, as 16 words (8-byte aligned, as its pointer and `size_t` members are).
+    pub res: [u64; 16],
+    /// Must be 0.
+    pub flags: c_uint,
+}
+
+impl CUDA_RESOURCE_DESC {
+    /// A description of the CUDA array `array` (`CU_RESOURCE_TYPE_ARRAY`, `res.array.hArray`).
+    pub fn array(array: CUarray) -> Self {
+        let mut res = [0u64; 16];
+        res[0] = array as usize as u64;
+        CUDA_RESOURCE_DESC { res_type: resource_type::ARRAY, res, flags: 0 }
+    }
+}
+
+/// `CUDA_TEXTURE_DESC` (`_v1`, `cuda.h`): how a texture object samples. 104 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CUDA_TEXTURE_DESC {
+    /// `CUaddress_mode` per dimension ([`texture`]).
+    pub address_mode: [c_int; 3],
+    /// `CUfilter_mode` ([`texture`]).
+    pub filter_mode: c_int,
+    /// `CU_TRSF_*` flags ([`texture`]).
+    pub flags: c_uint,
+    /// Largest anisotropy ratio.
+    pub max_anisotropy: c_uint,
+    /// Filter between mip levels.
+    pub mipmap_filter_mode: c_int,
+    /// Mip level bias.
+    pub mipmap_level_bias: f32,
+    /// Lowest mip level.
+    pub min_mipmap_level_clamp: f32,
+    /// Highest mip level.
+    pub max_mipmap_level_clamp: f32,
+    /// Border colour (`CU_TR_ADDRESS_MODE_BORDER`).
+    pub border_color: [f32; 4],
+    /// Must be zero.
+    pub reserved: [c_int; 12],
+}
+
+/// `CUDA_MEMCPY2D` (`_v2`, `cuda.h`): a 2D copy between host, device and array memory. 128 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CUDA_MEMCPY2D {
+    /// Source X offset, bytes.
+    pub src_x_in_bytes: usize,
+    /// Source row.
+    pub src_y: usize,
+    /// Source memory type ([`memory_type`]).
+    pub src_memory_type: c_int,
+    /// Source host pointer (`HOST`).
+    pub src_host: *const c_void,
+    /// Source device pointer (`DEVICE`).
+    pub src_device: CUdeviceptr,
+    /// Source array (`ARRAY`).
+    pub src_array: CUarray,
+    /// Source row pitch, bytes (not for arrays).
+    pub src_pitch: usize,
+    /// Destination X offset, bytes.
+    pub dst_x_in_bytes: usize,
+    /// Destination row.
+    pub dst_y: usize,
+    /// Destination memory type ([`memory_type`]).
+    pub dst_memory_type: c_int,
+    /// Destination host pointer (`HOST`).
+    pub dst_host: *mut c_void,
+    /// Destination device pointer (`DEVICE`).
+    pub dst_device: CUdeviceptr,
+    /// Destination array (`ARRAY`).
+    pub dst_array: CUarray,
+    /// Destination row pitch, bytes (not for arrays).
+    pub dst_pitch: usize,
+    /// Bytes per row copied.
+    pub width_in_bytes: usize,
+    /// Rows copied.
+    pub height: usize,
+}
+
+/// `CUDA_ARRAY_DESCRIPTOR` (`_v2`, `cuda.h`): a 1D or 2D array's shape. 24 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CUDA_ARRAY_DESCRIPTOR {
+    /// Width, elements.
+    pub width: usize,
+    /// Height, elements (0 for 1D).
+    pub height: usize,
+    /// `CUarray_format` ([`array_format`]).
+    pub format: c_int,
+    /// Channels per element (1, 2 or 4).
+    pub num_channels: c_uint,
 }
 
 /// A `void*` kernel parameter pointer, as `cuLaunchKernel` takes them.

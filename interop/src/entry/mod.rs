@@ -299,6 +299,22 @@ entry_points! {
     cuGraphicsUnmapResources @ 3000, "cuGraphicsUnmapResources", Ptsz, optional => (count: c_uint, resources: *mut CUgraphicsResource, h_stream: CUstream);
     /// Device pointer and size of a mapped buffer resource.
     cuGraphicsResourceGetMappedPointer @ 3020, "cuGraphicsResourceGetMappedPointer_v2", None, optional => (p_dev_ptr: *mut CUdeviceptr, p_size: *mut usize, resource: CUgraphicsResource);
+    /// Register a GL texture or renderbuffer with CUDA (`target`: GL_TEXTURE_2D, GL_RENDERBUFFER, …).
+    cuGraphicsGLRegisterImage @ 3000, "cuGraphicsGLRegisterImage", None, optional => (p_cuda_resource: *mut CUgraphicsResource, image: GLuint, target: GLenum, flags: c_uint);
+    /// The CUDA array of one layer and mip level of a mapped image resource.
+    cuGraphicsSubResourceGetMappedArray @ 3000, "cuGraphicsSubResourceGetMappedArray", None, optional => (p_array: *mut CUarray, resource: CUgraphicsResource, array_index: c_uint, mip_level: c_uint);
+    /// Width, height, element format and channels of a CUDA array.
+    cuArrayGetDescriptor @ 3020, "cuArrayGetDescriptor_v2", None, optional => (p_array_descriptor: *mut CUDA_ARRAY_DESCRIPTOR, h_array: CUarray);
+    /// Create a surface object over a CUDA array (made with the surface load/store flag).
+    cuSurfObjectCreate @ 5000, "cuSurfObjectCreate", None, optional => (p_surf_object: *mut CUsurfObject, p_res_desc: *const CUDA_RESOURCE_DESC);
+    /// Destroy a surface object.
+    cuSurfObjectDestroy @ 5000, "cuSurfObjectDestroy", None, optional => (surf_object: CUsurfObject);
+    /// Create a texture object (no resource view: `p_res_view_desc` null).
+    cuTexObjectCreate @ 5000, "cuTexObjectCreate", None, optional => (p_tex_object: *mut CUtexObject, p_res_desc: *const CUDA_RESOURCE_DESC, p_tex_desc: *const CUDA_TEXTURE_DESC, p_res_view_desc: *const c_void);
+    /// Destroy a texture object.
+    cuTexObjectDestroy @ 5000, "cuTexObjectDestroy", None, optional => (tex_object: CUtexObject);
+    /// A 2D copy between host, device and array memory, on a stream.
+    cuMemcpy2DAsync @ 3020, "cuMemcpy2DAsync_v2", Ptsz, optional => (p_copy: *const CUDA_MEMCPY2D, h_stream: CUstream);
     /// CUDA devices of the current GL context.
     cuGLGetDevices @ 6050, "cuGLGetDevices_v2", None, optional => (p_cuda_device_count: *mut c_uint, p_cuda_devices: *mut CUdevice, cuda_device_count: c_uint, device_list: c_uint);
 }

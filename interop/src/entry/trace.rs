@@ -89,6 +89,7 @@ show_returned! {
     CUgraphicsResource => "{:p}",
     CUmodule => "{:p}",
     CUfunction => "{:p}",
+    CUarray => "{:p}",
 }
 
 /// Whether this build can trace driver calls (the `trace` feature, on by default). Without it

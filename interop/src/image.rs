@@ -1,0 +1,202 @@
+//! Kernels' ways into a mapped GL image's CUDA array ([`MappedArray`]): surface objects
+//! (`cuSurfObjectCreate`: `surf2Dread`/`surf2Dwrite` by byte and row coordinates; register the
+//! image with `CU_GRAPHICS_REGISTER_FLAGS_SURFACE_LDST`, "CUDA will bind this resource to a
+//! surface"), texture objects
+//! (`cuTexObjectCreate`: filtered, addressed `tex2D` reads) and 2D copies
+//! (`cuMemcpy2DAsync` between linear device memory and the array).
+//!
+//! Each object borrows the [`MappedArray`] it was made from, which borrows the mapping, so none
+//! can outlive the unmap; each is destroyed on drop. The image workflow in full:
+//!
+//! ```text
+//! register (once)     cuGraphicsGLRegisterImage (SURFACE_LDST)   GraphicsResource::register_gl_image
+//! map (per frame)     cuGraphicsMapResources                     map_resources -> Mapping
+//! get the array       cuGraphicsSubResourceGetMappedArray        Mapping::array -> MappedArray
+//! surface object      cuSurfObjectCreate                         SurfaceObject::new
+//! launch              cuLaunchKernel (surf2Dwrite)               (takes SurfaceObject::handle)
+//! destroy it          cuSurfObjectDestroy                        drop(SurfaceObject)
+//! unmap               cuGraphicsUnmapResources                   drop(Mapping)
+//! draw                (GL samples the texture)
+//! unregister          cuGraphicsUnregisterResource               drop(GraphicsResource)
+//! ```
+
+use std::marker::PhantomData;
+
+use crate::error::{Error, Result};
+use crate::graphics::MappedArray;
+use crate::stream::Stream;
+use crate::sys::{memory_type, texture, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
+use crate::Api;
+
+/// A surface object over a mapped image's array; destroyed on drop (`cuSurfObjectDestroy`).
+#[derive(Debug)]
+pub struct SurfaceObject<'m> {
+    handle: CUsurfObject,
+    api: &'m Api,
+    _array: PhantomData<&'m MappedArray<'m>>,
+}
+
+impl<'m> SurfaceObject<'m> {
+    /// A surface object over `array` (`cuSurfObjectCreate` with a `CU_RESOURCE_TYPE_ARRAY`
+    /// description).
+    ///
+    /// # Errors
+    /// The driver's error (the reference: `CUDA_ERROR_INVALID_VALUE` and context errors). An
+    /// image registered without `SURFACE_LDST` is not refused here: driver 580 on an H200 made
+    /// the object (`nbody-interop`'s GPU test `gl_image_round_trip_and_its_mistakes`); register
+    /// with the flag, as the reference's flag description asks.
+    #[doc(alias = "cuSurfObjectCreate")]
+    pub fn new(array: &MappedArray<'m>) -> Result<Self> {
+        let desc = CUDA_RESOURCE_DESC::array(array.raw());
+        let mut handle: CUsurfObject = 0;
+        // SAFETY: `desc` describes the live mapped array (it lives while 'm does); writes one handle.
+        unsafe { array.api().cuSurfObjectCreate(&mut handle, &desc) }?;
+        Ok(Self { handle, api: array.api(), _array: PhantomData })
+    }
+
+    /// The handle a kernel takes (`cudaSurfaceObject_t`, 64 bits).
+    pub fn handle(&self) -> CUsurfObject {
+        self.handle
+    }
+}
+
+impl Drop for SurfaceObject<'_> {
+    fn drop(&mut self) {
+        // SAFETY: made by `new`, destroyed once; the array it reads is still mapped ('m).
+        drop(unsafe { self.api.cuSurfObjectDestroy(self.handle) });
+    }
+}
+
+/// How a texture object samples: filtering and addressing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// Nearest texel, coordinates in texels, clamped at the edges.
+    Point,
+    /// Bilinear between the four nearest texels (float formats), coordinates in texels, clamped.
+    Linear,
+}
+
+/// A texture object over a mapped image's array; destroyed on drop (`cuTexObjectDestroy`).
+#[derive(Debug)]
+pub struct TextureObject<'m> {
+    handle: CUtexObject,
+    api: &'m Api,
+    _array: PhantomData<&'m MappedArray<'m>>,
+}
+
+impl<'m> TextureObject<'m> {
+    /// A texture object over `array` with `sampling`, unnormalized coordinates and clamped
+    /// addressing (`cuTexObjectCreate`, no resource view).
+    ///
+    /// # Errors
+    /// The driver's error.
+    #[doc(alias = "cuTexObjectCreate")]
+    pub fn new(array: &MappedArray<'m>, sampling: Sampling) -> Result<Self> {
+        let res = CUDA_RESOURCE_DESC::array(array.raw());
+        let tex = CUDA_TEXTURE_DESC {
+            address_mode: [texture::ADDRESS_CLAMP; 3],
+            filter_mode: match sampling {
+                Sampling::Point => texture::FILTER_POINT,
+                Sampling::Linear => texture::FILTER_LINEAR,
+            },
+            ..Default::default()
+        };
+        let mut handle: CUtexObject = 0;
+        // SAFETY: both descriptions are complete and live for the call, the array is mapped
+        // ('m), the view pointer is null (allowed: no view); writes one handle.
+        unsafe { array.api().cuTexObjectCreate(&mut handle, &res, &tex, std::ptr::null()) }?;
+        Ok(Self { handle, api: array.api(), _array: PhantomData })
+    }
+
+    /// The handle a kernel takes (`cudaTextureObject_t`, 64 bits).
+    pub fn handle(&self) -> CUtexObject {
+        self.handle
+    }
+}
+
+impl Drop for TextureObject<'_> {
+    fn drop(&mut self) {
+        // SAFETY: made by `new`, destroyed once; the array it reads is still mapped ('m).
+        drop(unsafe { self.api.cuTexObjectDestroy(self.handle) });
+    }
+}
+
+/// Copies a `width` × `height` texel region from linear device memory (`src`, rows `pitch`
+/// bytes apart) into `array` at (0, 0), ordered on `stream` (`cuMemcpy2DAsync`). The texel
+/// size is the array's ([`MappedArray::texel_bytes`]).
+///
+/// # Safety
+/// `src` must hold `height` rows of `pitch` bytes, each with `width` texels, readable on the
+/// array's device until the copy has run on `stream`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the region is larger than the array or a row than the pitch;
+/// the driver's error.
+#[doc(alias = "cuMemcpy2DAsync")]
+pub unsafe fn copy_device_to_array(src: CUdeviceptr, pitch: usize, array: &MappedArray<'_>, width: usize, height: usize, stream: &Stream) -> Result<()> {
+    let (aw, ah) = array.size();
+    let row = width * array.texel_bytes();
+    if width > aw || height > ah.max(1) || row > pitch {
+        return Err(Error::InvalidArgument(format!(
+            "a {width}×{height} copy ({row} bytes a row, pitch {pitch}) into a {aw}×{ah} array"
+        )));
+    }
+    let copy = CUDA_MEMCPY2D {
+        src_x_in_bytes: 0,
+        src_y: 0,
+        src_memory_type: memory_type::DEVICE,
+        src_host: std::ptr::null(),
+        src_device: src,
+        src_array: std::ptr::null_mut(),
+        src_pitch: pitch,
+        dst_x_in_bytes: 0,
+        dst_y: 0,
+        dst_memory_type: memory_type::ARRAY,
+        dst_host: std::ptr::null_mut(),
+        dst_device: 0,
+        dst_array: array.raw(),
+        dst_pitch: 0,
+        width_in_bytes: row,
+        height,
+    };
+    // SAFETY: the destination region lies inside the mapped array (checked above); the
+    // source's extent is the caller's contract; `copy` lives for the call.
+    unsafe { array.api().cuMemcpy2DAsync(&copy, stream.raw()) }
+}
+
+/// Copies the whole of `array` into host memory `dst` (rows tightly packed), synchronously
+/// (`cuMemcpy2DAsync` on `stream`, then `cuStreamSynchronize`). For tests and the lab.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `dst` is not exactly the array's size; the driver's error.
+#[doc(alias = "cuMemcpy2DAsync")]
+pub fn copy_array_to_host(array: &MappedArray<'_>, dst: &mut [u8], stream: &Stream) -> Result<()> {
+    let (w, h) = array.size();
+    let row = w * array.texel_bytes();
+    let rows = h.max(1);
+    if dst.len() != row * rows {
+        return Err(Error::InvalidArgument(format!("{} bytes for a {w}×{h} array of {row} bytes a row", dst.len())));
+    }
+    let copy = CUDA_MEMCPY2D {
+        src_x_in_bytes: 0,
+        src_y: 0,
+        src_memory_type: memory_type::ARRAY,
+        src_host: std::ptr::null(),
+        src_device: 0,
+        src_array: array.raw(),
+        src_pitch: 0,
+        dst_x_in_bytes: 0,
+        dst_y: 0,
+        dst_memory_type: memory_type::HOST,
+        dst_host: dst.as_mut_ptr().cast(),
+        dst_device: 0,
+        dst_array: std::ptr::null_mut(),
+        dst_pitch: row,
+        width_in_bytes: row,
+        height: rows,
+    };
+    // SAFETY: the source is the whole mapped array; `dst` is writable for rows × row bytes
+    // (checked) and outlives the copy, which is waited for below before returning.
+    unsafe { array.api().cuMemcpy2DAsync(&copy, stream.raw()) }?;
+    stream.synchronize()
+}
