@@ -1,7 +1,7 @@
 //! The mistake lab and the API trace without a GPU: `lab` lists its cases, every case against a
 //! missing driver is reported "unavailable" with the load error (never a crash), and `--trace`
 //! writes JSON lines; `lab --quiz` hides the expected codes until a case ran, and `lab --replay`
-//! shows the results recorded on the H200 (`docs/results/2026-12-03-h200/lab.jsonl`) as the table
+//! shows the results recorded on the H200 (`docs/results/2026-12-04-h200/lab.jsonl`) as the table
 //! of docs/lab.md gives them. The cases themselves run on the GPU machine (`.ci/gpu-check run`).
 
 use std::path::{Path, PathBuf};

@@ -135,7 +135,7 @@ pub struct LabArgs {
     #[arg(long)]
     pub quiz: bool,
     /// Replay the results recorded in this file (the JSON lines `lab NAME --json` prints, e.g.
-    /// docs/results/2026-12-03-h200/lab.jsonl, run from the repository's root) instead of calling the driver: no GPU needed.
+    /// docs/results/2026-12-04-h200/lab.jsonl, run from the repository's root) instead of calling the driver: no GPU needed.
     /// Exits non-zero when a replayed case did not get its expected code.
     #[arg(long, value_name = "FILE.jsonl")]
     pub replay: Option<PathBuf>,

@@ -39,6 +39,7 @@ mod child;
 mod context;
 mod entry;
 mod gl;
+mod image;
 mod scratch;
 mod silent;
 

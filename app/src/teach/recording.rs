@@ -14,12 +14,12 @@ pub const DRIVER_KEYS: [&str; 8] = ["gpu", "device", "devices", "driver", "drive
 
 /// How to make a file to replay, for error messages.
 pub(super) const RECORD_HINT: &str = "record one on a machine with the GPU with `nbody-interop lab all --json > FILE.jsonl` \
-                           (one is committed: docs/results/2026-12-03-h200/lab.jsonl)";
+                           (one is committed: docs/results/2026-12-04-h200/lab.jsonl)";
 
 /// The mistake lab's answers recorded on the H200 (driver 580.159.04, every case, with a driver
 /// line; 2026-12-03), relative to the
 /// repository's root: what `lab --replay` is pointed at without a GPU.
-pub const RECORDED: &str = "docs/results/2026-12-03-h200/lab.jsonl";
+pub const RECORDED: &str = "docs/results/2026-12-04-h200/lab.jsonl";
 
 /// A result as `lab NAME --json` wrote it (only `case` and `got_name` are required).
 #[derive(Debug, Deserialize)]

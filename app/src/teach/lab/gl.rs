@@ -50,6 +50,8 @@ pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, Se
         "map-wrong-context" => wrong_context(gl, ctx),
         "unregister-while-mapped" => unregister_while_mapped(gl, ctx),
         "register-no-gl-context" => register_without_gl(gl, ctx),
+        "image-pointer" | "image-layer-out-of-range" | "surface-without-ldst" | "register-rgb8-texture" | "buffer-as-array"
+        | "map-flags-invalid" => super::image::run(case, gl, ctx),
         _ => super::silent::run(case, gl, ctx),
     }
 }
