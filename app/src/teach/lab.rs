@@ -21,7 +21,8 @@
 //!
 //! The cases are grouped by what they need: [`cases`] (the one table, [`CASES`]), `entry`
 //! (entry-point lookups: the driver only), `context` (modules and events), `gl` (registration
-//! and mapping errors) and `silent` (success codes with wrong data). [`super::replay`] prints the
+//! and mapping errors), `image` (the image workflow's: textures, arrays, surfaces, map flags) and
+//! `silent` (success codes with wrong data). [`super::replay`] prints the
 //! results (the list, the `--quiz`, and the `--replay FILE.jsonl` of recorded results without a
 //! GPU).
 
