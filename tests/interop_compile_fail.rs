@@ -1,5 +1,6 @@
-//! Proves with the compiler that the mapping guard's device pointers cannot outlive the mapping,
-//! and that a mapped resource cannot be unregistered (dropped) while mapped.
+//! Proves with the compiler that the mapping guard's device pointers, arrays and surface objects
+//! cannot outlive the mapping, and that a mapped resource cannot be unregistered (dropped) while
+//! mapped.
 
 #[test]
 fn mapping_guard_lifetimes() {

@@ -102,8 +102,9 @@ impl GraphicsResource {
     /// `GL_TEXTURE_2D_ARRAY` or `GL_RENDERBUFFER`), with `CU_GRAPHICS_REGISTER_FLAGS_*` flags
     /// (`SURFACE_LDST`: "CUDA will bind this resource to a surface") (`cuGraphicsGLRegisterImage`).
     /// The reference lists the internal formats it supports: GL_RED, GL_RG, GL_RGBA,
-    /// GL_LUMINANCE, GL_ALPHA, GL_LUMINANCE_ALPHA, GL_INTENSITY, and {GL_R, GL_RG, GL_RGBA} ×
-    /// {8, 16, 16F, 32F, 8UI, 16UI, 32UI, 8I, 16I, 32I} (e.g. GL_R32F, GL_RGBA8); three-channel
+    /// GL_LUMINANCE, GL_ALPHA, GL_LUMINANCE_ALPHA, GL_INTENSITY; {GL_R, GL_RG, GL_RGBA} ×
+    /// {8, 16, 16F, 32F, 8UI, 16UI, 32UI, 8I, 16I, 32I} (e.g. GL_R32F, GL_RGBA8); and
+    /// {GL_LUMINANCE, GL_ALPHA, GL_LUMINANCE_ALPHA, GL_INTENSITY} × the same sizes; three-channel
     /// formats such as GL_RGB8 are not in the list (driver 580 on an H200 registered a GL_RGB8
     /// texture all the same). Textures with borders and multisampled renderbuffers are disallowed.
     ///
@@ -155,7 +156,8 @@ impl GraphicsResource {
 
 impl Drop for GraphicsResource {
     fn drop(&mut self) {
-        // SAFETY: registered in `register_gl_buffer`; not mapped (a Mapping borrows it); unregistered once.
+        // SAFETY: registered in `register_gl_buffer` or `register_gl_image`; not mapped (a Mapping
+        // borrows it); unregistered once.
         drop(unsafe { self.ctx.api().cuGraphicsUnregisterResource(self.raw) });
     }
 }
@@ -305,7 +307,7 @@ impl DetachedMapping {
         let mut desc = CUDA_ARRAY_DESCRIPTOR::default();
         // SAFETY: `raw` is the live array the driver just returned; writes one descriptor.
         unsafe { self.api.cuArrayGetDescriptor(&mut desc, raw) }?;
-        Ok(MappedArray { raw, desc, api: &self.api })
+        Ok(MappedArray { raw, desc, stream: self.stream, api: &self.api })
     }
 
     /// Unmaps now (one `cuGraphicsUnmapResources` on the mapping's stream), returning its error.
@@ -410,6 +412,8 @@ impl OwnedMapping {
 pub struct MappedArray<'m> {
     raw: CUarray,
     desc: CUDA_ARRAY_DESCRIPTOR,
+    /// The mapping's stream: work on it is ordered after the map and before the unmap.
+    stream: crate::sys::CUstream,
     api: &'m Api,
 }
 
@@ -426,15 +430,23 @@ impl<'m> MappedArray<'m> {
     pub fn descriptor(&self) -> CUDA_ARRAY_DESCRIPTOR {
         self.desc
     }
-    /// Bytes per texel: channels × the element format's size.
-    pub fn texel_bytes(&self) -> usize {
+    /// Bytes per texel: channels × the element format's size, for the formats GL images map
+    /// to (8-, 16- and 32-bit integers, half and float); `None` for any other (packed or
+    /// block-compressed) format.
+    pub fn texel_bytes(&self) -> Option<usize> {
         use crate::sys::array_format as f;
         let element = match self.desc.format {
             f::UNSIGNED_INT8 | f::SIGNED_INT8 => 1,
             f::UNSIGNED_INT16 | f::SIGNED_INT16 | f::HALF => 2,
-            _ => 4,
+            f::UNSIGNED_INT32 | f::SIGNED_INT32 | f::FLOAT => 4,
+            _ => return None,
         };
-        element * self.desc.num_channels as usize
+        Some(element * self.desc.num_channels as usize)
+    }
+    /// The stream the mapping was made on (copies into the array go there, ordered between the
+    /// map and the unmap).
+    pub fn stream(&self) -> crate::sys::CUstream {
+        self.stream
     }
     /// The table the mapping was made with.
     pub fn api(&self) -> &'m Api {

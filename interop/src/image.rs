@@ -24,9 +24,16 @@ use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
 use crate::graphics::MappedArray;
-use crate::stream::Stream;
-use crate::sys::{memory_type, texture, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
+use crate::sys::{memory_type, resource_type, texture, CUarray, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
 use crate::Api;
+
+/// A description of the CUDA array `array` (`CU_RESOURCE_TYPE_ARRAY`: `res.array.hArray`, the
+/// union's first word).
+fn array_resource(array: CUarray) -> CUDA_RESOURCE_DESC {
+    let mut res = [0u64; 16];
+    res[0] = array as usize as u64;
+    CUDA_RESOURCE_DESC { res_type: resource_type::ARRAY, res, flags: 0 }
+}
 
 /// A surface object over a mapped image's array; destroyed on drop (`cuSurfObjectDestroy`).
 #[derive(Debug)]
@@ -47,7 +54,7 @@ impl<'m> SurfaceObject<'m> {
     /// with the flag, as the reference's flag description asks.
     #[doc(alias = "cuSurfObjectCreate")]
     pub fn new(array: &MappedArray<'m>) -> Result<Self> {
-        let desc = CUDA_RESOURCE_DESC::array(array.raw());
+        let desc = array_resource(array.raw());
         let mut handle: CUsurfObject = 0;
         // SAFETY: `desc` describes the live mapped array (it lives while 'm does); writes one handle.
         unsafe { array.api().cuSurfObjectCreate(&mut handle, &desc) }?;
@@ -72,7 +79,9 @@ impl Drop for SurfaceObject<'_> {
 pub enum Sampling {
     /// Nearest texel, coordinates in texels, clamped at the edges.
     Point,
-    /// Bilinear between the four nearest texels (float formats), coordinates in texels, clamped.
+    /// Bilinear between the four nearest texels, coordinates in texels, clamped. 8- and 16-bit
+    /// integer formats are read as normalized floats (no `CU_TRSF_READ_AS_INTEGER`); the
+    /// driver refuses linear filtering of 32-bit integer formats.
     Linear,
 }
 
@@ -92,7 +101,7 @@ impl<'m> TextureObject<'m> {
     /// The driver's error.
     #[doc(alias = "cuTexObjectCreate")]
     pub fn new(array: &MappedArray<'m>, sampling: Sampling) -> Result<Self> {
-        let res = CUDA_RESOURCE_DESC::array(array.raw());
+        let res = array_resource(array.raw());
         let tex = CUDA_TEXTURE_DESC {
             address_mode: [texture::ADDRESS_CLAMP; 3],
             filter_mode: match sampling {
@@ -122,20 +131,21 @@ impl Drop for TextureObject<'_> {
 }
 
 /// Copies a `width` × `height` texel region from linear device memory (`src`, rows `pitch`
-/// bytes apart) into `array` at (0, 0), ordered on `stream` (`cuMemcpy2DAsync`). The texel
-/// size is the array's ([`MappedArray::texel_bytes`]).
+/// bytes apart) into `array` at (0, 0) (`cuMemcpy2DAsync`), on the mapping's stream
+/// ([`MappedArray::stream`]), so the copy is ordered after the map and before the unmap.
 ///
 /// # Safety
 /// `src` must hold `height` rows of `pitch` bytes, each with `width` texels, readable on the
-/// array's device until the copy has run on `stream`.
+/// array's device until the copy has run on the mapping's stream.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when the region is larger than the array or a row than the pitch;
-/// the driver's error.
+/// [`Error::InvalidArgument`] when the region is larger than the array, a row than the pitch,
+/// or the array's texel size is unknown; the driver's error.
 #[doc(alias = "cuMemcpy2DAsync")]
-pub unsafe fn copy_device_to_array(src: CUdeviceptr, pitch: usize, array: &MappedArray<'_>, width: usize, height: usize, stream: &Stream) -> Result<()> {
+pub unsafe fn copy_device_to_array(src: CUdeviceptr, pitch: usize, array: &MappedArray<'_>, width: usize, height: usize) -> Result<()> {
     let (aw, ah) = array.size();
-    let row = width * array.texel_bytes();
+    let texel = texel_bytes(array)?;
+    let row = width * texel;
     if width > aw || height > ah.max(1) || row > pitch {
         return Err(Error::InvalidArgument(format!(
             "a {width}×{height} copy ({row} bytes a row, pitch {pitch}) into a {aw}×{ah} array"
@@ -159,20 +169,31 @@ pub unsafe fn copy_device_to_array(src: CUdeviceptr, pitch: usize, array: &Mappe
         width_in_bytes: row,
         height,
     };
-    // SAFETY: the destination region lies inside the mapped array (checked above); the
-    // source's extent is the caller's contract; `copy` lives for the call.
-    unsafe { array.api().cuMemcpy2DAsync(&copy, stream.raw()) }
+    // SAFETY: the destination region lies inside the mapped array by the descriptor's width,
+    // height and texel size (checked above; the driver checks it too); the source's extent is
+    // the caller's contract; `copy` lives for the call; the stream is the mapping's, alive while
+    // the mapping ('_) is.
+    unsafe { array.api().cuMemcpy2DAsync(&copy, array.stream()) }
 }
 
-/// Copies the whole of `array` into host memory `dst` (rows tightly packed), synchronously
-/// (`cuMemcpy2DAsync` on `stream`, then `cuStreamSynchronize`). For tests and the lab.
+/// The texel size of `array`, or an error for a format [`MappedArray::texel_bytes`] does not know.
+fn texel_bytes(array: &MappedArray<'_>) -> Result<usize> {
+    array
+        .texel_bytes()
+        .ok_or_else(|| Error::InvalidArgument(format!("array format 0x{:x}: texel size unknown", array.descriptor().format)))
+}
+
+/// Copies the whole of `array` into host memory `dst` (rows tightly packed), synchronously:
+/// `cuMemcpy2DAsync` on the mapping's stream, then `cuStreamSynchronize` of it. For tests and
+/// the lab.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when `dst` is not exactly the array's size; the driver's error.
+/// [`Error::InvalidArgument`] when `dst` is not exactly the array's size or the texel size is
+/// unknown; the driver's error.
 #[doc(alias = "cuMemcpy2DAsync")]
-pub fn copy_array_to_host(array: &MappedArray<'_>, dst: &mut [u8], stream: &Stream) -> Result<()> {
+pub fn copy_array_to_host(array: &MappedArray<'_>, dst: &mut [u8]) -> Result<()> {
     let (w, h) = array.size();
-    let row = w * array.texel_bytes();
+    let row = w * texel_bytes(array)?;
     let rows = h.max(1);
     if dst.len() != row * rows {
         return Err(Error::InvalidArgument(format!("{} bytes for a {w}×{h} array of {row} bytes a row", dst.len())));
@@ -196,7 +217,9 @@ pub fn copy_array_to_host(array: &MappedArray<'_>, dst: &mut [u8], stream: &Stre
         height: rows,
     };
     // SAFETY: the source is the whole mapped array; `dst` is writable for rows × row bytes
-    // (checked) and outlives the copy, which is waited for below before returning.
-    unsafe { array.api().cuMemcpy2DAsync(&copy, stream.raw()) }?;
-    stream.synchronize()
+    // (checked) and outlives the copy, which is waited for below before returning; the stream
+    // is the mapping's, alive while the mapping is.
+    unsafe { array.api().cuMemcpy2DAsync(&copy, array.stream()) }?;
+    // SAFETY: the mapping's stream is alive while the mapping ('_) is.
+    unsafe { array.api().cuStreamSynchronize(array.stream()) }
 }

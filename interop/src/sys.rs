@@ -345,8 +345,8 @@ pub mod array_format {
 }
 
 /// `CUDA_RESOURCE_DESC` (`_v1`, `cuda.h`): what a surface or texture object reads. The C union
-/// `res` is 128 bytes; only its `array` form (a `CUarray` at offset 0) is made here
-/// ([`CUDA_RESOURCE_DESC::array`]). 144 bytes (the header test compares size and offsets).
+/// `res` is 128 bytes; only its `array` form (a `CUarray` at offset 0) is used (`image.rs`
+/// makes it). 144 bytes (the header test compares size and offsets).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct CUDA_RESOURCE_DESC {
@@ -356,15 +356,6 @@ pub struct CUDA_RESOURCE_DESC {
     pub res: [u64; 16],
     /// Must be 0.
     pub flags: c_uint,
-}
-
-impl CUDA_RESOURCE_DESC {
-    /// A description of the CUDA array `array` (`CU_RESOURCE_TYPE_ARRAY`, `res.array.hArray`).
-    pub fn array(array: CUarray) -> Self {
-        let mut res = [0u64; 16];
-        res[0] = array as usize as u64;
-        CUDA_RESOURCE_DESC { res_type: resource_type::ARRAY, res, flags: 0 }
-    }
 }
 
 /// `CUDA_TEXTURE_DESC` (`_v1`, `cuda.h`): how a texture object samples. 104 bytes.

@@ -1,6 +1,6 @@
 //! The image workflow on the GPU: a GL texture registered with `cuGraphicsGLRegisterImage`,
-//! mapped, its CUDA array reached through surface and texture objects and written with
-//! `cuMemcpy2D`, then read by GL; and the driver's answers to the image workflow's mistakes,
+//! mapped, surface and texture objects made over its CUDA array (made and destroyed: no kernel
+//! uses them here), the array written with `cuMemcpy2D`, then read by GL; and the driver's answers to the image workflow's mistakes,
 //! printed for the record (`image workflow: …` lines).
 
 use interop::sys::{array_format, register_flags};
@@ -53,9 +53,9 @@ pub(super) fn gl_image_round_trip_and_its_mistakes() -> Result<(), Failed> {
             let texture_object = TextureObject::new(&array, Sampling::Point)?;
             ensure(surface.handle() != 0 && texture_object.handle() != 0, "object handles are 0")?;
             // SAFETY: `src` holds H rows of W·4 bytes on this device and lives past the sync below.
-            unsafe { interop::image::copy_device_to_array(src.ptr(), W * 4, &array, W, H, &stream)? };
+            unsafe { interop::image::copy_device_to_array(src.ptr(), W * 4, &array, W, H)? };
             let mut back = vec![0u8; W * H * 4];
-            interop::image::copy_array_to_host(&array, &mut back, &stream)?;
+            interop::image::copy_array_to_host(&array, &mut back)?;
             ensure(back == pattern, "the array read back differs from what was copied in")?;
             let pointer = mapping.pointer(0);
             eprintln!("image workflow: cuGraphicsResourceGetMappedPointer on a mapped image -> {}", answer(&pointer));
@@ -74,6 +74,7 @@ pub(super) fn gl_image_round_trip_and_its_mistakes() -> Result<(), Failed> {
         read?;
         ensure(seen == pattern, "GL read other texels than CUDA wrote")?;
 
+        drop(res); // one registration of the texture at a time
         // Mistakes: a surface over an image registered without SURFACE_LDST (made all the same by
         // the H200's driver 580: printed, not asserted), and a layer a 2D texture does not have.
         let mut plain = vec![GraphicsResource::register_gl_image(&ctx, tex.0.get(), glow::TEXTURE_2D, register_flags::NONE)?];
@@ -113,7 +114,6 @@ pub(super) fn gl_image_round_trip_and_its_mistakes() -> Result<(), Failed> {
         }
         drop(b);
         gl.delete_buffer(buf);
-        drop(res);
         Ok(())
     })();
     gl.delete_texture(tex);

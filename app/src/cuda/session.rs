@@ -65,17 +65,20 @@ pub fn open_for_gl(
     Ok((ctx, stream, info))
 }
 
-/// Whether CUDA can share the GL context current on this thread: `cuGLGetDevices`
-/// (CU_GL_DEVICE_LIST_ALL) lists a CUDA device for it (`Ok(true)`) or none (`Ok(false)`). Makes
-/// no CUDA context.
+/// Whether CUDA can share the GL context current on this thread: `Ok(Ok(()))` when
+/// `cuGLGetDevices` (CU_GL_DEVICE_LIST_ALL) lists a CUDA device for it, `Ok(Err(why))` when it
+/// lists none or fails (CUDA is there, this context is not on it). Makes no CUDA context.
 ///
 /// # Errors
-/// CUDA is not there to ask: no driver library, `cuInit` failed (no device), or
-/// `cuGLGetDevices` failed; the message says which.
-pub fn cuda_shares_current_gl() -> anyhow::Result<bool> {
+/// CUDA is not there to ask: no driver library, or `cuInit` failed (no device); the message
+/// says which.
+pub fn cuda_shares_current_gl() -> anyhow::Result<Result<(), String>> {
     let api = interop::init(StreamSemantics::Legacy).map_err(|e| anyhow::anyhow!("CUDA is not available: {e}"))?;
-    let devices = interop::gl_devices(&api).map_err(|e| anyhow::anyhow!("cuGLGetDevices: {e}"))?;
-    Ok(!devices.is_empty())
+    Ok(match interop::gl_devices(&api) {
+        Ok(devices) if devices.is_empty() => Err("cuGLGetDevices lists no CUDA device for it".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("cuGLGetDevices: {e}")),
+    })
 }
 
 /// The frame's stream for a stream kind.

@@ -16,6 +16,11 @@ use crate::gfx::copy_window::CopyWindow;
 use crate::gfx::present::DemoWindow;
 use crate::gfx::window::{WindowContext, REMEDIES};
 
+/// What to do when the copy route failed.
+const COPY_REMEDIES: &str = "the copy route needs an EGL device (the NVIDIA driver's libEGL_nvidia.so.0 through glvnd's \
+     libEGL.so.1, or Mesa's software device) and a window system softbuffer can draw into (X11 or Wayland); \
+     --present native uses the window's own GL; --headless needs no window";
+
 /// The window's title.
 const TITLE: &str = "nbody-interop";
 
@@ -29,7 +34,7 @@ pub(super) fn open(event_loop: &ActiveEventLoop, args: &DemoArgs) -> anyhow::Res
     match args.present {
         Present::Native => Ok((DemoWindow::Native(WindowContext::new(event_loop, TITLE, w, h, vsync)?), None)),
         Present::Copy => {
-            let c = CopyWindow::new(event_loop, TITLE, w, h, vsync).map_err(|e| anyhow!("--present copy: {e:#}\nremedies: {REMEDIES}"))?;
+            let c = CopyWindow::new(event_loop, TITLE, w, h, vsync).map_err(|e| anyhow!("--present copy: {e:#}\nremedies: {COPY_REMEDIES}"))?;
             Ok((DemoWindow::Copy(c), None))
         }
         Present::Auto => auto(event_loop, args),
@@ -44,15 +49,15 @@ fn auto(event_loop: &ActiveEventLoop, args: &DemoArgs) -> anyhow::Result<(DemoWi
     match WindowContext::try_routes(event_loop, TITLE, w, h, vsync) {
         Ok(native) if args.backend == BackendChoice::Cpu => return Ok((DemoWindow::Native(native), None)),
         Ok(native) => match cuda_shares_current_gl() {
-            Ok(true) => return Ok((DemoWindow::Native(native), None)),
+            Ok(Ok(())) => return Ok((DemoWindow::Native(native), None)),
             // No CUDA at all: the copy route would gain nothing; the backend falls back to the CPU.
             Err(e) => {
                 tracing::debug!("window: native route ({e:#})");
                 return Ok((DemoWindow::Native(native), None));
             }
-            Ok(false) => {
+            Ok(Err(why)) => {
                 native_works = true;
-                tried.push(format!("native: the window's GL ({}) is not on a CUDA device (cuGLGetDevices lists none)", native.info.renderer));
+                tried.push(format!("native: CUDA cannot share the window's GL ({}): {why}", native.info.renderer));
                 // Dropped here, before the copy route makes its own context current.
                 drop(native);
             }

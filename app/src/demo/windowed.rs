@@ -341,7 +341,12 @@ impl ApplicationHandler for App {
         }
     }
 
-    fn window_event(&mut self, event_loop: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
+    fn window_event(&mut self, event_loop: &ActiveEventLoop, id: WindowId, event: WindowEvent) {
+        // Events of another window are not ours: `--present auto` may have opened and dropped a
+        // native window before the one it kept, and winit reports that one's `Destroyed` too.
+        if self.state.as_ref().is_some_and(|st| st.win.window().id() != id) {
+            return;
+        }
         match event {
             WindowEvent::CloseRequested => {
                 event_loop.exit();

@@ -20,7 +20,7 @@ use winit::window::Window;
 
 use super::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use super::gl::CurrentContext;
-use super::readback::{to_xrgb_top_down, PixelOrder, Readback};
+use super::readback::{PixelOrder, Readback};
 use super::target::{OffscreenTarget, RenderTarget};
 use super::GlInfo;
 
@@ -158,8 +158,12 @@ impl CopyWindow {
                 return Err(e.context("the copy route's pixel-pack buffers"));
             }
         };
+        if let Err(e) = self.surface.resize(w, h) {
+            target.destroy(gl);
+            readback.destroy(gl);
+            anyhow::bail!("softbuffer resize to {w}×{h}: {e}");
+        }
         self.frame = Some(Frame { target, readback });
-        self.surface.resize(w, h).map_err(|e| anyhow!("softbuffer resize to {w}×{h}: {e}"))?;
         Ok(RenderTarget::Offscreen(target))
     }
 
@@ -175,20 +179,18 @@ impl CopyWindow {
             std::thread::sleep(interval.saturating_sub(last.elapsed()));
         }
         RenderTarget::Offscreen(frame.target).bind(gl);
-        let [w, h] = frame.readback.size();
-        let order = frame.readback.order();
-        let surface = &mut self.surface;
         // The previous frame goes straight from the mapped pixel-pack buffer into the window's
         // buffer (one pass: flip, reorder).
-        let shown = frame.readback.push(gl, |pixels| -> anyhow::Result<_> {
-            let mut buffer = surface.buffer_mut().map_err(|e| anyhow!("softbuffer buffer: {e}"))?;
-            to_xrgb_top_down(pixels, order, w, h, &mut buffer)?;
-            Ok(buffer)
-        })?;
+        let mut buffer = if frame.readback.pending() {
+            Some(self.surface.buffer_mut().map_err(|e| anyhow!("softbuffer buffer: {e}"))?)
+        } else {
+            None
+        };
+        let readback_ms = frame.readback.push(gl, buffer.as_deref_mut())?;
         gl.flush();
-        let Some((buffer, readback_ms)) = shown else { return Ok(()) };
+        let (Some(buffer), Some(readback_ms)) = (buffer, readback_ms) else { return Ok(()) };
         let t0 = Instant::now();
-        buffer?.present().map_err(|e| anyhow!("softbuffer present: {e}"))?;
+        buffer.present().map_err(|e| anyhow!("softbuffer present: {e}"))?;
         self.last_present = Some(Instant::now());
         self.costs.add(readback_ms, t0.elapsed().as_secs_f64() * 1e3);
         Ok(())

@@ -139,6 +139,8 @@ impl<'a> Gl<'a> {
         fn bind_buffer(target: u32, buffer: Option<glow::NativeBuffer>);
         /// glBufferData from a slice (size = its length).
         fn buffer_data_u8_slice(target: u32, data: &[u8], usage: u32);
+        /// glBufferData of `size` bytes with no data (contents undefined).
+        fn buffer_data_size(target: u32, size: i32, usage: u32);
         /// glBufferSubData from a slice (size = its length; GL checks offset + size).
         fn buffer_sub_data_u8_slice(target: u32, offset: i32, data: &[u8]);
         /// glDeleteBuffers (one).
@@ -380,14 +382,30 @@ impl<'a> Gl<'a> {
 
     /// Map the first `len` bytes of the pixel-pack buffer `pbo` for reading
     /// (glMapBufferRange with `GL_MAP_READ_BIT`; GL 3.0, GLES 3.0), hand them to `read`, then
-    /// unmap (glUnmapBuffer). The slice cannot outlive the mapping: it is only lent to `read`.
+    /// unmap (glUnmapBuffer, also when `read` panics). The slice is only lent to `read`.
+    ///
+    /// # Safety
+    /// `read` must make no GL call: glDeleteBuffers or glBufferData on `pbo` (both safe through
+    /// [`Gl`]) would unmap it and free the store under the slice.
     ///
     /// # Errors
     /// `len` does not fit GL's integers, `pbo` could not be bound, or the map failed (the
     /// buffer shorter than `len`, or out of memory): glMapBufferRange returned null. (glow does not return
     /// glUnmapBuffer's answer, so a store lost while mapped goes unseen: a frame of undefined
     /// pixels, never a memory access.)
-    pub fn with_mapped_pack_buffer<R>(&self, pbo: glow::NativeBuffer, len: usize, read: impl FnOnce(&[u8]) -> R) -> anyhow::Result<R> {
+    pub unsafe fn with_mapped_pack_buffer<R>(&self, pbo: glow::NativeBuffer, len: usize, read: impl FnOnce(&[u8]) -> R) -> anyhow::Result<R> {
+        /// Unmaps the bound pixel-pack buffer and unbinds it when dropped.
+        struct Unmap<'g>(&'g glow::Context);
+        impl Drop for Unmap<'_> {
+            fn drop(&mut self) {
+                // SAFETY: rule 1 (the Gl this guard was made from proves the context current);
+                // the buffer bound to GL_PIXEL_PACK_BUFFER was mapped when the guard was made.
+                unsafe {
+                    self.0.unmap_buffer(glow::PIXEL_PACK_BUFFER);
+                    self.0.bind_buffer(glow::PIXEL_PACK_BUFFER, None);
+                }
+            }
+        }
         let Ok(glen) = i32::try_from(len) else {
             anyhow::bail!("glMapBufferRange of {len} bytes: the size does not fit GL's integers");
         };
@@ -402,14 +420,12 @@ impl<'a> Gl<'a> {
             self.bind_buffer(target, None);
             anyhow::bail!("glMapBufferRange of {len} bytes for reading failed (GL error 0x{error:04X})");
         }
+        let _unmap = Unmap(self.gl);
         // SAFETY: a non-null glMapBufferRange result points to `len` readable bytes of the
-        // buffer's store, valid until glUnmapBuffer below; GL does not write a buffer mapped for
-        // reading only, and the slice is lent to `read` alone, so it ends before the unmap.
-        let result = read(unsafe { std::slice::from_raw_parts(ptr, len) });
-        // SAFETY: rule 1; the buffer bound to `target` is mapped (above), so unmapping it is valid.
-        unsafe { self.gl.unmap_buffer(target) };
-        self.bind_buffer(target, None);
-        Ok(result)
+        // buffer's store, valid until the unmap (`_unmap`, after `read` returns or unwinds); GL
+        // does not write a buffer mapped for reading only, and `read` makes no GL call that could
+        // unmap or free it (this function's contract).
+        Ok(read(unsafe { std::slice::from_raw_parts(ptr, len) }))
     }
 
     /// glDrawArrays.

@@ -33,8 +33,8 @@ pub struct Readback {
 }
 
 /// The byte order of the pixels read back: `GL_BGRA` on desktop GL (the window's `0x00RRGGBB`
-/// as little-endian words, so a row is copied as it is), `GL_RGBA` on GLES (where `GL_BGRA` is
-/// an extension).
+/// as little-endian words but for the top byte, which the conversion clears), `GL_RGBA` on GLES
+/// (where `GL_BGRA` is an extension).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PixelOrder {
     /// Bytes B, G, R, A.
@@ -75,13 +75,13 @@ impl Readback {
     ///
     /// # Errors
     /// A size of 0 or one whose byte count does not fit GL's integers.
-    pub fn resize(&mut self, gl: Gl<'_>, width: u32, height: u32) -> anyhow::Result<()> {
+    fn resize(&mut self, gl: Gl<'_>, width: u32, height: u32) -> anyhow::Result<()> {
         let bytes = frame_bytes(width, height)?;
         self.drop_pending(gl);
-        let zeros = vec![0u8; bytes];
         for pbo in self.pbos {
             gl.bind_buffer(glow::PIXEL_PACK_BUFFER, Some(pbo));
-            gl.buffer_data_u8_slice(glow::PIXEL_PACK_BUFFER, &zeros, glow::STREAM_READ);
+            // `frame_bytes` checked that the size fits GL's integers.
+            gl.buffer_data_size(glow::PIXEL_PACK_BUFFER, bytes as i32, glow::STREAM_READ);
         }
         gl.bind_buffer(glow::PIXEL_PACK_BUFFER, None);
         self.width = width;
@@ -89,16 +89,21 @@ impl Readback {
         Ok(())
     }
 
+    /// True when a read is pending, so the next [`Readback::push`] hands out a frame.
+    pub fn pending(&self) -> bool {
+        self.fences[1 - self.next].is_some()
+    }
+
     /// Start reading the framebuffer bound for reading (its bottom-left `width` × `height`)
     /// into the next buffer, then, if the previous frame's read is pending, wait for its fence,
-    /// map its buffer and lend its pixels to `consume` (4 bytes a pixel in [`Readback::order`],
-    /// rows bottom first). Returns what `consume` returned and the host time of the wait, the
-    /// map and `consume`, ms; `None` for the first frame after [`Readback::new`] or
-    /// [`Readback::resize`].
+    /// map its buffer and convert its pixels into `out` (`width` × `height` window pixels,
+    /// `0x00RRGGBB`, rows top first: [`to_xrgb_top_down`]). Returns the host time of the wait,
+    /// the map and the conversion, ms; `None` when no frame was pending ([`Readback::pending`])
+    /// or `out` is `None` (the pending frame is then dropped).
     ///
     /// # Errors
-    /// `glReadPixels`, the fence, its wait or the map failed.
-    pub fn push<R>(&mut self, gl: Gl<'_>, consume: impl FnOnce(&[u8]) -> R) -> anyhow::Result<Option<(R, f64)>> {
+    /// `glReadPixels`, the fence, its wait or the map failed, or `out` has the wrong size.
+    pub fn push(&mut self, gl: Gl<'_>, out: Option<&mut [u32]>) -> anyhow::Result<Option<f64>> {
         let this = self.next;
         let other = 1 - this;
         let format = match self.order {
@@ -113,12 +118,17 @@ impl Readback {
         let Some(prev) = self.fences[other].take() else { return Ok(None) };
         let t0 = Instant::now();
         wait_fence(gl, prev, t0).context("waiting for the previous frame's readback")?;
+        let Some(out) = out else { return Ok(None) };
         let bytes = frame_bytes(self.width, self.height)?;
-        let r = gl.with_mapped_pack_buffer(self.pbos[other], bytes, consume).context("mapping the previous frame's pixel-pack buffer")?;
-        Ok(Some((r, t0.elapsed().as_secs_f64() * 1e3)))
+        let (order, w, h) = (self.order, self.width, self.height);
+        // SAFETY: the closure only converts pixels (no GL call), as the function requires.
+        let converted = unsafe { gl.with_mapped_pack_buffer(self.pbos[other], bytes, |px| to_xrgb_top_down(px, order, w, h, out)) }
+            .context("mapping the previous frame's pixel-pack buffer")?;
+        converted?;
+        Ok(Some(t0.elapsed().as_secs_f64() * 1e3))
     }
 
-    /// The byte order of the pixels [`Readback::push`] lends.
+    /// The byte order GL writes the pixels in.
     pub fn order(&self) -> PixelOrder {
         self.order
     }

@@ -46,9 +46,9 @@ impl Drop for Texture<'_> {
 /// Runs an image-workflow case (`ctx` current, sharing `gl`'s device).
 pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupFailed> {
     let stream = Stream::create(ctx, interop::sys::stream_flags::NON_BLOCKING, 0)?;
-    let rgba = Texture::new(gl, glow::RGBA8, glow::RGBA)?;
     let r = match case.name {
         "image-pointer" | "image-layer-out-of-range" | "surface-without-ldst" => {
+            let rgba = Texture::new(gl, glow::RGBA8, glow::RGBA)?;
             let flags = if case.name == "surface-without-ldst" { register_flags::NONE } else { register_flags::SURFACE_LDST };
             let mut res = vec![GraphicsResource::register_gl_image(ctx, rgba.id(), glow::TEXTURE_2D, flags)?];
             let mapping = map_resources(&mut res, &stream)?;
@@ -61,6 +61,7 @@ pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, Se
                 }
             };
             mapping.unmap()?;
+            drop(res); // unregister before the texture is deleted
             r
         }
         "register-rgb8-texture" => {
