@@ -80,6 +80,8 @@ const COLUMNS: &[&str] = &[
     "draw_ms_p95",
     "draw_ms_p99",
     "draw_ms_max",
+    "readback_ms_median",
+    "readback_ms_p99",
     "interactions_per_s",
     "gflops",
     "overhead_us",
@@ -184,7 +186,7 @@ fn cpu_mode_writes_json_csv_and_png() {
         let spread = row["spread_pct"].as_f64().unwrap();
         assert!(spread.is_finite() && spread >= 0.0);
         // No CUDA in the cpu mode, and compute was not measured: these stay empty.
-        for key in ["map_ms_median", "unmap_ms_median", "overhead_us", "overhead_pct", "gpu_name", "stream", "ctx_sched"] {
+        for key in ["map_ms_median", "unmap_ms_median", "overhead_us", "overhead_pct", "gpu_name", "stream", "ctx_sched", "readback_ms_median"] {
             assert!(row[key].is_null(), "{key} should be null for cpu: {}", row[key]);
         }
         assert!(!row["gl_renderer"].as_str().unwrap_or("").is_empty());
@@ -334,4 +336,18 @@ fn a_bad_timeline_path_fails_first_and_keeps_earlier_results() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--timeline") && err.contains("/nonexistent/dir/t-draw-64.json"), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(dir.join("bench.json")).expect("still there"), "{\"earlier\": true}");
+}
+
+/// `--readback` times the copy route's readback in every whole frame: the `readback_ms_*`
+/// columns are filled (each frame but the first hands out the frame before).
+#[test]
+fn readback_fills_its_columns() {
+    let dir = out_dir("readback");
+    let args = ["--modes", "cpu", "--bodies", "256", "--frames", "6", "--warmup", "1", "--rounds", "1", "--readback", "--width", "320", "--height", "200"];
+    let o = bench(&args, &dir, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (_, rows) = json_rows(&dir);
+    assert_eq!(rows.len(), 1);
+    let (med, max) = (positive(&rows[0], "readback_ms_median"), positive(&rows[0], "readback_ms_max"));
+    assert!(med <= max, "{med} {max}");
 }

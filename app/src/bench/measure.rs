@@ -33,6 +33,7 @@ pub(super) struct Acc {
     pub(super) unmap: Vec<f64>,
     pub(super) upload: Vec<f64>,
     pub(super) draw: Vec<f64>,
+    pub(super) readback: Vec<f64>,
     pub(super) gather: Vec<f64>,
     pub(super) round_medians: Vec<f64>,
     /// The GPU setup the runner ran in (CUDA modes).
@@ -51,6 +52,7 @@ impl Acc {
         self.unmap.extend(s.sim.unmap_ms);
         self.upload.extend(s.sim.upload_ms);
         self.draw.extend(s.draw_ms);
+        self.readback.extend(s.readback_ms);
         self.gather.extend(s.sim.gather_ms);
     }
 }
@@ -111,7 +113,7 @@ impl Env {
         let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| !matches!(m, BenchMode::Cpu | BenchMode::Draw)).collect();
         let mut gfx = None;
         if !gl_modes.is_empty() {
-            match Gfx::open(args.width, args.height, args.max_sprite_px) {
+            match Gfx::open(args.width, args.height, args.max_sprite_px, args.readback) {
                 Ok(g) => gfx = Some(g),
                 Err(e) => {
                     for m in &gl_modes {
@@ -524,6 +526,7 @@ pub(super) fn measure(
                         },
                         times: report::TimeColumns { frame, map: Summary::of(&acc.map), kernel: Summary::of(&acc.kernel),
                             unmap: Summary::of(&acc.unmap), upload: Summary::of(&acc.upload), draw: Summary::of(&acc.draw),
+                            readback: Summary::of(&acc.readback),
                             gather: Summary::of(&acc.gather) },
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,

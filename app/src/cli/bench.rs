@@ -67,6 +67,12 @@ pub struct BenchArgs {
     /// Offscreen framebuffer height, pixels.
     #[arg(long, default_value_t = 800, help_heading = "Display")]
     pub height: u32,
+    /// Also read every frame back as the window's copy route does (`--present copy`: two
+    /// pixel-pack buffers a frame behind, converted to the window's pixel format), timed in the
+    /// `readback_ms_*` columns and included in the frame: the cost of presenting at this size,
+    /// without the window system's blit.
+    #[arg(long, help_heading = "Display")]
+    pub readback: bool,
     /// Largest sprite diameter, pixels (the demo's `--max-sprite-px`: the draw's fill cost).
     #[arg(long = "max-sprite-px", default_value_t = 64.0, help_heading = "Display", hide_short_help = true)]
     pub max_sprite_px: f32,

@@ -23,6 +23,7 @@ use crate::demo::frame::{render_bodies, GlTrack};
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::gfx::gl::{CurrentContext, Gl};
+use crate::gfx::readback::{PixelOrder, Readback};
 use crate::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
 use crate::gfx::GlInfo;
@@ -42,6 +43,8 @@ pub struct FrameSample {
     pub sim: SimTimings,
     /// GL timer-query time of the body draw.
     pub draw_ms: Option<f64>,
+    /// Host time of the copy route's readback of the frame before (`bench --readback`).
+    pub readback_ms: Option<f64>,
 }
 
 /// The headless GL side of the bench: one context for the whole run, one renderer whose VBOs
@@ -55,6 +58,8 @@ pub struct Gfx {
     /// `--max-sprite-px`.
     sprite_cap: f32,
     target: Option<OffscreenTarget>,
+    /// `--readback`: the copy route's pixel-pack buffers and the window-format pixels they fill.
+    readback: Option<(Readback, Vec<u32>)>,
     camera: OrbitCamera,
     ctx: HeadlessContext,
 }
@@ -65,10 +70,22 @@ impl Gfx {
     ///
     /// # Errors
     /// No EGL context, or the FBO cannot be made.
-    pub fn open(width: u32, height: u32, sprite_cap: f32) -> anyhow::Result<Gfx> {
+    pub fn open(width: u32, height: u32, sprite_cap: f32, readback: bool) -> anyhow::Result<Gfx> {
         let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).context("headless GL context")?;
         let target = OffscreenTarget::new(ctx.gl(), width, height).context("offscreen framebuffer")?;
-        Ok(Gfx { renderer: None, sprite_cap, target: Some(target), camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), ctx })
+        let readback = if readback {
+            let order = if ctx.info.is_gles { PixelOrder::Rgba } else { PixelOrder::Bgra };
+            match Readback::new(ctx.gl(), width, height, order) {
+                Ok(r) => Some((r, vec![0u32; width as usize * height as usize])),
+                Err(e) => {
+                    target.destroy(ctx.gl());
+                    return Err(e.context("--readback's pixel-pack buffers"));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Gfx { renderer: None, sprite_cap, target: Some(target), readback, camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), ctx })
     }
 
     /// Vendor, renderer, version and EGL device of the context.
@@ -124,10 +141,18 @@ impl Gfx {
         let params =
             DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0, advanced: steps > 0 };
         render_bodies(gl, renderer, backend, &target, &params, true, true);
+        // As the copy route does after a frame: start its readback, take the frame before's.
+        let readback_ms = match &mut self.readback {
+            Some((r, pixels)) => {
+                target.bind(gl);
+                r.push(gl, Some(pixels))?
+            }
+            None => None,
+        };
         gl.finish();
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
         let draw_ms = if self.ctx.info.timer_query { renderer.draw_ms() } else { None };
-        Ok(FrameSample { frame_ms, sim, draw_ms })
+        Ok(FrameSample { frame_ms, sim, draw_ms, readback_ms })
     }
 
     /// The state `backend` holds, read back with synchronised velocities (for the divergence check
@@ -176,6 +201,9 @@ impl Drop for Gfx {
         }
         if let Some(t) = self.target.take() {
             t.destroy(gl);
+        }
+        if let Some((r, _)) = self.readback.take() {
+            r.destroy(gl);
         }
     }
 }

@@ -450,6 +450,7 @@ mod tests {
                 unmap: None,
                 upload: None,
                 draw: None,
+                readback: None,
                 gather: setup.filter(|s| s.1 > 1).map(|_| one(0.01)),
             },
             round_medians: vec![frame_ms],
