@@ -503,3 +503,42 @@ fn bench_that_measures_nothing_leaves_no_output_directory() {
     assert!(err.contains("--bodies 3"), "the error does not suggest --bodies 3:\n{err}");
     assert!(!dir.exists(), "an empty output directory was left behind");
 }
+
+/// `--solver tree` runs the CPU backend's tree (the summary names it and θ); with `--backend
+/// auto` it runs on the CPU without trying CUDA, and says so.
+#[test]
+fn tree_solver_runs_on_the_cpu_and_names_itself() {
+    let o = run(&["--headless", "--backend", "cpu", "--solver", "tree", "--theta", "0.7", "--frames", "3", "--bodies", "1024"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    assert!(out.contains("CPU f32 tree θ=0.7 (rayon"), "summary does not name the tree:\n{out}");
+    let o = run(&["--headless", "--backend", "auto", "--solver", "tree", "--frames", "2", "--bodies", "512"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    assert!(err.contains("--solver tree runs on the CPU backend"), "{err}");
+    assert!(!err.contains("CUDA unavailable"), "CUDA was tried:\n{err}");
+    assert!(out.contains("CPU f32 tree θ=0.5"), "{out}");
+}
+
+/// `accuracy` prints a row per solver and θ and writes the same rows to `--csv`; θ = 0 is the
+/// direct sum (relative error at f32 rounding: below 1e-6), and larger θ costs fewer
+/// interactions.
+#[test]
+fn accuracy_prints_and_writes_its_rows() {
+    let dir = scratch("accuracy");
+    let csv_path = dir.join("acc.csv");
+    let o = run(&["accuracy", "--init", "plummer", "--bodies", "600", "--theta", "0,0.5,1", "--csv", csv_path.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    assert!(out.contains("| plummer | 600 | direct |") && out.contains("| plummer | 600 | tree | 0.5 |"), "{out}");
+    let mut r = csv::Reader::from_path(&csv_path).expect("csv");
+    let headers = r.headers().expect("header").clone();
+    let rows: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();
+    assert_eq!(rows.len(), 4, "direct + 3 θ");
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (theta, med, per_body) = (col("theta"), col("err_median"), col("interactions_per_body"));
+    let num = |row: &csv::StringRecord, c: usize| row[c].parse::<f64>().unwrap();
+    assert_eq!(num(&rows[1], theta), 0.0);
+    assert!(num(&rows[1], med) < 1e-6, "θ = 0: {:?}", rows[1]);
+    assert!(num(&rows[3], per_body) < num(&rows[2], per_body) && num(&rows[2], per_body) < 600.0, "{rows:?}");
+}

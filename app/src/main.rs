@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         }),
         Some(Command::Switch(a)) => nbody_app::probe::switch::run(a),
         Some(Command::Scale(a)) => nbody_app::probe::scale::run(a),
+        Some(Command::Accuracy(a)) => nbody_app::probe::accuracy::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,11 @@
 //! without `--allow-slow`) is spread over frames when asked ([`crate::backend::LongSteps::set_spread`], the
 //! windowed demo): each frame computes the accelerations of one range of bodies (about 0.2 s)
 //! and uploads nothing until the last range moved the bodies ([`CpuF32::step_frame`]).
+//!
+//! The accelerations come from the all-pairs sum or, with `--solver tree`, the Barnes–Hut tree
+//! ([`crate::sim::tree`]); the leapfrog and the upload are the same. The step-time estimates
+//! (the `--allow-slow` check, the spreading of long steps) count N² interactions either way, so
+//! for the tree they are pessimistic.
 
 use std::time::Instant;
 
@@ -17,6 +22,7 @@ use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
 use crate::sim::cpu::CpuF32;
 use crate::sim::diagnostics::diagnostics;
+use crate::sim::tree::Solver;
 use crate::sim::{Bodies, Diagnostics, PhysParams};
 
 /// CPU simulation backend: compute with [`CpuF32`], upload with `glBufferSubData`.
@@ -31,7 +37,14 @@ impl CpuBackend {
     /// A backend stepping a copy of `bodies` with `params`; both VBOs already hold
     /// `bodies.pos` (the renderer made them from the same bodies), and buffer 0 is the front.
     pub fn new(bodies: &Bodies, params: PhysParams) -> Self {
-        Self { sim: CpuF32::new(bodies, params), front: 0, threads: rayon::current_num_threads() }
+        Self::with_solver(bodies, params, Solver::Direct)
+    }
+
+    /// As [`CpuBackend::new`], computing the accelerations with `solver`.
+    pub fn with_solver(bodies: &Bodies, params: PhysParams, solver: Solver) -> Self {
+        let mut sim = CpuF32::new(bodies, params);
+        sim.set_solver(solver);
+        Self { sim, front: 0, threads: rayon::current_num_threads() }
     }
 }
 
@@ -41,7 +54,10 @@ fn ms_since(t: Instant) -> f64 {
 
 impl SimBackend for CpuBackend {
     fn label(&self) -> String {
-        format!("CPU f32 (rayon, {} threads)", self.threads)
+        match self.sim.solver() {
+            Solver::Direct => format!("CPU f32 (rayon, {} threads)", self.threads),
+            tree => format!("CPU f32 {} (rayon, {} threads)", tree.label(), self.threads),
+        }
     }
 
     fn n(&self) -> usize {

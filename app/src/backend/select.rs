@@ -12,6 +12,7 @@ use crate::cuda::settings::{InteropMode, Precision};
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
+use crate::sim::tree::Solver;
 use crate::sim::{Bodies, PhysParams};
 
 /// Simulation backend.
@@ -30,6 +31,9 @@ pub enum BackendChoice {
 pub struct BackendConfig {
     /// CPU, CUDA, or CUDA with the CPU as fallback.
     pub choice: BackendChoice,
+    /// The CPU backend's force solver; [`Solver::Tree`] exists on the CPU only (see
+    /// [`make_backend`]).
+    pub solver: Solver,
     /// Options of the CUDA backend (ignored for `cpu`).
     pub cuda: CudaOptions,
     /// The long names of the options typed on the command line (`--interop`, …), for the notice
@@ -51,8 +55,11 @@ pub struct BackendConfig {
 /// as above; a later CPU fallback adds its own line to the notice. Other failures (no CUDA device
 /// shares the GL context) are handled like those of `map`.
 ///
+/// With [`Solver::Tree`] (`--solver tree`), which the CUDA backend does not have: `auto` makes the
+/// CPU backend without trying CUDA (the notice says why), and `cuda` is an error.
+///
 /// # Errors
-/// `--backend cuda` and CUDA cannot be used; the fallback from `external` to `map` with register
+/// `--backend cuda` and CUDA cannot be used, or asked for with `--solver tree`; the fallback from `external` to `map` with register
 /// flags that `map` refuses ([`super::cuda::check_register_flags`]).
 pub fn make_backend(
     cfg: &BackendConfig,
@@ -63,7 +70,14 @@ pub fn make_backend(
     params: PhysParams,
 ) -> anyhow::Result<(Box<dyn SimBackend>, Option<String>)> {
     if cfg.choice == BackendChoice::Cpu {
-        return Ok((Box::new(CpuBackend::new(bodies, params)), None));
+        return Ok((Box::new(CpuBackend::with_solver(bodies, params, cfg.solver)), None));
+    }
+    if let Solver::Tree { .. } = cfg.solver {
+        if cfg.choice == BackendChoice::Cuda {
+            anyhow::bail!("{TREE_ON_CUDA}");
+        }
+        let notice = "--solver tree runs on the CPU backend (the CUDA backend has no tree solver yet)".to_string();
+        return Ok((Box::new(CpuBackend::with_solver(bodies, params, cfg.solver)), Some(notice)));
     }
     let err = match CudaBackend::new(&cfg.cuda, gl, gl_info, vbos, bodies, params) {
         Ok(b) => return Ok((Box::new(b), None)),
@@ -97,6 +111,10 @@ pub fn make_backend(
     };
     Ok((backend, Some(notice)))
 }
+
+/// Why `--backend cuda --solver tree` is refused, with the remedies.
+pub const TREE_ON_CUDA: &str = "--solver tree is a CPU solver: the CUDA backend computes the direct sum only (no tree \
+     solver yet); use --backend cpu (or auto) with --solver tree, or --solver direct with --backend cuda";
 
 /// What [`apply_settings`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +165,7 @@ pub fn apply_settings(
     new_cfg.cuda.settings = s;
     // The old backend goes first: it may hold CUDA registrations of the same VBOs. Until the new
     // one exists the CPU stands in (it never touches CUDA or the VBOs).
-    let mut old = std::mem::replace(backend, Box::new(CpuBackend::new(&bodies, params)));
+    let mut old = std::mem::replace(backend, Box::new(CpuBackend::with_solver(&bodies, params, cfg.solver)));
     old.release_gl(gl);
     drop(old);
     match make_backend(&new_cfg, gl, gl_info, vbos, &bodies, params) {
@@ -187,7 +205,7 @@ fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, bodies: &Bodies, param
         notice.push('\n');
         notice.push_str(&ignored);
     }
-    (Box::new(CpuBackend::new(bodies, params)), Some(notice))
+    (Box::new(CpuBackend::with_solver(bodies, params, cfg.solver)), Some(notice))
 }
 
 /// The options of the CUDA backend that `o` sets away from their defaults or that were typed
@@ -262,6 +280,7 @@ mod external_fallback_tests {
         };
         BackendConfig {
             choice,
+            solver: crate::sim::tree::Solver::Direct,
             cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None },
             typed: Vec::new(),
         }

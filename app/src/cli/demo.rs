@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::gpus::GpuArgs;
 use super::sim::SimArgs;
-use super::values::{Present, StepsPerFrame, YesNo, DEMO_BODIES, DEMO_INIT};
+use super::values::{parse_theta, Present, SolverChoice, StepsPerFrame, YesNo, DEMO_BODIES, DEMO_INIT};
 use crate::backend::cuda::CudaOptions;
 use crate::backend::select::{BackendChoice, BackendConfig};
 use crate::backend::InteropSettings;
@@ -35,6 +35,20 @@ pub struct DemoArgs {
     /// to 256.
     #[arg(long, value_enum, default_value_t = Precision::F32, help_heading = "Simulation")]
     pub precision: Precision,
+    /// Force solver of the CPU backend: the all-pairs sum, or the Barnes–Hut tree (CPU only).
+    ///
+    /// `tree` builds an octree each step (Morton-sorted, monopole + quadrupole moments) and
+    /// opens a cell when its side over the distance to its centre of mass is ≥ `--theta`. The
+    /// CUDA backend has no tree yet: `--backend cuda --solver tree` is refused, and `--backend
+    /// auto` runs the CPU backend for it.
+    #[arg(long, value_enum, default_value_t = SolverChoice::Direct, help_heading = "Simulation")]
+    pub solver: SolverChoice,
+    /// Opening angle θ of `--solver tree` (≥ 0; 0 opens every cell: the direct sum).
+    ///
+    /// Smaller is more accurate and slower; `nbody-interop accuracy` measures the force error
+    /// per θ.
+    #[arg(long, value_name = "θ", default_value_t = crate::sim::tree::DEFAULT_THETA, value_parser = parse_theta, allow_negative_numbers = true, help_heading = "Simulation")]
+    pub theta: f32,
     /// Start even when one step is estimated to take over 10 s.
     ///
     /// Without it such a run is refused with the estimate (N² interactions at the backend's
@@ -186,6 +200,7 @@ impl DemoArgs {
     pub fn backend_config(&self) -> BackendConfig {
         BackendConfig {
             choice: self.backend,
+            solver: self.solver.with_theta(self.theta),
             cuda: CudaOptions {
                 settings: self.interop_settings(),
                 separate_maps: false,

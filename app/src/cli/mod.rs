@@ -18,7 +18,7 @@ pub use self::bench::BenchArgs;
 pub use self::demo::DemoArgs;
 pub use self::gpus::GpuArgs;
 pub use self::sim::SimArgs;
-pub use self::values::{BenchMode, Present, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT};
+pub use self::values::{parse_theta, BenchMode, Present, SolverChoice, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT};
 pub use crate::backend::select::BackendChoice;
 pub use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 
@@ -71,6 +71,35 @@ pub enum Command {
     /// Per-step time, gather time (NCCL or peer copies), interactions/s and the scaling against
     /// one GPU.
     Scale(ScaleArgs),
+    /// Measure the CPU tree solver's force error against the f64 direct sum, per scene, N and θ.
+    ///
+    /// Per-body relative acceleration error |a_tree − a_direct| / |a_direct| (median, 99th
+    /// percentile, maximum), interactions per body, and the time of the tree against the
+    /// CPU backend's direct sum. No GPU or display needed.
+    Accuracy(AccuracyArgs),
+}
+
+/// Options of `accuracy`.
+#[derive(Debug, Args)]
+pub struct AccuracyArgs {
+    /// Scenes to measure, comma separated (plummer, galaxies, ball, or a state file).
+    #[arg(long, value_delimiter = ',', default_value = "plummer,galaxies")]
+    pub init: Vec<String>,
+    /// Body counts N, comma separated (ignored for state files, which fix N).
+    #[arg(long, value_delimiter = ',', default_value = "16384,65536")]
+    pub bodies: Vec<usize>,
+    /// Opening angles θ of the tree, comma separated (each finite and ≥ 0).
+    #[arg(long, value_name = "θ", value_delimiter = ',', value_parser = parse_theta, allow_negative_numbers = true, default_value = "0.3,0.5,0.75,1.0")]
+    pub theta: Vec<f32>,
+    /// Plummer softening length ε (length units), as the demo's `--softening`.
+    #[arg(long, value_name = "EPS", default_value_t = 0.01)]
+    pub softening: f32,
+    /// Seed of the initial conditions.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also write the rows to this CSV file (rewritten after every row).
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
 }
 
 /// Options of `scale`.

@@ -1,9 +1,40 @@
 //! Values of options that several commands share: steps per frame, yes/no, the entry points'
-//! default-stream semantics, the bench modes, the window's present route, and the default scene and N.
+//! default-stream semantics, the bench modes, the window's present route, the CPU backend's
+//! force solver and opening angle, and the default scene and N.
 
 use clap::ValueEnum;
 
 use crate::cuda::settings::InteropMode;
+use crate::sim::tree::{check_theta, Solver};
+
+/// `--solver`: how the CPU backend computes the accelerations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SolverChoice {
+    /// The all-pairs sum, O(N²): exact up to float rounding.
+    Direct,
+    /// The Barnes–Hut octree (monopole + quadrupole), O(N log N), with opening angle `--theta`.
+    Tree,
+}
+
+impl SolverChoice {
+    /// The solver with opening angle `theta` (used by `tree` only).
+    pub fn with_theta(self, theta: f32) -> Solver {
+        match self {
+            SolverChoice::Direct => Solver::Direct,
+            SolverChoice::Tree => Solver::Tree { theta },
+        }
+    }
+}
+
+/// `--theta`: a finite opening angle ≥ 0 ([`check_theta`] says why not).
+///
+/// # Errors
+/// Not a number, or negative, NaN or infinite.
+pub fn parse_theta(s: &str) -> Result<f32, String> {
+    let t = s.trim();
+    let v: f32 = t.parse().map_err(|_| format!("`{t}` is not a number: give an opening angle θ ≥ 0, such as 0.5"))?;
+    check_theta(v)
+}
 
 /// `--steps-per-frame`: a fixed count of leapfrog steps per frame, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -43,6 +43,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     // warns under --allow-slow. A file fixes N itself: it is checked once read.
     let cpu = match args.backend {
         crate::cli::BackendChoice::Cpu => true,
+        // The tree exists on the CPU only: `auto` runs the CPU backend for it.
+        crate::cli::BackendChoice::Auto if args.solver == crate::cli::SolverChoice::Tree => true,
         crate::cli::BackendChoice::Cuda => false,
         // Without a driver library `auto` will run the CPU backend: its rate, not a GPU's.
         crate::cli::BackendChoice::Auto => !crate::backend::select::driver_library_loads(),
@@ -110,6 +112,18 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
              (--backend cpu) does not have: use --backend cuda (or auto) with --interop map on a machine with an NVIDIA \
              GPU, or leave --step-mode out"
         );
+    }
+    if args.backend == crate::cli::BackendChoice::Cuda && args.solver == crate::cli::SolverChoice::Tree {
+        bail!("{}", crate::backend::select::TREE_ON_CUDA);
+    }
+    if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 {
+        bail!(
+            "--solver tree runs on the CPU backend, which is float32 only, and --precision f64 needs the CUDA backend: \
+             use --precision f32 with --solver tree, or --solver direct with --precision f64"
+        );
+    }
+    if args.solver == crate::cli::SolverChoice::Tree && args.step_mode {
+        bail!("--step-mode walks the CUDA workflow, and --solver tree runs on the CPU backend: leave one of them out");
     }
     crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if args.backend != crate::cli::BackendChoice::Cpu {
@@ -264,6 +278,9 @@ fn ignored_notice(args: &DemoArgs) -> Option<String> {
     }
     if args.headless && typed("--present") {
         parts.push("--present (a headless run shows no window: its frames stay in the FBO)".to_string());
+    }
+    if args.solver == crate::cli::SolverChoice::Direct && typed("--theta") {
+        parts.push("--theta (only --solver tree opens cells)".to_string());
     }
     if args.target_fps.is_some() && args.steps_per_frame() != crate::cli::StepsPerFrame::Auto {
         parts.push("--target-fps (only --steps-per-frame auto fills a frame rate)".to_string());

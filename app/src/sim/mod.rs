@@ -25,6 +25,7 @@ pub mod init;
 pub mod partial;
 pub mod state_csv;
 pub mod tipsy;
+pub mod tree;
 
 use serde::Serialize;
 

@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use crate::sim::partial::{parts_for, FrameSteps, PartialStep, StepProgress};
 use super::simd::AccelerationsF32;
 use super::{for_chunks, Sources, CHUNK};
+use crate::sim::tree::{Interactions, Octree, Solver};
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
 /// Float32 CPU backend, multithreaded with rayon (tasks of 64 bodies `i`): the application's CPU
@@ -33,6 +34,13 @@ pub struct CpuF32 {
     /// The step in progress between two calls: its accelerations are computed range by range
     /// into `acc` from the sources `src`; no body moves before the last range.
     partial: Option<PartialStep>,
+    /// How the accelerations are computed ([`CpuF32::set_solver`]).
+    solver: Solver,
+    /// With [`Solver::Tree`]: the octree of the current force evaluation (built from `pos` with
+    /// the sources; `pos` does not move before the evaluation's last range).
+    tree: Option<Octree>,
+    /// Interactions of the last force evaluation with [`Solver::Tree`] (all its ranges).
+    tree_interactions: Interactions,
 }
 
 impl CpuF32 {
@@ -52,6 +60,46 @@ impl CpuF32 {
             interrupt: None,
             spread: None,
             partial: None,
+            solver: Solver::Direct,
+            tree: None,
+            tree_interactions: Interactions::default(),
+        }
+    }
+
+    /// Compute the accelerations of the following force evaluations with `solver`: the
+    /// all-pairs sum (the default) or the Barnes–Hut tree ([`crate::sim::tree`]). A step in
+    /// progress is abandoned first (it starts again with the new solver).
+    pub fn set_solver(&mut self, solver: Solver) {
+        if solver != self.solver {
+            self.abandon_step();
+            self.solver = solver;
+        }
+    }
+
+    /// The solver in use.
+    pub fn solver(&self) -> Solver {
+        self.solver
+    }
+
+    /// Interactions (body–body and body–cell) of the last complete tree force evaluation; zero
+    /// with [`Solver::Direct`] (its N² pairs are known).
+    pub fn tree_interactions(&self) -> Interactions {
+        self.tree_interactions
+    }
+
+    /// Loads the sources of a force evaluation from `pos` (and builds the tree when the solver
+    /// is [`Solver::Tree`]); the accelerations are sized to N.
+    fn load_sources(&mut self) {
+        self.acc.resize(self.pos.len(), [0.0; 3]);
+        match self.solver {
+            Solver::Direct => {
+                self.src.load(self.pos.iter().copied());
+                self.tree = None;
+            }
+            Solver::Tree { .. } => {
+                self.tree = Some(Octree::build(&self.pos));
+                self.tree_interactions = Interactions::default();
+            }
         }
     }
 
@@ -91,8 +139,7 @@ impl CpuF32 {
         }
         if self.partial.is_some() || parts > 1 {
             if self.partial.is_none() {
-                self.src.load(self.pos.iter().copied());
-                self.acc.resize(self.pos.len(), [0.0; 3]);
+                self.load_sources();
                 self.partial = Some(PartialStep::start(self.len(), parts, 0, &mut self.leap, self.params.dt));
             }
             let budget = if self.spread.is_some() { crate::sim::partial::PARTS_PER_FRAME } else { usize::MAX };
@@ -225,8 +272,7 @@ impl CpuF32 {
     /// `v += a * kick; x += v * drift`. With `stoppable` and an interrupt set, a stop request seen
     /// by any task of the evaluation abandons it before any body moves: returns false.
     fn kick_drift(&mut self, kick: f32, drift: f32, stoppable: bool) -> bool {
-        self.src.load(self.pos.iter().copied());
-        self.acc.resize(self.pos.len(), [0.0; 3]);
+        self.load_sources();
         if !self.accelerations(0..self.pos.len(), stoppable) {
             return false;
         }
@@ -240,6 +286,18 @@ impl CpuF32 {
     fn accelerations(&mut self, bodies: std::ops::Range<usize>, stoppable: bool) -> bool {
         let (src, g, eps) = (&self.src, self.params.g, self.params.softening);
         let stop = self.interrupt.filter(|_| stoppable);
+        if let (Solver::Tree { theta }, Some(tree)) = (self.solver, &self.tree) {
+            let asked = stop.map(|f| move || f());
+            let asked = asked.as_ref().map(|f| f as &(dyn Fn() -> bool + Sync));
+            let first = bodies.start;
+            return match tree.accelerations_stoppable(&self.pos, first, &mut self.acc[bodies], g, eps, theta, asked) {
+                Some(n) => {
+                    self.tree_interactions += n;
+                    true
+                }
+                None => false,
+            };
+        }
         let stopped = std::sync::atomic::AtomicBool::new(false);
         let arch = pulp::Arch::new();
         let first = bodies.start;

@@ -196,6 +196,21 @@ pub fn accelerations_f64(pos: &[[f64; 4]], g: f64, eps: f64) -> Vec<[f64; 3]> {
     acc
 }
 
+/// All-pairs accelerations in float32, by the CPU backend's SIMD loop ([`CpuF32`]'s force
+/// evaluation): `pos` is `[N][4]` (x, y, z, mass), returns `[N][3]` (same law and conventions as
+/// [`accelerations_f64`]). Parallel over `i` with rayon.
+pub fn accelerations_f32(pos: &[[f32; 4]], g: f32, eps: f32) -> Vec<[f32; 3]> {
+    let mut src = Sources::default();
+    src.load(pos.iter().copied());
+    let mut acc = vec![[0.0f32; 3]; pos.len()];
+    let arch = pulp::Arch::new();
+    let src = &src;
+    acc.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, out)| arch.dispatch(simd::AccelerationsF32 { src, g, eps2: eps * eps, first: c * CHUNK, out }));
+    acc
+}
+
 /// One kernel call's worth of the integrator in float64, from float32 inputs.
 ///
 /// Computes `a = a(x)` with `params.g` and `params.softening` (`params.dt` is not used), then

@@ -1,0 +1,157 @@
+//! `nbody-interop accuracy`: the Barnes–Hut tree's force error ([`crate::sim::tree`]) against
+//! the float64 direct sum, per scene, N and θ, with its cost.
+//!
+//! For each scene and N: the float64 all-pairs accelerations of the f32 positions
+//! ([`accelerations_f64`], the reference), the CPU backend's float32 direct sum
+//! ([`accelerations_f32`], timed: the `direct` row, whose error is the f32 rounding floor), then
+//! per θ the tree (build and walk timed apart). Each row holds the per-body relative error
+//! `|a − a_ref| / |a_ref|` (median, 99th percentile, maximum; [`ErrorStats`]), interactions per
+//! body (body–body + body–cell; N for the direct sum) and the times in ms, one run each (after
+//! the reference, so the threads and pages are warm). G = 1: relative errors do not depend on G.
+//! The table goes to stdout; `--csv` rewrites the file after every row, so Ctrl-C keeps the rows
+//! finished.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use serde::Serialize;
+
+use crate::cli::AccuracyArgs;
+use crate::sim::cpu::{accelerations_f32, accelerations_f64};
+use crate::sim::init::initial_bodies;
+use crate::sim::tree::{relative_errors, ErrorStats, Octree};
+use crate::stop::{stopped, Interrupted};
+
+/// One row of the table and the CSV file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccuracyRow {
+    /// The scene (`--init`).
+    pub scene: String,
+    /// N.
+    pub n: usize,
+    /// `direct` (the CPU backend's f32 all-pairs sum) or `tree`.
+    pub solver: &'static str,
+    /// θ of the tree; empty for `direct`.
+    pub theta: Option<f32>,
+    /// Median per-body relative acceleration error (dimensionless).
+    pub err_median: f64,
+    /// Its 99th percentile.
+    pub err_p99: f64,
+    /// Its maximum.
+    pub err_max: f64,
+    /// Interactions per body (body–body + body–cell terms).
+    pub interactions_per_body: f64,
+    /// Tree build time (bounding cube, Morton sort, cells and moments), ms; 0 for `direct`.
+    pub build_ms: f64,
+    /// Force evaluation time, ms: the tree's build and walks, or the direct sum.
+    pub force_ms: f64,
+    /// The direct sum's time over this row's (1 for `direct`).
+    pub speedup: f64,
+}
+
+/// Runs `accuracy` with `args`: prints the table, writes `--csv`.
+///
+/// # Errors
+/// No scene, N or θ; N = 0; a scene that cannot be made; the CSV file cannot be written; an
+/// interrupt (after the rows finished).
+pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
+    if args.init.is_empty() || args.bodies.is_empty() || args.theta.is_empty() {
+        bail!("accuracy needs at least one scene (--init), one N (--bodies) and one θ (--theta)");
+    }
+    if args.bodies.contains(&0) {
+        bail!("--bodies must be at least 1");
+    }
+    if !(args.softening.is_finite() && args.softening >= 0.0) {
+        bail!("--softening must be a finite number ≥ 0 (got {})", args.softening);
+    }
+    if let Some(p) = &args.csv {
+        write_csv(p, &[]).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
+    }
+    crate::stop::install();
+    let threads = rayon::current_num_threads();
+    println!("force error of the tree against the f64 direct sum (ε = {}, seed {}, {threads} threads)", args.softening, args.seed);
+    println!("{}", header());
+    let mut rows = Vec::new();
+    for scene in &args.init {
+        for &n in &args.bodies {
+            if stopped() {
+                bail!(Interrupted(format!("after {} row(s)", rows.len())));
+            }
+            let bodies = initial_bodies(scene, n, args.seed, 1.0)?;
+            let pos = &bodies.pos;
+            let n = pos.len();
+            let t = Instant::now();
+            let exact = accelerations_f64(&pos.iter().map(|p| p.map(f64::from)).collect::<Vec<_>>(), 1.0, f64::from(args.softening));
+            eprintln!("{scene} N = {n}: f64 reference in {:.0} ms", ms(t));
+            let t = Instant::now();
+            let direct = accelerations_f32(pos, 1.0, args.softening);
+            let direct_ms = ms(t);
+            let mut row = |solver, theta, acc: &[[f32; 3]], per_body, build_ms, force_ms: f64| -> anyhow::Result<()> {
+                let e = ErrorStats::of(&relative_errors(acc, &exact)).unwrap_or_default();
+                let r = AccuracyRow {
+                    scene: scene.clone(),
+                    n,
+                    solver,
+                    theta,
+                    err_median: e.median,
+                    err_p99: e.p99,
+                    err_max: e.max,
+                    interactions_per_body: per_body,
+                    build_ms,
+                    force_ms,
+                    speedup: direct_ms / force_ms.max(1e-9),
+                };
+                println!("{}", line(&r));
+                rows.push(r);
+                match &args.csv {
+                    Some(p) => write_csv(p, &rows),
+                    None => Ok(()),
+                }
+            };
+            row("direct", None, &direct, n as f64, 0.0, direct_ms)?;
+            for &theta in &args.theta {
+                let t = Instant::now();
+                let tree = Octree::build(pos);
+                let build_ms = ms(t);
+                let mut acc = vec![[0.0f32; 3]; n];
+                let counts = tree.accelerations_into(pos, 0, &mut acc, 1.0, args.softening, theta);
+                let force_ms = ms(t);
+                row("tree", Some(theta), &acc, counts.total() as f64 / n as f64, build_ms, force_ms)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The table's header line (Markdown).
+fn header() -> String {
+    "| scene | N | solver | θ | median | 99th pct | max | interactions/body | build ms | force ms | speedup |\n\
+     | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        .to_string()
+}
+
+/// One row of the table (Markdown).
+fn line(r: &AccuracyRow) -> String {
+    let theta = r.theta.map_or("—".to_string(), |t| t.to_string());
+    let build = if r.solver == "direct" { "—".to_string() } else { format!("{:.0}", r.build_ms) };
+    format!(
+        "| {} | {} | {} | {} | {:.2e} | {:.2e} | {:.2e} | {:.0} | {} | {:.0} | {:.1}× |",
+        r.scene, r.n, r.solver, theta, r.err_median, r.err_p99, r.err_max, r.interactions_per_body, build, r.force_ms, r.speedup
+    )
+}
+
+/// Writes `rows` to `path` (CSV with a header), replacing the file.
+fn write_csv(path: &Path, rows: &[AccuracyRow]) -> anyhow::Result<()> {
+    let mut w = csv::WriterBuilder::new().has_headers(false).from_path(path)?;
+    w.write_record(["scene", "n", "solver", "theta", "err_median", "err_p99", "err_max", "interactions_per_body", "build_ms", "force_ms", "speedup"])?;
+    for r in rows {
+        w.serialize(r)?;
+    }
+    w.flush()?;
+    Ok(())
+}
