@@ -1,7 +1,9 @@
-//! The windowed demo's keyboard controls, driven under Xvfb with synthetic key presses
-//! (xdotool): space pauses (two screenshots taken while paused are the same image), `s` writes a
-//! screenshot, Esc quits with exit code 0 and the outputs written. CPU backend, no overlay (its
-//! plots change every frame), small N.
+//! The windowed demo under Xvfb, driven with real key presses (xdotool): space pauses (two
+//! screenshots taken while paused are the same image), `s` writes a screenshot, Esc quits with
+//! exit code 0 and the outputs written, a scene key loads the scene at its own N; the copy
+//! present route shows in the window (an X dump) exactly the frame the demo made; and both
+//! routes run under a Wayland compositor (Weston, headless). CPU backend, mostly without the
+//! overlay (its plots change every frame), small N.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,13 +17,47 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// True when one of `tools` is missing here: the test is then skipped (on CI, where `.ci/run`
+/// installs them, a missing tool is a failure naming the Debian `packages`).
+fn missing(tools: &[&str], packages: &str) -> bool {
+    let have = |tool: &&str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
+    let absent: Vec<_> = tools.iter().filter(|t| !have(t)).collect();
+    if absent.is_empty() {
+        return false;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI needs {absent:?} (apt-get install {packages})");
+    println!("skipped: {absent:?} not installed");
+    true
+}
+
+/// The start of a window script: the demo with `args` in the background (`$pid`), waited for
+/// until its first frame (the ready file), its window found (`$wid`) and focused: real (XTEST)
+/// key presses go to the focused window; synthetic XSendEvent ones are ignored by winit.
+fn launch(args: &str) -> String {
+    format!(
+        r#"NBODY_TEST_READY=ready '{BIN}' {args} & pid=$!
+until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
+wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
+[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
+until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
+"#
+    )
+}
+
+/// Runs `script` with `sh` under a fresh Xvfb (1280×800×24) in `dir`, with `RUST_LOG=log`;
+/// `timeout` only guards against a hang.
+fn under_xvfb(dir: &Path, script: &str, log: &str) -> std::process::Output {
+    Command::new("timeout")
+        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", script])
+        .current_dir(dir)
+        .env("RUST_LOG", log)
+        .output()
+        .expect("spawn xvfb-run")
+}
+
 #[test]
 fn space_pauses_s_saves_a_screenshot_and_escape_quits() {
-    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
-    let missing: Vec<_> = ["xvfb-run", "xdotool"].into_iter().filter(|t| !have(t)).collect();
-    if !missing.is_empty() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb xdotool)");
-        println!("skipped: {missing:?} not installed");
+    if missing(&["xvfb-run", "xdotool"], "xvfb xdotool") {
         return;
     }
     let dir = scratch("keys");
@@ -29,13 +65,7 @@ fn space_pauses_s_saves_a_screenshot_and_escape_quits() {
     // Each step waits for what the demo shows (its first frame, the focus, each screenshot
     // file, its exit), never for a guessed time; `timeout` only guards against a hang.
     let script = format!(
-        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --bodies 256 --width 320 --height 240 --no-overlay --save-state '{state}' & pid=$!
-until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
-wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
-[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
-# Real (XTEST) key presses go to the focused window; synthetic XSendEvent ones are ignored by winit.
-until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
-shots() {{ ls nbody-interop-*.png 2>/dev/null | wc -l; }}
+        r#"{start}shots() {{ ls nbody-interop-*.png 2>/dev/null | wc -l; }}
 xdotool key space
 xdotool key s
 until [ "$(shots)" -ge 1 ]; do sleep 0.05; done
@@ -43,15 +73,9 @@ xdotool key s
 until [ "$(shots)" -ge 2 ]; do sleep 0.05; done
 xdotool key Escape
 wait $pid; echo "exit=$?""#,
-        bin = BIN,
-        state = state.display()
+        start = launch(&format!("--backend cpu --bodies 256 --width 320 --height 240 --no-overlay --save-state '{}'", state.display()))
     );
-    let o = Command::new("timeout")
-        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
-        .current_dir(&dir)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("spawn xvfb-run");
+    let o = under_xvfb(&dir, &script, "warn");
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("exit=0"), "Esc did not end the demo with exit 0:\n{out}\n{err}");
     assert!(!err.contains("panicked"), "{err}");
@@ -89,11 +113,7 @@ fn read_xwd(bytes: &[u8]) -> (usize, usize, Vec<[u8; 3]>) {
 
 #[test]
 fn the_copy_route_shows_the_frames_in_the_window() {
-    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
-    let missing: Vec<_> = ["xvfb-run", "xdotool", "xwd"].into_iter().filter(|t| !have(t)).collect();
-    if !missing.is_empty() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb xdotool x11-apps)");
-        println!("skipped: {missing:?} not installed");
+    if missing(&["xvfb-run", "xdotool", "xwd"], "xvfb xdotool x11-apps") {
         return;
     }
     let dir = scratch("copy");
@@ -101,24 +121,14 @@ fn the_copy_route_shows_the_frames_in_the_window() {
     // two dumps agree (the window shows each frame one frame late), then Esc ends the run and
     // --screenshot writes the frame the demo made.
     let script = format!(
-        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --present copy --bodies 2048 --width 320 --height 240 --no-overlay --screenshot shot.png & pid=$!
-until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
-wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
-[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
-until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
-xdotool key space
+        r#"{start}xdotool key space
 xwd -id "$wid" -silent -out a.xwd
 until sleep 0.3; xwd -id "$wid" -silent -out b.xwd; cmp -s a.xwd b.xwd; do mv b.xwd a.xwd; done
 xdotool key Escape
 wait $pid; echo "exit=$?""#,
-        bin = BIN
+        start = launch("--backend cpu --present copy --bodies 2048 --width 320 --height 240 --no-overlay --screenshot shot.png")
     );
-    let o = Command::new("timeout")
-        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
-        .current_dir(&dir)
-        .env("RUST_LOG", "info")
-        .output()
-        .expect("spawn xvfb-run");
+    let o = under_xvfb(&dir, &script, "info");
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("exit=0"), "Esc did not end the demo with exit 0:\n{out}\n{err}");
     assert!(err.contains(r#"route="copy""#), "the log names the copy route:\n{err}");
@@ -139,11 +149,7 @@ wait $pid; echo "exit=$?""#,
 /// at the three bodies in force: the state saved on Esc holds that many bodies.
 #[test]
 fn a_scene_key_loads_the_scene_at_its_own_n() {
-    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
-    let missing: Vec<_> = ["xvfb-run", "xdotool"].into_iter().filter(|t| !have(t)).collect();
-    if !missing.is_empty() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb xdotool)");
-        println!("skipped: {missing:?} not installed");
+    if missing(&["xvfb-run", "xdotool"], "xvfb xdotool") {
         return;
     }
     let dir = scratch("scene-key");
@@ -151,25 +157,14 @@ fn a_scene_key_loads_the_scene_at_its_own_n() {
     // The screenshot (`s`, pressed after `2`) is taken at the end of the frame that applied the
     // reset, so once it exists the galaxies are in force.
     let script = format!(
-        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --init figure-eight --bodies 300 --width 320 --height 240 --no-overlay --save-state '{state}' & pid=$!
-until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; wait $pid; echo "exit=$?"; exit 3; }}; sleep 0.05; done
-wid=$(xdotool search --name '^nbody-interop$' 2>/dev/null | head -1)
-[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
-until [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ]; do xdotool windowfocus "$wid" 2>/dev/null; sleep 0.05; done
-xdotool key 2
+        r#"{start}xdotool key 2
 xdotool key s
 until ls nbody-interop-*.png >/dev/null 2>&1; do sleep 0.05; done
 xdotool key Escape
 wait $pid; echo "exit=$?""#,
-        bin = BIN,
-        state = state.display()
+        start = launch(&format!("--backend cpu --init figure-eight --bodies 300 --width 320 --height 240 --no-overlay --save-state '{}'", state.display()))
     );
-    let o = Command::new("timeout")
-        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
-        .current_dir(&dir)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("spawn xvfb-run");
+    let o = under_xvfb(&dir, &script, "warn");
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("exit=0"), "Esc did not end the demo with exit 0:\n{out}\n{err}");
     let csv = std::fs::read_to_string(&state).unwrap_or_else(|e| panic!("--save-state {}: {e}\n{err}", state.display()));
@@ -182,10 +177,7 @@ wait $pid; echo "exit=$?""#,
 /// buffers. Each runs 20 frames, writes its screenshot and exits 0.
 #[test]
 fn both_routes_run_under_a_wayland_compositor() {
-    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
-    if !have("weston") {
-        assert!(std::env::var_os("CI").is_none(), "CI needs weston (apt-get install weston)");
-        println!("skipped: weston not installed");
+    if missing(&["weston"], "weston") {
         return;
     }
     let dir = scratch("wayland");

@@ -123,49 +123,44 @@ impl Octree {
         stop: Option<&(dyn Fn() -> bool + Sync)>,
     ) -> Option<Interactions> {
         let (g, eps2, theta) = (f64::from(g), f64::from(eps) * f64::from(eps), f64::from(theta));
-        if first == 0 && out.len() == self.bodies.len() && out.len() > TASK {
-            // All bodies: walked in Morton order (neighbours walk nearly the same cells, which
-            // stay in cache), then put back in the caller's order. Each body's walk and sum are
-            // the same as in any other order, so the bits are too.
-            let task = |c: usize, chunk: &mut [[f32; 3]]| -> Option<Interactions> {
-                if stop.is_some_and(|s| s()) {
-                    return None;
-                }
-                let mut counts = Interactions::default();
-                let mut stack = Vec::with_capacity(64);
-                for (k, a) in chunk.iter_mut().enumerate() {
-                    let b = self.bodies[c * TASK + k];
-                    let (acc, n) = self.acceleration(&mut stack, [b[0], b[1], b[2]], eps2, theta);
-                    *a = acc.map(|x| (g * x) as f32);
-                    counts += n;
-                }
-                Some(counts)
-            };
-            let mut sorted = vec![[0.0f32; 3]; out.len()];
-            let counts = sorted
-                .par_chunks_mut(TASK)
-                .enumerate()
-                .map(|(c, chunk)| task(c, chunk))
-                .try_reduce(Interactions::default, |a, b| Some(a + b))?;
-            for (a, &i) in sorted.iter().zip(&self.order) {
-                out[i as usize] = *a;
-            }
-            return Some(counts);
-        }
-        let task = |c: usize, chunk: &mut [[f32; 3]]| -> Option<Interactions> {
+        // One rayon task: the bodies of chunk `c`, body `k` of it at `at(c * TASK + k)`.
+        let walk = |c: usize, chunk: &mut [[f32; 3]], at: &dyn Fn(usize) -> [f64; 3]| -> Option<Interactions> {
             if stop.is_some_and(|s| s()) {
                 return None;
             }
             let mut counts = Interactions::default();
             let mut stack = Vec::with_capacity(64);
             for (k, a) in chunk.iter_mut().enumerate() {
-                let p = pos[first + c * TASK + k];
-                let (acc, n) = self.acceleration(&mut stack, [p[0], p[1], p[2]].map(f64::from), eps2, theta);
+                let (acc, n) = self.acceleration(&mut stack, at(c * TASK + k), eps2, theta);
                 *a = acc.map(|x| (g * x) as f32);
                 counts += n;
             }
             Some(counts)
         };
+        if first == 0 && out.len() == self.bodies.len() && out.len() > TASK {
+            // All bodies: walked in Morton order (neighbours walk nearly the same cells, which
+            // stay in cache), then put back in the caller's order. Each body's walk and sum are
+            // the same as in any other order, so the bits are too.
+            let sorted_at = |i: usize| {
+                let b = self.bodies[i];
+                [b[0], b[1], b[2]]
+            };
+            let mut sorted = vec![[0.0f32; 3]; out.len()];
+            let counts = sorted
+                .par_chunks_mut(TASK)
+                .enumerate()
+                .map(|(c, chunk)| walk(c, chunk, &sorted_at))
+                .try_reduce(Interactions::default, |a, b| Some(a + b))?;
+            for (a, &i) in sorted.iter().zip(&self.order) {
+                out[i as usize] = *a;
+            }
+            return Some(counts);
+        }
+        let at = |i: usize| {
+            let p = pos[first + i];
+            [p[0], p[1], p[2]].map(f64::from)
+        };
+        let task = |c: usize, chunk: &mut [[f32; 3]]| walk(c, chunk, &at);
         if out.len() <= TASK {
             task(0, out)
         } else {
