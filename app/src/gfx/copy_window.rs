@@ -150,7 +150,7 @@ impl CopyWindow {
             anyhow::bail!("a {}×{} window has nothing to draw", size.width, size.height);
         };
         let target = OffscreenTarget::new(gl, size.width, size.height).context("the copy route's framebuffer")?;
-        let order = if self.headless.info.is_gles { PixelOrder::Rgba } else { PixelOrder::Bgra };
+        let order = PixelOrder::for_context(&self.headless.info);
         let readback = match Readback::new(gl, size.width, size.height, order) {
             Ok(r) => r,
             Err(e) => {

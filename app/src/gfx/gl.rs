@@ -321,12 +321,7 @@ impl<'a> Gl<'a> {
             anyhow::bail!("glReadPixels of {width}×{height} RGBA8 needs {need} bytes, got {}", out.len());
         }
         self.bind_buffer(glow::PIXEL_PACK_BUFFER, None);
-        for (pname, value) in
-            [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)]
-        {
-            // SAFETY: rule 1; pixel-store state only.
-            unsafe { self.gl.pixel_store_i32(pname, value) };
-        }
+        self.tightly_packed_rows();
         // SAFETY: rule 1 and rule 2: no pixel-pack buffer is bound and the pack state above makes
         // GL write exactly width·height·4 bytes from the start of `out`, which is at least that
         // long (checked above).
@@ -349,12 +344,7 @@ impl<'a> Gl<'a> {
             anyhow::bail!("glReadPixels of {width}×{height}: the size does not fit GL's integers");
         };
         self.bind_pack_buffer(pbo)?;
-        for (pname, value) in
-            [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)]
-        {
-            // SAFETY: rule 1; pixel-store state only.
-            unsafe { self.gl.pixel_store_i32(pname, value) };
-        }
+        self.tightly_packed_rows();
         // SAFETY: rule 1. `pbo` is bound to GL_PIXEL_PACK_BUFFER (checked by
         // `bind_pack_buffer`), so the last argument is a byte offset into that buffer, never a
         // client pointer; GL checks offset + size against the buffer's size and answers
@@ -426,6 +416,17 @@ impl<'a> Gl<'a> {
         // does not write a buffer mapped for reading only, and `read` makes no GL call that could
         // unmap or free it (this function's contract).
         Ok(read(unsafe { std::slice::from_raw_parts(ptr, len) }))
+    }
+
+    /// The pack state glReadPixels writes by: rows tightly packed (alignment 1, no row length,
+    /// no skipped pixels or rows), so a read writes exactly width · height · bytes per pixel.
+    fn tightly_packed_rows(&self) {
+        for (pname, value) in
+            [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)]
+        {
+            // SAFETY: rule 1; pixel-store state only.
+            unsafe { self.gl.pixel_store_i32(pname, value) };
+        }
     }
 
     /// glDrawArrays.

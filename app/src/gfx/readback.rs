@@ -12,6 +12,7 @@ use anyhow::{anyhow, Context as _};
 
 use super::fence::wait_fence;
 use super::gl::Gl;
+use super::GlInfo;
 
 /// Bytes per pixel of the frames read back (RGBA8 or BGRA8).
 const RGBA: usize = 4;
@@ -43,6 +44,17 @@ pub enum PixelOrder {
     Rgba,
 }
 
+impl PixelOrder {
+    /// The order to read back in from the context `info` describes: RGBA on GLES, else BGRA.
+    pub fn for_context(info: &GlInfo) -> Self {
+        if info.is_gles {
+            PixelOrder::Rgba
+        } else {
+            PixelOrder::Bgra
+        }
+    }
+}
+
 impl Readback {
     /// Two pixel-pack buffers for `width` × `height` frames of 4 bytes a pixel in `order`
     /// (8 · width · height bytes of GL memory in all).
@@ -50,6 +62,7 @@ impl Readback {
     /// # Errors
     /// A size of 0 or over GL's integers, or `glGenBuffers` failed.
     pub fn new(gl: Gl<'_>, width: u32, height: u32, order: PixelOrder) -> anyhow::Result<Self> {
+        let bytes = frame_bytes(width, height)?;
         let a = gl.create_buffer().map_err(|e| anyhow!("glGenBuffers (pixel-pack): {e}"))?;
         let b = match gl.create_buffer() {
             Ok(b) => b,
@@ -58,35 +71,18 @@ impl Readback {
                 anyhow::bail!("glGenBuffers (pixel-pack): {e}");
             }
         };
-        let mut r = Self { pbos: [a, b], fences: [None, None], next: 0, width: 0, height: 0, order };
-        if let Err(e) = r.resize(gl, width, height) {
-            r.destroy(gl);
-            return Err(e);
-        }
-        Ok(r)
-    }
-
-    /// Frame size in pixels.
-    pub fn size(&self) -> [u32; 2] {
-        [self.width, self.height]
-    }
-
-    /// Give both buffers storage for `width` × `height` frames; pending reads are dropped.
-    ///
-    /// # Errors
-    /// A size of 0 or one whose byte count does not fit GL's integers.
-    fn resize(&mut self, gl: Gl<'_>, width: u32, height: u32) -> anyhow::Result<()> {
-        let bytes = frame_bytes(width, height)?;
-        self.drop_pending(gl);
-        for pbo in self.pbos {
+        for pbo in [a, b] {
             gl.bind_buffer(glow::PIXEL_PACK_BUFFER, Some(pbo));
             // `frame_bytes` checked that the size fits GL's integers.
             gl.buffer_data_size(glow::PIXEL_PACK_BUFFER, bytes as i32, glow::STREAM_READ);
         }
         gl.bind_buffer(glow::PIXEL_PACK_BUFFER, None);
-        self.width = width;
-        self.height = height;
-        Ok(())
+        Ok(Self { pbos: [a, b], fences: [None, None], next: 0, width, height, order })
+    }
+
+    /// Frame size in pixels.
+    pub fn size(&self) -> [u32; 2] {
+        [self.width, self.height]
     }
 
     /// True when a read is pending, so the next [`Readback::push`] hands out a frame.
@@ -133,16 +129,11 @@ impl Readback {
         self.order
     }
 
-    fn drop_pending(&mut self, gl: Gl<'_>) {
-        for f in self.fences.iter_mut().filter_map(Option::take) {
+    /// Delete the buffers and any pending fence.
+    pub fn destroy(self, gl: Gl<'_>) {
+        for f in self.fences.into_iter().flatten() {
             gl.delete_sync(f);
         }
-        self.next = 0;
-    }
-
-    /// Delete the buffers and any pending fence.
-    pub fn destroy(mut self, gl: Gl<'_>) {
-        self.drop_pending(gl);
         for pbo in self.pbos {
             gl.delete_buffer(pbo);
         }

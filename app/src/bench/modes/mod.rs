@@ -74,7 +74,7 @@ impl Gfx {
         let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).context("headless GL context")?;
         let target = OffscreenTarget::new(ctx.gl(), width, height).context("offscreen framebuffer")?;
         let readback = if readback {
-            let order = if ctx.info.is_gles { PixelOrder::Rgba } else { PixelOrder::Bgra };
+            let order = PixelOrder::for_context(&ctx.info);
             match Readback::new(ctx.gl(), width, height, order) {
                 Ok(r) => Some((r, vec![0u32; width as usize * height as usize])),
                 Err(e) => {
