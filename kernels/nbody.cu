@@ -805,3 +805,104 @@ extern "C" __global__ void __launch_bounds__(1024)
         out[i] = make_float4(__double2float_rn(p.x), __double2float_rn(p.y), __double2float_rn(p.z), __double2float_rn(p.w));
     }
 }
+
+// The density view (README.md, density view): the bodies' mass projected into a float image.
+//
+// nbody_density_splat: one body per thread, grid = ceil(n / B). The clip position is
+// (row_x . p, row_y . p, row_w . p) with p = (x, y, z, 1): rows 0, 1 and 3 of the view-projection
+// matrix. A body in front of the camera (w > 0) whose NDC x, y lie in [-1, 1) adds its mass to its
+// pixel, accum[py * width + px] (row 0 at the bottom, as GL's textures), with atomicAdd: surfaces
+// have no atomic operations, so the sum is made in linear memory. Reads pos[0..n), writes
+// accum[0..width * height).
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_density_splat(const float4* __restrict__ pos, int n, float* __restrict__ accum, int width, int height,
+                        float4 row_x, float4 row_y, float4 row_w) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    const float4 p = pos[i];
+    const float w = row_w.x * p.x + row_w.y * p.y + row_w.z * p.z + row_w.w;
+    if (!(w > 0.0f)) {
+        return;
+    }
+    const float x = (row_x.x * p.x + row_x.y * p.y + row_x.z * p.z + row_x.w) / w;
+    const float y = (row_y.x * p.x + row_y.y * p.y + row_y.z * p.z + row_y.w) / w;
+    // Written so that NaN fails every test.
+    if (!(x >= -1.0f && x < 1.0f && y >= -1.0f && y < 1.0f)) {
+        return;
+    }
+    const int px = min(static_cast<int>((x * 0.5f + 0.5f) * width), width - 1);
+    const int py = min(static_cast<int>((y * 0.5f + 0.5f) * height), height - 1);
+    atomicAdd(&accum[py * width + px], p.w);
+}
+
+// nbody_density_store: the surface path's store, one pixel per thread, grid = ceil(width * height / B):
+// accum[i] into the R32F image through the surface object (x in bytes: 4 per texel), then
+// accum[i] = 0 for the next frame. Reads and writes accum[0..width * height), writes the
+// surface's width x height texels.
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_density_store(float* __restrict__ accum, int width, int height, unsigned long long density) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= width * height) {
+        return;
+    }
+    const int x = i % width;
+    const int y = i / width;
+    surf2Dwrite(accum[i], density, x * 4, y);
+    accum[i] = 0.0f;
+}
+
+// A colour map for t in [0, 1]: black, deep blue, magenta, orange, near white.
+__device__ __forceinline__ float3 density_colour(float t) {
+    const float s = fminf(fmaxf(t, 0.0f), 1.0f) * 4.0f;
+    float3 a;
+    float3 b;
+    if (s < 1.0f) {
+        a = make_float3(0.0f, 0.0f, 0.02f);
+        b = make_float3(0.10f, 0.12f, 0.55f);
+    } else if (s < 2.0f) {
+        a = make_float3(0.10f, 0.12f, 0.55f);
+        b = make_float3(0.70f, 0.15f, 0.60f);
+    } else if (s < 3.0f) {
+        a = make_float3(0.70f, 0.15f, 0.60f);
+        b = make_float3(1.0f, 0.55f, 0.10f);
+    } else {
+        a = make_float3(1.0f, 0.55f, 0.10f);
+        b = make_float3(1.0f, 0.97f, 0.85f);
+    }
+    const float f = s - fminf(floorf(s), 3.0f);
+    return make_float3(a.x + (b.x - a.x) * f, a.y + (b.y - a.y) * f, a.z + (b.z - a.z) * f);
+}
+
+// nbody_density_tonemap: one pixel per thread, grid = ceil(width * height / B). Reads the R32F image
+// through a texture object (bilinear filtering, unnormalised coordinates, clamped): nine taps
+// 1.5 texels apart, weighted 1-2-1 in x and y, each tap itself the mean of a 2 x 2 block, so a
+// 4 x 4-texel smoothing. The smoothed mass times gain maps to t = log2(1 + v) / 12 (twelve
+// octaves of density), coloured by density_colour and written as RGBA8 through the surface
+// object (x in bytes: 4 per texel).
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_density_tonemap(unsigned long long density, int width, int height, float gain, unsigned long long image) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= width * height) {
+        return;
+    }
+    const int x = i % width;
+    const int y = i / width;
+    const float u = x + 0.5f;
+    const float v = y + 0.5f;
+    float sum = 0.0f;
+#pragma unroll
+    for (int dy = -1; dy <= 1; ++dy) {
+#pragma unroll
+        for (int dx = -1; dx <= 1; ++dx) {
+            const float wgt = (dx == 0 ? 2.0f : 1.0f) * (dy == 0 ? 2.0f : 1.0f);
+            sum += wgt * tex2D<float>(density, u + 1.5f * dx, v + 1.5f * dy);
+        }
+    }
+    const float t = log2f(1.0f + gain * sum * (1.0f / 16.0f)) * (1.0f / 12.0f);
+    const float3 c = density_colour(t);
+    const uchar4 out = make_uchar4(static_cast<unsigned char>(c.x * 255.0f + 0.5f), static_cast<unsigned char>(c.y * 255.0f + 0.5f),
+                                   static_cast<unsigned char>(c.z * 255.0f + 0.5f), 255);
+    surf2Dwrite(out, image, x * 4, y);
+}

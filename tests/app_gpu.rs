@@ -11,6 +11,8 @@
 
 #[path = "common/gpu_gate.rs"]
 mod gpu_gate;
+#[path = "app_gpu/density.rs"]
+mod density;
 #[path = "app_gpu/images.rs"]
 mod images;
 #[path = "app_gpu/kernels.rs"]
@@ -108,5 +110,6 @@ fn main() {
         ("external_gl_draws_what_the_kernel_wrote_every_frame", storages::external_gl_draws_what_the_kernel_wrote_every_frame, None),
         ("external_create_destroy_leaks_nothing", storages::external_create_destroy_leaks_nothing, None),
         ("gl_image_round_trip_and_its_mistakes", images::gl_image_round_trip_and_its_mistakes, None),
+        ("density_view_holds_every_body_once", density::density_view_holds_every_body_once, None),
     ]);
 }

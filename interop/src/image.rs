@@ -39,6 +39,9 @@ fn array_resource(array: CUarray) -> CUDA_RESOURCE_DESC {
 #[derive(Debug)]
 pub struct SurfaceObject<'m> {
     handle: CUsurfObject,
+    /// The array's width and height in texels, and its texel size in bytes (`None`: a format
+    /// [`MappedArray::texel_bytes`] does not know).
+    extent: ((usize, usize), Option<usize>),
     api: &'m Api,
     _array: PhantomData<&'m MappedArray<'m>>,
 }
@@ -58,12 +61,18 @@ impl<'m> SurfaceObject<'m> {
         let mut handle: CUsurfObject = 0;
         // SAFETY: `desc` describes the live mapped array (it lives while 'm does); writes one handle.
         unsafe { array.api().cuSurfObjectCreate(&mut handle, &desc) }?;
-        Ok(Self { handle, api: array.api(), _array: PhantomData })
+        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), api: array.api(), _array: PhantomData })
     }
 
     /// The handle a kernel takes (`cudaSurfaceObject_t`, 64 bits).
     pub fn handle(&self) -> CUsurfObject {
         self.handle
+    }
+
+    /// The array's width and height, texels (height 0 for a 1D array), and its texel size in
+    /// bytes (`None` for a format [`MappedArray::texel_bytes`] does not know).
+    pub fn extent(&self) -> ((usize, usize), Option<usize>) {
+        self.extent
     }
 }
 
@@ -89,6 +98,9 @@ pub enum Sampling {
 #[derive(Debug)]
 pub struct TextureObject<'m> {
     handle: CUtexObject,
+    /// The array's width and height in texels, and its texel size in bytes (`None`: a format
+    /// [`MappedArray::texel_bytes`] does not know).
+    extent: ((usize, usize), Option<usize>),
     api: &'m Api,
     _array: PhantomData<&'m MappedArray<'m>>,
 }
@@ -114,12 +126,18 @@ impl<'m> TextureObject<'m> {
         // SAFETY: both descriptions are complete and live for the call, the array is mapped
         // ('m), the view pointer is null (allowed: no view); writes one handle.
         unsafe { array.api().cuTexObjectCreate(&mut handle, &res, &tex, std::ptr::null()) }?;
-        Ok(Self { handle, api: array.api(), _array: PhantomData })
+        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), api: array.api(), _array: PhantomData })
     }
 
     /// The handle a kernel takes (`cudaTextureObject_t`, 64 bits).
     pub fn handle(&self) -> CUtexObject {
         self.handle
+    }
+
+    /// The array's width and height, texels, and its texel size in bytes, as
+    /// [`SurfaceObject::extent`].
+    pub fn extent(&self) -> ((usize, usize), Option<usize>) {
+        self.extent
     }
 }
 

@@ -13,6 +13,7 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
+use crate::image::{SurfaceObject, TextureObject};
 use crate::memory::{DeviceCopy, DevicePtr};
 use crate::module::{Function, PtxParam};
 use crate::stream::Stream;
@@ -25,13 +26,18 @@ enum Value {
     U32(u32),
     F32(f32),
     F64(f64),
+    F32x4([f32; 4]),
 }
 
 impl Value {
     fn fits(self, p: PtxParam) -> bool {
         matches!(
             (self, p),
-            (Value::U64(_), PtxParam::B64) | (Value::I32(_) | Value::U32(_), PtxParam::B32) | (Value::F32(_), PtxParam::F32) | (Value::F64(_), PtxParam::F64)
+            (Value::U64(_), PtxParam::B64)
+                | (Value::I32(_) | Value::U32(_), PtxParam::B32)
+                | (Value::F32(_), PtxParam::F32)
+                | (Value::F64(_), PtxParam::F64)
+                | (Value::F32x4(_), PtxParam::Bytes(16))
         )
     }
 
@@ -42,6 +48,7 @@ impl Value {
             Value::U32(_) => "an unsigned int (.u32)",
             Value::F32(_) => "a float (.f32)",
             Value::F64(_) => "a double (.f64)",
+            Value::F32x4(_) => "a float4 (.b8 [16])",
         }
     }
 
@@ -53,6 +60,7 @@ impl Value {
             Value::U32(v) => (v as *mut u32).cast(),
             Value::F32(v) => (v as *mut f32).cast(),
             Value::F64(v) => (v as *mut f64).cast(),
+            Value::F32x4(v) => v.as_mut_ptr().cast(),
         }
     }
 }
@@ -121,6 +129,25 @@ impl<'a> Launch<'a> {
     /// The next parameter: a `double` (`.f64`).
     pub fn f64(mut self, v: f64) -> Self {
         self.values.push(Value::F64(v));
+        self
+    }
+
+    /// The next parameter: a `float4` by value (`.param .align 16 .b8 name[16]`), x, y, z, w.
+    pub fn f32x4(mut self, v: [f32; 4]) -> Self {
+        self.values.push(Value::F32x4(v));
+        self
+    }
+
+    /// The next parameter: a surface object (`cudaSurfaceObject_t`, `.u64`), borrowed for `'a`
+    /// so that it (and the mapping under it) outlives the launch call.
+    pub fn surface(mut self, s: &'a SurfaceObject<'_>) -> Self {
+        self.values.push(Value::U64(s.handle()));
+        self
+    }
+
+    /// The next parameter: a texture object (`cudaTextureObject_t`, `.u64`), borrowed for `'a`.
+    pub fn texture(mut self, t: &'a TextureObject<'_>) -> Self {
+        self.values.push(Value::U64(t.handle()));
         self
     }
 

@@ -49,7 +49,9 @@ pub enum PtxParam {
     F32,
     /// `.f64`.
     F64,
-    /// Anything else (arrays of `.b8` for structs, 8- or 16-bit types): not launched by
+    /// `.b8 name[N]`: N bytes passed by value (a struct or vector type such as `float4`, N = 16).
+    Bytes(usize),
+    /// Anything else (8- or 16-bit types, arrays of other types): not launched by
     /// [`crate::launch::Launch`].
     Other,
 }
@@ -74,8 +76,12 @@ pub fn ptx_entries(ptx: &str) -> Vec<(String, Vec<PtxParam>)> {
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .map(|p| {
-                if p.contains('[') {
-                    return PtxParam::Other;
+                if let Some(open) = p.find('[') {
+                    let bytes = p[open + 1..].trim_end_matches(']').trim().parse::<usize>();
+                    return match bytes {
+                        Ok(n) if p.split_whitespace().any(|t| t == ".b8") => PtxParam::Bytes(n),
+                        _ => PtxParam::Other,
+                    };
                 }
                 match p.split_whitespace().find(|t| t.starts_with('.') && *t != ".param" && !t.starts_with(".align") && *t != ".ptr") {
                     Some(".u32" | ".s32" | ".b32") => PtxParam::B32,

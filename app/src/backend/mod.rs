@@ -23,9 +23,10 @@ pub use cuda::STEP_MODE_SPLIT;
 
 use serde::Serialize;
 
-use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
+use crate::cuda::settings::{DensityPath, InteropMode, ResourceFlags, StreamKind};
 pub use crate::gfx::buffers::PositionVbos;
 use crate::gfx::gl::Gl;
+use crate::gfx::target::RenderTarget;
 pub use crate::sim::partial::StepProgress;
 use crate::sim::{Bodies, Diagnostics, PhysParams};
 
@@ -243,4 +244,22 @@ pub trait CudaSide {
     fn next_step(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<step::FrameStep>;
     /// The step-mode state (None when not in step mode).
     fn step_view(&self) -> Option<step::StepView>;
+    /// Draws the density view of the shown positions into `target` (`--view density`): the
+    /// bodies projected by `view_proj` (GL clip space) and splatted into an image of the
+    /// target's size through the image workflow on the backend's stream
+    /// ([`crate::cuda::density`]), then drawn full-screen. The view is made on the first call
+    /// and remade when the target's size or `path` changes.
+    ///
+    /// # Errors
+    /// This backend has no density view, or a CUDA or GL failure, named.
+    fn draw_density(&mut self, _gl: Gl<'_>, _target: &RenderTarget, _view_proj: glam::Mat4, _path: DensityPath) -> anyhow::Result<()> {
+        anyhow::bail!("this backend has no density view")
+    }
+    /// GPU time of the last density pass whose events have completed, ms (map → splat → store →
+    /// tone map; CUDA events).
+    fn density_ms(&mut self) -> Option<f64> {
+        None
+    }
+    /// Unregisters and deletes the density view (`--view points` again), if there is one.
+    fn drop_density(&mut self, _gl: Gl<'_>) {}
 }

@@ -34,6 +34,7 @@ pub(super) struct Acc {
     pub(super) upload: Vec<f64>,
     pub(super) draw: Vec<f64>,
     pub(super) readback: Vec<f64>,
+    pub(super) density: Vec<f64>,
     pub(super) gather: Vec<f64>,
     pub(super) round_medians: Vec<f64>,
     /// The GPU setup the runner ran in (CUDA modes).
@@ -53,6 +54,7 @@ impl Acc {
         self.upload.extend(s.sim.upload_ms);
         self.draw.extend(s.draw_ms);
         self.readback.extend(s.readback_ms);
+        self.density.extend(s.density_ms);
         self.gather.extend(s.sim.gather_ms);
     }
 }
@@ -242,7 +244,7 @@ pub(super) fn build(
                 }
             }
         }
-        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External => {
+        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External | BenchMode::Density | BenchMode::DensityCopy => {
             let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
             let vbos = vbos.context("CUDA interop mode without VBOs")?;
             let interop = mode.interop().context("a CUDA interop mode without its storage")?;
@@ -298,7 +300,7 @@ pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta 
         m.driver_version = Some(driver);
         m.stream = Some(flag_name(args.stream));
         m.ctx_sched = Some(flag_name(args.ctx_sched));
-        if matches!(mode, BenchMode::Map | BenchMode::MapSeparate) {
+        if mode.interop() == Some(crate::cuda::settings::InteropMode::Map) {
             m.register_flags = Some(flag_name(args.register_flags));
             m.map_flags = Some(flag_name(args.map_flags));
         }
@@ -413,6 +415,9 @@ pub(super) fn measure(
                 let setup = &plan.setups[si];
                 let r = runner.insert(build(args, plan, mode, env, vbos, &bodies, setup, devices[si].as_deref()).with_context(ctx)?);
                 r.make_current().with_context(ctx)?;
+                if let Some(g) = env.gfx.as_mut() {
+                    g.set_density(mode.density());
+                }
                 let acc = accs.entry((mode, si)).or_default();
                 acc.launch = r.launch_config();
                 acc.setup = r.setup(setup.render_gpu_computes);
@@ -526,7 +531,7 @@ pub(super) fn measure(
                         },
                         times: report::TimeColumns { frame, map: Summary::of(&acc.map), kernel: Summary::of(&acc.kernel),
                             unmap: Summary::of(&acc.unmap), upload: Summary::of(&acc.upload), draw: Summary::of(&acc.draw),
-                            readback: Summary::of(&acc.readback),
+                            readback: Summary::of(&acc.readback), density: Summary::of(&acc.density),
                             gather: Summary::of(&acc.gather) },
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,

@@ -13,13 +13,15 @@ use crate::sim::PhysParams;
 pub const DEFAULT_BODIES: [usize; 4] = [16384, 65536, 262144, 1048576];
 
 /// Every mode, in the order they run within a round.
-pub const ALL_MODES: [BenchMode; 7] = [
+pub const ALL_MODES: [BenchMode; 9] = [
     BenchMode::Compute,
     BenchMode::Draw,
     BenchMode::Map,
     BenchMode::MapSeparate,
     BenchMode::Copy,
     BenchMode::External,
+    BenchMode::Density,
+    BenchMode::DensityCopy,
     BenchMode::Cpu,
 ];
 

@@ -10,7 +10,7 @@ use super::values::{parse_theta, Present, SolverChoice, StepsPerFrame, YesNo, DE
 use crate::backend::cuda::CudaOptions;
 use crate::backend::select::{BackendChoice, BackendConfig};
 use crate::backend::InteropSettings;
-use crate::cuda::settings::{CtxSched, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
+use crate::cuda::settings::{CtxSched, DensityPath, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind, View};
 
 /// Options of the demo.
 #[derive(Debug, Clone, Args)]
@@ -107,6 +107,14 @@ pub struct DemoArgs {
     /// Largest sprite diameter, pixels at 1 pixel per point (smaller draw faster at large N).
     #[arg(long = "max-sprite-px", default_value_t = 64.0, help_heading = "Display", hide_short_help = true)]
     pub max_sprite_px: f32,
+    /// What to show: `points` (each body a sprite) or `density` (the projected mass density,
+    /// made by CUDA in GL textures through the image workflow; CUDA backend). Key v toggles.
+    #[arg(long, value_enum, default_value_t = View::Points, help_heading = "Display")]
+    pub view: View,
+    /// How the density view's float image is written: `surface` (a kernel, through a surface
+    /// object) or `copy` (cuMemcpy2D from linear memory).
+    #[arg(long = "density-path", value_enum, default_value_t = DensityPath::Surface, help_heading = "Display", hide_short_help = true)]
+    pub density_path: DensityPath,
     /// Draw trails: each body's positions of the last 12 frames, fading (key t toggles).
     #[arg(long, help_heading = "Display", hide_short_help = true)]
     pub trails: bool,

@@ -4,7 +4,7 @@
 
 use clap::ValueEnum;
 
-use crate::cuda::settings::InteropMode;
+use crate::cuda::settings::{DensityPath, InteropMode};
 use crate::sim::tree::{check_theta, Solver};
 
 /// `--solver`: how the CPU backend computes the accelerations.
@@ -123,6 +123,12 @@ pub enum BenchMode {
     Cpu,
     /// CUDA-allocated buffers imported into GL (GL_EXT_memory_object_fd), event + fence sync.
     External,
+    /// `map`, shown as the density view: the image workflow's pass (splat, surface store, tone
+    /// map into registered GL textures) and its full-screen draw in place of the body draw.
+    Density,
+    /// `density` with the float image written by `cuMemcpy2DAsync` from linear memory instead of
+    /// through a surface object.
+    DensityCopy,
 }
 
 impl BenchMode {
@@ -130,10 +136,19 @@ impl BenchMode {
     /// GL buffers); `None` for the modes without one (compute, draw, cpu).
     pub fn interop(self) -> Option<InteropMode> {
         match self {
-            BenchMode::Map | BenchMode::MapSeparate => Some(InteropMode::Map),
+            BenchMode::Map | BenchMode::MapSeparate | BenchMode::Density | BenchMode::DensityCopy => Some(InteropMode::Map),
             BenchMode::Copy => Some(InteropMode::Copy),
             BenchMode::External => Some(InteropMode::External),
             BenchMode::Compute | BenchMode::Draw | BenchMode::Cpu => None,
+        }
+    }
+
+    /// How a density mode writes its float image (`None`: a mode that draws the bodies).
+    pub fn density(self) -> Option<DensityPath> {
+        match self {
+            BenchMode::Density => Some(DensityPath::Surface),
+            BenchMode::DensityCopy => Some(DensityPath::Copy),
+            _ => None,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use interop::kernels::{PotentialKernel, StepKernel, StepKernelF64, StepScalars, ToFloat4Kernel};
+use interop::kernels::{DensityKernels, PotentialKernel, StepKernel, StepKernelF64, StepScalars, ToFloat4Kernel};
 use interop::{Context, DeviceBuffer, DevicePtr, Module, Stream};
 
 use super::launch_rule::{self, ForcedKernel, ForcedKernelRefused, Launch, Masses};
@@ -156,6 +156,14 @@ impl Kernels {
     /// The PTX (an older `--kernel` file) has no such kernel, or it takes other parameters.
     pub fn to_float4(&self) -> anyhow::Result<ToFloat4Kernel> {
         ToFloat4Kernel::new(&self.module).with_context(|| format!("{} has no usable kernel nbody_to_float4", self.source))
+    }
+
+    /// The density view's kernels (`nbody_density_splat`, `_store`, `_tonemap`).
+    ///
+    /// # Errors
+    /// The PTX (an older `--kernel` file) lacks one, or one takes other parameters.
+    pub fn density(&self) -> anyhow::Result<DensityKernels> {
+        DensityKernels::new(&self.module).with_context(|| format!("{} has no usable density kernels (nbody_density_*)", self.source))
     }
 
     /// The step kernel of a launch (P bodies per thread, S threads per body, the loop), if the

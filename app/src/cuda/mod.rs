@@ -6,6 +6,7 @@
 //! No GL drawing and no backend logic here: [`crate::backend`] builds on it.
 
 pub mod clock;
+pub mod density;
 pub mod gpu_stepper;
 pub mod gpu_stepper_f64;
 pub mod kernels;

@@ -17,6 +17,28 @@ pub enum InteropMode {
     External,
 }
 
+/// What the frame shows (`--view`, key `v`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum View {
+    /// Each body a point sprite, drawn by GL from the position VBO.
+    #[default]
+    Points,
+    /// The projected mass density: CUDA splats the bodies into a float image that GL owns (the
+    /// image workflow: `cuGraphicsGLRegisterImage`, a mapped CUDA array, surface and texture
+    /// objects), tone-maps it into a second image, and GL draws that full-screen. CUDA backend only.
+    Density,
+}
+
+/// How the density view's float image is written (`--density-path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum DensityPath {
+    /// A kernel writes the mapped array through a surface object (`surf2Dwrite`).
+    #[default]
+    Surface,
+    /// The sum stays in linear device memory and `cuMemcpy2DAsync` copies it into the mapped array.
+    Copy,
+}
+
 /// Floating-point precision of the simulation state and the force sum (`--precision`). A
 /// setting of the whole run: a CUDA backend is built for one precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -4,7 +4,7 @@
 //! buffers mapped, GL must not touch them: the target is only cleared.
 
 use crate::backend::{SimBackend, SimTimings};
-use crate::cuda::settings::InteropMode;
+use crate::cuda::settings::{DensityPath, InteropMode, View};
 use crate::gfx::clock::GlClock;
 use crate::gfx::gl::Gl;
 use crate::gfx::renderer::{DrawParams, Renderer};
@@ -30,6 +30,40 @@ pub fn render_bodies(
     } else {
         clear_target(gl, target);
     }
+}
+
+/// The render step for `view`: [`render_bodies`] for points; for the density view (with `show`)
+/// the backend's density pass drawn over `target` ([`crate::backend::CudaSide::draw_density`]).
+/// Where the density view cannot be drawn the bodies are drawn instead, and the reason is
+/// returned (the caller turns the view off and says why). Points drop a density view the backend
+/// still holds (its images unregistered, its textures deleted).
+#[allow(clippy::too_many_arguments)]
+pub fn render_view(
+    gl: Gl<'_>,
+    renderer: &mut Renderer,
+    backend: &mut dyn SimBackend,
+    target: &RenderTarget,
+    params: &DrawParams<'_>,
+    wait_timer: bool,
+    show: bool,
+    (view, path): (View, DensityPath),
+) -> Option<String> {
+    let reason = match (view, backend.cuda_mut()) {
+        (View::Points, cuda) => {
+            if let Some(c) = cuda {
+                c.drop_density(gl);
+            }
+            None
+        }
+        (View::Density, _) if !show => None,
+        (View::Density, Some(c)) => match c.draw_density(gl, target, params.view_proj(target.size()), path) {
+            Ok(()) => return None,
+            Err(e) => Some(format!("density view off: {e:#}")),
+        },
+        (View::Density, None) => Some("density view off: it is made by CUDA, and this run uses the CPU backend (--backend cuda)".to_string()),
+    };
+    render_bodies(gl, renderer, backend, target, params, wait_timer, show);
+    reason
 }
 
 /// Clears `target` as the body draw does, without touching the position buffers.

@@ -131,6 +131,12 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
         crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
     }
     check_precision(args)?;
+    if args.view == crate::cuda::settings::View::Density && args.backend == crate::cli::BackendChoice::Cpu {
+        bail!(
+            "--view density needs the CUDA backend: CUDA splats the bodies into GL textures (the image workflow); use \
+             --backend cuda (or auto) on a machine with an NVIDIA GPU, or --view points"
+        );
+    }
     check_split(args)?;
     if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernels::MAX_BODIES {
         bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernels::MAX_BODIES, args.n_bodies());

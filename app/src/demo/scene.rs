@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context as _};
 
-use super::frame::{render_bodies, trace_cpu_step, trace_stream, GlTrack};
+use super::frame::{render_view, trace_cpu_step, trace_stream, GlTrack};
 use super::pace::Pace;
 use crate::backend::select::make_backend;
 use crate::backend::SimBackend;
 use crate::cli::{DemoArgs, StepsPerFrame};
+use crate::cuda::settings::View;
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::gl::{CurrentContext, Gl};
 use crate::gfx::renderer::{framing_camera, DrawParams, Renderer};
@@ -26,6 +27,7 @@ mod outputs;
 mod pacing;
 mod requests;
 mod teaching;
+mod view;
 mod zoom;
 
 pub use outputs::Diverged;
@@ -163,6 +165,7 @@ impl Scene {
             sim_rate: super::pace::scene_rate(args.init()),
             rate_limited: false,
             trails: args.trails,
+            view: args.view,
             paused: false,
             reset_init: args.init().to_owned(),
             reset_n: args.n_bodies().max(1),
@@ -377,8 +380,8 @@ impl Scene {
                 r.counter("interactions/s", crate::sim::interactions(n, steps) / (t * 1e-3));
             }
         }
-        let draw = self.renderer.draw_time();
-        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: draw.ms, draw_clock: draw.clock, n, steps, dt });
+        let (draw, density_ms) = (self.renderer.draw_time(), self.density_ms());
+        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: draw.ms, draw_clock: draw.clock, density_ms, n, steps, dt });
 
         // 3. UI pass (no GL).
         let mut full_output = None;
@@ -446,7 +449,13 @@ impl Scene {
                 let p = DrawParams { front, ..params };
                 self.renderer.draw_from(gl, &target, &p, wait_timer, Some(snap));
             }
-            _ => render_bodies(gl, &mut self.renderer, backend, &target, &params, wait_timer, shown.is_some()),
+            _ => {
+                let view = (self.overlay.controls.view, self.args.density_path);
+                if let Some(why) = render_view(gl, &mut self.renderer, backend, &target, &params, wait_timer, shown.is_some(), view) {
+                    self.overlay.controls.view = View::Points;
+                    self.set_notice(Some(why));
+                }
+            }
         }
         self.trace_draw(t_draw, shown);
 

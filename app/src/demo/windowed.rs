@@ -281,6 +281,7 @@ impl App {
             "s" | "S" => st.shot_next = true,
             "h" | "H" => st.scene.toggle_overlay(),
             "t" | "T" => st.scene.toggle_trails(),
+            "v" | "V" => st.scene.toggle_view(),
             "1" | "2" | "3" | "4" => {
                 // The scene at its own N (or --bodies), not the N in force.
                 let i = c.as_str().parse::<usize>().unwrap_or(1) - 1;

@@ -11,6 +11,7 @@ pub mod camera;
 pub mod clock;
 pub mod context;
 pub mod copy_window;
+pub mod density;
 pub mod fence;
 pub mod gl;
 pub mod gpu_timer;

@@ -56,6 +56,17 @@ pub struct DrawParams<'a> {
     pub advanced: bool,
 }
 
+impl DrawParams<'_> {
+    /// The camera's view-projection for a `size` target (pixels), shifted in clip space so the
+    /// camera target sits in the middle of the part of the target the overlay leaves free
+    /// (x' = x + ox·w moves NDC x by ox).
+    pub fn view_proj(&self, size: [u32; 2]) -> glam::Mat4 {
+        let (w, h) = (size[0].max(1) as f32, size[1].max(1) as f32);
+        let ox = self.scene_left.clamp(0.0, w * 0.75) / w;
+        glam::Mat4::from_translation(Vec3::new(ox, 0.0, 0.0)) * self.camera.view_proj(w / h)
+    }
+}
+
 /// Frames of positions `--trails` draws behind the bodies (even: they are kept in pairs).
 pub const TRAIL_FRAMES: usize = 12;
 /// Brightness of the newest trail point relative to a body.
@@ -360,12 +371,7 @@ impl Renderer {
         }
         let front = p.front.min(1);
         let back = 1 - front;
-        let aspect = w as f32 / h as f32;
-        // Shift the image in clip space so the camera target sits in the middle of the part of
-        // the target the overlay leaves free (x' = x + ox·w moves NDC x by ox).
-        let left = p.scene_left.clamp(0.0, w as f32 * 0.75);
-        let ox = left / w as f32;
-        let view_proj = glam::Mat4::from_translation(Vec3::new(ox, 0.0, 0.0)) * p.camera.view_proj(aspect);
+        let view_proj = p.view_proj([w, h]);
         let speed_scale = if p.time_span > 0.0 { 1.0 / (p.time_span * 2.0 * self.speed_ref) } else { 0.0 };
         let intensity = (4000.0 / vbos.n.max(1) as f32).clamp(0.15, 1.0);
         self.timer.begin(gl);

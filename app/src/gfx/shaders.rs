@@ -9,6 +9,7 @@ pub(super) const VERT_SRC: &str = include_str!("../../../shaders/bodies.vert");
 pub(super) const FRAG_SRC: &str = include_str!("../../../shaders/bodies.frag");
 pub(super) const TONEMAP_VERT_SRC: &str = include_str!("../../../shaders/tonemap.vert");
 pub(super) const TONEMAP_FRAG_SRC: &str = include_str!("../../../shaders/tonemap.frag");
+pub(super) const IMAGE_FRAG_SRC: &str = include_str!("../../../shaders/image.frag");
 
 /// Compile one shader stage with the `#version` line for this context.
 pub(super) fn compile(gl: &Gl<'_>, is_gles: bool, kind: u32, src: &str, name: &str) -> anyhow::Result<glow::NativeShader> {

@@ -19,6 +19,8 @@ pub struct FrameStats {
     pub draw_ms: Option<f64>,
     /// What measured `draw_ms`: a GL timer query, or the host time of the draw calls.
     pub draw_clock: DrawClock,
+    /// GPU time of the last completed density-view pass (ms, CUDA events), in the density view.
+    pub density_ms: Option<f64>,
     /// Bodies N.
     pub n: usize,
     /// Leapfrog steps done this frame.

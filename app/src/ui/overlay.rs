@@ -12,10 +12,10 @@ use egui_plot::{Line, Plot, PlotPoints};
 
 use super::action::{Action, FrameStats};
 use super::bundled_glyphs;
-use super::rows::{handover_ms, timing_rows, Measure, GATHER_ROW};
+use super::rows::{handover_ms, timing_rows, Measure, DENSITY_ROW, GATHER_ROW};
 use super::widgets::{keep, settings_ui};
 use crate::backend::{InteropSettings, SimTimings};
-use crate::cuda::settings::InteropMode;
+use crate::cuda::settings::{InteropMode, View};
 use crate::gfx::GlInfo;
 use crate::sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
 
@@ -63,6 +63,8 @@ pub struct Controls {
     pub rate_limited: bool,
     /// Draw trails behind the bodies (`--trails`).
     pub trails: bool,
+    /// What the frame shows (`--view`, key `v`).
+    pub view: View,
     /// Paused: no steps unless single-stepped.
     pub paused: bool,
     /// Initial condition the next reset uses.
@@ -348,8 +350,8 @@ impl Overlay {
             }
             ui.end_row();
             // Only the rows this backend measures, each named for what measured it (ui/rows.rs).
-            let gather = s.sim.gather_ms.map(|_| GATHER_ROW);
-            for row in timing_rows(mode, s.draw_clock).into_iter().chain(gather) {
+            let extra = [s.sim.gather_ms.map(|_| GATHER_ROW), s.density_ms.map(|_| DENSITY_ROW)];
+            for row in timing_rows(mode, s.draw_clock).into_iter().chain(extra.into_iter().flatten()) {
                 ui.label(row.label);
                 ui.label(ms(row.measure.of(&s)));
                 ui.end_row();
@@ -476,6 +478,10 @@ impl Overlay {
         ui.horizontal(|ui| {
             ui.checkbox(&mut c.paused, "pause");
             ui.checkbox(&mut c.trails, "trails").on_hover_text("the last frames' positions behind each body (key t)");
+            let mut density = c.view == View::Density;
+            if ui.checkbox(&mut density, "density").on_hover_text("the projected mass density, made by CUDA in GL textures (key v)").changed() {
+                c.view = if density { View::Density } else { View::Points };
+            }
             if ui.add_enabled(c.paused, egui::Button::new("single step")).clicked() {
                 actions.push(Action::SingleStep);
             }
@@ -547,7 +553,7 @@ fn norm(v: [f64; 3]) -> f64 {
 }
 
 /// The controls, in one line under the heading (all glyphs in egui's bundled fonts).
-pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, t trails, 1-4 scenes, [ ] slower/faster";
+pub const HELP: &str = "keys: Esc/q quit, space pause, . step, r reset, s screenshot, h overlay, t trails, v view, 1-4 scenes, [ ] slower/faster";
 
 /// The controls in full (hover text of [`HELP`]).
 pub const HELP_LONG: &str = "Esc or q: quit (the outputs asked for are written)\n\
@@ -557,43 +563,11 @@ r: restart from the run's own initial condition (--init)\n\
 s: save a screenshot (nbody-interop-PID-K.png)\n\
 h: hide / show this overlay\n\
 t: trails on / off\n\
+v: points / density view (CUDA backend)\n\
 1 2 3 4: scenes plummer, galaxies, ball, figure-eight, each at its own N (or --bodies)\n\
 [ and ]: halve / double the simulated time per wall second (steps / frame auto)\n\
 mouse: left drag orbits, right drag pans, wheel zooms";
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::StepProgress;
-
-    /// Simulated time per wall second: over the frames kept, not the last one alone.
-    #[test]
-    fn sim_time_per_wall_second_is_over_the_last_frames() {
-        let mut r = SimTimeRate::default();
-        assert_eq!(r.rate(), None);
-        r.push(34, 0.001, 0.0);
-        assert_eq!(r.rate(), None, "the first frame has no period");
-        // 33 steps of 0.001 in 15 ms, then 34 in 21 ms: 0.067 time units in 36 ms.
-        r.push(33, 0.001, 15.0);
-        r.push(34, 0.001, 21.0);
-        let got = r.rate().expect("a rate");
-        assert!((got - 0.067 / 0.036).abs() < 1e-4, "{got}");
-        for _ in 0..SIM_TIME_FRAMES {
-            r.push(20, 0.001, 10.0);
-        }
-        assert!((r.rate().expect("a rate") - 2.0).abs() < 1e-4, "only the last {SIM_TIME_FRAMES} frames count");
-    }
-
-    #[test]
-    fn the_step_in_progress_banner_says_how_far_the_step_is() {
-        let mut t = SimTimings::default();
-        assert_eq!(step_in_progress_text(&t, true), None);
-        t.spread = Some(StepProgress { done: 3, of: 23 });
-        let text = step_in_progress_text(&t, true).expect("a banner");
-        assert!(text.starts_with("step in progress: 3 of 23 launches"), "{text}");
-        assert!(step_in_progress_text(&t, false).is_some_and(|s| s.starts_with("step in progress: 3 of 23 parts")));
-        // The frame that ran the last launch shows the new positions: no banner.
-        t.spread = Some(StepProgress { done: 23, of: 23 });
-        assert_eq!(step_in_progress_text(&t, true), None);
-    }
-}
+#[path = "overlay_tests.rs"]
+mod tests;

@@ -24,6 +24,8 @@ pub enum Measure {
     Gather,
     /// The body draw ([`FrameStats::draw_ms`], measured as [`FrameStats::draw_clock`] says).
     Draw,
+    /// The density view's CUDA pass ([`FrameStats::density_ms`]: map, splat, store, tone map).
+    Density,
 }
 
 impl Measure {
@@ -36,6 +38,7 @@ impl Measure {
             Measure::Upload => s.sim.upload_ms,
             Measure::Gather => s.sim.gather_ms,
             Measure::Draw => s.draw_ms,
+            Measure::Density => s.density_ms,
         }
     }
 }
@@ -86,6 +89,9 @@ pub fn timing_rows(mode: Option<InteropMode>, draw: DrawClock) -> Vec<Row> {
 
 /// The gather row of split runs, shown where the frame reported a gather.
 pub const GATHER_ROW: Row = row("gather (slices)", Measure::Gather);
+
+/// The density view's row, shown where the frame reported a density pass.
+pub const DENSITY_ROW: Row = row("density view (CUDA events)", Measure::Density);
 
 /// The hand-over between CUDA and GL in the frame `s`, ms, for the interop share: map + unmap
 /// (`map`), the copy and upload (`copy`), or the GL-fence wait plus what the CUDA-event wait adds

@@ -18,10 +18,12 @@ use crate::memory::DevicePtr;
 use crate::module::{Function, Module, PtxParam};
 use crate::stream::Stream;
 
+mod density;
 mod helpers;
 mod step;
 mod step_f64;
 
+pub use density::{DensityKernels, SPLAT_PARAMS, STORE_PARAMS, TONEMAP_PARAMS};
 pub use helpers::{PotentialKernel, ToFloat4Kernel, TouchKernel, TOUCH_PARAMS, TOUCH_PTX};
 pub use step::StepKernel;
 pub use step_f64::StepKernelF64;

@@ -32,6 +32,7 @@
 //! state itself (tests). An fp64 step is one launch (not split for Ctrl-C, which is looked at
 //! between steps); step mode (`--step-mode`) is fp32 only.
 
+mod density;
 pub mod external;
 mod frame;
 mod sim_backend;
@@ -51,6 +52,7 @@ use self::stepwise::StepwiseFrame;
 use self::frame::make_storage;
 use super::{InteropSettings, PositionVbos};
 use crate::cuda::clock::GpuClock;
+use crate::cuda::density::DensityView;
 use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
 use crate::cuda::kernels::{check_fits, Kernels};
@@ -104,6 +106,9 @@ pub(super) enum Storage {
 /// events and the clock → kernels and velocities → stream → context.
 pub struct CudaBackend {
     pub(super) stepwise: Option<StepwiseFrame>,
+    /// `--view density`: registered GL images; released (unregistered, then the textures
+    /// deleted) in `release_gl`, before the storage.
+    density: Option<DensityView>,
     pub(super) storage: Option<Storage>,
     phi: Option<DeviceBuffer<f32>>,
     events: [Event; 4],
@@ -116,6 +121,8 @@ pub struct CudaBackend {
     info: DeviceInfo,
     gl_info: GlInfo,
     pub(super) n: usize,
+    /// Sum of the bodies' masses (the density view's scale).
+    total_mass: f64,
 }
 
 /// Refuses register flags whose promise the ping-pong position buffers cannot keep.
@@ -254,6 +261,8 @@ impl CudaBackend {
             info,
             gl_info: gl_info.clone(),
             n,
+            total_mass: bodies.pos.iter().map(|p| f64::from(p[3])).sum(),
+            density: None,
         })
     }
 

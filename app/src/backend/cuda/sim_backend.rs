@@ -13,8 +13,10 @@ use crate::cuda::gpu_stepper::StepProgress;
 use crate::cuda::launch_rule::validate_block_size;
 use crate::cuda::stepper::Stepper;
 use crate::cuda::session::entry_rows;
-use crate::cuda::settings::{InteropMode, Precision};
+use crate::cuda::density::DensityView;
+use crate::cuda::settings::{DensityPath, InteropMode, Precision};
 use crate::gfx::gl::Gl;
+use crate::gfx::target::RenderTarget;
 use crate::sim::{diagnostics, Bodies, Diagnostics, PhysParams};
 
 impl SimBackend for CudaBackend {
@@ -57,6 +59,7 @@ impl SimBackend for CudaBackend {
     }
 
     fn release_gl(&mut self, gl: Gl<'_>) {
+        self.release_density(gl);
         if let Some(Storage::External(x)) = &mut self.storage {
             x.release_gl(gl, &self.stream);
         }
@@ -149,6 +152,18 @@ impl LongSteps for CudaBackend {
 }
 
 impl CudaSide for CudaBackend {
+    fn draw_density(&mut self, gl: Gl<'_>, target: &RenderTarget, view_proj: glam::Mat4, path: DensityPath) -> anyhow::Result<()> {
+        self.density_frame(gl, target, view_proj, path)
+    }
+
+    fn density_ms(&mut self) -> Option<f64> {
+        self.density.as_mut().and_then(DensityView::last_ms)
+    }
+
+    fn drop_density(&mut self, gl: Gl<'_>) {
+        self.release_density(gl);
+    }
+
     fn settings(&self) -> Option<InteropSettings> {
         Some(self.opts.settings)
     }

@@ -134,7 +134,7 @@ impl ComputeRunner {
             ..SimTimings::default()
         };
         self.clock.rebase_if_old(&self.stream)?;
-        Ok(FrameSample { frame_ms, sim, draw_ms: None, readback_ms: None })
+        Ok(FrameSample { frame_ms, sim, draw_ms: None, readback_ms: None, density_ms: None })
     }
 }
 
@@ -202,7 +202,7 @@ impl ComputeRunnerF64 {
         e1.synchronize().context("cuEventSynchronize")?;
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
         let kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
-        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None, readback_ms: None })
+        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None, readback_ms: None, density_ms: None })
     }
 
     /// True when the newest positions and the velocities are all finite.
@@ -263,7 +263,7 @@ impl SplitComputeRunner {
             gather_ms: f.gather_ms.last().copied(),
             ..SimTimings::default()
         };
-        Ok(FrameSample { frame_ms: f.wall_ms, sim, draw_ms: None, readback_ms: None })
+        Ok(FrameSample { frame_ms: f.wall_ms, sim, draw_ms: None, readback_ms: None, density_ms: None })
     }
 
     /// True when the newest positions and the velocities are all finite.

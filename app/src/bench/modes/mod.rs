@@ -19,7 +19,8 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
 use crate::cuda::launch_rule::Launch;
-use crate::demo::frame::{render_bodies, GlTrack};
+use crate::cuda::settings::{DensityPath, View};
+use crate::demo::frame::{render_view, GlTrack};
 use crate::gfx::camera::OrbitCamera;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::gfx::gl::{CurrentContext, Gl};
@@ -45,6 +46,8 @@ pub struct FrameSample {
     pub draw_ms: Option<f64>,
     /// Host time of the copy route's readback of the frame before (`bench --readback`).
     pub readback_ms: Option<f64>,
+    /// GPU time of the density view's pass (density modes; CUDA events).
+    pub density_ms: Option<f64>,
 }
 
 /// The headless GL side of the bench: one context for the whole run, one renderer whose VBOs
@@ -61,6 +64,8 @@ pub struct Gfx {
     /// `--readback`: the copy route's pixel-pack buffers and the window-format pixels they fill.
     readback: Option<(Readback, Vec<u32>)>,
     camera: OrbitCamera,
+    /// The density modes: the view drawn instead of the bodies, and how its image is written.
+    density: Option<DensityPath>,
     ctx: HeadlessContext,
 }
 
@@ -85,7 +90,13 @@ impl Gfx {
         } else {
             None
         };
-        Ok(Gfx { renderer: None, sprite_cap, target: Some(target), readback, camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), ctx })
+        Ok(Gfx { renderer: None, sprite_cap, target: Some(target), readback, camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), density: None, ctx })
+    }
+
+    /// Shows the density view (`Some`: a density mode, with its path) or the bodies in the
+    /// frames that follow.
+    pub fn set_density(&mut self, path: Option<DensityPath>) {
+        self.density = path;
     }
 
     /// Vendor, renderer, version and EGL device of the context.
@@ -140,7 +151,10 @@ impl Gfx {
         let sim = backend.simulate(gl, &vbos, steps)?;
         let params =
             DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0, advanced: steps > 0 };
-        render_bodies(gl, renderer, backend, &target, &params, true, true);
+        let view = (if self.density.is_some() { View::Density } else { View::Points }, self.density.unwrap_or_default());
+        if let Some(why) = render_view(gl, renderer, backend, &target, &params, true, true, view) {
+            bail!("{why}");
+        }
         // As the copy route does after a frame: start its readback, take the frame before's.
         let readback_ms = match &mut self.readback {
             Some((r, pixels)) => {
@@ -151,8 +165,12 @@ impl Gfx {
         };
         gl.finish();
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let draw_ms = if self.ctx.info.timer_query { renderer.draw_ms() } else { None };
-        Ok(FrameSample { frame_ms, sim, draw_ms, readback_ms })
+        let (draw_ms, density_ms) = match self.density {
+            None => (if self.ctx.info.timer_query { renderer.draw_ms() } else { None }, None),
+            // After glFinish: the draw followed the unmap, so the pass's events have completed.
+            Some(_) => (None, backend.cuda_mut().and_then(|c| c.density_ms())),
+        };
+        Ok(FrameSample { frame_ms, sim, draw_ms, readback_ms, density_ms })
     }
 
     /// The state `backend` holds, read back with synchronised velocities (for the divergence check

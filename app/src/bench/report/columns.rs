@@ -95,7 +95,7 @@ pub struct SamplingColumns {
 }
 
 /// The timed parts of a frame (ms): each part's median, p95, p99 and max as the columns
-/// `{part}_ms_{median,p95,p99,max}` for frame, map, kernel, unmap, upload, draw and readback, then
+/// `{part}_ms_{median,p95,p99,max}` for frame, map, kernel, unmap, upload, draw, readback and density, then
 /// `gather_ms_{median,p99}`; empty where the mode has no such part.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimeColumns {
@@ -113,6 +113,8 @@ pub struct TimeColumns {
     pub draw: Option<Summary>,
     /// The copy route's readback of the frame before (`--readback`; host time).
     pub readback: Option<Summary>,
+    /// The density view's CUDA pass (density modes; CUDA events: map, splat, store, tone map).
+    pub density: Option<Summary>,
     /// The slowest slice's gather (split setups; median and p99 only).
     pub gather: Option<Summary>,
 }
@@ -121,7 +123,7 @@ impl Serialize for TimeColumns {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        let parts = [("frame", Some(self.frame)), ("map", self.map), ("kernel", self.kernel), ("unmap", self.unmap), ("upload", self.upload), ("draw", self.draw), ("readback", self.readback)];
+        let parts = [("frame", Some(self.frame)), ("map", self.map), ("kernel", self.kernel), ("unmap", self.unmap), ("upload", self.upload), ("draw", self.draw), ("readback", self.readback), ("density", self.density)];
         for (part, s) in parts {
             for (stat, get) in STATS {
                 map.serialize_entry(&format!("{part}_ms_{stat}"), &s.map(get))?;

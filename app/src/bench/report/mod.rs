@@ -451,6 +451,7 @@ mod tests {
                 upload: None,
                 draw: None,
                 readback: None,
+                density: None,
                 gather: setup.filter(|s| s.1 > 1).map(|_| one(0.01)),
             },
             round_medians: vec![frame_ms],

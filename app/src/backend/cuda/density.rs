@@ -1,0 +1,60 @@
+//! The CUDA backend's density view: the shown positions handed to [`DensityView::run`] for each
+//! storage — `map` maps the shown VBO (read-only map flag) for the pass, `copy` and `external`
+//! pass their CUDA buffers — then the image drawn.
+
+use anyhow::Context as _;
+use interop::map_resources;
+use interop::sys::map_flags;
+
+use super::{CudaBackend, Storage};
+use crate::cuda::density::DensityView;
+use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::settings::DensityPath;
+use crate::gfx::gl::Gl;
+use crate::gfx::target::RenderTarget;
+
+impl CudaBackend {
+    /// See [`crate::backend::CudaSide::draw_density`].
+    pub(super) fn density_frame(&mut self, gl: Gl<'_>, target: &RenderTarget, view_proj: glam::Mat4, path: DensityPath) -> anyhow::Result<()> {
+        self.leave_mapped_step()?;
+        let size = target.size();
+        match &mut self.density {
+            Some(v) if v.path() == path => v.resize(gl, size, &self.stream)?,
+            _ => {
+                self.release_density(gl);
+                let kernels = self.gpu.kernels().density()?;
+                self.density = Some(DensityView::new(gl, self.gl_info.is_gles, &self.ctx, kernels, size, path, &self.stream)?);
+            }
+        }
+        let view = self.density.as_mut().context("density view missing")?;
+        // The mass per pixel if all of it were spread evenly maps to 1 (before the log scale).
+        let gain = (f64::from(size[0]) * f64::from(size[1]) / self.total_mass.max(f64::MIN_POSITIVE)) as f32;
+        let (n, front, stream) = (self.n, self.gpu.gl_front(), &self.stream);
+        match self.storage.as_mut().context("backend storage missing")? {
+            Storage::Map { resources } => {
+                let shown = &mut resources[front..=front];
+                if shown[0].map_flags() != map_flags::READ_ONLY {
+                    shown[0].set_map_flags(map_flags::READ_ONLY).context("cuGraphicsResourceSetMapFlags (READ_ONLY)")?;
+                }
+                let mapping = map_resources(shown, stream).context("cuGraphicsMapResources (shown VBO)")?;
+                let ptr = mapping.pointer(0).context("cuGraphicsResourceGetMappedPointer")?.require(n * BODY_BYTES)?;
+                view.run(ptr.view(), n, view_proj, gain, stream)?;
+                mapping.unmap().context("cuGraphicsUnmapResources (shown VBO)")?;
+            }
+            Storage::Copy { pos, cur, .. } => view.run(pos[*cur].view(), n, view_proj, gain, stream)?,
+            Storage::External(x) => view.run(x.views()[front], n, view_proj, gain, stream)?,
+        }
+        view.draw(gl, target);
+        Ok(())
+    }
+
+    /// Unregisters and deletes the density view, if any (after the stream's work on it).
+    pub(super) fn release_density(&mut self, gl: Gl<'_>) {
+        if let Some(mut v) = self.density.take() {
+            if let Err(e) = self.stream.synchronize() {
+                tracing::warn!("cuStreamSynchronize before releasing the density view: {e:#}");
+            }
+            v.release(gl);
+        }
+    }
+}
