@@ -5,8 +5,9 @@
 //!
 //! # Headless: which EGL device
 //! On a GPU machine the EGL device list holds NVIDIA's devices (extension `EGL_NV_device_cuda`)
-//! and, next to them, Mesa's software device. CUDA can only share buffers with a GL context that
-//! lives on the CUDA device itself, so [`HeadlessContext::new`] explicitly uses the EGL *device*
+//! and, next to them, Mesa's software device. This program makes its CUDA context on the GPU that
+//! runs its GL context (so that a map needs no copy between GPUs: its choice, not a rule of the
+//! API), so [`HeadlessContext::new`] explicitly uses the EGL *device*
 //! platform (`EGL_EXT_platform_device`) and tries first the device whose `EGL_CUDA_DEVICE_NV`
 //! equals the wanted CUDA ordinal, then every other device in enumeration order (on a machine
 //! without a GPU that is Mesa's software device, `EGL_MESA_device_software`).
@@ -24,7 +25,7 @@ use glutin::api::egl;
 use glutin::config::{Api, ConfigSurfaceTypes, ConfigTemplateBuilder};
 use glutin::context::{ContextApi, ContextAttributesBuilder, GlProfile, Version};
 use glutin::display::{GetDisplayExtensions as _, GlDisplay as _};
-use glutin::prelude::NotCurrentGlContext as _;
+use glutin::prelude::{NotCurrentGlContext as _, PossiblyCurrentGlContext as _};
 use glutin::surface::{PbufferSurface, SurfaceAttributesBuilder};
 
 use super::gl::{CurrentContext, Gl};
@@ -78,9 +79,33 @@ fn context_attempts() -> Vec<(Api, glutin::context::ContextAttributes, &'static 
 /// The EGL objects of a headless context. Field order is drop order: the EGL context, then its
 /// pbuffer (if any), then the EGL display.
 struct EglParts {
-    _context: egl::context::PossiblyCurrentContext,
-    _pbuffer: Option<egl::surface::Surface<PbufferSurface>>,
+    context: egl::context::PossiblyCurrentContext,
+    pbuffer: Option<egl::surface::Surface<PbufferSurface>>,
     _display: egl::display::Display,
+}
+
+impl EglParts {
+    /// eglMakeCurrent of the context again, with its pbuffer or surfaceless.
+    fn make_current(&self) -> glutin::error::Result<()> {
+        match &self.pbuffer {
+            Some(p) => self.context.make_current(p),
+            None => self.context.make_current_surfaceless(),
+        }
+    }
+}
+
+/// Makes the context current again when dropped (also when the closure of
+/// [`HeadlessContext::without_current`] unwinds); aborts the process when it cannot, since every
+/// [`Gl`] of the context would then be a false proof.
+struct Recurrent<'a>(&'a EglParts);
+
+impl Drop for Recurrent<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.make_current() {
+            eprintln!("the headless GL context could not be made current again ({e}); its GL calls would be unsound: aborting");
+            std::process::abort();
+        }
+    }
 }
 
 /// The EGL objects are shared by the clones of the proof ([`CurrentContext`]), which keep them
@@ -89,6 +114,8 @@ struct EglParts {
 pub struct HeadlessContext {
     /// The GL function table of the context, with the proof that it is current on this thread.
     current: CurrentContext,
+    /// The EGL objects `current` keeps alive (the same ones), for [`HeadlessContext::without_current`].
+    egl: std::rc::Rc<EglParts>,
     /// Vendor, renderer, version and the EGL device.
     pub info: GlInfo,
 }
@@ -115,6 +142,31 @@ impl HeadlessContext {
     /// The owned proof (for owners such as the demo's scene, dropped before this context).
     pub fn current(&self) -> &CurrentContext {
         &self.current
+    }
+
+    /// Runs `f` with no GL context current on this thread (eglMakeCurrent with `EGL_NO_CONTEXT`,
+    /// glutin's `make_not_current_in_place`), then makes this context current again — also when
+    /// `f` panics. For the mistake lab's calls that break the rule "The OpenGL context whose
+    /// resources are being shared has to be current to the host thread making any OpenGL
+    /// interoperability API calls" (CUDA C++ Programming Guide).
+    ///
+    /// The [`Gl`] proof stays sound: `f` is `Send`, and neither a `Gl`, a [`CurrentContext`] nor
+    /// a reference to one is `Send`, so `f` can make no GL call through them while the context
+    /// is not current (no `CurrentContext` is kept in a thread-local or static, where `f` could
+    /// reach it); nothing else runs on this thread meanwhile, and no other thread holds a proof
+    /// of this context.
+    ///
+    /// # Errors
+    /// The release failed (`f` did not run; the context is still current).
+    ///
+    /// # Panics
+    /// Aborts the process when the context cannot be made current again.
+    pub fn without_current<R>(&self, f: impl FnOnce() -> R + Send) -> anyhow::Result<R> {
+        self.egl.context.make_not_current_in_place().context("eglMakeCurrent(EGL_NO_CONTEXT)")?;
+        let again = Recurrent(&self.egl);
+        let r = f();
+        drop(again);
+        Ok(r)
     }
 
     /// Make a headless context, preferring the EGL device of CUDA device `cuda_ordinal`.
@@ -254,11 +306,13 @@ impl HeadlessContext {
                 let g = unsafe { Gl::new(&gl) };
                 GlInfo::query(g, label, cuda, fns).with_memory_object(g, fns_mo)
             };
-            let keep: std::rc::Rc<dyn std::any::Any> = std::rc::Rc::new(EglParts { _context: context, _pbuffer: pbuffer, _display: display });
-            // SAFETY: the context was made current on this thread just above, `keep` owns it, and
-            // nothing releases it from this thread.
+            let egl = std::rc::Rc::new(EglParts { context, pbuffer, _display: display });
+            let keep: std::rc::Rc<dyn std::any::Any> = egl.clone();
+            // SAFETY: the context was made current on this thread just above and `keep` owns it.
+            // Only `without_current` releases it, for a `Send` closure (which can hold no proof),
+            // and makes it current again before any proof can be used (or aborts).
             let current = unsafe { CurrentContext::assume_current(Arc::new(gl), keep) };
-            return Ok(Self { current, info });
+            return Ok(Self { current, egl, info });
         }
         Err(anyhow!("{}", errors.join("; ")))
     }

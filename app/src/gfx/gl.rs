@@ -7,7 +7,9 @@
 //! 1. **A current context.** GL calls need the context current on the calling thread. A [`Gl`]
 //!    is the proof: it is handed out only by a [`CurrentContext`], which the owners of a context
 //!    ([`super::context::HeadlessContext`], [`super::window::WindowContext`]) make right where they
-//!    make their context current, on the one thread that draws, and keep current until they drop.
+//!    make their context current, on the one thread that draws, and keep current until they drop
+//!    (the headless owner releases it only while a `Send` closure runs, which can hold no `Gl`:
+//!    [`super::context::HeadlessContext::without_current`]).
 //!    A `CurrentContext` is not `Send`, so the proof cannot travel to another thread. Functions
 //!    that need a current context take a `Gl` instead of assuming one.
 //! 2. **Client memory.** Calls that read or write client memory get it from Rust slices whose
@@ -47,7 +49,9 @@ impl CurrentContext {
     ///
     /// # Safety
     /// `gl`'s context must be current on this thread, owned by `keep`, and never released from
-    /// this thread (made not current) while this value or a clone lives.
+    /// this thread (made not current) while this value or a clone lives, except for a span in
+    /// which no [`Gl`] can be used and after which it is current again (the `Send` closure of
+    /// [`super::context::HeadlessContext::without_current`]).
     pub unsafe fn assume_current(gl: Arc<glow::Context>, keep: std::rc::Rc<dyn std::any::Any>) -> Self {
         CurrentContext { gl, _keep: keep }
     }

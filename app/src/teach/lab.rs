@@ -19,10 +19,12 @@
 //! `nbody-interop lab NAME --json --child` ([`child`]), from `lab` and from the overlay alike. A
 //! child that crashes is reported with its signal; the parent goes on.
 //!
-//! The cases are grouped by what they need: [`cases`] (the one table, [`CASES`]), `entry`
+//! The cases are grouped by what they need: [`cases`] (the one table, [`CASES`], with the image
+//! workflow's part in `image_cases`), `entry`
 //! (entry-point lookups: the driver only), `context` (modules and events), `gl` (registration
-//! and mapping errors), `image` (the image workflow's: textures, arrays, surfaces, map flags) and
-//! `silent` (success codes with wrong data). [`super::replay`] prints the
+//! and mapping errors), `image` (the image workflow's: textures, arrays, surfaces, map flags, a
+//! deleted texture, calls with no GL context current), `silent` (success codes with wrong data)
+//! and `cost` (what registering every frame costs, measured). [`super::replay`] prints the
 //! results (the list, the `--quiz`, and the `--replay FILE.jsonl` of recorded results without a
 //! GPU).
 
@@ -33,14 +35,17 @@ use interop::sys::{CUdriverProcAddressQueryResult, CuResult};
 use interop::{Context, Device, Driver, Error, SchedFlag};
 use serde::Serialize;
 
+use crate::gfx::context::HeadlessContext;
 use crate::gfx::gl::Gl;
 
 pub mod cases;
 mod child;
 mod context;
+mod cost;
 mod entry;
 mod gl;
 mod image;
+mod image_cases;
 mod scratch;
 mod silent;
 
@@ -298,6 +303,9 @@ pub struct LabEnv<'a> {
     pub cuda: Result<Arc<Context>, String>,
     /// A current GL context and a CUDA context on the device that shares it.
     pub gl: Result<(Gl<'a>, Arc<Context>), String>,
+    /// The owner of that GL context when the lab made it headless (`None` in the overlay): the
+    /// cases that release the GL context need it (they are isolated, so they always get one).
+    pub gl_owner: Option<&'a HeadlessContext>,
 }
 
 /// What a case's driver call returned.
@@ -338,6 +346,15 @@ fn got_from(r: Result<(), Error>) -> Result<Got, SetupFailed> {
     }
 }
 
+/// `Ok` or the code name of a driver call's result, for details.
+fn result_words(r: &Result<(), Error>) -> String {
+    match r {
+        Ok(()) => "CUDA_SUCCESS".into(),
+        Err(Error::Driver { name, .. }) => name.clone(),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// Runs `case` against `env`, in this process (also an isolated one: the child process itself
 /// calls this). Never panics; a case that cannot run is reported, not raised.
 pub fn run_case(case: &Case, env: &LabEnv<'_>) -> Outcome {
@@ -351,7 +368,7 @@ pub fn run_case(case: &Case, env: &LabEnv<'_>) -> Outcome {
             Err(e) => return Outcome::unavailable(case, e),
         },
         Needs::GlInterop => match &env.gl {
-            Ok((gl, ctx)) => gl::run(case, *gl, ctx),
+            Ok((gl, ctx)) => gl::run(case, *gl, ctx, env.gl_owner),
             Err(e) => return Outcome::unavailable(case, e),
         },
     };
@@ -390,6 +407,7 @@ pub fn run_live(name: &str, gl: Gl<'_>, cuda: Option<&Arc<Context>>) -> Outcome 
         },
         cuda: cuda.cloned().ok_or_else(|| no_cuda.clone()),
         gl: cuda.map(|c| (gl, c.clone())).ok_or(no_cuda),
+        gl_owner: None,
     };
     run_case(case, &env)
 }
@@ -438,7 +456,11 @@ pub fn run_in_process(cases: &[&Case]) -> Vec<Outcome> {
         (_, Err(e)) => Err(e.clone()),
         _ => Err("no GL context".into()),
     };
-    let env = LabEnv { driver: Ok(driver), cuda, gl };
+    let gl_owner = match &headless {
+        Some(Ok(h)) => Some(h),
+        _ => None,
+    };
+    let env = LabEnv { driver: Ok(driver), cuda, gl, gl_owner };
     let out = cases.iter().map(|c| run_case(c, &env)).collect();
     drop(env);
     drop(gl_cuda);
@@ -501,8 +523,8 @@ mod tests {
     #[test]
     fn the_source_keeps_each_not_yet_recorded_on_one_line() {
         // The lead fills in GPU results by grepping the source for this phrase: one line per case.
-        let src = include_str!("lab/cases.rs");
-        let lines = src.lines().filter(|l| l.contains("H200: not yet recorded.")).count();
+        let src = [include_str!("lab/cases.rs"), include_str!("lab/image_cases.rs")];
+        let lines = src.iter().flat_map(|s| s.lines()).filter(|l| l.contains("H200: not yet recorded.")).count();
         let cases = CASES.iter().filter(|c| c.explanation.contains("H200: not yet recorded.")).count();
         assert_eq!(lines, cases, "a \"H200: not yet recorded.\" split over two source lines");
     }

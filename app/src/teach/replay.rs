@@ -46,8 +46,11 @@ fn mark(o: &Outcome) -> &'static str {
 /// # Errors
 /// `out` cannot be written.
 pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> {
+    // The name column fits the longest name.
+    let width = CASES.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for c in CASES {
         let expected: Vec<String> = c.expected.iter().map(|e| e.name()).collect();
+        let w = width;
         if json {
             let mut row = serde_json::json!({ "case": c.name, "call": c.call, "needs": c.needs, "isolated": c.isolated, "expected": expected });
             if quiz {
@@ -62,11 +65,11 @@ pub fn list(out: &mut impl Write, json: bool, quiz: bool) -> anyhow::Result<()> 
                 needs.push_str(", child process");
             }
             if quiz {
-                writeln!(out, "{:<26} {}", c.name, needs)?;
+                writeln!(out, "{:<w$} {}", c.name, needs)?;
             } else {
-                writeln!(out, "{:<26} {:<25} expects {}", c.name, needs, expected.join(" or "))?;
+                writeln!(out, "{:<w$} {:<25} expects {}", c.name, needs, expected.join(" or "))?;
             }
-            writeln!(out, "{:<26} {}", "", c.call)?;
+            writeln!(out, "{:<w$} {}", "", c.call)?;
         }
     }
     if json {

@@ -11,13 +11,31 @@ const BUFFER_ZERO: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_VALUE)]
 const DELETED_BUFFER: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_HANDLE)];
 const NOT_MAPPED: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_NOT_MAPPED)];
 
-/// Every case, with its expected answers (the one table). Each explanation says what happens and
-/// why, then, apart, what NVIDIA's reference says (`Reference (<function>): …`, quoted from the
-/// driver API reference, `cuda.h`/`cudaGL.h` or the Programming Guide) and what the H200 showed
-/// (`H200: …`; driver 580.159, 2026-11-30, `lab.jsonl`). Cases added after that run say
-/// so ("not yet recorded") until a GPU run fills them in. `isolated` cases run in a child
-/// process ([`super::child`]).
-pub const CASES: &[Case] = &[
+/// Every case, with its expected answers (the one table: [`BUFFER`], then the image workflow's
+/// [`super::image_cases::IMAGE`]). Each explanation says what happens and why, then, apart, what
+/// NVIDIA's reference says (`Reference (<function>): …`, quoted from the driver API reference,
+/// `cuda.h`/`cudaGL.h` or the Programming Guide) and what the H200 showed (`H200: …`; driver
+/// 580.159, `lab.jsonl`). Cases added after that run say so ("not yet recorded") until a GPU run
+/// fills them in. `isolated` cases run in a child process ([`super::child`]).
+pub const CASES: &[Case] = &ALL;
+
+/// The two parts of the table, in order.
+const ALL: [Case; 33] = concat::<21, 12, 33>(BUFFER, super::image_cases::IMAGE);
+
+/// `a` then `b` (`N` must be `A + B`: checked when the constant is evaluated, at compile time).
+const fn concat<const A: usize, const B: usize, const N: usize>(a: [Case; A], b: [Case; B]) -> [Case; N] {
+    assert!(A + B == N && A > 0, "the table's parts do not add up");
+    let mut out = [a[0]; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < A { a[i] } else { b[i - A] };
+        i += 1;
+    }
+    out
+}
+
+/// The buffer workflow's cases, the entry-point lookups, modules and events.
+const BUFFER: [Case; 21] = [
     Case {
         name: "map-already-mapped",
         call: "cuGraphicsMapResources on a resource that is already mapped",
@@ -441,86 +459,8 @@ pub const CASES: &[Case] = &[
                       Reference (cuGraphicsGLRegisterBuffer): \"CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY: Specifies that \
                       CUDA will not write to this resource.\" It does not say what a write that breaks the promise \
                       does. \
-                      H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents: the writes were discarded.",
+                      H200: on driver 580.159 (2026-12-02), every call succeeded and GL read the old contents after the unmap: the writes did not show in GL's buffer.",
         fix: "Register READ_ONLY only buffers CUDA never writes (the renderer's source, never the kernel's output); \
               a buffer the kernel overwrites entirely is WRITE_DISCARD, anything else NONE.",
-    },
-    Case {
-        name: "image-pointer",
-        call: "cuGraphicsResourceGetMappedPointer on a mapped GL texture (cuGraphicsGLRegisterImage)",
-        needs: Needs::GlInterop,
-        isolated: false,
-        expected: &[Expect::Cu(CuResult::CUDA_ERROR_NOT_MAPPED_AS_POINTER)],
-        explanation: "A texture's texels are laid out for the texture units, not as a linear array, so a mapped image \
-                      has no device pointer: CUDA reaches it as a CUDA array. Reference \
-                      (cuGraphicsResourceGetMappedPointer): \"If resource is not a buffer then it cannot be accessed \
-                      via a pointer and CUDA_ERROR_NOT_MAPPED_AS_POINTER is returned.\" H200: 213 CUDA_ERROR_NOT_MAPPED_AS_POINTER.",
-        fix: "Ask a mapped image for its array (cuGraphicsSubResourceGetMappedArray, Mapping::array) and reach it \
-              through a surface or texture object, or cuMemcpy2D.",
-    },
-    Case {
-        name: "buffer-as-array",
-        call: "cuGraphicsSubResourceGetMappedArray on a mapped GL buffer",
-        needs: Needs::GlInterop,
-        isolated: false,
-        expected: &[Expect::Cu(CuResult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY)],
-        explanation: "The mirror of image-pointer: a buffer is linear memory with a device pointer, and has no \
-                      array. Reference (cuGraphicsSubResourceGetMappedArray): \"If resource is not a texture then it \
-                      cannot be accessed via an array and CUDA_ERROR_NOT_MAPPED_AS_ARRAY is returned.\" H200: 212 CUDA_ERROR_NOT_MAPPED_AS_ARRAY.",
-        fix: "Ask a mapped buffer for its pointer (cuGraphicsResourceGetMappedPointer, Mapping::pointer).",
-    },
-    Case {
-        name: "image-layer-out-of-range",
-        call: "cuGraphicsSubResourceGetMappedArray(arrayIndex = 1) on a mapped 2D texture",
-        needs: Needs::GlInterop,
-        isolated: false,
-        expected: &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_VALUE)],
-        explanation: "A 2D texture has one layer (index 0); array indices count the layers of array textures and \
-                      the faces of cube maps, and mipLevel the mip levels the texture has. Reference \
-                      (cuGraphicsSubResourceGetMappedArray): \"If arrayIndex is not a valid array index for resource \
-                      then CUDA_ERROR_INVALID_VALUE is returned.\" H200: 1 CUDA_ERROR_INVALID_VALUE.",
-        fix: "Use layer 0 and a mip level the texture has (0 for one without mipmaps).",
-    },
-    Case {
-        name: "surface-without-ldst",
-        call: "cuSurfObjectCreate over the array of a texture registered without CU_GRAPHICS_REGISTER_FLAGS_SURFACE_LDST",
-        needs: Needs::GlInterop,
-        isolated: false,
-        expected: &[Expect::Cu(CuResult::CUDA_SUCCESS), Expect::Cu(CuResult::CUDA_ERROR_INVALID_VALUE)],
-        explanation: "The surface flag tells the driver, at registration, that kernels will write the image through \
-                      a surface. Reference (cuGraphicsGLRegisterImage): CU_GRAPHICS_REGISTER_FLAGS_SURFACE_LDST \
-                      \"Specifies that CUDA will bind this resource to a surface reference\"; cuSurfObjectCreate lists \
-                      CUDA_ERROR_INVALID_VALUE among its returns and does not say what it answers for an image \
-                      registered without the flag, so CUDA_SUCCESS and CUDA_ERROR_INVALID_VALUE are both possible. \
-                      H200: 0 CUDA_SUCCESS: the object was made; the reference promises nothing about writes through it.",
-        fix: "Register every image a kernel writes through a surface with CU_GRAPHICS_REGISTER_FLAGS_SURFACE_LDST; \
-              a driver that accepts the object without it promises nothing about the writes.",
-    },
-    Case {
-        name: "register-rgb8-texture",
-        call: "cuGraphicsGLRegisterImage of a GL_RGB8 texture (a three-channel format)",
-        needs: Needs::GlInterop,
-        isolated: false,
-        expected: &[Expect::Cu(CuResult::CUDA_SUCCESS), Expect::Cu(CuResult::CUDA_ERROR_INVALID_VALUE), Expect::Cu(CuResult::CUDA_ERROR_NOT_SUPPORTED)],
-        explanation: "CUDA arrays have 1, 2 or 4 channels, so a three-channel GL format has no direct CUDA array \
-                      format. Reference (cuGraphicsGLRegisterImage): the supported formats are GL_RED, GL_RG, GL_RGBA, \
-                      GL_LUMINANCE, GL_ALPHA, GL_LUMINANCE_ALPHA, GL_INTENSITY and {GL_R, GL_RG, GL_RGBA} x {8, 16, 16F, \
-                      32F, 8UI, 16UI, 32UI, 8I, 16I, 32I}; GL_RGB8 is not listed, and the reference does not say which \
-                      code an unlisted format gets (CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE and CUDA_ERROR_NOT_SUPPORTED \
-                      are the likely answers). H200: 0 CUDA_SUCCESS: registered, although the format is not listed.",
-        fix: "Use a listed format: GL_RGBA8 for colour (4 channels), GL_R32F for a density.",
-    },
-    Case {
-        name: "map-flags-invalid",
-        call: "cuGraphicsResourceSetMapFlags(flags = 7) on a registered buffer",
-        needs: Needs::GlInterop,
-        isolated: false,
-        expected: &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_VALUE)],
-        explanation: "The map flags are one value, not a bit set: NONE (0), READ_ONLY (1) or WRITE_DISCARD (2). \
-                      GraphicsResource::set_map_flags takes any c_uint, so the mistake is possible with the safe \
-                      types. Reference (cuGraphicsResourceSetMapFlags): \"If flags is not one of the above values then \
-                      CUDA_ERROR_INVALID_VALUE is returned.\" H200: 1 CUDA_ERROR_INVALID_VALUE.",
-        fix: "Pass one of CU_GRAPHICS_MAP_RESOURCE_FLAGS_NONE, _READ_ONLY or _WRITE_DISCARD (the app's \
-              --map-flags none|read-only|write-discard).",
     },
 ];

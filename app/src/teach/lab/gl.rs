@@ -10,20 +10,13 @@ use interop::sys::{map_flags, register_flags, stream_flags, CUcontext, CUdevicep
 use interop::{map_resources, Context, Error, GraphicsResource, SchedFlag, Stream};
 
 use super::scratch::Scratch;
-use super::{got_from, Case, Got, SetupFailed};
+use super::{got_from, result_words, Case, Got, SetupFailed};
+use crate::gfx::context::HeadlessContext;
 use crate::gfx::gl::Gl;
 
-/// `Ok` or the code name of a driver call's result, for details.
-fn result_words(r: &Result<(), Error>) -> String {
-    match r {
-        Ok(()) => "CUDA_SUCCESS".into(),
-        Err(Error::Driver { name, .. }) => name.clone(),
-        Err(e) => e.to_string(),
-    }
-}
-
-/// Runs a GL interop case (`ctx`: the CUDA context that shares `gl`'s device, made current here).
-pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupFailed> {
+/// Runs a GL interop case (`ctx`: the CUDA context that shares `gl`'s device, made current here;
+/// `owner`: the owner of `gl`'s context, when the lab made it).
+pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>, owner: Option<&HeadlessContext>) -> Result<Got, SetupFailed> {
     ctx.make_current()?;
     let flags = register_flags::NONE;
     match case.name {
@@ -51,7 +44,9 @@ pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, Se
         "unregister-while-mapped" => unregister_while_mapped(gl, ctx),
         "register-no-gl-context" => register_without_gl(gl, ctx),
         "image-pointer" | "image-layer-out-of-range" | "surface-without-ldst" | "register-rgb8-texture" | "buffer-as-array"
-        | "map-flags-invalid" => super::image::run(case, gl, ctx),
+        | "map-flags-invalid" | "texture-deleted-while-registered" | "map-no-gl-context" | "unmap-no-gl-context"
+        | "unregister-no-gl-context" => super::image::run(case, gl, ctx, owner),
+        "register-every-frame" => super::cost::run(gl, ctx),
         _ => super::silent::run(case, gl, ctx),
     }
 }

@@ -1,15 +1,16 @@
 //! Silent mistakes: every driver call returns `CUDA_SUCCESS` and the data is wrong (or may be).
 //! Each case writes a known pattern ([`PATTERN`]) into a zeroed scratch buffer through CUDA (or
-//! re-specifies the buffer in GL), reads the result back (GL's `glGetBufferSubData`, or the
-//! mapped size), and reports a [`Data`] answer: the old contents, the new, or neither. All of
-//! them are isolated (a late or forbidden write may fault and spoil the context).
+//! re-specifies the buffer in GL, or has GL fill a scratch texture that CUDA then reads under
+//! `WRITE_DISCARD`), reads the result back (GL's `glGetBufferSubData`, the mapped size, or
+//! CUDA's copy of the texture), and reports a [`Data`] answer: the old contents, the new, or
+//! neither. All of them are isolated (a late or forbidden write may fault and spoil the context).
 
 use std::sync::Arc;
 
-use interop::sys::{register_flags, stream_flags};
-use interop::{map_resources, Context, GraphicsResource, Stream};
+use interop::sys::{map_flags, register_flags, stream_flags};
+use interop::{map_resources, Context, Error, GraphicsResource, Stream};
 
-use super::scratch::{Scratch, SCRATCH_BYTES};
+use super::scratch::{Scratch, Texture, SCRATCH_BYTES};
 use super::{got_from, Case, Data, Got, SetupFailed};
 use crate::gfx::gl::Gl;
 
@@ -25,6 +26,12 @@ pub const MISMATCH_SPIN_NS: u64 = 20_000_000;
 pub const RESIZED_BYTES: usize = 1024;
 /// The byte GL fills the re-specified buffer with.
 const RESIZED_FILL: u8 = 0x5a;
+/// The byte of every channel of `write-discard-read-back`'s texture before it is registered.
+const TEXEL_OLD: u8 = 0x3c;
+/// The byte of every channel GL clears the texture to after the registration, right before the
+/// map: the texture's contents when CUDA reads it (the same byte in every channel, so that the
+/// channel order of the CUDA array does not matter).
+const TEXEL_NEW: u8 = 0xa5;
 
 /// What `got` shows against [`OLD`] and [`PATTERN`], in words (for the detail).
 fn words(got: &[u32]) -> String {
@@ -54,6 +61,7 @@ pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, Se
         "gl-read-while-mapped" => gl_read_while_mapped(gl, ctx),
         "write-read-only-registered" => write_read_only(gl, ctx),
         "buffer-data-on-registered" => buffer_data_on_registered(gl, ctx),
+        "write-discard-read-back" => write_discard_read_back(gl, ctx),
         other => Err(SetupFailed(format!("no GL case {other}"))),
     }
 }
@@ -196,5 +204,69 @@ fn buffer_data_on_registered(gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, Setu
     };
     drop(res);
     drop(buffer);
+    Ok(Got::silent(d, text, detail))
+}
+
+/// One map of `res` (a registered texture) on `stream`: CUDA copies the array of layer 0, level 0
+/// to the host (`cuMemcpy2DAsync`, then a wait), and the texels come back as 32-bit words.
+fn texels_through_cuda(res: &mut [GraphicsResource], stream: &Stream) -> Result<Vec<u32>, Error> {
+    let mapping = map_resources(res, stream)?;
+    let read = mapping.array(0, 0, 0).and_then(|array| {
+        let (w, h) = array.size();
+        let mut bytes = vec![0xee_u8; w * h.max(1) * array.texel_bytes().unwrap_or(4)];
+        interop::image::copy_array_to_host(&array, &mut bytes)?;
+        Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<u32>>())
+    });
+    let unmap = mapping.unmap();
+    let words = read?;
+    unmap?;
+    Ok(words)
+}
+
+/// `write-discard-read-back`: GL fills a texture ([`TEXEL_OLD`]), it is registered, GL clears it
+/// to [`TEXEL_NEW`], the map flags are set to WRITE_DISCARD, and CUDA maps it and copies it to the
+/// host. Then the same with map flags NONE, for the detail.
+fn write_discard_read_back(gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupFailed> {
+    let texture = Texture::new(gl, glow::RGBA8, glow::RGBA)?;
+    texture.fill_rgba8([TEXEL_OLD; 4])?;
+    let a = Stream::create(ctx, stream_flags::NON_BLOCKING, 0)?;
+    let mut res = vec![GraphicsResource::register_gl_image(ctx, texture.id(), glow::TEXTURE_2D, register_flags::NONE)?];
+    texture.fill_rgba8([TEXEL_NEW; 4])?;
+    // The mistake: a promise that CUDA will not read, then a read.
+    res[0].set_map_flags(map_flags::WRITE_DISCARD)?;
+    let discarded = texels_through_cuda(&mut res, &a);
+    res[0].set_map_flags(map_flags::NONE)?;
+    let control = texels_through_cuda(&mut res, &a);
+    drop(res); // unregister before the texture is deleted
+    drop(texture);
+    let got = match discarded {
+        Ok(w) => w,
+        Err(e) => return got_from(Err(e)),
+    };
+    let (old, new) = (u32::from_ne_bytes([TEXEL_OLD; 4]), u32::from_ne_bytes([TEXEL_NEW; 4]));
+    let texels = |w: &[u32]| {
+        let first: Vec<String> = w.iter().take(4).map(|t| format!("{t:#010x}")).collect();
+        format!(
+            "first texels {}; {} of {} texels as GL cleared them last ({new:#010x}), {} as before ({old:#010x})",
+            first.join(" "),
+            w.iter().filter(|&&t| t == new).count(),
+            w.len(),
+            w.iter().filter(|&&t| t == old).count()
+        )
+    };
+    let d = Data::classify(&got, old, new);
+    let detail = format!(
+        "CUDA's copy of the texture mapped with WRITE_DISCARD: {}; the same texture mapped with NONE afterwards: {}",
+        texels(&got),
+        match &control {
+            Ok(w) => texels(w),
+            Err(e) => format!("not read ({e})"),
+        }
+    );
+    let text = match d {
+        Data::Current => "every call returned CUDA_SUCCESS, and CUDA read the texels GL wrote last",
+        Data::Stale => "every call returned CUDA_SUCCESS, and CUDA read the texels of before GL's last write",
+        Data::Garbled => "every call returned CUDA_SUCCESS, and CUDA read neither GL's last texels nor the ones before",
+    };
     Ok(Got::silent(d, text, detail))
 }
