@@ -109,7 +109,10 @@ fn header_knows_newer_variants_we_deliberately_do_not_ask_for() {
 /// Rust ones. A wrong offset would make the driver read a wrong array, pitch or filter mode.
 #[test]
 fn struct_layouts_match_cuda_h() {
-    use interop::sys::{CUDA_ARRAY_DESCRIPTOR, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
+    use interop::sys::{
+        CUDA_ARRAY_DESCRIPTOR, CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS,
+        CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC,
+    };
     use std::mem::{offset_of, size_of};
     let c = r#"#include <stdio.h>
 #include <stddef.h>
@@ -123,6 +126,12 @@ int main(void) {
   F(CUDA_MEMCPY2D, srcArray) F(CUDA_MEMCPY2D, dstMemoryType) F(CUDA_MEMCPY2D, dstArray) F(CUDA_MEMCPY2D, dstPitch)
   F(CUDA_MEMCPY2D, WidthInBytes) F(CUDA_MEMCPY2D, Height)
   printf("CUDA_ARRAY_DESCRIPTOR %zu\n", sizeof(CUDA_ARRAY_DESCRIPTOR)); F(CUDA_ARRAY_DESCRIPTOR, Format) F(CUDA_ARRAY_DESCRIPTOR, NumChannels)
+  printf("CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC %zu\n", sizeof(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC));
+  F(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, handle) F(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, flags) F(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, reserved)
+  printf("CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS %zu\n", sizeof(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS));
+  F(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, params.keyedMutex) F(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, flags)
+  printf("CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS %zu\n", sizeof(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS));
+  F(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, params.keyedMutex.timeoutMs) F(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, flags)
   return 0;
 }
 "#;
@@ -162,6 +171,16 @@ int main(void) {
         ("CUDA_ARRAY_DESCRIPTOR", size_of::<CUDA_ARRAY_DESCRIPTOR>()),
         ("CUDA_ARRAY_DESCRIPTOR.Format", offset_of!(CUDA_ARRAY_DESCRIPTOR, format)),
         ("CUDA_ARRAY_DESCRIPTOR.NumChannels", offset_of!(CUDA_ARRAY_DESCRIPTOR, num_channels)),
+        ("CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC", size_of::<CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC>()),
+        ("CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC.handle", offset_of!(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, handle)),
+        ("CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC.flags", offset_of!(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, flags)),
+        ("CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC.reserved", offset_of!(CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, reserved)),
+        ("CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS", size_of::<CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS>()),
+        ("CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS.params.keyedMutex", offset_of!(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, keyed_mutex_key)),
+        ("CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS.flags", offset_of!(CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, flags)),
+        ("CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS", size_of::<CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS>()),
+        ("CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS.params.keyedMutex.timeoutMs", offset_of!(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, keyed_mutex_timeout_ms)),
+        ("CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS.flags", offset_of!(CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, flags)),
     ];
     let mut wrong = Vec::new();
     for (name, rust) in rust_says {

@@ -131,16 +131,26 @@ impl Device {
         Ok(c_buf_to_string(&buf))
     }
 
+    /// `cuDeviceGetUuid`: the device's 16-byte UUID, as Vulkan's `VkPhysicalDeviceIDProperties::deviceUUID`
+    /// gives it for the same GPU.
+    ///
+    /// # Errors
+    /// The driver's error, or [`crate::Error::Unavailable`] on drivers older than 11.4.
+    #[doc(alias = "cuDeviceGetUuid")]
+    pub fn uuid_bytes(&self) -> Result<[u8; 16]> {
+        let mut u = CUuuid::default();
+        // SAFETY: writes 16 bytes into `u`.
+        unsafe { self.api.cuDeviceGetUuid(&mut u, self.raw) }?;
+        Ok(u.bytes)
+    }
+
     /// `cuDeviceGetUuid`, formatted as `nvidia-smi` does (`GPU-8-4-4-4-12` hex digits).
     ///
     /// # Errors
     /// The driver's error, or [`crate::Error::Unavailable`] on drivers older than 11.4.
     #[doc(alias = "cuDeviceGetUuid")]
     pub fn uuid(&self) -> Result<String> {
-        let mut u = CUuuid::default();
-        // SAFETY: writes 16 bytes into `u`.
-        unsafe { self.api.cuDeviceGetUuid(&mut u, self.raw) }?;
-        let h: Vec<String> = u.bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let h: Vec<String> = self.uuid_bytes()?.iter().map(|b| format!("{b:02x}")).collect();
         Ok(format!(
             "GPU-{}-{}-{}-{}-{}",
             h[0..4].concat(),

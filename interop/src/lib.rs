@@ -45,6 +45,7 @@ pub mod module;
 pub mod nccl;
 pub mod stream;
 pub mod status;
+pub mod semaphore;
 pub mod sys;
 pub mod vmm;
 
@@ -63,6 +64,7 @@ pub use nccl::{Clique, Nccl, NcclError};
 pub use module::{ptx_entries, Function, FunctionAttributes, Module, PtxParam};
 pub use launch::Launch;
 pub use stream::{Event, Stream, StreamKind};
+pub use semaphore::ExternalSemaphore;
 pub use vmm::ExportableBuffer;
 
 /// Opens the driver, resolves the table with `semantics` and calls `cuInit(0)`.

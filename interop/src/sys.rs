@@ -46,6 +46,8 @@ opaque_handle! {
     CUgraphicsResource => CUgraphicsResource_st;
     /// `CUarray`: a CUDA array (opaque 1D/2D/3D texel storage; here, a mapped GL image).
     CUarray => CUarray_st;
+    /// `CUexternalSemaphore`: a semaphore imported from another API (here, Vulkan).
+    CUexternalSemaphore => CUextSemaphore_st;
 }
 
 /// `CUsurfObject`: a surface object (reads and writes of an array's texels by coordinates).
@@ -502,4 +504,71 @@ pub mod vmm {
     pub const ACCESS_FLAGS_PROT_READWRITE: c_int = 0x3;
     pub const ALLOC_GRANULARITY_MINIMUM: c_int = 0x0;
     pub const ALLOC_GRANULARITY_RECOMMENDED: c_int = 0x1;
+}
+
+/// `CUexternalSemaphoreHandleType` values (`cuda.h`).
+pub mod external_semaphore {
+    #![allow(missing_docs)]
+    use std::ffi::c_int;
+    /// `CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD`: a POSIX file descriptor (a Vulkan
+    /// semaphore exported with `VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT`).
+    pub const HANDLE_TYPE_OPAQUE_FD: c_int = 1;
+}
+
+/// `CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC` (`_v1`, `cuda.h`): what `cuImportExternalSemaphore`
+/// imports. The handle union is 16 bytes (the Win32 pair); a POSIX fd is its first 4. 96 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
+    /// `CUexternalSemaphoreHandleType` ([`external_semaphore`]).
+    pub handle_type: c_int,
+    /// The handle union: `fd` in the first 4 bytes for `OPAQUE_FD` (8-byte aligned at offset 8).
+    pub handle: [u64; 2],
+    /// Must be zero.
+    pub flags: c_uint,
+    /// Must be zero.
+    pub reserved: [c_uint; 16],
+}
+
+/// `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS` (`_v1`, `cuda.h`): per semaphore, the fence value
+/// (timeline and D3D12 fences), the NvSciSync fence and the keyed-mutex key; all zero for a
+/// binary (opaque-fd) semaphore. 144 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS {
+    /// `params.fence.value`.
+    pub fence_value: u64,
+    /// `params.nvSciSync` (pointer or reserved).
+    pub nv_sci_sync: u64,
+    /// `params.keyedMutex.key`.
+    pub keyed_mutex_key: u64,
+    /// `params.reserved`.
+    pub params_reserved: [c_uint; 12],
+    /// `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_SKIP_NVSCIBUF_MEMSYNC` or 0.
+    pub flags: c_uint,
+    /// Must be zero.
+    pub reserved: [c_uint; 16],
+}
+
+/// `CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS` (`_v1`, `cuda.h`): as the signal parameters, with the
+/// keyed mutex's timeout. 144 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS {
+    /// `params.fence.value`.
+    pub fence_value: u64,
+    /// `params.nvSciSync` (pointer or reserved).
+    pub nv_sci_sync: u64,
+    /// `params.keyedMutex.key`.
+    pub keyed_mutex_key: u64,
+    /// `params.keyedMutex.timeoutMs`.
+    pub keyed_mutex_timeout_ms: c_uint,
+    /// The keyed-mutex struct's padding to 16 bytes.
+    pub keyed_mutex_pad: c_uint,
+    /// `params.reserved`.
+    pub params_reserved: [c_uint; 10],
+    /// `CUDA_EXTERNAL_SEMAPHORE_WAIT_SKIP_NVSCIBUF_MEMSYNC` or 0.
+    pub flags: c_uint,
+    /// Must be zero.
+    pub reserved: [c_uint; 16],
 }

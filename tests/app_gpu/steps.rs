@@ -86,7 +86,7 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
     for settings in cases {
         let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
         let vbos = *renderer.vbos();
-        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None };
+        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
         let r = (|| -> Result<(), Failed> {
             // Whole steps: 3 frames of one step.
             let whole = {
@@ -250,7 +250,7 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
             }
             upload(gl, &vbos, 0, &bodies.pos);
             let settings = auto_block_settings(interop);
-            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: Some(split) };
+            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: Some(split), external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
             let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let panel = backend.device_panel();
             ensure(panel.iter().any(|(k, v)| k == "gather" && v.contains("cuMemcpyDtoDAsync")), format!("{interop:?}: panel {panel:?}"))?;

@@ -1,6 +1,8 @@
 //! The interop storages on the GPU: map and copy write what GL reads; external memory, its frames
 //! and its teardown.
 
+use nbody_app::cuda::settings::ExternalSync;
+
 use super::*;
 
 /// One interop frame through the real GL buffers; positions read back from GL must equal the
@@ -11,7 +13,7 @@ pub(super) fn interop_case(ctx: &HeadlessContext, settings: InteropSettings) -> 
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
     let result = (|| -> Result<(), Failed> {
         let made = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params);
         if settings.register_flags != ResourceFlags::None && settings.interop == InteropMode::Map {
@@ -80,7 +82,7 @@ pub(super) fn interop_map_and_copy_write_what_gl_reads() -> Result<(), Failed> {
 /// `vbos`: the renderer's, which only give the backend its N (external storage draws from its
 /// own buffers). Made once per test: a renderer per cycle would count GL's shader and buffer
 /// memory in the leak check.
-pub(super) fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodies: &Bodies, params: PhysParams, stream: StreamKind) -> Result<CudaBackend, Failed> {
+pub(super) fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodies: &Bodies, params: PhysParams, stream: StreamKind, sync: ExternalSync) -> Result<CudaBackend, Failed> {
     if let Err(why) = &ctx.info.memory_object {
         return Err(format!("this GL cannot import CUDA memory: {why}").into());
     }
@@ -92,7 +94,7 @@ pub(super) fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodie
         stream_priority: 0,
         block_size: 256,
     };
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: sync };
     Ok(CudaBackend::new(&opts, ctx.gl(), &ctx.info, vbos, bodies, params)?)
 }
 
@@ -100,7 +102,8 @@ pub(super) fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodie
 pub(super) const PROBED: [usize; 6] = [0, 1, 63, 1000, 2049, 4095];
 
 /// Frames of `backend` with a draw from the imported buffers each; after each simulate (whose
-/// CUDA-event wait ends the kernel's writes) the probed float4s of the front buffer are copied
+/// CUDA-event wait ends the kernel's writes, or, with semaphores, whose "step done" GL waits for
+/// in `before_draw`) the probed float4s of the front buffer are copied
 /// by GL (glCopyBufferSubData) into a GL-owned buffer and read back from there — glGetBufferSubData
 /// straight from an imported buffer was seen returning stale data — and must equal, bit for bit,
 /// what cuMemcpyDtoH reads from the same CUDA allocation.
@@ -122,6 +125,8 @@ pub(super) fn external_frames(ctx: &HeadlessContext, backend: &mut CudaBackend, 
             let front = backend.front();
             let src = backend.draw_buffers().ok_or("the external backend has no draw buffers")?.buffers[front];
             let mut got = vec![0u8; bytes];
+            // GL reads the buffers: with semaphores it waits for the step here (on the GPU).
+            backend.before_draw(gl);
             gl.bind_buffer(glow::COPY_READ_BUFFER, Some(src));
             gl.bind_buffer(glow::COPY_WRITE_BUFFER, Some(probe));
             for (k, &i) in PROBED.iter().enumerate() {
@@ -166,16 +171,23 @@ pub(super) fn external_gl_draws_what_the_kernel_wrote_every_frame() -> Result<()
     let bodies = plummer(4096, fresh_seed())?;
     let mut renderer = Renderer::new(ctx.gl(), &ctx.info, &bodies)?;
     let mut failures = Vec::new();
-    for (stream, frames) in [(StreamKind::Legacy, 1000), (StreamKind::NonBlocking, 100), (StreamKind::PerThread, 100)] {
+    let cases = [
+        (StreamKind::Legacy, 1000, ExternalSync::Host),
+        (StreamKind::NonBlocking, 100, ExternalSync::Host),
+        (StreamKind::PerThread, 100, ExternalSync::Host),
+        (StreamKind::Legacy, 1000, ExternalSync::Semaphore),
+        (StreamKind::NonBlocking, 300, ExternalSync::Semaphore),
+    ];
+    for (stream, frames, sync) in cases {
         let vbos = *renderer.vbos();
-        let r = external_backend(&ctx, &vbos, &bodies, params, stream).and_then(|mut backend| {
+        let r = external_backend(&ctx, &vbos, &bodies, params, stream, sync).and_then(|mut backend| {
             let r = external_frames(&ctx, &mut backend, &mut renderer, frames, params.dt);
             backend.release_gl(ctx.gl());
             r
         });
-        eprintln!("{stream:?}, {frames} frames: {}", if r.is_ok() { "GL = CUDA every frame" } else { "FAILED" });
+        eprintln!("{stream:?}, {sync:?}, {frames} frames: {}", if r.is_ok() { "GL = CUDA every frame" } else { "FAILED" });
         if let Err(e) = r {
-            failures.push(format!("{stream:?}: {}", e.message().unwrap_or("failed")));
+            failures.push(format!("{stream:?}, {sync:?}: {}", e.message().unwrap_or("failed")));
         }
     }
     renderer.destroy(ctx.gl());
@@ -192,7 +204,7 @@ pub(super) fn external_step_matches_float64_reference() -> Result<(), Failed> {
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
     let result = (|| -> Result<(), Failed> {
-        let mut backend = external_backend(&ctx, &vbos, &bodies, params, StreamKind::Legacy)?;
+        let mut backend = external_backend(&ctx, &vbos, &bodies, params, StreamKind::Legacy, ExternalSync::Host)?;
         let r = (|| -> Result<(), Failed> {
             let t = backend.simulate(gl, &vbos, 1)?;
             ensure(t.kernel_ms.is_some_and(|k| k > 0.0) && t.map_ms.is_some() && t.unmap_ms.is_some(), format!("timings {t:?}"))?;
@@ -227,7 +239,7 @@ pub(super) fn external_create_destroy_leaks_nothing() -> Result<(), Failed> {
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
     let cycle = || -> Result<(), Failed> {
-        let mut b = external_backend(&ctx, &vbos, &bodies, params, StreamKind::Legacy)?;
+        let mut b = external_backend(&ctx, &vbos, &bodies, params, StreamKind::Legacy, ExternalSync::Host)?;
         let r = b.simulate(gl, &vbos, 1);
         b.release_gl(gl);
         drop(b);

@@ -139,6 +139,10 @@ pub trait SimBackend {
     /// commands that read the backend's buffers after this call are the caller's to wait for
     /// before the next `simulate`. Default: nothing.
     fn after_draw(&mut self, _gl: Gl<'_>) {}
+    /// Called right before GL draws the backend's buffers ([`SimBackend::draw_buffers`]): the
+    /// external backend with GPU-side ordering makes GL wait there for the last step's semaphore.
+    /// Default: nothing.
+    fn before_draw(&mut self, _gl: Gl<'_>) {}
     /// Delete the GL objects the backend owns; the owner calls it with the GL context current
     /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
     /// Afterwards the backend can only be dropped. Default: nothing to delete.

@@ -281,7 +281,7 @@ mod external_fallback_tests {
         BackendConfig {
             choice,
             solver: crate::sim::tree::Solver::Direct,
-            cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None },
+            cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: crate::cuda::settings::ExternalSync::Auto },
             typed: Vec::new(),
         }
     }

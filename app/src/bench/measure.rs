@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 
 use super::modes::{self, check_count, ComputeCtx, FrameSample, Gfx, Runner};
 use super::outputs::Timelines;
@@ -135,10 +135,12 @@ impl Env {
                 }
             }
         }
-        if let (Some(g), true) = (&gfx, modes.contains(&BenchMode::External)) {
-            if let Err(why) = &g.info().memory_object {
-                // More specific than a CUDA reason: checked before CUDA is touched.
-                unavailable.insert(BenchMode::External, why.clone());
+        for m in [BenchMode::External, BenchMode::ExternalSemaphore].into_iter().filter(|m| modes.contains(m)) {
+            // More specific than a CUDA reason: checked before CUDA is touched.
+            let info = gfx.as_ref().map(Gfx::info);
+            let semaphore = info.and_then(|i| i.semaphore.as_ref().err()).filter(|_| m == BenchMode::ExternalSemaphore);
+            if let Some(why) = info.and_then(|i| i.memory_object.as_ref().err()).or(semaphore) {
+                unavailable.insert(m, why.clone());
             }
         }
         let mut compute = None;
@@ -244,7 +246,8 @@ pub(super) fn build(
                 }
             }
         }
-        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External | BenchMode::Density | BenchMode::DensityCopy => {
+        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External | BenchMode::ExternalSemaphore | BenchMode::Density
+        | BenchMode::DensityCopy => {
             let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
             let vbos = vbos.context("CUDA interop mode without VBOs")?;
             let interop = mode.interop().context("a CUDA interop mode without its storage")?;
@@ -264,6 +267,7 @@ pub(super) fn build(
                 precision: args.precision,
                 // `None` devices: the plain setup, whatever the options said.
                 split: devices.map(|_| *split),
+                external_sync: mode.external_sync(),
             };
             let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
             if interop == InteropMode::External {
@@ -306,16 +310,6 @@ pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta 
         }
     }
     m
-}
-
-pub(super) fn progress_bar(total: u64) -> ProgressBar {
-    use std::io::IsTerminal as _;
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let pb = ProgressBar::with_draw_target(Some(total), target);
-    if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} frames · {msg}") {
-        pb.set_style(style);
-    }
-    pb
 }
 
 /// The measuring loop: for each N, each round, each mode. Rows go into `res` (and the files) as
@@ -380,7 +374,7 @@ pub(super) fn measure(
     let visits = |n: usize| -> u64 { (0..plan.setups.len()).map(|si| modes_at(n, si).len() as u64).sum() };
     let total: u64 =
         plan.bodies.iter().map(|&n| visits(n) * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames))).sum();
-    let pb = progress_bar(total);
+    let pb = super::outputs::progress_bar(total);
     let say = |pb: &ProgressBar, s: String| pb.suspend(|| eprintln!("{s}"));
 
     let mut runner: Option<Runner> = None;

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::report::mode_name;
 use crate::cli::BenchMode;
@@ -99,4 +100,15 @@ impl Timelines {
         }
         self.first_error.take()
     }
+}
+
+/// The progress bar of the measuring loop: on stderr where it is a terminal, hidden elsewhere.
+pub(super) fn progress_bar(total: u64) -> ProgressBar {
+    use std::io::IsTerminal as _;
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let pb = ProgressBar::with_draw_target(Some(total), target);
+    if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} frames · {msg}") {
+        pb.set_style(style);
+    }
+    pb
 }

@@ -13,13 +13,14 @@ use crate::sim::PhysParams;
 pub const DEFAULT_BODIES: [usize; 4] = [16384, 65536, 262144, 1048576];
 
 /// Every mode, in the order they run within a round.
-pub const ALL_MODES: [BenchMode; 9] = [
+pub const ALL_MODES: [BenchMode; 10] = [
     BenchMode::Compute,
     BenchMode::Draw,
     BenchMode::Map,
     BenchMode::MapSeparate,
     BenchMode::Copy,
     BenchMode::External,
+    BenchMode::ExternalSemaphore,
     BenchMode::Density,
     BenchMode::DensityCopy,
     BenchMode::Cpu,

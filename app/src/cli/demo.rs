@@ -10,7 +10,7 @@ use super::values::{parse_theta, Present, SolverChoice, StepsPerFrame, YesNo, DE
 use crate::backend::cuda::CudaOptions;
 use crate::backend::select::{BackendChoice, BackendConfig};
 use crate::backend::InteropSettings;
-use crate::cuda::settings::{CtxSched, DensityPath, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind, View};
+use crate::cuda::settings::{CtxSched, DensityPath, ExternalSync, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind, View};
 
 /// Options of the demo.
 #[derive(Debug, Clone, Args)]
@@ -83,6 +83,11 @@ pub struct DemoArgs {
     /// Priority of a created stream (lower is higher; cuCtxGetStreamPriorityRange).
     #[arg(long = "stream-priority", default_value_t = 0, allow_hyphen_values = true, help_heading = "Interop", hide_short_help = true)]
     pub stream_priority: i32,
+    /// How `--interop external` orders CUDA's writes and GL's reads: `host` (a GL fence and a
+    /// CUDA event waited on by the CPU), `semaphore` (two Vulkan-made semaphores imported into
+    /// CUDA and GL: GPU-side, no host wait) or `auto` (semaphore where Vulkan is there).
+    #[arg(long = "external-sync", value_enum, default_value_t = ExternalSync::Auto, help_heading = "Interop", hide_short_help = true)]
+    pub external_sync: ExternalSync,
     /// Scheduling flag of the CUDA context (how the host waits for the GPU).
     #[arg(long = "ctx-sched", value_enum, default_value_t = CtxSched::Auto, help_heading = "Interop", hide_short_help = true)]
     pub ctx_sched: CtxSched,
@@ -217,6 +222,7 @@ impl DemoArgs {
                 step_kernel: self.sim.step_kernel,
                 precision: self.precision,
                 split: Some(self.split_options()),
+                external_sync: self.external_sync,
             },
             typed: self.typed.clone(),
         }

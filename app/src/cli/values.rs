@@ -4,7 +4,7 @@
 
 use clap::ValueEnum;
 
-use crate::cuda::settings::{DensityPath, InteropMode};
+use crate::cuda::settings::{DensityPath, ExternalSync, InteropMode};
 use crate::sim::tree::{check_theta, Solver};
 
 /// `--solver`: how the CPU backend computes the accelerations.
@@ -123,6 +123,9 @@ pub enum BenchMode {
     Cpu,
     /// CUDA-allocated buffers imported into GL (GL_EXT_memory_object_fd), event + fence sync.
     External,
+    /// `external` ordered on the GPU by two Vulkan-made semaphores (GL_EXT_semaphore_fd,
+    /// cuImportExternalSemaphore) instead of the host's fence and event waits.
+    ExternalSemaphore,
     /// `map`, shown as the density view: the image workflow's pass (splat, surface store, tone
     /// map into registered GL textures) and its full-screen draw in place of the body draw.
     Density,
@@ -138,9 +141,14 @@ impl BenchMode {
         match self {
             BenchMode::Map | BenchMode::MapSeparate | BenchMode::Density | BenchMode::DensityCopy => Some(InteropMode::Map),
             BenchMode::Copy => Some(InteropMode::Copy),
-            BenchMode::External => Some(InteropMode::External),
+            BenchMode::External | BenchMode::ExternalSemaphore => Some(InteropMode::External),
             BenchMode::Compute | BenchMode::Draw | BenchMode::Cpu => None,
         }
+    }
+
+    /// How an external mode orders CUDA and GL (`external`: the host waits; the others ignore it).
+    pub fn external_sync(self) -> ExternalSync {
+        if self == BenchMode::ExternalSemaphore { ExternalSync::Semaphore } else { ExternalSync::Host }
     }
 
     /// How a density mode writes its float image (`None`: a mode that draws the bodies).

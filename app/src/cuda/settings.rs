@@ -17,6 +17,18 @@ pub enum InteropMode {
     External,
 }
 
+/// How external-memory storage orders CUDA's writes and GL's reads (`--external-sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ExternalSync {
+    /// `semaphore` where Vulkan, `GL_EXT_semaphore_fd` and the CUDA import are all there, else `host`.
+    #[default]
+    Auto,
+    /// The host waits: a GL fence before the launches, a CUDA event before the draw.
+    Host,
+    /// GPU-side: two Vulkan-made binary semaphores imported into CUDA and GL; no host wait.
+    Semaphore,
+}
+
 /// What the frame shows (`--view`, key `v`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum View {

@@ -25,6 +25,7 @@ pub fn render_bodies(
     show: bool,
 ) {
     if show {
+        backend.before_draw(gl);
         renderer.draw_from(gl, target, params, wait_timer, backend.draw_buffers());
         backend.after_draw(gl);
     } else {

@@ -31,15 +31,17 @@ pub const DEDICATED_MEMORY_OBJECT_EXT: u32 = 0x9581;
 /// The extensions the table needs, as listed by `glGetStringi(GL_EXTENSIONS, i)`.
 pub const EXTENSIONS: [&str; 2] = ["GL_EXT_memory_object", "GL_EXT_memory_object_fd"];
 
-/// Declares the table once: field, C name and signature. Nothing else lists the symbols.
+/// Declares a table of GL extension entry points once: its type, then for each function the
+/// field, C name and signature. Nothing else lists the symbols. (Also used by
+/// [`super::gl_semaphore`].)
 macro_rules! gl_table {
-    ($( $(#[$doc:meta])* $field:ident = $cname:literal : fn($($arg:ident: $ty:ty),*) $(-> $ret:ty)?; )*) => {
-        /// The loaded entry points of `GL_EXT_memory_object(_fd)` for one GL context.
-        pub struct MemoryObjectFns {
+    ($(#[$tdoc:meta])* $table:ident; $( $(#[$doc:meta])* $field:ident = $cname:literal : fn($($arg:ident: $ty:ty),*) $(-> $ret:ty)?; )*) => {
+        $(#[$tdoc])*
+        pub struct $table {
             $( $(#[$doc])* $field: unsafe extern "system" fn($($arg: $ty),*) $(-> $ret)?, )*
         }
 
-        impl MemoryObjectFns {
+        impl $table {
             /// The C names of every entry point of the table.
             pub const NAMES: &'static [&'static CStr] = &[$($cname),*];
 
@@ -64,10 +66,27 @@ macro_rules! gl_table {
                 vec![$(self.$field as usize),*]
             }
         }
+
+        impl std::fmt::Debug for $table {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($table)).field("entry_points", &Self::NAMES.len()).finish_non_exhaustive()
+            }
+        }
+
+        /// Two tables are equal when they hold the same addresses (the same driver).
+        impl PartialEq for $table {
+            fn eq(&self, other: &Self) -> bool {
+                self.addresses() == other.addresses()
+            }
+        }
+        impl Eq for $table {}
     };
 }
+pub(super) use gl_table;
 
 gl_table! {
+    /// The loaded entry points of `GL_EXT_memory_object(_fd)` for one GL context.
+    MemoryObjectFns;
     /// `void glCreateMemoryObjectsEXT(GLsizei n, GLuint *memoryObjects)`.
     create_memory_objects = c"glCreateMemoryObjectsEXT": fn(n: i32, memory_objects: *mut u32);
     /// `void glDeleteMemoryObjectsEXT(GLsizei n, const GLuint *memoryObjects)`.
@@ -81,20 +100,6 @@ gl_table! {
     /// `void glBufferStorageMemEXT(GLenum target, GLsizeiptr size, GLuint memory, GLuint64 offset)`.
     buffer_storage_mem = c"glBufferStorageMemEXT": fn(target: u32, size: isize, memory: u32, offset: u64);
 }
-
-impl std::fmt::Debug for MemoryObjectFns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryObjectFns").field("entry_points", &Self::NAMES.len()).finish_non_exhaustive()
-    }
-}
-
-/// Two tables are equal when they hold the same addresses (the same driver).
-impl PartialEq for MemoryObjectFns {
-    fn eq(&self, other: &Self) -> bool {
-        self.addresses() == other.addresses()
-    }
-}
-impl Eq for MemoryObjectFns {}
 
 /// Why an import did not happen; the descriptor comes back when GL did not take it.
 #[derive(Debug)]
@@ -111,6 +116,19 @@ impl std::fmt::Display for ImportError {
     }
 }
 impl std::error::Error for ImportError {}
+
+/// `GL_RENDERER` when the context of `gl` lists every one of `extensions`; else a message naming
+/// the missing ones and the renderer.
+pub(super) fn check_extensions(gl: Gl<'_>, extensions: &[&str]) -> Result<String, String> {
+    let (_, renderer, _) = gl.strings();
+    use glow::HasContext as _;
+    let ext = gl.raw().supported_extensions();
+    let missing: Vec<&str> = extensions.iter().copied().filter(|e| !ext.contains(*e)).collect();
+    if !missing.is_empty() {
+        return Err(format!("{} missing on {renderer}", missing.join(" and ")));
+    }
+    Ok(renderer)
+}
 
 /// Drain pending GL errors so that the next `glGetError` belongs to the next call.
 pub fn clear_gl_errors(gl: Gl<'_>) {
@@ -135,13 +153,7 @@ impl MemoryObjectFns {
     /// A message naming the missing extensions and `GL_RENDERER` (e.g. `"GL_EXT_memory_object_fd
     /// missing on llvmpipe (LLVM 15.0.6, 256 bits)"`), or the entry point that did not resolve.
     pub fn load(gl: Gl<'_>, loader: impl FnMut(&CStr) -> *const c_void) -> Result<Self, String> {
-        let (_, renderer, _) = gl.strings();
-        use glow::HasContext as _;
-        let ext = gl.raw().supported_extensions();
-        let missing: Vec<&str> = EXTENSIONS.iter().copied().filter(|e| !ext.contains(*e)).collect();
-        if !missing.is_empty() {
-            return Err(format!("{} missing on {renderer}", missing.join(" and ")));
-        }
+        let renderer = check_extensions(gl, &EXTENSIONS)?;
         Self::resolve(loader).map_err(|e| format!("{e} on {renderer} (it lists {})", EXTENSIONS.join(" and ")))
     }
 

@@ -14,6 +14,7 @@ pub mod copy_window;
 pub mod density;
 pub mod fence;
 pub mod gl;
+pub mod gl_semaphore;
 pub mod gpu_timer;
 pub mod memory_object;
 pub mod present;
@@ -23,6 +24,7 @@ pub mod screenshot;
 mod shaders;
 pub mod target;
 mod tonemap;
+pub mod vulkan;
 pub mod window;
 
 use gl::Gl;
@@ -52,6 +54,10 @@ pub struct GlInfo {
     /// [`GlInfo::with_memory_object`]), or why there are none (e.g. `"GL_EXT_memory_object_fd
     /// missing on llvmpipe (…)"`). The CUDA backend's external-memory storage needs them.
     pub memory_object: Result<std::sync::Arc<memory_object::MemoryObjectFns>, String>,
+    /// The `GL_EXT_semaphore(_fd)` entry points (loaded with the memory-object table), or why
+    /// there are none. External-memory storage orders CUDA and GL with them where it can
+    /// (`--external-sync`).
+    pub semaphore: Result<std::sync::Arc<gl_semaphore::SemaphoreFns>, String>,
 }
 
 impl GlInfo {
@@ -79,13 +85,16 @@ impl GlInfo {
             egl_cuda_device,
             timer_query: timer_ext && query_fns_loaded,
             memory_object: Err("the GL_EXT_memory_object entry points were not loaded for this context".into()),
+            semaphore: Err("the GL_EXT_semaphore entry points were not loaded for this context".into()),
         }
     }
 
-    /// Load the `GL_EXT_memory_object(_fd)` table with the context's `loader` (its display's
-    /// `get_proc_address`) into [`GlInfo::memory_object`]. The context must be current.
-    pub fn with_memory_object(mut self, gl: Gl<'_>, loader: impl FnMut(&std::ffi::CStr) -> *const std::ffi::c_void) -> Self {
-        self.memory_object = memory_object::MemoryObjectFns::load(gl, loader).map(std::sync::Arc::new);
+    /// Load the `GL_EXT_memory_object(_fd)` and `GL_EXT_semaphore(_fd)` tables with the
+    /// context's `loader` (its display's `get_proc_address`) into [`GlInfo::memory_object`] and
+    /// [`GlInfo::semaphore`]. The context must be current.
+    pub fn with_memory_object(mut self, gl: Gl<'_>, mut loader: impl FnMut(&std::ffi::CStr) -> *const std::ffi::c_void) -> Self {
+        self.memory_object = memory_object::MemoryObjectFns::load(gl, &mut loader).map(std::sync::Arc::new);
+        self.semaphore = gl_semaphore::SemaphoreFns::load(gl, &mut loader).map(std::sync::Arc::new);
         if let Err(why) = &self.memory_object {
             tracing::debug!("no external-memory interop: {why}");
         }

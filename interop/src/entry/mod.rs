@@ -315,6 +315,14 @@ entry_points! {
     cuTexObjectDestroy @ 5000, "cuTexObjectDestroy", None, optional => (tex_object: CUtexObject);
     /// A 2D copy between host, device and array memory, on a stream.
     cuMemcpy2DAsync @ 3020, "cuMemcpy2DAsync_v2", Ptsz, optional => (p_copy: *const CUDA_MEMCPY2D, h_stream: CUstream);
+    /// Import a semaphore another API exported (an opaque fd from Vulkan: ownership of the fd passes to the driver on success).
+    cuImportExternalSemaphore @ 10000, "cuImportExternalSemaphore", None, optional => (ext_sem_out: *mut CUexternalSemaphore, sem_handle_desc: *const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC);
+    /// Signal imported semaphores once the stream's earlier work is done.
+    cuSignalExternalSemaphoresAsync @ 10000, "cuSignalExternalSemaphoresAsync", Ptsz, optional => (ext_sem_array: *const CUexternalSemaphore, params_array: *const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, num_ext_sems: c_uint, stream: CUstream);
+    /// Make the stream's later work wait for imported semaphores.
+    cuWaitExternalSemaphoresAsync @ 10000, "cuWaitExternalSemaphoresAsync", Ptsz, optional => (ext_sem_array: *const CUexternalSemaphore, params_array: *const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, num_ext_sems: c_uint, stream: CUstream);
+    /// Destroy an imported semaphore.
+    cuDestroyExternalSemaphore @ 10000, "cuDestroyExternalSemaphore", None, optional => (ext_sem: CUexternalSemaphore);
     /// CUDA devices of the current GL context.
     cuGLGetDevices @ 6050, "cuGLGetDevices_v2", None, optional => (p_cuda_device_count: *mut c_uint, p_cuda_devices: *mut CUdevice, cuda_device_count: c_uint, device_list: c_uint);
 }

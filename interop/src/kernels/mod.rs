@@ -339,13 +339,19 @@ mod tests {
         }
         let e = entries.iter().find(|(n, _)| n == "nbody_to_float4").expect("nbody_to_float4");
         assert_eq!(e.1, TO_FLOAT4_PARAMS);
+        for (name, want) in [("nbody_density_splat", &SPLAT_PARAMS[..]), ("nbody_density_store", &STORE_PARAMS[..]), ("nbody_density_tonemap", &TONEMAP_PARAMS[..])] {
+            let e = entries.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, want, "{name}");
+        }
         assert_eq!(ptx_entries(TOUCH_PTX), vec![("nbody_touch".to_string(), TOUCH_PARAMS.to_vec())]);
     }
 
     #[test]
     fn entries_parse_types_and_skip_what_is_not_an_entry() {
         let ptx = ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .f64 k_param_1,\n\t.param .align 4 .b8 k_param_2[12],\n\t.param .s32 k_param_3\n)\n{\n}\n// .entry not really";
-        assert_eq!(ptx_entries(ptx), vec![("k".to_string(), vec![PtxParam::B64, PtxParam::F64, PtxParam::Other, PtxParam::B32])]);
+        assert_eq!(ptx_entries(ptx), vec![("k".to_string(), vec![PtxParam::B64, PtxParam::F64, PtxParam::Bytes(12), PtxParam::B32])]);
+        // An array of another type than .b8 is not a by-value struct.
+        assert_eq!(ptx_entries(".entry k(\n.param .u32 k_p[4]\n)"), vec![("k".to_string(), vec![PtxParam::Other])]);
     }
 
     #[test]

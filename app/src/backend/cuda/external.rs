@@ -77,7 +77,10 @@ use crate::cuda::kernels::BODY_BYTES;
 use crate::cuda::stepper::Stepper;
 use crate::gfx::fence::{wait_fence, wait_for_gl};
 use crate::gfx::gl::Gl;
+use crate::gfx::gl_semaphore::SemaphoreFns;
 use crate::gfx::memory_object::{import_exported, Imported, MemoryObjectFns};
+use super::external_sync::SemaphoreSync;
+use crate::cuda::settings::ExternalSync;
 use crate::sim::Bodies;
 
 /// Environment variable: `1` imports only as a dedicated memory object, `0` only as a
@@ -138,6 +141,11 @@ pub struct ExternalStorage {
     /// instead of a new fence. Deleted when waited on, or by `release_gl`.
     draw_fence: Option<glow::NativeFence>,
     dedicated: bool,
+    /// `--external-sync semaphore` (or `auto` where it works): GPU-side ordering in place of the
+    /// host waits ([`super::external_sync`]).
+    sync: Option<Box<SemaphoreSync>>,
+    /// With `sync`: the events hold a step not yet read (its time is reported a frame late).
+    timing_pending: bool,
 }
 
 impl ExternalStorage {
@@ -146,7 +154,7 @@ impl ExternalStorage {
     /// # Errors
     /// [`Unsupported`] (in the chain) when exportable allocations fail or GL refuses the import;
     /// a failed copy of the initial positions.
-    pub fn new(ctx: &Arc<Context>, gl: Gl<'_>, fns: Arc<MemoryObjectFns>, bodies: &Bodies) -> anyhow::Result<Self> {
+    pub fn new(ctx: &Arc<Context>, gl: Gl<'_>, fns: Arc<MemoryObjectFns>, bodies: &Bodies, sync: (ExternalSync, &Result<Arc<SemaphoreFns>, String>)) -> anyhow::Result<Self> {
         let n = bodies.len();
         let bytes = n * BODY_BYTES;
         let alloc = || {
@@ -159,7 +167,21 @@ impl ExternalStorage {
         }
         let (objects, dedicated) = import_pair(gl, &fns, &bufs, bytes).map_err(|e| Unsupported(format!("{e:#}")))?;
         tracing::info!(n, dedicated, bytes = bufs[0].size(), "external-memory buffers imported into GL");
-        Ok(ExternalStorage { gl_objects: Some(objects), bufs, fns, draw_fence: None, dedicated })
+        let mut storage = ExternalStorage { gl_objects: Some(objects), bufs, fns, draw_fence: None, dedicated, sync: None, timing_pending: false };
+        let made = match sync {
+            (ExternalSync::Host, _) => return Ok(storage),
+            (_, Err(why)) => Err(anyhow::anyhow!("{why}")),
+            (_, Ok(sem_fns)) => SemaphoreSync::new(ctx, gl, Arc::clone(sem_fns)),
+        };
+        match (made, sync.0) {
+            (Ok(s), _) => storage.sync = Some(Box::new(s)),
+            (Err(e), ExternalSync::Semaphore) => {
+                storage.release_gl(gl, &Stream::special(ctx, interop::StreamKind::Null));
+                bail!("--external-sync semaphore: {e:#}; use --external-sync host (the host waits) or auto");
+            }
+            (Err(e), _) => tracing::info!("external storage keeps the host waits (no GPU-side semaphores: {e:#})"),
+        }
+        Ok(storage)
     }
 
     /// The CUDA allocation behind GL buffer `i` (0 or 1).
@@ -201,18 +223,38 @@ impl ExternalStorage {
         self.check_live()?;
         let mut t = SimTimings::default();
         let mut f = FrameSteps { done: steps, ..FrameSteps::default() };
+        let [e0, e1] = events;
+        if self.timing_pending {
+            // GPU-side ordering: the last step's time, read now that it has (most likely) run.
+            t.kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
+            t.stream_start = clock.at(e0)?;
+            self.timing_pending = false;
+        }
         if steps > 0 {
-            // Rule 2: GL's last draw (reading both buffers) has finished before a kernel writes:
-            // the fence behind that draw when there is one, else a fence behind all GL work.
-            t.map_ms = Some(match self.draw_fence.take() {
-                Some(fence) => wait_fence(gl, fence, Instant::now())?,
-                None => wait_for_gl(gl)?,
-            });
-            let [e0, e1] = events;
+            let names = self.buffer_names();
+            let gpu_side = match &mut self.sync {
+                Some(s) => s.before_step(gl, stream, &names)?,
+                None => false,
+            };
+            if !gpu_side {
+                // Rule 2: GL's last draw (reading both buffers) has finished before a kernel
+                // writes: the fence behind that draw when there is one, else a fence behind all
+                // GL work.
+                t.map_ms = Some(match self.draw_fence.take() {
+                    Some(fence) => wait_fence(gl, fence, Instant::now())?,
+                    None => wait_for_gl(gl)?,
+                });
+            }
             e0.record(stream).context("cuEventRecord")?;
             // fp64: the launches, then the conversion into the buffer GL did not draw last.
             f = gpu.launch_frame(self.views(), steps, stream)?;
             e1.record(stream).context("cuEventRecord")?;
+            if let Some(s) = &mut self.sync {
+                // Rule 1 on the GPU: GL waits for "step done" before its next draw.
+                s.after_step(stream)?;
+                self.timing_pending = true;
+                return Ok((t, f));
+            }
             // Rule 1: the kernel finished writing before GL draws.
             let w = Instant::now();
             e1.synchronize().context("cuEventSynchronize")?;
@@ -225,8 +267,34 @@ impl ExternalStorage {
         Ok((t, f))
     }
 
-    /// Puts the fence the next step waits on right behind the draw just issued.
-    pub fn after_draw(&mut self, gl: Gl<'_>) {
+    /// The GL names of the two imported buffers (none once released).
+    fn buffer_names(&self) -> Vec<u32> {
+        self.gl_objects.iter().flatten().map(|o| o.buffer.0.get()).collect()
+    }
+
+    /// Before a draw of the imported buffers: with GPU-side ordering, GL waits for the last step.
+    pub fn before_draw(&mut self, gl: Gl<'_>) {
+        let names = self.buffer_names();
+        if let Some(s) = &mut self.sync {
+            s.before_draw(gl, &names);
+        }
+    }
+
+    /// Whether CUDA and GL are ordered on the GPU (semaphores), not by host waits.
+    pub fn gpu_side(&self) -> bool {
+        self.sync.is_some()
+    }
+
+    /// Puts what the next step waits on right behind the draw just issued: the "draw done"
+    /// semaphore's signal (GPU-side ordering), else a fence.
+    pub fn after_draw(&mut self, gl: Gl<'_>, stream: &Stream) {
+        let names = self.buffer_names();
+        if let Some(s) = &mut self.sync {
+            if let Err(e) = s.after_draw(gl, stream, &names) {
+                tracing::warn!("signalling the draw to CUDA: {e:#}");
+            }
+            return;
+        }
         if let Some(old) = self.draw_fence.take() {
             // A draw without a step in between (paused): the new fence covers both.
             gl.delete_sync(old);
@@ -244,12 +312,16 @@ impl ExternalStorage {
             gl.delete_sync(f);
         }
         let Some(objects) = self.gl_objects.take() else { return };
-        // Neither API may still use the memory: CUDA's work done, GL's work done.
+        // Neither API may still use the memory: CUDA's work done, GL's work done (GL first: with
+        // semaphores, CUDA's last wait may be on GL's last signal).
+        if let Err(e) = wait_for_gl(gl) {
+            tracing::warn!("GL fence before releasing the external buffers: {e:#}");
+        }
         if let Err(e) = stream.synchronize() {
             tracing::warn!("cuStreamSynchronize before releasing the external buffers: {e}");
         }
-        if let Err(e) = wait_for_gl(gl) {
-            tracing::warn!("GL fence before releasing the external buffers: {e:#}");
+        if let Some(s) = &mut self.sync {
+            s.release_gl(gl);
         }
         for o in objects {
             o.release(gl, &self.fns);
@@ -267,7 +339,13 @@ impl ExternalStorage {
                     if self.dedicated { "dedicated" } else { "not dedicated" }
                 ),
             ),
-            ("sync".into(), "GL fence wait → kernel → CUDA event wait (map = fence, unmap = event)".into()),
+            (
+                "sync".into(),
+                match &self.sync {
+                    Some(s) => format!("GPU-side: two Vulkan semaphores ({}) in CUDA and GL; no host wait", s.device_name()),
+                    None => "GL fence wait → kernel → CUDA event wait (map = fence, unmap = event)".into(),
+                },
+            ),
         ]
     }
 

@@ -34,6 +34,7 @@
 
 mod density;
 pub mod external;
+mod external_sync;
 mod frame;
 mod sim_backend;
 mod stepwise;
@@ -60,7 +61,7 @@ use crate::cuda::launch_rule::{validate_block_size, ForcedKernel};
 use crate::cuda::stepper::{SplitRender, Stepper};
 use crate::cuda::split::SplitStepper;
 use crate::cuda::session::{open_for_gl, sched_flag};
-use crate::cuda::settings::{CtxSched, InteropMode, Precision, ResourceFlags, SplitOptions};
+use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, ResourceFlags, SplitOptions};
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
 use crate::sim::{Bodies, PhysParams};
@@ -82,6 +83,8 @@ pub struct CudaOptions {
     pub precision: Precision,
     /// The bodies split over slices and GPUs (fp32; `None` or a single slice: the plain stepper).
     pub split: Option<SplitOptions>,
+    /// How external storage orders CUDA and GL: host waits, or Vulkan semaphores on the GPU.
+    pub external_sync: ExternalSync,
 }
 
 /// Where the positions live.
@@ -245,7 +248,7 @@ impl CudaBackend {
             Precision::F64 => Stepper::F64(GpuStepperF64::new(&ctx, kernels, bodies, s.block_size, params)?),
         };
         let storage = match fns {
-            Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies)?),
+            Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies, (opts.external_sync, &gl_info.semaphore))?),
             None => make_storage(&ctx, vbos, bodies, s)?,
         };
         Ok(CudaBackend {

@@ -52,9 +52,15 @@ impl SimBackend for CudaBackend {
         }
     }
 
+    fn before_draw(&mut self, gl: Gl<'_>) {
+        if let Some(Storage::External(x)) = &mut self.storage {
+            x.before_draw(gl);
+        }
+    }
+
     fn after_draw(&mut self, gl: Gl<'_>) {
         if let Some(Storage::External(x)) = &mut self.storage {
-            x.after_draw(gl);
+            x.after_draw(gl, &self.stream);
         }
     }
 
