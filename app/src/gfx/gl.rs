@@ -243,6 +243,9 @@ impl<'a> Gl<'a> {
         fn framebuffer_texture_2d(target: u32, attachment: u32, texture_target: u32, texture: Option<glow::NativeTexture>, level: i32);
         /// glDeleteTextures (one).
         fn delete_texture(texture: glow::NativeTexture);
+        /// glCopyTexSubImage2D: a region of the read framebuffer into the bound texture (GL
+        /// checks the region against both).
+        fn copy_tex_sub_image_2d(target: u32, level: i32, x_offset: i32, y_offset: i32, x: i32, y: i32, width: i32, height: i32);
         /// glUniform1i.
         fn uniform_1_i32(location: Option<&glow::NativeUniformLocation>, x: i32);
         /// glUniform3f.

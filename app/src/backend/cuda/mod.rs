@@ -35,6 +35,7 @@
 mod density;
 pub mod external;
 mod frame;
+mod image_steps;
 mod sim_backend;
 mod stepwise;
 
