@@ -82,7 +82,7 @@ impl DensityTextures {
         if complete {
             gl.read_buffer(glow::COLOR_ATTACHMENT0);
             gl.bind_texture(glow::TEXTURE_2D, Some(snap));
-            gl.copy_tex_sub_image_2d(glow::TEXTURE_2D, 0, 0, 0, 0, 0, self.size[0] as i32, self.size[1] as i32);
+            gl.copy_read_framebuffer_to_texture(self.size[0] as i32, self.size[1] as i32);
             gl.bind_texture(glow::TEXTURE_2D, None);
         }
         gl.bind_framebuffer(glow::READ_FRAMEBUFFER, None);

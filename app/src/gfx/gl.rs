@@ -243,13 +243,18 @@ impl<'a> Gl<'a> {
         fn framebuffer_texture_2d(target: u32, attachment: u32, texture_target: u32, texture: Option<glow::NativeTexture>, level: i32);
         /// glDeleteTextures (one).
         fn delete_texture(texture: glow::NativeTexture);
-        /// glCopyTexSubImage2D: a region of the read framebuffer into the bound texture (GL
-        /// checks the region against both).
-        fn copy_tex_sub_image_2d(target: u32, level: i32, x_offset: i32, y_offset: i32, x: i32, y: i32, width: i32, height: i32);
         /// glUniform1i.
         fn uniform_1_i32(location: Option<&glow::NativeUniformLocation>, x: i32);
         /// glUniform3f.
         fn uniform_3_f32(location: Option<&glow::NativeUniformLocation>, x: f32, y: f32, z: f32);
+    }
+
+    /// glCopyTexSubImage2D of the `width` × `height` region at (0, 0) of the read framebuffer
+    /// into level 0 of the texture bound to `GL_TEXTURE_2D`, at (0, 0).
+    pub fn copy_read_framebuffer_to_texture(&self, width: i32, height: i32) {
+        // SAFETY: rule 1 (current context); numbers only, and no client memory: a region outside
+        // the framebuffer or the texture is a GL error (GL checks it against both).
+        unsafe { self.gl.copy_tex_sub_image_2d(glow::TEXTURE_2D, 0, 0, 0, 0, 0, width, height) }
     }
 
     /// glTexImage2D with no client data: allocates a `width` × `height` level 0 of the bound
