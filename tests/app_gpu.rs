@@ -111,5 +111,6 @@ fn main() {
         ("external_create_destroy_leaks_nothing", storages::external_create_destroy_leaks_nothing, None),
         ("gl_image_round_trip_and_its_mistakes", images::gl_image_round_trip_and_its_mistakes, None),
         ("density_view_holds_every_body_once", density::density_view_holds_every_body_once, None),
+        ("density_step_mode_walks_the_image_workflow", density::density_step_mode_walks_the_image_workflow, None),
     ]);
 }

@@ -19,11 +19,18 @@
 //! draw                (GL samples the texture)
 //! unregister          cuGraphicsUnregisterResource               drop(GraphicsResource)
 //! ```
+//!
+//! [`HeldImages`] is the same workflow for a caller that waits between the calls (the demo's
+//! step mode): it owns the mapping and the objects it makes, and lends them out as borrows of
+//! itself.
 
 use std::marker::PhantomData;
 
+use std::rc::Rc;
+
 use crate::error::{Error, Result};
-use crate::graphics::MappedArray;
+use crate::graphics::{GraphicsResource, MappedArray, OwnedMapping};
+use crate::stream::Stream;
 use crate::sys::{memory_type, resource_type, texture, CUarray, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
 use crate::Api;
 
@@ -240,4 +247,181 @@ pub fn copy_array_to_host(array: &MappedArray<'_>, dst: &mut [u8]) -> Result<()>
     unsafe { array.api().cuMemcpy2DAsync(&copy, array.stream()) }?;
     // SAFETY: the mapping's stream is alive while the mapping ('_) is.
     unsafe { array.api().cuStreamSynchronize(array.stream()) }
+}
+
+/// What a [`HeldImages`] object is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldKind {
+    /// A surface object (`cuSurfObjectCreate`).
+    Surface,
+    /// A texture object (`cuTexObjectCreate`) with its sampling.
+    Texture(Sampling),
+}
+
+/// One object that a [`HeldImages`] made and holds: its kind, the mapped image (index into the
+/// mapping) whose array it reads or writes, and its handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldObject {
+    /// Surface or texture.
+    pub kind: HeldKind,
+    /// Index of the mapped image.
+    pub image: usize,
+    /// The handle a kernel takes (`cudaSurfaceObject_t` or `cudaTextureObject_t`, 64 bits).
+    pub handle: u64,
+    extent: ((usize, usize), Option<usize>),
+}
+
+/// Mapped GL images together with the surface and texture objects made over their arrays, for
+/// an image workflow that waits between its calls (the demo's step mode: map in one frame, make
+/// the objects in the next, launch, destroy, unmap in later ones), where [`SurfaceObject`]'s and
+/// [`TextureObject`]'s borrows cannot be stored next to the mapping they borrow.
+///
+/// It owns the mapping (an [`OwnedMapping`]: the registered images and a share of the stream),
+/// and every object it makes; it lends the objects out only as borrows of itself
+/// ([`HeldImages::surface`], [`HeldImages::texture`]), so none outlives it. The objects are
+/// destroyed before the unmap: by [`HeldImages::destroy_objects`], by [`HeldImages::unmap`]
+/// and on drop.
+#[derive(Debug)]
+pub struct HeldImages {
+    objects: Vec<HeldObject>,
+    /// `Some` until [`HeldImages::unmap`] takes it.
+    mapping: Option<OwnedMapping>,
+}
+
+impl HeldImages {
+    /// Maps `images` (registered GL images) with one `cuGraphicsMapResources` on `stream`, taking them.
+    ///
+    /// # Errors
+    /// As [`OwnedMapping::map`]; the images come back with the error.
+    #[doc(alias = "cuGraphicsMapResources")]
+    pub fn map(images: Vec<GraphicsResource>, stream: Rc<Stream>) -> std::result::Result<HeldImages, (Error, Vec<GraphicsResource>)> {
+        OwnedMapping::map(images, stream).map(|m| HeldImages { objects: Vec::new(), mapping: Some(m) })
+    }
+
+    fn mapping(&self) -> Result<&OwnedMapping> {
+        self.mapping.as_ref().ok_or_else(|| Error::InvalidArgument("the images were unmapped".into()))
+    }
+
+    /// The array of layer 0, level 0 of mapped image `image` (`cuGraphicsSubResourceGetMappedArray`).
+    ///
+    /// # Errors
+    /// As [`OwnedMapping::array`].
+    #[doc(alias = "cuGraphicsSubResourceGetMappedArray")]
+    pub fn array(&self, image: usize) -> Result<MappedArray<'_>> {
+        self.mapping()?.array(image, 0, 0)
+    }
+
+    /// The mapped images (read only).
+    pub fn resources(&self) -> &[GraphicsResource] {
+        self.mapping.as_ref().map_or(&[], OwnedMapping::resources)
+    }
+
+    /// The objects made so far, in order.
+    pub fn objects(&self) -> &[HeldObject] {
+        &self.objects
+    }
+
+    /// Makes a surface object over image `image`'s array (`cuGraphicsSubResourceGetMappedArray`,
+    /// `cuSurfObjectCreate`) and holds it; returns its index among [`HeldImages::objects`].
+    ///
+    /// # Errors
+    /// As [`SurfaceObject::new`].
+    #[doc(alias = "cuSurfObjectCreate")]
+    pub fn make_surface(&mut self, image: usize) -> Result<usize> {
+        let array = self.mapping()?.array(image, 0, 0)?;
+        // Held by handle from here: destroyed by `destroy_objects`, before the unmap.
+        let s = std::mem::ManuallyDrop::new(SurfaceObject::new(&array)?);
+        self.objects.push(HeldObject { kind: HeldKind::Surface, image, handle: s.handle, extent: s.extent });
+        Ok(self.objects.len() - 1)
+    }
+
+    /// Makes a texture object over image `image`'s array with `sampling` (as
+    /// [`TextureObject::new`]) and holds it; returns its index among [`HeldImages::objects`].
+    ///
+    /// # Errors
+    /// As [`TextureObject::new`].
+    #[doc(alias = "cuTexObjectCreate")]
+    pub fn make_texture(&mut self, image: usize, sampling: Sampling) -> Result<usize> {
+        let array = self.mapping()?.array(image, 0, 0)?;
+        // Held by handle from here: destroyed by `destroy_objects`, before the unmap.
+        let t = std::mem::ManuallyDrop::new(TextureObject::new(&array, sampling)?);
+        self.objects.push(HeldObject { kind: HeldKind::Texture(sampling), image, handle: t.handle, extent: t.extent });
+        Ok(self.objects.len() - 1)
+    }
+
+    fn api(&self) -> Result<&Api> {
+        Ok(self.mapping()?.stream().context().api())
+    }
+
+    /// Held object `index` as a surface object, lent for as long as `self` is borrowed (it is
+    /// not destroyed when the loan ends).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when there is no such object or it is a texture object.
+    pub fn surface(&self, index: usize) -> Result<std::mem::ManuallyDrop<SurfaceObject<'_>>> {
+        match self.objects.get(index) {
+            Some(o) if o.kind == HeldKind::Surface => {
+                Ok(std::mem::ManuallyDrop::new(SurfaceObject { handle: o.handle, extent: o.extent, api: self.api()?, _array: PhantomData }))
+            }
+            _ => Err(Error::InvalidArgument(format!("held object {index} is not a surface object"))),
+        }
+    }
+
+    /// Held object `index` as a texture object, lent as [`HeldImages::surface`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when there is no such object or it is a surface object.
+    pub fn texture(&self, index: usize) -> Result<std::mem::ManuallyDrop<TextureObject<'_>>> {
+        match self.objects.get(index) {
+            Some(o) if matches!(o.kind, HeldKind::Texture(_)) => {
+                Ok(std::mem::ManuallyDrop::new(TextureObject { handle: o.handle, extent: o.extent, api: self.api()?, _array: PhantomData }))
+            }
+            _ => Err(Error::InvalidArgument(format!("held object {index} is not a texture object"))),
+        }
+    }
+
+    /// Destroys every held object (`cuSurfObjectDestroy`, `cuTexObjectDestroy`), newest first;
+    /// the mapping stays. Returns the first error; every object is destroyed (or given up) anyway.
+    ///
+    /// # Errors
+    /// The driver's error of the first destroy that failed.
+    #[doc(alias = "cuSurfObjectDestroy")]
+    #[doc(alias = "cuTexObjectDestroy")]
+    pub fn destroy_objects(&mut self) -> Result<()> {
+        let objects = std::mem::take(&mut self.objects);
+        let Some(m) = self.mapping.as_ref() else { return Ok(()) };
+        let api = m.stream().context().api();
+        let mut first = Ok(());
+        for o in objects.iter().rev() {
+            let r = match o.kind {
+                // SAFETY: made by `make_surface` over a still-mapped array, destroyed once (taken
+                // out of `objects` above); no loan of it outlives `&mut self`.
+                HeldKind::Surface => unsafe { api.cuSurfObjectDestroy(o.handle) },
+                // SAFETY: as above, made by `make_texture`.
+                HeldKind::Texture(_) => unsafe { api.cuTexObjectDestroy(o.handle) },
+            };
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Destroys the objects, then unmaps (one `cuGraphicsUnmapResources` on the mapping's
+    /// stream) and hands the images back, with the first error.
+    #[doc(alias = "cuGraphicsUnmapResources")]
+    pub fn unmap(mut self) -> (Vec<GraphicsResource>, Result<()>) {
+        let destroyed = self.destroy_objects();
+        let Some(m) = self.mapping.take() else { return (Vec::new(), destroyed) };
+        let (images, r) = m.unmap();
+        (images, destroyed.and(r))
+    }
+}
+
+impl Drop for HeldImages {
+    fn drop(&mut self) {
+        // Objects first; the mapping unmaps when its field drops after this. An error here
+        // cannot be returned; callers who care call `unmap`.
+        drop(self.destroy_objects());
+    }
 }

@@ -57,7 +57,7 @@ pub use device::{Device, DeviceInfo};
 pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_POINTS};
 pub use error::{Error, Result};
 pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedArray, MappedPtr, Mapping, OwnedMapping};
-pub use image::{Sampling, SurfaceObject, TextureObject};
+pub use image::{HeldImages, HeldKind, HeldObject, Sampling, SurfaceObject, TextureObject};
 pub use loader::{BootstrapKind, Driver, StreamSemantics};
 pub use memory::{copy_view_async, DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};
 pub use nccl::{Clique, Nccl, NcclError};

@@ -62,3 +62,79 @@ pub(super) fn density_view_holds_every_body_once() -> Result<(), Failed> {
     ensure(lit > 500 && image.chunks_exact(4).all(|p| p[3] == 255), format!("{lit} lit pixels in the shown image"))?;
     Ok(())
 }
+
+/// Step mode in the density view, headless, one step a frame as `--step-mode` takes them: the
+/// buffers' steps, then the image workflow's (registered at the first density frame, again
+/// after a resize), each frame drawn as the scene would (GL draws the image, or its snapshot
+/// while CUDA has the images mapped); leaving step mode mid-pass unmaps the images.
+pub(super) fn density_step_mode_walks_the_image_workflow() -> Result<(), Failed> {
+    use nbody_app::backend::step::{FrameStep, StepState};
+    use FrameStep::*;
+    let ctx = HeadlessContext::new(0)?;
+    let gl = ctx.gl();
+    let mut bodies = plummer(4096, 11)?;
+    for p in &mut bodies.pos {
+        p[3] = 1.0 / 4096.0;
+    }
+    let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
+    let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
+    let vbos = *renderer.vbos();
+    let settings = InteropSettings {
+        interop: InteropMode::Map,
+        register_flags: ResourceFlags::None,
+        map_flags: ResourceFlags::None,
+        stream: StreamKind::NonBlocking,
+        stream_priority: 0,
+        block_size: 256,
+    };
+    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
+    let small = OffscreenTarget::new(gl, SIZE[0], SIZE[1])?;
+    let large = OffscreenTarget::new(gl, SIZE[0] + 32, SIZE[1] + 16)?;
+    let result = (|| -> Result<(), Failed> {
+        let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
+        let view_proj = OrbitCamera::framing(Vec3::ZERO, 4.0).view_proj(SIZE[0] as f32 / SIZE[1] as f32);
+        backend.set_step_mode(true)?;
+        let frame = |backend: &mut CudaBackend, target: &OffscreenTarget| -> Result<(FrameStep, StepState), Failed> {
+            let step = backend.next_step(gl, &vbos, 1)?;
+            let v = backend.step_view().ok_or("step mode ended")?;
+            // Mapped images: the image drawn is the snapshot; mapped buffers are not touched.
+            backend.draw_density(gl, &RenderTarget::Offscreen(*target), view_proj, DensityPath::Surface)?;
+            gl.finish();
+            Ok((step, v.state))
+        };
+        let mut steps = Vec::new();
+        for _ in 0..4 + 1 + 9 {
+            let (step, state) = frame(&mut backend, &small)?;
+            ensure(state.images_mapped() == matches!(step, MapImages | GetArrays | MakeObjects | Splat | Store | ToneMap | DestroyObjects), format!("{state:?} after {step:?}"))?;
+            steps.push(step);
+        }
+        let pass = [MapImages, GetArrays, MakeObjects, Splat, Store, ToneMap, DestroyObjects, UnmapImages, DrawImage];
+        let mut want = vec![Map, GetPointers, Launch, Unmap, RegisterImages];
+        want.extend(pass);
+        eprintln!("density step mode: {steps:?}");
+        ensure(steps == want, format!("steps {steps:?}, expected {want:?}"))?;
+        // A resize: the next frame unregisters and registers again before its pass.
+        let mut steps = Vec::new();
+        for _ in 0..4 + 2 + 9 {
+            steps.push(frame(&mut backend, &large)?.0);
+        }
+        let mut want = vec![Map, GetPointers, Launch, Unmap, UnregisterImages, RegisterImages];
+        want.extend(pass);
+        ensure(steps == want, format!("after a resize: steps {steps:?}, expected {want:?}"))?;
+        // Leaving step mode in the middle of the image pass unmaps the images; whole frames follow.
+        for _ in 0..4 + 3 {
+            frame(&mut backend, &large)?;
+        }
+        ensure(backend.step_view().is_some_and(|v| v.state.images_mapped()), "the images are mapped mid-pass")?;
+        backend.set_step_mode(false)?;
+        backend.simulate(gl, &vbos, 1)?;
+        backend.draw_density(gl, &RenderTarget::Offscreen(large), view_proj, DensityPath::Surface)?;
+        backend.release_gl(gl);
+        drop(backend); // unregister before the GL buffers are deleted
+        Ok(())
+    })();
+    small.destroy(gl);
+    large.destroy(gl);
+    renderer.destroy(gl);
+    result
+}

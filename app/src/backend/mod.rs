@@ -266,4 +266,10 @@ pub trait CudaSide {
     }
     /// Unregisters and deletes the density view (`--view points` again), if there is one.
     fn drop_density(&mut self, _gl: Gl<'_>) {}
+    /// The density view's CUDA-stream spans recorded since the last call (a whole pass's map,
+    /// splat, store, tone map and unmap; in step mode the last step's work), placed on the host
+    /// clock for the timeline; waits for their last event. `None`: nothing new.
+    fn take_density_spans(&mut self) -> Option<crate::cuda::density::StreamSpans> {
+        None
+    }
 }

@@ -1,15 +1,30 @@
 //! Step mode's state machine (pure: no GL, no CUDA): one frame of `--interop map`, one step at a
-//! time. The CUDA calls of each step are made by the CUDA backend; the overlay's Workflow panel
-//! shows [`StepView`].
+//! time, and in the density view (`--view density`) the image workflow after it. The CUDA calls
+//! of each step are made by the CUDA backend; the overlay's Workflow panel shows [`StepView`].
 //!
 //! ```text
-//! state        buffers                     next step        driver call
-//! Unmapped     registered, GL may use      map              cuGraphicsMapResources
-//! Mapped       mapped, CUDA only           get pointers     cuGraphicsResourceGetMappedPointer
-//! Pointers     mapped, CUDA only           launch           cuLaunchKernel
-//! Launched     mapped, CUDA only           unmap            cuGraphicsUnmapResources
-//! AwaitDraw    unmapped, GL may use        draw             (GL) glDrawArrays
+//! state             resources                    next step           driver calls
+//! Unmapped          buffers registered, GL's     map                 cuGraphicsMapResources
+//! Mapped            buffers mapped, CUDA's       get pointers        cuGraphicsResourceGetMappedPointer
+//! Pointers          buffers mapped, CUDA's       launch              cuLaunchKernel
+//! Launched          buffers mapped, CUDA's       unmap               cuGraphicsUnmapResources
+//! AwaitDraw         buffers unmapped, GL's       draw (points)       (GL) glDrawArrays
+//!                                                or, density view:
+//!                   images missing               register images     cuGraphicsGLRegisterImage ×2
+//!                   images of another size       unregister images   cuGraphicsUnregisterResource ×2
+//!                   images registered            map images          cuGraphicsMapResources
+//! ImagesMapped      images mapped, CUDA's        get arrays          cuGraphicsSubResourceGetMappedArray ×2
+//! Arrays            images mapped, CUDA's        make objects        cuSurfObjectCreate, cuTexObjectCreate
+//! Objects           images mapped, CUDA's        splat               cuLaunchKernel (the shown VBO mapped read-only around it)
+//! Splatted          images mapped, CUDA's        store               cuLaunchKernel (surface) | cuMemcpy2DAsync (copy)
+//! Stored            images mapped, CUDA's        tone map            cuLaunchKernel
+//! ToneMapped        images mapped, CUDA's        destroy objects     cuSurfObjectDestroy, cuTexObjectDestroy
+//! ObjectsDestroyed  images mapped, CUDA's        unmap images        cuGraphicsUnmapResources
+//! AwaitImageDraw    images unmapped, GL's        draw image          (GL) the full-screen pass
 //! ```
+//!
+//! Which step follows `AwaitDraw` depends on the view and the images ([`Images`]): the state
+//! machine takes it as an input, so it stays pure.
 
 /// A step of one frame in step mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +39,31 @@ pub enum FrameStep {
     Unmap,
     /// GL draws the buffer the kernel wrote.
     Draw,
+    /// Density view: `cuGraphicsUnregisterResource` of both images (the target's size or the
+    /// density path changed; a registration names one texture's storage), then GL deletes them.
+    UnregisterImages,
+    /// Density view: GL makes the two textures at the target's size and
+    /// `cuGraphicsGLRegisterImage` registers each (once, and again after a resize).
+    RegisterImages,
+    /// Density view: `cuGraphicsMapResources` of both images (one call, on the frame's stream).
+    MapImages,
+    /// `cuGraphicsSubResourceGetMappedArray` for each image: CUDA arrays, not pointers.
+    GetArrays,
+    /// `cuSurfObjectCreate` and `cuTexObjectCreate` over the arrays.
+    MakeObjects,
+    /// `cuLaunchKernel` of the splat: each body's mass into its pixel of a linear sum.
+    Splat,
+    /// The sum into the density image: a kernel through the surface object, or `cuMemcpy2DAsync`.
+    Store,
+    /// `cuLaunchKernel` of the tone map: the density image (texture object) into the shown
+    /// image (surface object).
+    ToneMap,
+    /// `cuSurfObjectDestroy` and `cuTexObjectDestroy`, before the unmap.
+    DestroyObjects,
+    /// `cuGraphicsUnmapResources` of both images: GL gets them back.
+    UnmapImages,
+    /// GL draws the shown image over the target.
+    DrawImage,
 }
 
 impl FrameStep {
@@ -35,8 +75,38 @@ impl FrameStep {
             FrameStep::Launch => "launch (cuLaunchKernel)",
             FrameStep::Unmap => "unmap (cuGraphicsUnmapResources)",
             FrameStep::Draw => "draw (GL)",
+            FrameStep::UnregisterImages => "unregister images (cuGraphicsUnregisterResource)",
+            FrameStep::RegisterImages => "register images (cuGraphicsGLRegisterImage)",
+            FrameStep::MapImages => "map images (cuGraphicsMapResources)",
+            FrameStep::GetArrays => "get arrays (cuGraphicsSubResourceGetMappedArray)",
+            FrameStep::MakeObjects => "make objects (cuSurfObjectCreate, cuTexObjectCreate)",
+            FrameStep::Splat => "splat (cuLaunchKernel)",
+            FrameStep::Store => "store (cuLaunchKernel or cuMemcpy2DAsync)",
+            FrameStep::ToneMap => "tone map (cuLaunchKernel)",
+            FrameStep::DestroyObjects => "destroy objects (cuSurfObjectDestroy, cuTexObjectDestroy)",
+            FrameStep::UnmapImages => "unmap images (cuGraphicsUnmapResources)",
+            FrameStep::DrawImage => "draw image (GL)",
         }
     }
+
+    /// Whether the step belongs to the image workflow (the density view).
+    pub fn is_image_step(self) -> bool {
+        !matches!(self, FrameStep::Map | FrameStep::GetPointers | FrameStep::Launch | FrameStep::Unmap | FrameStep::Draw)
+    }
+}
+
+/// The density view's images as the step after `AwaitDraw` needs them (the state machine's
+/// input; the backend says which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Images {
+    /// The view shows points: no image workflow, the buffer is drawn.
+    Off,
+    /// Density view with no registered images (its first frame, or after an unregister).
+    Missing,
+    /// Registered at another size or for another density path: unregistered first.
+    Stale,
+    /// Registered at the target's size: the frame maps them.
+    Ready,
 }
 
 /// Where a step-mode frame stands (the state machine's states).
@@ -50,30 +120,82 @@ pub enum StepState {
     Pointers,
     /// The kernel was launched into the mapped buffers. Next: unmap.
     Launched,
-    /// Unmapped after the launch: GL may use the buffers; the new positions are not drawn yet. Next: draw.
+    /// Unmapped after the launch: GL may use the buffers; the new positions are not drawn yet.
+    /// Next: draw, or in the density view the image workflow ([`Images`]).
     AwaitDraw,
+    /// Density view: both images mapped, no arrays taken yet. Next: get arrays.
+    ImagesMapped,
+    /// The images' arrays taken. Next: make objects.
+    Arrays,
+    /// Surface and texture objects made over the arrays. Next: splat.
+    Objects,
+    /// The splat launched (the sum in linear memory). Next: store.
+    Splatted,
+    /// The sum stored into the density image. Next: tone map.
+    Stored,
+    /// The shown image written. Next: destroy objects.
+    ToneMapped,
+    /// The objects destroyed; the images still mapped. Next: unmap images.
+    ObjectsDestroyed,
+    /// The images unmapped: GL may sample them; the new image is not drawn yet. Next: draw image.
+    AwaitImageDraw,
 }
 
 impl StepState {
-    /// The step this state waits for.
-    pub fn next_step(self) -> FrameStep {
+    /// The step this state waits for; `images` decides the step after `AwaitDraw`.
+    pub fn next_step(self, images: Images) -> FrameStep {
         match self {
             StepState::Unmapped => FrameStep::Map,
             StepState::Mapped => FrameStep::GetPointers,
             StepState::Pointers => FrameStep::Launch,
             StepState::Launched => FrameStep::Unmap,
-            StepState::AwaitDraw => FrameStep::Draw,
+            StepState::AwaitDraw => match images {
+                Images::Off => FrameStep::Draw,
+                Images::Missing => FrameStep::RegisterImages,
+                Images::Stale => FrameStep::UnregisterImages,
+                Images::Ready => FrameStep::MapImages,
+            },
+            StepState::ImagesMapped => FrameStep::GetArrays,
+            StepState::Arrays => FrameStep::MakeObjects,
+            StepState::Objects => FrameStep::Splat,
+            StepState::Splatted => FrameStep::Store,
+            StepState::Stored => FrameStep::ToneMap,
+            StepState::ToneMapped => FrameStep::DestroyObjects,
+            StepState::ObjectsDestroyed => FrameStep::UnmapImages,
+            StepState::AwaitImageDraw => FrameStep::DrawImage,
         }
     }
 
-    /// The state after the next step succeeded.
-    pub fn after(self) -> StepState {
+    /// The state after `step` (this state's [`StepState::next_step`]) succeeded. A
+    /// registration or unregistration keeps the frame waiting in `AwaitDraw`.
+    pub fn after(self, step: FrameStep) -> StepState {
+        match step {
+            FrameStep::Map => StepState::Mapped,
+            FrameStep::GetPointers => StepState::Pointers,
+            FrameStep::Launch => StepState::Launched,
+            FrameStep::Unmap | FrameStep::UnregisterImages | FrameStep::RegisterImages => StepState::AwaitDraw,
+            FrameStep::Draw | FrameStep::DrawImage => StepState::Unmapped,
+            FrameStep::MapImages => StepState::ImagesMapped,
+            FrameStep::GetArrays => StepState::Arrays,
+            FrameStep::MakeObjects => StepState::Objects,
+            FrameStep::Splat => StepState::Splatted,
+            FrameStep::Store => StepState::Stored,
+            FrameStep::ToneMap => StepState::ToneMapped,
+            FrameStep::DestroyObjects => StepState::ObjectsDestroyed,
+            FrameStep::UnmapImages => StepState::AwaitImageDraw,
+        }
+    }
+
+    /// The state after the frame was ended early (the buffers or the images were needed
+    /// elsewhere: unmapped, objects destroyed): a frame whose kernel ran waits for its draw
+    /// (`AwaitDraw`; an image pass in progress is abandoned, and starts again at its map), any
+    /// other goes back to `Unmapped`.
+    pub fn left(self) -> StepState {
         match self {
-            StepState::Unmapped => StepState::Mapped,
-            StepState::Mapped => StepState::Pointers,
-            StepState::Pointers => StepState::Launched,
+            StepState::Mapped | StepState::Pointers => StepState::Unmapped,
             StepState::Launched => StepState::AwaitDraw,
-            StepState::AwaitDraw => StepState::Unmapped,
+            s if s.images_mapped() => StepState::AwaitDraw,
+            s => s,
         }
     }
 
@@ -82,9 +204,32 @@ impl StepState {
         matches!(self, StepState::Mapped | StepState::Pointers | StepState::Launched)
     }
 
+    /// Whether the density view's images are mapped (CUDA's; GL must not sample them).
+    pub fn images_mapped(self) -> bool {
+        matches!(
+            self,
+            StepState::ImagesMapped
+                | StepState::Arrays
+                | StepState::Objects
+                | StepState::Splatted
+                | StepState::Stored
+                | StepState::ToneMapped
+                | StepState::ObjectsDestroyed
+        )
+    }
+
     /// Who may touch the buffers now.
     pub fn side(self) -> Side {
         if self.mapped() {
+            Side::Cuda
+        } else {
+            Side::Gl
+        }
+    }
+
+    /// Who may touch the density view's images now.
+    pub fn image_side(self) -> Side {
+        if self.images_mapped() {
             Side::Cuda
         } else {
             Side::Gl
@@ -123,6 +268,8 @@ pub struct BufferView {
 pub struct StepView {
     /// State of the frame.
     pub state: StepState,
+    /// The step "next step" takes ([`StepState::next_step`] with the backend's [`Images`]).
+    pub next: FrameStep,
     /// Both buffers.
     pub buffers: Vec<BufferView>,
     /// Buffer GL may draw now (`None` while mapped: the body draw is skipped).
@@ -131,22 +278,114 @@ pub struct StepView {
     pub pointers: Option<[u64; 2]>,
     /// What the last step did (or its error).
     pub last: Option<String>,
+    /// The density view's two images (empty in the points view, or before they are registered).
+    pub images: Vec<ImageView>,
+    /// The surface and texture objects that exist now, one line each (handle, kind, image).
+    pub objects: Vec<String>,
+}
+
+/// One of the density view's images as the step-mode panel shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageView {
+    /// `"density (R32F)"` or `"shown (RGBA8)"`.
+    pub name: &'static str,
+    /// GL texture name.
+    pub gl_texture: u32,
+    /// Mapped for CUDA now.
+    pub mapped: bool,
+    /// Who may touch it now.
+    pub side: Side,
+    /// The CUDA array handle, once taken (valid until the unmap).
+    pub array: Option<u64>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The steps from `s` until the frame starts again (`Unmapped`), with `images` the view's
+    /// images before each step as the backend would report them after the step before.
+    fn walk(mut s: StepState, mut images: impl FnMut(FrameStep) -> Images) -> Vec<FrameStep> {
+        let mut steps = Vec::new();
+        let mut last = None;
+        loop {
+            let step = s.next_step(last.map_or(images(FrameStep::Map), &mut images));
+            steps.push(step);
+            s = s.after(step);
+            last = Some(step);
+            if s == StepState::Unmapped || steps.len() > 40 {
+                return steps;
+            }
+        }
+    }
+
+    const BUFFERS: [FrameStep; 4] = [FrameStep::Map, FrameStep::GetPointers, FrameStep::Launch, FrameStep::Unmap];
+    const IMAGE_PASS: [FrameStep; 9] = [
+        FrameStep::MapImages,
+        FrameStep::GetArrays,
+        FrameStep::MakeObjects,
+        FrameStep::Splat,
+        FrameStep::Store,
+        FrameStep::ToneMap,
+        FrameStep::DestroyObjects,
+        FrameStep::UnmapImages,
+        FrameStep::DrawImage,
+    ];
+
     #[test]
     fn the_state_machine_walks_one_frame_in_order() {
-        let mut s = StepState::Unmapped;
-        let mut steps = Vec::new();
-        for _ in 0..5 {
-            steps.push(s.next_step());
-            s = s.after();
-        }
+        let steps = walk(StepState::Unmapped, |_| Images::Off);
         assert_eq!(steps, [FrameStep::Map, FrameStep::GetPointers, FrameStep::Launch, FrameStep::Unmap, FrameStep::Draw]);
-        assert_eq!(s, StepState::Unmapped, "after draw the next frame starts");
+        assert!(steps.iter().all(|s| !s.is_image_step()));
+    }
+
+    #[test]
+    fn the_density_view_walks_the_image_workflow_after_the_buffers() {
+        // Images registered: the buffers' steps, then the image pass, which ends with its draw.
+        let steps = walk(StepState::Unmapped, |_| Images::Ready);
+        assert_eq!(steps[..4], BUFFERS);
+        assert_eq!(steps[4..], IMAGE_PASS);
+        assert!(steps[4..].iter().all(|s| s.is_image_step()));
+        // The first density frame registers the images first (the backend then reports them ready).
+        let steps = walk(StepState::Unmapped, |last| if last == FrameStep::RegisterImages { Images::Ready } else { Images::Missing });
+        assert_eq!(steps[4], FrameStep::RegisterImages);
+        assert_eq!(steps[5..], IMAGE_PASS);
+        // A resize: unregister, register again, then the pass.
+        let steps = walk(StepState::AwaitDraw, |last| match last {
+            FrameStep::UnregisterImages => Images::Missing,
+            FrameStep::RegisterImages | FrameStep::MapImages => Images::Ready,
+            _ => Images::Stale,
+        });
+        assert_eq!(steps[..2], [FrameStep::UnregisterImages, FrameStep::RegisterImages]);
+        assert_eq!(steps[2..], IMAGE_PASS);
+    }
+
+    #[test]
+    fn images_are_mapped_exactly_between_their_map_and_unmap() {
+        let mut s = StepState::AwaitDraw;
+        for step in IMAGE_PASS.iter().copied() {
+            assert_eq!(s.next_step(Images::Ready), step);
+            let before = s;
+            s = s.after(step);
+            let want = !matches!(step, FrameStep::UnmapImages | FrameStep::DrawImage);
+            assert_eq!(s.images_mapped(), want, "after {step:?} (from {before:?})");
+            assert_eq!(s.image_side(), if want { Side::Cuda } else { Side::Gl });
+            assert!(!s.mapped(), "the buffers are GL's during the image pass");
+        }
+        assert_eq!(s, StepState::Unmapped);
+    }
+
+    #[test]
+    fn leaving_early_unmaps_and_keeps_a_finished_kernel_for_its_draw() {
+        assert_eq!(StepState::Mapped.left(), StepState::Unmapped);
+        assert_eq!(StepState::Pointers.left(), StepState::Unmapped);
+        assert_eq!(StepState::Launched.left(), StepState::AwaitDraw);
+        for s in [StepState::ImagesMapped, StepState::Objects, StepState::ToneMapped, StepState::ObjectsDestroyed] {
+            assert_eq!(s.left(), StepState::AwaitDraw, "{s:?}: the image pass starts again at its map");
+        }
+        for s in [StepState::Unmapped, StepState::AwaitDraw, StepState::AwaitImageDraw] {
+            assert_eq!(s.left(), s, "{s:?} holds no mapping");
+        }
     }
 
     #[test]
@@ -157,6 +396,7 @@ mod tests {
             (StepState::Pointers, Side::Cuda),
             (StepState::Launched, Side::Cuda),
             (StepState::AwaitDraw, Side::Gl),
+            (StepState::Splatted, Side::Gl),
         ] {
             assert_eq!(s.side(), side, "{s:?}");
         }

@@ -19,22 +19,60 @@
 //! Surfaces have no atomic operations (CUDA Programming Guide, "Surface Functions"), so the sum
 //! is made in a linear buffer and stored into the image afterwards: by a kernel through a surface
 //! object, or by `cuMemcpy2D` (`--density-path`).
+//!
+//! Events on the stream bound each part of a pass (map, splat, store, tone map, unmap), so the
+//! timeline places them on the CUDA track ([`DensityView::take_spans`]). Step mode takes the
+//! same workflow one call (or one small group) at a time (the `steps` module, on
+//! [`interop::HeldImages`]).
+
+mod steps;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context as _;
 use glam::Mat4;
 use interop::kernels::DensityKernels;
 use interop::sys::{event_flags, map_flags, register_flags};
-use interop::{map_resources, Context, DeviceBuffer, DevicePtr, Event, GraphicsResource, Sampling, Stream, SurfaceObject, TextureObject};
+use interop::{map_resources, Context, DeviceBuffer, DevicePtr, Event, GraphicsResource, HeldImages, MappedArray, Sampling, Stream, SurfaceObject, TextureObject};
 
+use super::clock::GpuClock;
 use super::settings::DensityPath;
 use crate::gfx::density::{DensityTextures, ImagePass};
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
 
+/// Spans of CUDA-stream work, back to back from `start` (the host instant of the first one's
+/// start, placed by a [`GpuClock`]): (name, ms), `None` where an event did not complete.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSpans {
+    /// Where the first span starts on the host clock (`None`: not placed).
+    pub start: Option<Instant>,
+    /// Name and length, ms, in order.
+    pub spans: Vec<(&'static str, Option<f64>)>,
+}
+
+/// The parts of a whole pass, each between two of the pass's events (their indices).
+const PASS_SPANS: [(&str, usize, usize); 5] =
+    [("density: map images", 0, 1), ("density: splat", 1, 2), ("density: store", 2, 3), ("density: tone map", 3, 4), ("density: unmap images", 4, 5)];
+
+/// Step mode's hold on the images between steps: the mapping with its objects, the arrays'
+/// handles and which objects are which.
+#[derive(Debug, Default)]
+struct StepHold {
+    /// The images while mapped (they are inside it then: `DensityView::images` is empty).
+    held: Option<HeldImages>,
+    /// The arrays' handles (density, shown), once taken.
+    arrays: Option<[u64; 2]>,
+    /// Indices into the held objects: the density surface (surface path), the density texture,
+    /// the shown image's surface.
+    objects: Option<(Option<usize>, usize, usize)>,
+    /// Draw the snapshot, not the image: from the map until the draw step.
+    show_snapshot: bool,
+}
+
 /// The density view of one CUDA context: the GL textures and their registrations, the linear
-/// sum, the kernels, the full-screen pass and two events around the CUDA work.
+/// sum, the kernels, the full-screen pass and the events around each part of the CUDA work.
 ///
 /// Teardown: [`DensityView::release`] (unregister, then delete the GL objects). Dropped without
 /// it, the registrations are undone and the GL objects stay until the context goes.
@@ -44,11 +82,16 @@ pub struct DensityView {
     /// `[height][width]` f32: the mass per pixel, zero between frames.
     accum: DeviceBuffer<f32>,
     kernels: DensityKernels,
-    /// Recorded before the map and before the unmap.
-    events: [Event; 2],
-    /// The events hold a pass not yet read.
+    /// A pass: before the map, after it, after the splat, the store, the tone map, the unmap.
+    /// A step-mode step: before and after its work (0 and 1).
+    events: [Event; 6],
+    /// Events 0 and 4 hold a pass whose time is not yet read.
     pending: bool,
     last_ms: Option<f64>,
+    /// Spans recorded but not yet handed to the timeline: (name, start event, end event).
+    due: Vec<(&'static str, usize, usize)>,
+    /// Step mode: what waits between steps.
+    step: StepHold,
     textures: Option<DensityTextures>,
     pass: Option<ImagePass>,
     path: DensityPath,
@@ -85,7 +128,25 @@ impl DensityView {
     /// GL cannot make the textures or the pass; the driver refuses a registration or an
     /// allocation. Whatever was made is released first.
     pub fn new(gl: Gl<'_>, is_gles: bool, ctx: &Arc<Context>, kernels: DensityKernels, size: [u32; 2], path: DensityPath, stream: &Stream) -> anyhow::Result<Self> {
-        let events = [Event::new(ctx, event_flags::DEFAULT)?, Event::new(ctx, event_flags::DEFAULT)?];
+        let mut view = DensityView::unregistered(gl, is_gles, ctx, kernels, path)?;
+        if let Err(e) = view.resize(gl, size, stream) {
+            view.release(gl);
+            return Err(e);
+        }
+        Ok(view)
+    }
+
+    /// The view without textures (no registration yet: [`DensityView::resize`] makes and
+    /// registers them; step mode's register step does).
+    ///
+    /// # Errors
+    /// GL cannot make the pass; the driver refuses an event or the allocation.
+    pub fn unregistered(gl: Gl<'_>, is_gles: bool, ctx: &Arc<Context>, kernels: DensityKernels, path: DensityPath) -> anyhow::Result<Self> {
+        let mut events = Vec::with_capacity(6);
+        for _ in 0..6 {
+            events.push(Event::new(ctx, event_flags::DEFAULT)?);
+        }
+        let events: [Event; 6] = events.try_into().map_err(|_| anyhow::anyhow!("six events"))?;
         let pass = ImagePass::new(gl, is_gles).context("the density view's full-screen pass")?;
         let accum = match DeviceBuffer::alloc(ctx, 1) {
             Ok(a) => a,
@@ -94,23 +155,20 @@ impl DensityView {
                 return Err(e.into());
             }
         };
-        let mut view = DensityView {
+        Ok(DensityView {
             images: Vec::new(),
             accum,
             kernels,
             events,
             pending: false,
             last_ms: None,
+            due: Vec::new(),
+            step: StepHold::default(),
             textures: None,
             pass: Some(pass),
             path,
             ctx: Arc::clone(ctx),
-        };
-        if let Err(e) = view.resize(gl, size, stream) {
-            view.release(gl);
-            return Err(e);
-        }
-        Ok(view)
+        })
     }
 
     /// Width and height, pixels (0 × 0 before the first size).
@@ -132,11 +190,7 @@ impl DensityView {
         if self.size() == size {
             return Ok(());
         }
-        stream.synchronize()?;
-        self.images.clear();
-        if let Some(t) = self.textures.take() {
-            t.delete(gl);
-        }
+        self.unregister_images(gl, stream)?;
         let t = DensityTextures::new(gl, size)?;
         let images = match register(&self.ctx, &t, self.path) {
             Ok(i) => i,
@@ -152,7 +206,65 @@ impl DensityView {
         self.images = images;
         self.textures = Some(t);
         self.pending = false;
+        self.due.clear();
         Ok(())
+    }
+
+    /// Unregisters both images (after the stream's work on them; a step-mode hold is ended
+    /// first), then deletes their textures: the view has no textures afterwards.
+    ///
+    /// # Errors
+    /// The stream cannot be synchronised, or ending a step-mode hold failed (the images are
+    /// unregistered and deleted anyway).
+    pub fn unregister_images(&mut self, gl: Gl<'_>, stream: &Stream) -> anyhow::Result<()> {
+        let left = self.leave_steps();
+        let synced = stream.synchronize();
+        self.images.clear();
+        if let Some(t) = self.textures.take() {
+            t.delete(gl);
+        }
+        self.due.clear();
+        left?;
+        Ok(synced?)
+    }
+
+    /// Whether both images are registered (the view has its textures).
+    pub fn registered(&self) -> bool {
+        self.textures.is_some()
+    }
+
+    /// Stores the sum into the density image `density`: through `surface` (a kernel,
+    /// `nbody_density_store`, which clears the sum), or without one by `cuMemcpy2DAsync` and a
+    /// clear of the sum (`cuMemsetD8Async`); on `stream`, the mapping's.
+    fn store(kernels: &DensityKernels, accum: &mut DeviceBuffer<f32>, density: &MappedArray<'_>, surface: Option<&SurfaceObject<'_>>, stream: &Stream) -> anyhow::Result<()> {
+        let (w, h) = density.size();
+        match surface {
+            Some(surface) => kernels.store(accum.view(), (w, h), surface, stream).context("nbody_density_store"),
+            None => {
+                // SAFETY: `accum` holds h rows of w floats, tightly packed (pitch w · 4 bytes),
+                // allocated in this context and kept until a stream synchronisation (resize,
+                // release); the copy runs on the mapping's stream, `stream`.
+                unsafe { interop::image::copy_device_to_array(accum.ptr(), w * 4, density, w, h) }.context("cuMemcpy2DAsync (sum → density array)")?;
+                accum.memset_async(0, stream).context("cuMemsetD8Async (the sum)")
+            }
+        }
+    }
+
+    /// The spans recorded since the last call, placed by `clock` (waits for their last event):
+    /// a whole pass's map, splat, store, tone map and unmap, or a step-mode step's work.
+    ///
+    /// # Errors
+    /// The driver's error of the wait or an elapsed time.
+    pub fn take_spans(&mut self, clock: &GpuClock) -> anyhow::Result<Option<StreamSpans>> {
+        let due = std::mem::take(&mut self.due);
+        let (Some(first), Some(last)) = (due.first(), due.last()) else { return Ok(None) };
+        self.events[last.2].synchronize().context("cuEventSynchronize (density view)")?;
+        let start = clock.at(&self.events[first.1])?;
+        let mut spans = Vec::with_capacity(due.len());
+        for (name, a, b) in due {
+            spans.push((name, super::session::ms(&self.events[a], &self.events[b])?));
+        }
+        Ok(Some(StreamSpans { start, spans }))
     }
 
     /// One pass on `stream`: map both images, splat the first `n` bodies of `pos` (`[N][4]` f32)
@@ -166,33 +278,35 @@ impl DensityView {
         self.read_time();
         let size = self.size();
         anyhow::ensure!(self.textures.is_some(), "the density view has no textures (its last resize failed)");
+        anyhow::ensure!(self.step.held.is_none(), "the density images are held mapped by step mode");
+        self.step.show_snapshot = false;
         let (w, h) = (size[0] as usize, size[1] as usize);
         let rows = [view_proj.row(0).to_array(), view_proj.row(1).to_array(), view_proj.row(3).to_array()];
-        self.events[0].record(stream)?;
+        let [e0, e1, e2, e3, e4, e5] = &self.events;
+        e0.record(stream)?;
         let mapping = map_resources(&mut self.images, stream).context("cuGraphicsMapResources (density images)")?;
+        e1.record(stream)?;
         let density = mapping.array(0, 0, 0).context("cuGraphicsSubResourceGetMappedArray (density)")?;
         let image = mapping.array(1, 0, 0).context("cuGraphicsSubResourceGetMappedArray (image)")?;
         self.kernels.splat(n, pos, self.accum.view(), (w, h), rows, stream).context("nbody_density_splat")?;
+        e2.record(stream)?;
         match self.path {
             DensityPath::Surface => {
                 let surface = SurfaceObject::new(&density).context("cuSurfObjectCreate (density)")?;
-                self.kernels.store(self.accum.view(), (w, h), &surface, stream).context("nbody_density_store")?;
+                Self::store(&self.kernels, &mut self.accum, &density, Some(&surface), stream)?;
             }
-            DensityPath::Copy => {
-                // SAFETY: `accum` holds h rows of w floats, tightly packed (pitch w · 4 bytes),
-                // allocated in this context and kept until a stream synchronisation (resize,
-                // release); the copy runs on the mapping's stream, `stream`.
-                unsafe { interop::image::copy_device_to_array(self.accum.ptr(), w * 4, &density, w, h) }.context("cuMemcpy2DAsync (sum → density array)")?;
-                self.accum.memset_async(0, stream).context("cuMemsetD8Async (the sum)")?;
-            }
+            DensityPath::Copy => Self::store(&self.kernels, &mut self.accum, &density, None, stream)?,
         }
+        e3.record(stream)?;
         let texture = TextureObject::new(&density, Sampling::Linear).context("cuTexObjectCreate (density)")?;
         let out = SurfaceObject::new(&image).context("cuSurfObjectCreate (image)")?;
         self.kernels.tonemap(&texture, (w, h), gain, &out, stream).context("nbody_density_tonemap")?;
         drop((out, texture, image, density));
-        self.events[1].record(stream)?;
+        e4.record(stream)?;
         mapping.unmap().context("cuGraphicsUnmapResources (density images)")?;
+        e5.record(stream)?;
         self.pending = true;
+        self.due = PASS_SPANS.to_vec();
         Ok(())
     }
 
@@ -205,6 +319,7 @@ impl DensityView {
     pub fn read_images(&mut self, stream: &Stream) -> anyhow::Result<(Vec<f32>, Vec<u8>)> {
         let [w, h] = self.size();
         anyhow::ensure!(self.textures.is_some(), "the density view has no textures");
+        anyhow::ensure!(self.step.held.is_none(), "the density images are held mapped by step mode");
         let pixels = w as usize * h as usize;
         let (mut density, mut image) = (vec![0u8; pixels * 4], vec![0u8; pixels * 4]);
         // The shown image is read, so its WRITE_DISCARD map flag is lifted for this map.
@@ -229,7 +344,7 @@ impl DensityView {
     /// Reads the last pass's time if its events have completed.
     fn read_time(&mut self) {
         if self.pending {
-            if let Ok(Some(ms)) = Event::elapsed_ms(&self.events[0], &self.events[1]) {
+            if let Ok(Some(ms)) = Event::elapsed_ms(&self.events[0], &self.events[4]) {
                 self.last_ms = Some(f64::from(ms));
                 self.pending = false;
             }
@@ -248,6 +363,9 @@ impl DensityView {
     pub fn release(&mut self, gl: Gl<'_>) {
         if let Err(e) = self.accum.context().make_current() {
             tracing::warn!("cuCtxSetCurrent before unregistering the density images: {e:#}");
+        }
+        if let Err(e) = self.leave_steps() {
+            tracing::warn!("ending step mode's hold on the density images: {e:#}");
         }
         self.images.clear();
         if let Some(t) = self.textures.take() {

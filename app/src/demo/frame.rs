@@ -4,6 +4,7 @@
 //! buffers mapped, GL must not touch them: the target is only cleared.
 
 use crate::backend::{SimBackend, SimTimings};
+use crate::cuda::density::StreamSpans;
 use crate::cuda::settings::{DensityPath, InteropMode, View};
 use crate::gfx::clock::GlClock;
 use crate::gfx::gl::Gl;
@@ -56,11 +57,14 @@ pub fn render_view(
             }
             None
         }
-        (View::Density, _) if !show => None,
-        (View::Density, Some(c)) => match c.draw_density(gl, target, params.view_proj(target.size()), path) {
+        // Step mode draws what GL may draw now (the image, or its snapshot while CUDA has the
+        // images mapped) whether or not the buffers are mapped: it touches neither.
+        (View::Density, Some(c)) if show || c.step_view().is_some() => match c.draw_density(gl, target, params.view_proj(target.size()), path) {
             Ok(()) => return None,
             Err(e) => Some(format!("density view off: {e:#}")),
         },
+        (View::Density, Some(_)) => None,
+        (View::Density, None) if !show => None,
         (View::Density, None) => Some("density view off: it is made by CUDA, and this run uses the CPU backend (--backend cuda)".to_string()),
     };
     render_bodies(gl, renderer, backend, target, params, wait_timer, show);
@@ -95,6 +99,13 @@ pub fn trace_stream(r: &Recorder, mode: Option<InteropMode>, t: &SimTimings) {
     if let Some(us) = t.clock_residual_us {
         r.clock_residual(us);
     }
+}
+
+/// Puts the density view's CUDA work on the CUDA stream's track: a whole pass as map images,
+/// splat, store, tone map and unmap images (in step mode the last step's work), placed from
+/// `s.start` by the backend's [`crate::cuda::clock::GpuClock`] like the step's spans.
+pub fn trace_density(r: &Recorder, s: &StreamSpans) {
+    r.stream_spans(s.start, &s.spans);
 }
 
 /// Puts the CPU backend's frame on the host row: its step (forces and leapfrog on the rayon

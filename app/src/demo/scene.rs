@@ -78,8 +78,8 @@ pub struct Scene {
     /// What the overlay's timeline panel shows: the last frame's spans, or in step mode the
     /// spans of the workflow frame so far (one step more each time).
     timeline_spans: Vec<Span>,
-    /// A step-mode step was taken this frame (the timeline grows only then).
-    stepped: bool,
+    /// The step-mode step taken this frame (the timeline grows only then; a map starts it again).
+    stepped: Option<crate::backend::step::FrameStep>,
     /// "next step" was asked for (step mode).
     step_next: bool,
     /// Address of the table the recorder was last installed on (0: none).
@@ -196,7 +196,7 @@ impl Scene {
             gl_track: None,
             cupti: None,
             timeline_spans: Vec::new(),
-            stepped: false,
+            stepped: None,
             step_next: false,
             traced_api: 0,
             panels: None,
@@ -445,7 +445,7 @@ impl Scene {
         let backend = self.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
         match (shown, self.renderer.snapshot()) {
             // Step mode with the buffers mapped: the copy taken before the map, not the buffers.
-            (None, Some((snap, front))) => {
+            (None, Some((snap, front))) if self.overlay.controls.view == View::Points => {
                 let p = DrawParams { front, ..params };
                 self.renderer.draw_from(gl, &target, &p, wait_timer, Some(snap));
             }

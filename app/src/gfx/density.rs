@@ -20,6 +20,9 @@ pub struct DensityTextures {
     pub image: glow::NativeTexture,
     /// Width and height, texels.
     pub size: [u32; 2],
+    /// A GL-owned copy of `image` ([`DensityTextures::snapshot_image`]), drawn in step mode
+    /// while CUDA has the images mapped; made at the first snapshot.
+    pub snapshot: Option<glow::NativeTexture>,
 }
 
 /// A 2D texture of `size` with level 0 allocated and no mipmaps (`filter` for both min and
@@ -53,7 +56,7 @@ impl DensityTextures {
                 return Err(e);
             }
         };
-        Ok(DensityTextures { density, image, size })
+        Ok(DensityTextures { density, image, size, snapshot: None })
     }
 
     /// GL names of the two textures, as `cuGraphicsGLRegisterImage` takes them: (density, image).
@@ -61,10 +64,40 @@ impl DensityTextures {
         (self.density.0.get(), self.image.0.get())
     }
 
-    /// Deletes both textures. CUDA must have unregistered them first.
+    /// Copies the shown image into the snapshot texture (made at the first call;
+    /// `glCopyTexSubImage2D` from a framebuffer the image is attached to): GL's last look at the
+    /// image before CUDA maps it, drawn while it is mapped (step mode). Leaves no framebuffer bound.
+    ///
+    /// # Errors
+    /// GL cannot make the texture or the framebuffer, or the framebuffer is incomplete.
+    pub fn snapshot_image(&mut self, gl: Gl<'_>) -> anyhow::Result<glow::NativeTexture> {
+        let snap = match self.snapshot {
+            Some(t) => t,
+            None => *self.snapshot.insert(texture(gl, self.size, glow::RGBA8, glow::RGBA, glow::UNSIGNED_BYTE, glow::LINEAR)?),
+        };
+        let fbo = gl.create_framebuffer().map_err(|e| anyhow!("glGenFramebuffers: {e}"))?;
+        gl.bind_framebuffer(glow::READ_FRAMEBUFFER, Some(fbo));
+        gl.framebuffer_texture_2d(glow::READ_FRAMEBUFFER, glow::COLOR_ATTACHMENT0, glow::TEXTURE_2D, Some(self.image), 0);
+        let complete = gl.check_framebuffer_status(glow::READ_FRAMEBUFFER) == glow::FRAMEBUFFER_COMPLETE;
+        if complete {
+            gl.read_buffer(glow::COLOR_ATTACHMENT0);
+            gl.bind_texture(glow::TEXTURE_2D, Some(snap));
+            gl.copy_read_framebuffer_to_texture(self.size[0] as i32, self.size[1] as i32);
+            gl.bind_texture(glow::TEXTURE_2D, None);
+        }
+        gl.bind_framebuffer(glow::READ_FRAMEBUFFER, None);
+        gl.delete_framebuffer(fbo);
+        anyhow::ensure!(complete, "the density image is not a complete framebuffer attachment");
+        Ok(snap)
+    }
+
+    /// Deletes the textures. CUDA must have unregistered them first.
     pub fn delete(self, gl: Gl<'_>) {
         gl.delete_texture(self.density);
         gl.delete_texture(self.image);
+        if let Some(s) = self.snapshot {
+            gl.delete_texture(s);
+        }
     }
 }
 

@@ -249,6 +249,14 @@ impl<'a> Gl<'a> {
         fn uniform_3_f32(location: Option<&glow::NativeUniformLocation>, x: f32, y: f32, z: f32);
     }
 
+    /// glCopyTexSubImage2D of the `width` × `height` region at (0, 0) of the read framebuffer
+    /// into level 0 of the texture bound to `GL_TEXTURE_2D`, at (0, 0).
+    pub fn copy_read_framebuffer_to_texture(&self, width: i32, height: i32) {
+        // SAFETY: rule 1 (current context); numbers only, and no client memory: a region outside
+        // the framebuffer or the texture is a GL error (GL checks it against both).
+        unsafe { self.gl.copy_tex_sub_image_2d(glow::TEXTURE_2D, 0, 0, 0, 0, 0, width, height) }
+    }
+
     /// glTexImage2D with no client data: allocates a `width` × `height` level 0 of the bound
     /// texture, contents undefined.
     pub fn tex_image_2d_empty(&self, target: u32, internal_format: u32, width: i32, height: i32, format: u32, ty: u32) {

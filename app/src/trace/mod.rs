@@ -418,6 +418,13 @@ mod tests {
         assert_eq!(Step::of("cuGraphicsUnmapResources"), Step::Unmap);
         assert_eq!(Step::of("cuGraphicsUnregisterResource"), Step::Unregister);
         assert_eq!(Step::of("cuEventRecord"), Step::Timing);
+        // The image workflow's calls: registered and mapped as buffers are, then arrays and objects.
+        assert_eq!(Step::of("cuGraphicsGLRegisterImage"), Step::Register);
+        assert_eq!(Step::of("cuGraphicsSubResourceGetMappedArray"), Step::GetArray);
+        assert_eq!(Step::of("cuSurfObjectCreate"), Step::MakeObjects);
+        assert_eq!(Step::of("cuTexObjectCreate"), Step::MakeObjects);
+        assert_eq!(Step::of("cuSurfObjectDestroy"), Step::DestroyObjects);
+        assert_eq!(Step::of("cuTexObjectDestroy"), Step::DestroyObjects);
         assert_eq!(Step::of("cuCtxSynchronize"), Step::Other);
     }
 

@@ -8,16 +8,24 @@ use serde::Serialize;
 /// dropped from the panel (the `--trace` file still gets every call).
 pub const MAX_CALLS_PER_FRAME: usize = 4096;
 
-/// The step of the resource-mapping workflow a driver call belongs to.
+/// The step of the resource-mapping workflow a driver call belongs to (buffers and images: the
+/// image workflow's arrays and objects have steps of their own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
-    /// `cuGraphicsGLRegisterBuffer` (once, before the first frame or after a reset).
+    /// `cuGraphicsGLRegisterBuffer` (once, before the first frame or after a reset) and
+    /// `cuGraphicsGLRegisterImage` (the density view's textures: once, and after a resize).
     Register,
     /// `cuGraphicsResourceSetMapFlags` and `cuGraphicsMapResources`.
     Map,
     /// `cuGraphicsResourceGetMappedPointer`.
     GetPointer,
+    /// `cuGraphicsSubResourceGetMappedArray` (an image's CUDA array) and `cuArrayGetDescriptor`.
+    GetArray,
+    /// `cuSurfObjectCreate`, `cuTexObjectCreate`: the objects kernels reach an array through.
+    MakeObjects,
+    /// `cuSurfObjectDestroy`, `cuTexObjectDestroy` (before the unmap).
+    DestroyObjects,
     /// `cuLaunchKernel`.
     Launch,
     /// `cuGraphicsUnmapResources`.
@@ -36,9 +44,12 @@ impl Step {
     /// The step of the driver function `name`.
     pub fn of(name: &str) -> Step {
         match name {
-            "cuGraphicsGLRegisterBuffer" => Step::Register,
+            "cuGraphicsGLRegisterBuffer" | "cuGraphicsGLRegisterImage" => Step::Register,
             "cuGraphicsResourceSetMapFlags" | "cuGraphicsMapResources" => Step::Map,
             "cuGraphicsResourceGetMappedPointer" => Step::GetPointer,
+            "cuGraphicsSubResourceGetMappedArray" | "cuArrayGetDescriptor" => Step::GetArray,
+            "cuSurfObjectCreate" | "cuTexObjectCreate" => Step::MakeObjects,
+            "cuSurfObjectDestroy" | "cuTexObjectDestroy" => Step::DestroyObjects,
             "cuLaunchKernel" => Step::Launch,
             "cuGraphicsUnmapResources" => Step::Unmap,
             "cuGraphicsUnregisterResource" => Step::Unregister,
@@ -53,6 +64,9 @@ impl Step {
             Step::Register => "register",
             Step::Map => "map",
             Step::GetPointer => "get pointer",
+            Step::GetArray => "get array",
+            Step::MakeObjects => "make objects",
+            Step::DestroyObjects => "destroy objects",
             Step::Launch => "launch",
             Step::Unmap => "unmap",
             Step::Draw => "draw (GL)",

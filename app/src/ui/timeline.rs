@@ -16,9 +16,10 @@ const LABEL_W: f32 = 78.0;
 /// The colour of a span: host calls by their workflow step, GPU spans by what ran.
 pub fn color(s: &Span) -> Color32 {
     let by_name = |n: &str| match n {
-        "map" => Some(Color32::from_rgb(240, 150, 60)),
+        "map" | "density: map images" => Some(Color32::from_rgb(240, 150, 60)),
         "kernel" => Some(Color32::from_rgb(90, 200, 110)),
-        "unmap" => Some(Color32::from_rgb(190, 110, 230)),
+        "unmap" | "density: unmap images" => Some(Color32::from_rgb(190, 110, 230)),
+        "density: splat" | "density: store" | "density: tone map" => Some(Color32::from_rgb(60, 170, 150)),
         "draw" => Some(Color32::from_rgb(80, 160, 255)),
         "copy + upload" => Some(Color32::from_rgb(230, 210, 90)),
         _ => None,
@@ -26,7 +27,8 @@ pub fn color(s: &Span) -> Color32 {
     match s.track {
         Track::Host => match Step::of(&s.name) {
             Step::Map => Color32::from_rgb(240, 150, 60),
-            Step::GetPointer => Color32::from_rgb(240, 200, 120),
+            Step::GetPointer | Step::GetArray => Color32::from_rgb(240, 200, 120),
+            Step::MakeObjects | Step::DestroyObjects => Color32::from_rgb(120, 210, 210),
             Step::Launch => Color32::from_rgb(90, 200, 110),
             Step::Unmap => Color32::from_rgb(190, 110, 230),
             Step::Register | Step::Unregister => Color32::from_rgb(230, 90, 90),

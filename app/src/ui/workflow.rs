@@ -1,7 +1,8 @@
 //! The overlay's "Workflow" panel, teaching the resource-mapping workflow: the last frame's
 //! driver calls grouped by step with their CUDA-event and GL times, step mode (its state machine
-//! is [`crate::backend::step`]) and the mistake lab ([`crate::teach::lab`]). egui only: the panel
-//! returns [`Action`]s and never touches GL or CUDA.
+//! is [`crate::backend::step`]; in the density view the images, their arrays and objects too)
+//! and the mistake lab ([`crate::teach::lab`]). egui only: the panel returns [`Action`]s and
+//! never touches GL or CUDA.
 
 use egui::{Color32, RichText};
 
@@ -65,6 +66,9 @@ impl WorkflowPanel {
     /// The panel's contents (shown while it is open).
     pub fn body(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
         ui.label(RichText::new("register -> map -> get pointer -> launch -> unmap -> draw -> unregister").small());
+        if view.step.is_some_and(|s| !s.images.is_empty()) {
+            ui.label(RichText::new("images: register -> map -> get array -> objects -> launch -> destroy objects -> unmap -> draw").small());
+        }
         egui::Grid::new("workflow_times").num_columns(2).show(ui, |ui| {
             // The rows this backend measures, named as in the timings above.
             for row in super::rows::timing_rows(view.mode, stats.draw_clock) {
@@ -94,7 +98,7 @@ impl WorkflowPanel {
             if ui.checkbox(&mut self.step_mode, "step mode").changed() {
                 actions.push(Action::SetStepMode(self.step_mode));
             }
-            let next = view.step.map(|s| s.state.next_step());
+            let next = view.step.map(|s| s.next);
             if ui.add_enabled(next.is_some(), egui::Button::new("next step")).clicked() {
                 actions.push(Action::NextStep);
             }
@@ -131,6 +135,7 @@ impl WorkflowPanel {
         if let Some(p) = s.pointers {
             ui.label(RichText::new(format!("device pointers: {:#x}, {:#x} (valid until the unmap)", p[0], p[1])).small());
         }
+        images_ui(ui, s);
         if let Some(l) = &s.last {
             ui.label(RichText::new(super::bundled_glyphs(l)).small());
         }
@@ -182,6 +187,37 @@ pub fn timeline_window(ctx: &egui::Context, view: &WorkflowView<'_>, width: f32)
         .show(ctx, |ui| super::timeline::ui(ui, view.spans, &title));
 }
 
+/// The density view's images in step mode: who may touch each, its array, and the objects.
+fn images_ui(ui: &mut egui::Ui, s: &StepView) {
+    if s.images.is_empty() {
+        return;
+    }
+    egui::Grid::new(("workflow_images", format!("{:?}", s.state))).striped(true).show(ui, |ui| {
+        for h in ["image", "GL texture", "mapped", "may touch", "CUDA array"] {
+            ui.label(RichText::new(h).strong());
+        }
+        ui.end_row();
+        for i in &s.images {
+            ui.label(i.name);
+            ui.label(i.gl_texture.to_string());
+            ui.label(if i.mapped { "mapped" } else { "unmapped" });
+            let (t, c) = match i.side {
+                Side::Cuda => ("CUDA", Color32::from_rgb(120, 220, 120)),
+                Side::Gl => ("GL", Color32::from_rgb(90, 170, 255)),
+            };
+            ui.label(RichText::new(t).color(c).strong());
+            ui.label(i.array.map_or_else(|| "—".to_string(), |a| format!("{a:#x}")));
+            ui.end_row();
+        }
+    });
+    for o in &s.objects {
+        ui.label(RichText::new(o).small());
+    }
+    if s.state.images_mapped() {
+        ui.label(RichText::new("CUDA owns the images: GL draws the copy taken before their map").small());
+    }
+}
+
 fn calls_ui(ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats) {
     if !view.tracing {
         ui.label(RichText::new("(tracing starts next frame)").small());
@@ -193,11 +229,15 @@ fn calls_ui(ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats) {
     // calls, whose columns are sized before they are drawn; a frame of the same calls keeps it.
     let shown: Vec<(&str, &str, &str)> = view.calls.iter().map(|c| (c.name.as_str(), c.export.as_str(), c.result.as_str())).collect();
     egui::Grid::new(("workflow_calls", shown)).striped(true).num_columns(5).show(ui, |ui| {
+        // The step's CUDA-event times belong to the first map, launch and unmap of the frame
+        // (the buffers'); later ones (the density view's images) have their own spans.
+        let mut timed = std::collections::HashSet::new();
         for g in group(view.calls) {
+            let first = timed.insert(g.step);
             let time = match g.step {
-                Step::Map => stats.sim.map_ms,
-                Step::Launch => stats.sim.kernel_ms,
-                Step::Unmap => stats.sim.unmap_ms,
+                Step::Map if first => stats.sim.map_ms,
+                Step::Launch if first => stats.sim.kernel_ms,
+                Step::Unmap if first => stats.sim.unmap_ms,
                 Step::Draw => g.calls.iter().find_map(|c| c.gpu_ms),
                 _ => None,
             };
@@ -280,6 +320,9 @@ mod tests {
         let calls = [call("cuGraphicsMapResources", Step::Map), call("cuLaunchKernel", Step::Launch)];
         let step = StepView {
             state: StepState::Pointers,
+            next: crate::backend::step::FrameStep::Launch,
+            images: vec![crate::backend::step::ImageView { name: "shown (RGBA8)", gl_texture: 5, mapped: false, side: Side::Gl, array: None }],
+            objects: vec!["surface object 0x1 over the shown image array".into()],
             buffers: vec![BufferView { index: 0, gl_buffer: 3, registered: true, mapped: true, side: Side::Cuda, role: "front".into() }],
             display_front: None,
             pointers: Some([0x1000, 0x2000]),

@@ -1,6 +1,7 @@
 //! The CUDA backend's density view: the shown positions handed to [`DensityView::run`] for each
 //! storage — `map` maps the shown VBO (read-only map flag) for the pass, `copy` and `external`
-//! pass their CUDA buffers — then the image drawn.
+//! pass their CUDA buffers — then the image drawn. In step mode the pass is taken one step at a
+//! time instead (`image_steps`); a frame then only draws.
 
 use anyhow::Context as _;
 use interop::map_resources;
@@ -16,6 +17,9 @@ use crate::gfx::target::RenderTarget;
 impl CudaBackend {
     /// See [`crate::backend::CudaSide::draw_density`].
     pub(super) fn density_frame(&mut self, gl: Gl<'_>, target: &RenderTarget, view_proj: glam::Mat4, path: DensityPath) -> anyhow::Result<()> {
+        if self.stepwise.is_some() {
+            return self.density_step_draw(gl, target, view_proj, path);
+        }
         self.leave_mapped_step()?;
         let size = target.size();
         match &mut self.density {
@@ -27,8 +31,7 @@ impl CudaBackend {
             }
         }
         let view = self.density.as_mut().context("density view missing")?;
-        // The mass per pixel if all of it were spread evenly maps to 1 (before the log scale).
-        let gain = (f64::from(size[0]) * f64::from(size[1]) / self.total_mass.max(f64::MIN_POSITIVE)) as f32;
+        let gain = density_gain(size, self.total_mass);
         let (n, front, stream) = (self.n, self.gpu.gl_front(), &self.stream);
         match self.storage.as_mut().context("backend storage missing")? {
             Storage::Map { resources } => {
@@ -48,8 +51,12 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Unregisters and deletes the density view, if any (after the stream's work on it).
+    /// Unregisters and deletes the density view, if any (after the stream's work on it); a
+    /// step-mode image pass in progress is ended first.
     pub(super) fn release_density(&mut self, gl: Gl<'_>) {
+        if let Err(e) = self.leave_image_steps() {
+            tracing::warn!("ending step mode's image pass before releasing the density view: {e:#}");
+        }
         if let Some(mut v) = self.density.take() {
             if let Err(e) = self.stream.synchronize() {
                 tracing::warn!("cuStreamSynchronize before releasing the density view: {e:#}");
@@ -57,4 +64,10 @@ impl CudaBackend {
             v.release(gl);
         }
     }
+}
+
+/// The tone map's gain for a `size` image of bodies of `total_mass`: the mass per pixel if all of
+/// it were spread evenly maps to 1 (before the log scale).
+pub(super) fn density_gain(size: [u32; 2], total_mass: f64) -> f32 {
+    (f64::from(size[0]) * f64::from(size[1]) / total_mass.max(f64::MIN_POSITIVE)) as f32
 }

@@ -36,6 +36,7 @@ mod density;
 pub mod external;
 mod external_sync;
 mod frame;
+mod image_steps;
 mod sim_backend;
 mod stepwise;
 

@@ -13,7 +13,7 @@ use crate::cuda::gpu_stepper::StepProgress;
 use crate::cuda::launch_rule::validate_block_size;
 use crate::cuda::stepper::Stepper;
 use crate::cuda::session::entry_rows;
-use crate::cuda::density::DensityView;
+use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::settings::{DensityPath, InteropMode, Precision};
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
@@ -167,7 +167,18 @@ impl CudaSide for CudaBackend {
     }
 
     fn drop_density(&mut self, gl: Gl<'_>) {
+        if let Some(sw) = self.stepwise.as_mut() {
+            sw.density = None;
+        }
         self.release_density(gl);
+    }
+
+    fn take_density_spans(&mut self) -> Option<StreamSpans> {
+        let v = self.density.as_mut()?;
+        v.take_spans(&self.clock).unwrap_or_else(|e| {
+            tracing::warn!("the density view's spans for the timeline: {e:#}");
+            None
+        })
     }
 
     fn settings(&self) -> Option<InteropSettings> {
@@ -302,8 +313,8 @@ impl CudaSide for CudaBackend {
         self.set_stepwise(on)
     }
 
-    fn next_step(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<crate::backend::step::FrameStep> {
-        self.step_once(steps)
+    fn next_step(&mut self, gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<crate::backend::step::FrameStep> {
+        self.step_once(gl, steps)
     }
 
     fn step_view(&self) -> Option<crate::backend::step::StepView> {

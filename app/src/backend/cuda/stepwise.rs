@@ -1,15 +1,18 @@
 //! Step mode's CUDA side: one frame of `--interop map` taken one step at a time, the mapping held
-//! between the steps ([`StepwiseFrame`]). The states are [`crate::backend::step`]'s.
+//! between the steps ([`StepwiseFrame`]); in the density view the image workflow's steps follow
+//! (`image_steps`). The states are [`crate::backend::step`]'s.
 
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
 use interop::OwnedMapping;
 
+use super::image_steps::DensityTarget;
 use super::{CudaBackend, Storage};
-use crate::backend::step::{BufferView, FrameStep, StepState, StepView};
+use crate::backend::step::{BufferView, FrameStep, ImageView, Side, StepState, StepView};
 use crate::cuda::kernels::BODY_BYTES;
 use crate::cuda::stepper::Stepper;
+use crate::gfx::gl::Gl;
 
 /// Why step mode does not run with `--precision f64`.
 pub const STEP_MODE_F64: &str = "step mode walks the fp32 workflow (map → pointers → one step kernel in the mapped buffers → \
@@ -28,18 +31,21 @@ pub const STEP_MODE_SPLIT: &str = "step mode walks one step kernel in the mapped
 /// `Launched`) — it holds the backend's registered resources then — and `ptrs` exactly in
 /// `Pointers` and `Launched`.
 pub struct StepwiseFrame {
-    state: StepState,
+    pub(super) state: StepState,
     mapping: Option<OwnedMapping>,
     ptrs: Option<[interop::sys::CUdeviceptr; 2]>,
     /// The buffer GL draws (the newest positions already drawn).
-    shown: usize,
+    pub(super) shown: usize,
     /// The buffer the kernel reads this frame (the front at the map).
     read: usize,
     /// What the last step did.
-    last: Option<String>,
+    pub(super) last: Option<String>,
     /// Steps per frame the map flags were set for at the map step: the launch step uses the
     /// same count, so a flag set by role (READ_ONLY on the buffer the kernel only reads) holds.
     steps: u32,
+    /// The density view's target as the last frame drew it (`None`: the points view, so the
+    /// frame ends with the buffer's draw).
+    pub(super) density: Option<DensityTarget>,
 }
 
 impl std::fmt::Debug for StepwiseFrame {
@@ -51,7 +57,7 @@ impl std::fmt::Debug for StepwiseFrame {
 impl StepwiseFrame {
     /// A frame that starts unmapped, GL drawing buffer `front`.
     fn new(front: usize) -> StepwiseFrame {
-        StepwiseFrame { state: StepState::Unmapped, mapping: None, ptrs: None, shown: front, read: front, last: None, steps: 1 }
+        StepwiseFrame { state: StepState::Unmapped, mapping: None, ptrs: None, shown: front, read: front, last: None, steps: 1, density: None }
     }
 }
 
@@ -91,10 +97,12 @@ impl CudaBackend {
     }
 
     /// Unmaps a step-mode frame that is mapped and puts the resources back into the storage
-    /// (before anything else maps, reads back or re-registers the buffers). A frame whose kernel
-    /// ran goes on to `AwaitDraw`, others back to `Unmapped`.
+    /// (before anything else maps, reads back or re-registers the buffers); an image pass in
+    /// progress is ended too. A frame whose kernel ran goes on to `AwaitDraw`, others back to
+    /// `Unmapped` ([`StepState::left`]).
     pub(super) fn leave_mapped_step(&mut self) -> anyhow::Result<()> {
-        let Some(sw) = self.stepwise.as_mut() else { return Ok(()) };
+        let images = self.leave_image_steps();
+        let Some(sw) = self.stepwise.as_mut() else { return images };
         sw.ptrs = None;
         let r = match sw.mapping.take() {
             Some(m) => {
@@ -107,21 +115,42 @@ impl CudaBackend {
             None => Ok(()),
         };
         if sw.state.mapped() {
-            sw.state = if sw.state == StepState::Launched { StepState::AwaitDraw } else { StepState::Unmapped };
+            sw.state = sw.state.left();
             sw.last = Some("unmapped early (the buffers were needed elsewhere)".into());
         }
-        r.context("cuGraphicsUnmapResources (leaving the step-mode frame)")
+        r.context("cuGraphicsUnmapResources (leaving the step-mode frame)")?;
+        images
     }
 
-    /// Takes the next step of the step-mode frame.
-    pub(super) fn step_once(&mut self, steps: u32) -> anyhow::Result<FrameStep> {
+    /// Takes the next step of the step-mode frame: a step of the buffer workflow, or in the
+    /// density view one of the image workflow ([`CudaBackend::image_step`]).
+    pub(super) fn step_once(&mut self, gl: Gl<'_>, steps: u32) -> anyhow::Result<FrameStep> {
+        let images = self.step_images();
+        let step = self.stepwise.as_ref().context("not in step mode")?.state.next_step(images);
+        let t0 = Instant::now();
+        let r = if step.is_image_step() { self.image_step(gl, step) } else { self.buffer_step(step, steps) };
+        let host_us = t0.elapsed().as_secs_f64() * 1e6;
+        let sw = self.stepwise.as_mut().context("not in step mode")?;
+        match r {
+            Ok(msg) => {
+                sw.state = sw.state.after(step);
+                sw.last = Some(format!("{}: {msg} ({host_us:.0} µs host)", step.label()));
+                Ok(step)
+            }
+            Err(e) => {
+                sw.last = Some(format!("{} failed: {e:#}", step.label()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes buffer step `step` (`steps` leapfrog steps at the launch); returns what it did.
+    fn buffer_step(&mut self, step: FrameStep, steps: u32) -> anyhow::Result<String> {
         let bytes = self.n * BODY_BYTES;
         let sw = self.stepwise.as_mut().context("not in step mode")?;
         let Some(Storage::Map { resources }) = self.storage.as_mut() else { bail!("step mode needs --interop map") };
-        let step = sw.state.next_step();
-        let t0 = Instant::now();
         let Stepper::F32(gpu) = &mut self.gpu else { bail!("{STEP_MODE_F64}") };
-        let r: anyhow::Result<String> = (|| match step {
+        match step {
             FrameStep::Map => {
                 CudaBackend::set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;
                 // The mapping takes the resources (and a share of the stream) until the unmap step
@@ -169,18 +198,7 @@ impl CudaBackend {
                 sw.shown = gpu.front;
                 Ok(format!("GL draws buffer {}", gpu.front))
             }
-        })();
-        let host_us = t0.elapsed().as_secs_f64() * 1e6;
-        match r {
-            Ok(msg) => {
-                sw.state = sw.state.after();
-                sw.last = Some(format!("{}: {msg} ({host_us:.0} µs host)", step.label()));
-                Ok(step)
-            }
-            Err(e) => {
-                sw.last = Some(format!("{} failed: {e:#}", step.label()));
-                Err(e)
-            }
+            _ => bail!("{step:?} is a step of the image workflow"),
         }
     }
 
@@ -211,6 +229,26 @@ impl CudaBackend {
                 },
             })
             .collect();
-        Some(StepView { state: sw.state, buffers, display_front: (!mapped).then_some(sw.shown), pointers: sw.ptrs, last: sw.last.clone() })
+        let (images, objects) = self.density.as_ref().filter(|_| sw.density.is_some()).map(|v| v.step_images()).unwrap_or_default();
+        let images = images
+            .into_iter()
+            .map(|i| ImageView {
+                name: i.name,
+                gl_texture: i.gl_texture,
+                mapped: i.mapped,
+                side: if i.mapped { Side::Cuda } else { Side::Gl },
+                array: i.array,
+            })
+            .collect();
+        Some(StepView {
+            state: sw.state,
+            next: sw.state.next_step(self.step_images()),
+            buffers,
+            display_front: (!mapped).then_some(sw.shown),
+            pointers: sw.ptrs,
+            last: sw.last.clone(),
+            images,
+            objects,
+        })
     }
 }

@@ -9,8 +9,9 @@ use anyhow::{anyhow, Context as _};
 use super::Scene;
 use crate::backend::{PositionVbos, SimTimings};
 use crate::gfx::gl::Gl;
-use crate::demo::frame::GlTrack;
+use crate::demo::frame::{trace_density, GlTrack};
 use crate::trace::{Recorder, Span};
+use crate::backend::step::FrameStep;
 use crate::backend::SimBackend;
 
 impl Scene {
@@ -96,11 +97,14 @@ impl Scene {
     /// those of the workflow frame so far, which starts again at its map.
     pub(super) fn collect_timeline(&mut self, spans: Vec<Span>) {
         let stepping = self.overlay.workflow.step_mode;
-        if stepping && !std::mem::take(&mut self.stepped) {
+        let stepped = self.stepped.take();
+        if stepping && stepped.is_none() {
             // Waiting for "next step": the frame only redrew; the timeline keeps the steps so far.
             return;
         }
-        let restart = !stepping || spans.iter().any(|s| s.name == "cuGraphicsMapResources");
+        // The frame's map starts it again (not the density view's map of its images, which
+        // follows the buffers' steps in the same frame).
+        let restart = !stepping || stepped == Some(FrameStep::Map);
         if restart {
             self.timeline_spans.clear();
         }
@@ -128,9 +132,15 @@ impl Scene {
         }
     }
 
-    /// Adds the GL draw (with the renderer's timer-query time) to the trace, and the draws whose
-    /// GL timestamps came back to the GL track.
+    /// Adds the GL draw (with the renderer's timer-query time) to the trace, the draws whose
+    /// GL timestamps came back to the GL track, and the density view's CUDA work to the CUDA
+    /// stream's track.
     pub(super) fn trace_draw(&mut self, t0: Instant, shown: Option<usize>) {
+        if let (Some(r), Some(c)) = (&self.recorder, self.backend.as_deref_mut().and_then(SimBackend::cuda_mut)) {
+            if let Some(spans) = c.take_density_spans() {
+                trace_density(r, &spans);
+            }
+        }
         if let (Some(r), Some(i)) = (&self.recorder, shown) {
             let buffer = self.renderer.vbos().buffers[i.min(1)].0.get();
             r.gl_draw(self.renderer.draw_ms(), t0.elapsed().as_secs_f64() * 1e6, buffer);
@@ -174,7 +184,7 @@ impl Scene {
         let per_frame = self.overlay.controls.steps_per_frame.max(1);
         let auto = self.args.headless && self.args.step_mode;
         let next = std::mem::take(&mut self.step_next) || auto;
-        self.stepped = next;
+        self.stepped = None;
         let step_view = |b: &dyn SimBackend| b.cuda().and_then(|c| c.step_view());
         if self.overlay.workflow.step_mode && step_view(self.backend()?.as_ref()).is_none() {
             // The backend was re-made (new settings): step mode again, if it still can.
@@ -186,7 +196,8 @@ impl Scene {
         }
         let mut t = SimTimings::default();
         if next {
-            if step_view(backend.as_ref()).is_some_and(|v| v.state.next_step() == crate::backend::step::FrameStep::Map) {
+            let want = step_view(backend.as_ref()).map(|v| v.next);
+            if want == Some(FrameStep::Map) {
                 // GL's last look at the buffers before CUDA takes them: keep a copy to show.
                 let front = backend.front();
                 if let Err(e) = self.renderer.take_snapshot(gl, front) {
@@ -196,6 +207,7 @@ impl Scene {
             let cuda = self.backend()?.cuda_mut().context("step mode without a CUDA backend")?;
             let t0 = Instant::now();
             let r = cuda.next_step(gl, vbos, per_frame);
+            self.stepped = want;
             t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
             match r {
                 Ok(step) => tracing::debug!(?step, frame = self.frame, "step mode"),

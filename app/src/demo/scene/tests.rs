@@ -312,20 +312,24 @@ fn the_timeline_shows_the_last_frame_and_grows_in_step_mode() {
     assert!(has(Track::Host, "glDrawArrays"), "the draw call on the host row: {:?}", s.timeline_spans);
     assert!(has(Track::Gl, "draw"), "the draw on the GL row (GL_TIMESTAMP): {:?}", s.timeline_spans);
     // Step mode: the spans add up one step at a time (frames without a step add nothing) and
-    // start again at the next map.
+    // start again at the next map of the buffers — not at the density view's map of its images.
+    use crate::backend::step::FrameStep;
     let span = |name: &str| Span { track: Track::Host, name: name.into(), start_us: 0.0, dur_us: 1.0, detail: String::new() };
     s.overlay.workflow.step_mode = true;
     s.timeline_spans.clear();
     for (name, stepped, len) in [
-        ("cuGraphicsMapResources", true, 1),
-        ("glDrawArrays", false, 1),
-        ("cuGraphicsResourceGetMappedPointer", true, 2),
-        ("cuLaunchKernel", true, 3),
-        ("cuGraphicsMapResources", true, 1),
+        ("cuGraphicsMapResources", Some(FrameStep::Map), 1),
+        ("glDrawArrays", None, 1),
+        ("cuGraphicsResourceGetMappedPointer", Some(FrameStep::GetPointers), 2),
+        ("cuLaunchKernel", Some(FrameStep::Launch), 3),
+        ("cuGraphicsUnmapResources", Some(FrameStep::Unmap), 4),
+        ("cuGraphicsMapResources", Some(FrameStep::MapImages), 5),
+        ("cuSurfObjectCreate", Some(FrameStep::MakeObjects), 6),
+        ("cuGraphicsMapResources", Some(FrameStep::Map), 1),
     ] {
         s.stepped = stepped;
         s.collect_timeline(vec![span(name)]);
-        assert_eq!(s.timeline_spans.len(), len, "after {name} (stepped: {stepped})");
+        assert_eq!(s.timeline_spans.len(), len, "after {name} (stepped: {stepped:?})");
     }
     s.overlay.workflow.step_mode = false;
     drop(s);
