@@ -877,8 +877,9 @@ __device__ __forceinline__ float3 density_colour(float t) {
 
 // nbody_density_tonemap: one pixel per thread, grid = ceil(width * height / B). Reads the R32F image
 // through a texture object (bilinear filtering, unnormalised coordinates, clamped): nine taps
-// 1.5 texels apart, weighted 1-2-1 in x and y, each tap itself the mean of a 2 x 2 block, so a
-// 4 x 4-texel smoothing. The smoothed mass times gain maps to t = log2(1 + v) / 12 (twelve
+// 1.5 texels apart, weighted 1-2-1 in x and y; the centre tap (at a texel centre) reads one texel
+// and each other tap (on a texel boundary) the mean of two, so a 5 x 5-texel smoothing with
+// weights 1/8, 1/8, 1/2, 1/8, 1/8 per axis. The smoothed mass times gain maps to t = log2(1 + v) / 12 (twelve
 // octaves of density), coloured by density_colour and written as RGBA8 through the surface
 // object (x in bytes: 4 per texel).
 extern "C" __global__ void __launch_bounds__(1024)

@@ -30,6 +30,7 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::graphics::{GraphicsResource, MappedArray, OwnedMapping};
+use crate::memory::{DeviceCopy, DevicePtr};
 use crate::stream::Stream;
 use crate::sys::{memory_type, resource_type, texture, CUarray, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
 use crate::Api;
@@ -49,6 +50,11 @@ pub struct SurfaceObject<'m> {
     /// The array's width and height in texels, and its texel size in bytes (`None`: a format
     /// [`MappedArray::texel_bytes`] does not know).
     extent: ((usize, usize), Option<usize>),
+    /// Destroyed on drop (false: a loan of a [`HeldImages`] object, which destroys it itself).
+    owned: bool,
+    /// The stream of the mapping the array belongs to: launches using the object go there, so
+    /// that the unmap is ordered after them.
+    stream: crate::sys::CUstream,
     api: &'m Api,
     _array: PhantomData<&'m MappedArray<'m>>,
 }
@@ -68,7 +74,7 @@ impl<'m> SurfaceObject<'m> {
         let mut handle: CUsurfObject = 0;
         // SAFETY: `desc` describes the live mapped array (it lives while 'm does); writes one handle.
         unsafe { array.api().cuSurfObjectCreate(&mut handle, &desc) }?;
-        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), api: array.api(), _array: PhantomData })
+        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), owned: true, stream: array.stream(), api: array.api(), _array: PhantomData })
     }
 
     /// The handle a kernel takes (`cudaSurfaceObject_t`, 64 bits).
@@ -81,10 +87,18 @@ impl<'m> SurfaceObject<'m> {
     pub fn extent(&self) -> ((usize, usize), Option<usize>) {
         self.extent
     }
+
+    /// The mapping's stream (raw handle): launches that use the object belong there.
+    pub fn stream(&self) -> crate::sys::CUstream {
+        self.stream
+    }
 }
 
 impl Drop for SurfaceObject<'_> {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: made by `new`, destroyed once; the array it reads is still mapped ('m).
         drop(unsafe { self.api.cuSurfObjectDestroy(self.handle) });
     }
@@ -108,6 +122,11 @@ pub struct TextureObject<'m> {
     /// The array's width and height in texels, and its texel size in bytes (`None`: a format
     /// [`MappedArray::texel_bytes`] does not know).
     extent: ((usize, usize), Option<usize>),
+    /// Destroyed on drop (false: a loan of a [`HeldImages`] object, which destroys it itself).
+    owned: bool,
+    /// The stream of the mapping the array belongs to: launches using the object go there, so
+    /// that the unmap is ordered after them.
+    stream: crate::sys::CUstream,
     api: &'m Api,
     _array: PhantomData<&'m MappedArray<'m>>,
 }
@@ -133,7 +152,7 @@ impl<'m> TextureObject<'m> {
         // SAFETY: both descriptions are complete and live for the call, the array is mapped
         // ('m), the view pointer is null (allowed: no view); writes one handle.
         unsafe { array.api().cuTexObjectCreate(&mut handle, &res, &tex, std::ptr::null()) }?;
-        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), api: array.api(), _array: PhantomData })
+        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), owned: true, stream: array.stream(), api: array.api(), _array: PhantomData })
     }
 
     /// The handle a kernel takes (`cudaTextureObject_t`, 64 bits).
@@ -146,10 +165,18 @@ impl<'m> TextureObject<'m> {
     pub fn extent(&self) -> ((usize, usize), Option<usize>) {
         self.extent
     }
+
+    /// The mapping's stream (raw handle): launches that use the object belong there.
+    pub fn stream(&self) -> crate::sys::CUstream {
+        self.stream
+    }
 }
 
 impl Drop for TextureObject<'_> {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: made by `new`, destroyed once; the array it reads is still mapped ('m).
         drop(unsafe { self.api.cuTexObjectDestroy(self.handle) });
     }
@@ -199,6 +226,25 @@ pub unsafe fn copy_device_to_array(src: CUdeviceptr, pitch: usize, array: &Mappe
     // the caller's contract; `copy` lives for the call; the stream is the mapping's, alive while
     // the mapping ('_) is.
     unsafe { array.api().cuMemcpy2DAsync(&copy, array.stream()) }
+}
+
+/// [`copy_device_to_array`] from a device view: `height` rows of `pitch` bytes at the start of
+/// `src`, each with `width` texels, into `array` at (0, 0), on the mapping's stream. Safe because
+/// the view's length is checked to cover the region; as for kernel launches, the view's owner
+/// keeps the memory until the stream has run the copy (a synchronisation before it frees it).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `src` is shorter than the region; as [`copy_device_to_array`].
+#[doc(alias = "cuMemcpy2DAsync")]
+pub fn copy_view_to_array<T: DeviceCopy>(src: DevicePtr<'_, T>, pitch: usize, array: &MappedArray<'_>, width: usize, height: usize) -> Result<()> {
+    let texel = texel_bytes(array)?;
+    let needed = pitch.saturating_mul(height.saturating_sub(1)).saturating_add(width.saturating_mul(texel));
+    if height > 0 && src.bytes() < needed {
+        return Err(Error::InvalidArgument(format!("{} bytes of source for {height} rows of pitch {pitch} ({width} texels of {texel} bytes)", src.bytes())));
+    }
+    // SAFETY: `src` holds at least the region's bytes (checked above) on the array's device (a
+    // view of this context's memory); its owner keeps it until the stream has run the copy.
+    unsafe { copy_device_to_array(src.addr(), pitch, array, width, height) }
 }
 
 /// The texel size of `array`, or an error for a format [`MappedArray::texel_bytes`] does not know.
@@ -353,15 +399,15 @@ impl HeldImages {
         Ok(self.mapping()?.stream().context().api())
     }
 
-    /// Held object `index` as a surface object, lent for as long as `self` is borrowed (it is
-    /// not destroyed when the loan ends).
+    /// Held object `index` as a surface object, lent for as long as `self` is borrowed: the loan
+    /// does not own the object, so dropping it destroys nothing ([`HeldImages`] does).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when there is no such object or it is a texture object.
-    pub fn surface(&self, index: usize) -> Result<std::mem::ManuallyDrop<SurfaceObject<'_>>> {
+    pub fn surface(&self, index: usize) -> Result<SurfaceObject<'_>> {
         match self.objects.get(index) {
             Some(o) if o.kind == HeldKind::Surface => {
-                Ok(std::mem::ManuallyDrop::new(SurfaceObject { handle: o.handle, extent: o.extent, api: self.api()?, _array: PhantomData }))
+                Ok(SurfaceObject { handle: o.handle, extent: o.extent, owned: false, stream: self.mapping()?.stream().raw(), api: self.api()?, _array: PhantomData })
             }
             _ => Err(Error::InvalidArgument(format!("held object {index} is not a surface object"))),
         }
@@ -371,10 +417,10 @@ impl HeldImages {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when there is no such object or it is a surface object.
-    pub fn texture(&self, index: usize) -> Result<std::mem::ManuallyDrop<TextureObject<'_>>> {
+    pub fn texture(&self, index: usize) -> Result<TextureObject<'_>> {
         match self.objects.get(index) {
             Some(o) if matches!(o.kind, HeldKind::Texture(_)) => {
-                Ok(std::mem::ManuallyDrop::new(TextureObject { handle: o.handle, extent: o.extent, api: self.api()?, _array: PhantomData }))
+                Ok(TextureObject { handle: o.handle, extent: o.extent, owned: false, stream: self.mapping()?.stream().raw(), api: self.api()?, _array: PhantomData })
             }
             _ => Err(Error::InvalidArgument(format!("held object {index} is not a texture object"))),
         }

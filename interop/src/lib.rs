@@ -10,7 +10,9 @@
 //!    default-stream semantics, keeping a report row per function. Each function is a method of
 //!    [`Api`] returning `Result`.
 //! 3. RAII types: [`Device`], [`Context`], [`Module`]/[`Function`], [`Stream`], [`Event`],
-//!    [`DeviceBuffer`], [`PinnedBuffer`], [`GraphicsResource`] and the [`Mapping`] guard.
+//!    [`DeviceBuffer`], [`PinnedBuffer`], [`GraphicsResource`] and the [`Mapping`] guard; the
+//!    image workflow's [`SurfaceObject`], [`TextureObject`] and [`image::HeldImages`]; and
+//!    [`ExternalSemaphore`] (a semaphore another API exported, imported for GPU-side ordering).
 //!
 //! 4. [`cupti`]: CUPTI activity records (kernels, copies, memsets, context switches), loaded
 //!    on its own beside the driver and optional ([`Cupti`]).

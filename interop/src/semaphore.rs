@@ -27,7 +27,8 @@ pub struct ExternalSemaphore {
 }
 
 impl ExternalSemaphore {
-    /// Imports a binary semaphore exported as an opaque POSIX fd
+    /// Imports a binary semaphore exported as an opaque POSIX fd into `ctx` (current on this
+    /// thread)
     /// (`CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD`). On success the driver owns the fd ("Ownership
     /// of the file descriptor is transferred to the CUDA driver when the handle is imported
     /// successfully", `cuImportExternalSemaphore`); on failure the `OwnedFd` closes it here.
@@ -39,8 +40,7 @@ impl ExternalSemaphore {
     pub fn import_fd(ctx: &Arc<Context>, fd: OwnedFd) -> Result<Self> {
         use std::os::fd::AsRawFd;
         let mut desc = CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC { handle_type: external_semaphore::HANDLE_TYPE_OPAQUE_FD, ..Default::default() };
-        // The union's first 4 bytes hold the int fd (little-endian and big-endian alike: the
-        // low word of a u64 is not what C sees on big-endian, so write the bytes in place).
+        // The union's first 4 bytes hold the int fd (written as bytes, right on either endianness).
         let mut bytes = [0u8; 8];
         bytes[..4].copy_from_slice(&fd.as_raw_fd().to_ne_bytes());
         desc.handle[0] = u64::from_ne_bytes(bytes);

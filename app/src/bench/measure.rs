@@ -138,9 +138,10 @@ impl Env {
         for m in [BenchMode::External, BenchMode::ExternalSemaphore].into_iter().filter(|m| modes.contains(m)) {
             // More specific than a CUDA reason: checked before CUDA is touched.
             let info = gfx.as_ref().map(Gfx::info);
-            let semaphore = info.and_then(|i| i.semaphore.as_ref().err()).filter(|_| m == BenchMode::ExternalSemaphore);
-            if let Some(why) = info.and_then(|i| i.memory_object.as_ref().err()).or(semaphore) {
-                unavailable.insert(m, why.clone());
+            let semaphore = || shared.as_ref().zip(info).and_then(|((ctx, _), i)| crate::backend::cuda::semaphores_unavailable(ctx, i));
+            let why = info.and_then(|i| i.memory_object.as_ref().err()).cloned();
+            if let Some(why) = why.or_else(|| (m == BenchMode::ExternalSemaphore).then(semaphore).flatten()) {
+                unavailable.insert(m, why);
             }
         }
         let mut compute = None;
@@ -270,11 +271,7 @@ pub(super) fn build(
                 external_sync: mode.external_sync(),
             };
             let backend = CudaBackend::new(&opts, gfx.gl(), gfx.info(), &vbos, bodies, plan.params)?;
-            if interop == InteropMode::External {
-                Runner::External(Box::new(modes::ExternalRunner::new(backend, gfx.current().clone())))
-            } else {
-                Runner::Cuda(Box::new(backend))
-            }
+            Runner::Cuda(Box::new(modes::CudaRunner::new(backend, gfx.current().clone())))
         }
     })
 }
@@ -304,7 +301,7 @@ pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta 
         m.driver_version = Some(driver);
         m.stream = Some(flag_name(args.stream));
         m.ctx_sched = Some(flag_name(args.ctx_sched));
-        if mode.interop() == Some(crate::cuda::settings::InteropMode::Map) {
+        if mode.interop() == Some(InteropMode::Map) {
             m.register_flags = Some(flag_name(args.register_flags));
             m.map_flags = Some(flag_name(args.map_flags));
         }

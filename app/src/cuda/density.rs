@@ -241,10 +241,7 @@ impl DensityView {
         match surface {
             Some(surface) => kernels.store(accum.view(), (w, h), surface, stream).context("nbody_density_store"),
             None => {
-                // SAFETY: `accum` holds h rows of w floats, tightly packed (pitch w · 4 bytes),
-                // allocated in this context and kept until a stream synchronisation (resize,
-                // release); the copy runs on the mapping's stream, `stream`.
-                unsafe { interop::image::copy_device_to_array(accum.ptr(), w * 4, density, w, h) }.context("cuMemcpy2DAsync (sum → density array)")?;
+                interop::image::copy_view_to_array(accum.view(), w * 4, density, w, h).context("cuMemcpy2DAsync (sum → density array)")?;
                 accum.memset_async(0, stream).context("cuMemsetD8Async (the sum)")
             }
         }

@@ -67,14 +67,18 @@ impl SemaphoreFns {
         }
         // SAFETY: module docs; `fd` is a live opaque semaphore fd.
         unsafe { (self.import_semaphore_fd)(sem, HANDLE_TYPE_OPAQUE_FD_EXT, fd.as_raw_fd()) };
-        // SAFETY: module docs; `sem` is the name made above.
-        let ok = gl_error(gl).is_none() && unsafe { (self.is_semaphore)(sem) } != 0;
-        if !ok {
+        if let Some(e) = gl_error(gl) {
+            // Not imported: the fd is still ours and closes with `fd`.
             self.delete(gl, sem);
-            return Err("glImportSemaphoreFdEXT refused the Vulkan semaphore's fd".into());
+            return Err(format!("glImportSemaphoreFdEXT refused the Vulkan semaphore's fd (GL error 0x{e:04X})"));
         }
-        // Imported: GL owns the fd now.
+        // Imported (no GL error): GL owns the fd now, whatever follows.
         let _ = fd.into_raw_fd();
+        // SAFETY: module docs; `sem` is the name made above.
+        if unsafe { (self.is_semaphore)(sem) } == 0 {
+            self.delete(gl, sem);
+            return Err("glImportSemaphoreFdEXT gave no semaphore object".into());
+        }
         Ok(sem)
     }
 

@@ -54,8 +54,6 @@ impl VulkanDevice {
         // SAFETY: a valid create-info (no layers or extensions) whose pointers live for the call.
         let instance = unsafe { entry.create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None) }
             .context("vkCreateInstance (Vulkan 1.1)")?;
-        // An instance that found no usable device is destroyed (no GL work was affected yet:
-        // this runs before any semaphore is imported).
         let made = (|| -> anyhow::Result<(ash::Device, String)> {
             // SAFETY: `instance` is live; the result is a list of handles it owns.
             let devices = unsafe { instance.enumerate_physical_devices() }.context("vkEnumeratePhysicalDevices")?;
@@ -98,12 +96,23 @@ impl VulkanDevice {
                 Ok(VulkanDevice { fd_fns, device, _entry: entry, _instance: instance, uuid, name })
             }
             Err(e) => {
-                // SAFETY: nothing made from the instance is alive (no device was made).
-                unsafe { instance.destroy_instance(None) };
+                // Not destroyed either (no vkDestroyInstance): see [`VulkanDevice`]; the loader
+                // stays loaded under it, for the process (once per failed attempt).
+                let _ = instance;
+                std::mem::forget(entry);
                 Err(e)
             }
         }
     }
+}
+
+/// The name of the Vulkan device on the GPU of `uuid` that can export binary semaphores as opaque
+/// fds (made now if it was not yet, and kept: see [`VulkanDevice`]).
+///
+/// # Errors
+/// As [`ExportableSemaphores::new`].
+pub fn device_for(uuid: [u8; 16]) -> anyhow::Result<String> {
+    Ok(VulkanDevice::for_uuid(uuid)?.name.clone())
 }
 
 /// `count` binary semaphores made exportable as opaque fds on the process's Vulkan device of one

@@ -45,6 +45,15 @@ fn image_grid(width: usize, height: usize) -> Result<(i32, i32, u32)> {
     Ok((width as i32, height as i32, pixels.div_ceil(BLOCK as usize) as u32))
 }
 
+/// Checks that `stream` is the stream of the mapping an object's array belongs to (`what` names
+/// the object): the unmap on that stream is then ordered after the launch.
+fn check_stream(what: &str, object_stream: crate::sys::CUstream, stream: &Stream) -> Result<()> {
+    if object_stream != stream.raw() {
+        return Err(Error::InvalidArgument(format!("{what}: launch on the stream its images were mapped on, so that the unmap follows the kernel")));
+    }
+    Ok(())
+}
+
 /// Checks that a surface or texture object's array is at least `width` × `height` texels of 4
 /// bytes (`what` names it in the error).
 fn check_extent(what: &str, extent: ((usize, usize), Option<usize>), width: usize, height: usize) -> Result<()> {
@@ -124,17 +133,19 @@ impl DensityKernels {
         let (w, h, grid) = image_grid(width, height)?;
         check_len("accum", &accum, width * height)?;
         check_extent("density surface", density.extent(), width, height)?;
+        check_stream("density surface", density.stream(), stream)?;
         let launch = Launch::new(&self.store).grid(grid).block(BLOCK).ptr(accum).i32(w).i32(h).surface(density);
         // SAFETY: the parameter list is STORE_PARAMS (checked at `new` and by `launch`). The
         // kernel reads and zeroes accum[i] and writes texel (i mod width, i / width) of the surface
         // for i < width · height only; accum holds that many floats and the surface's array is at
         // least width × height texels of 4 bytes (both checked), so no surface access is out of
         // bounds (which would trap). The surface object borrows its mapped array, so the mapping
-        // outlives this call; the unmap is ordered after the kernel on the mapping's stream.
+        // outlives this call, and `stream` is the mapping's (checked): the unmap is ordered after
+        // the kernel.
         unsafe { launch.launch(stream) }
     }
 
-    /// The tone map: each pixel of the `width` × `height` image is a 4 × 4-texel smoothing of the
+    /// The tone map: each pixel of the `width` × `height` image is a 5 × 5-texel smoothing of the
     /// R32F array under `density` (read through the texture object, bilinear), times `gain`,
     /// mapped to `log2(1 + v) / 12` and coloured, written as RGBA8 into the array under `image`.
     /// On `stream`, one pixel per thread.
@@ -147,13 +158,15 @@ impl DensityKernels {
         let (w, h, grid) = image_grid(width, height)?;
         check_extent("density texture", density.extent(), width, height)?;
         check_extent("image surface", image.extent(), width, height)?;
+        check_stream("density texture", density.stream(), stream)?;
+        check_stream("image surface", image.stream(), stream)?;
         let launch = Launch::new(&self.tonemap).grid(grid).block(BLOCK).texture(density).i32(w).i32(h).f32(gain).surface(image);
         // SAFETY: the parameter list is TONEMAP_PARAMS (checked at `new` and by `launch`). The
         // kernel reads the texture (clamped addressing: any coordinate is in bounds) and writes
         // texel (i mod width, i / width) of the surface for i < width · height only; the surface's
         // array is at least width × height texels of 4 bytes (checked). Both objects borrow their
-        // mapped arrays, so the mappings outlive this call and unmap after the kernel on the
-        // mapping's stream.
+        // mapped arrays, so the mappings outlive this call, and `stream` is the mappings' (checked):
+        // they unmap after the kernel.
         unsafe { launch.launch(stream) }
     }
 }

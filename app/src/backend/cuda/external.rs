@@ -27,8 +27,12 @@
 //! own VBOs.
 //!
 //! # Synchronisation rules
-//! Without GL_EXT_semaphore nothing orders CUDA's and GL's work on the shared memory, so the
-//! host does, explicitly:
+//! Nothing orders CUDA's and GL's work on the shared memory by itself. With
+//! `--external-sync semaphore` (or `auto` where Vulkan, `GL_EXT_semaphore_fd` and the CUDA import
+//! all work) two Vulkan-made semaphores do it on the GPU ([`super::external_sync`]: the stream
+//! waits for GL's "draw done" before the launches and signals "step done" after them; GL waits
+//! for it in [`crate::backend::SimBackend::before_draw`]). Otherwise, and for the steps that
+//! semaphores do not cover (see that module), the host does, explicitly:
 //! 1. **Kernel before draw.** After the launches of frame k, a CUDA event is recorded on the
 //!    frame's stream and `cuEventSynchronize`d before `simulate` returns; the draw of frame k is
 //!    issued after that, so it reads what the kernel wrote.
@@ -54,8 +58,9 @@
 //! ([`crate::backend::SimBackend::bodies`]) reads the CUDA side with `cuMemcpyDtoH`.
 //!
 //! # Teardown order
-//! GL buffer → GL memory object (GL closes the fd it owns) → CUDA allocation (`cuMemUnmap` →
-//! `cuMemAddressFree` → `cuMemRelease`). The GL deletions need the GL context current, so they
+//! GL semaphores (with GPU-side ordering) → GL buffer → GL memory object (GL closes the fd it
+//! owns) → CUDA allocation (`cuMemUnmap` → `cuMemAddressFree` → `cuMemRelease`) → the CUDA
+//! semaphore imports → the Vulkan semaphores. The GL deletions need the GL context current, so they
 //! happen in [`crate::backend::SimBackend::release_gl`], which the owner calls (with the context current) before
 //! dropping the backend: the demo's `Scene` on teardown, reset and backend switches, the bench's
 //! runner, the tests. Both waits come first (stream synchronised, GL fence waited on), so neither
@@ -149,11 +154,13 @@ pub struct ExternalStorage {
 }
 
 impl ExternalStorage {
-    /// Allocate, fill, export and import the two position buffers for `bodies`.
+    /// Allocate, fill, export and import the two position buffers for `bodies`, and order the two
+    /// APIs as `sync` asks: `(--external-sync, the GL context's semaphore table)`.
     ///
     /// # Errors
     /// [`Unsupported`] (in the chain) when exportable allocations fail or GL refuses the import;
-    /// a failed copy of the initial positions.
+    /// a failed copy of the initial positions; `--external-sync semaphore` where the semaphores
+    /// cannot be made (the message names what is missing; `auto` keeps the host waits then).
     pub fn new(ctx: &Arc<Context>, gl: Gl<'_>, fns: Arc<MemoryObjectFns>, bodies: &Bodies, sync: (ExternalSync, &Result<Arc<SemaphoreFns>, String>)) -> anyhow::Result<Self> {
         let n = bodies.len();
         let bytes = n * BODY_BYTES;
@@ -236,14 +243,14 @@ impl ExternalStorage {
                 Some(s) => s.before_step(gl, stream, &names)?,
                 None => false,
             };
-            if !gpu_side {
-                // Rule 2: GL's last draw (reading both buffers) has finished before a kernel
-                // writes: the fence behind that draw when there is one, else a fence behind all
-                // GL work.
-                t.map_ms = Some(match self.draw_fence.take() {
-                    Some(fence) => wait_fence(gl, fence, Instant::now())?,
-                    None => wait_for_gl(gl)?,
-                });
+            // Rule 2: GL's last draw (reading both buffers) has finished before a kernel writes:
+            // on the GPU ("draw done", waited on by the stream above) unless a later draw has a
+            // fence (a paused frame drew again), or there is neither: then on the host, on the
+            // fence behind the last draw, or on a fence behind all GL work.
+            match (self.draw_fence.take(), gpu_side) {
+                (Some(fence), _) => t.map_ms = Some(wait_fence(gl, fence, Instant::now())?),
+                (None, true) => {}
+                (None, false) => t.map_ms = Some(wait_for_gl(gl)?),
             }
             e0.record(stream).context("cuEventRecord")?;
             // fp64: the launches, then the conversion into the buffer GL did not draw last.
@@ -287,12 +294,9 @@ impl ExternalStorage {
 
     /// Puts what the next step waits on right behind the draw just issued: the "draw done"
     /// semaphore's signal (GPU-side ordering), else a fence.
-    pub fn after_draw(&mut self, gl: Gl<'_>, stream: &Stream) {
+    pub fn after_draw(&mut self, gl: Gl<'_>) {
         let names = self.buffer_names();
-        if let Some(s) = &mut self.sync {
-            if let Err(e) = s.after_draw(gl, stream, &names) {
-                tracing::warn!("signalling the draw to CUDA: {e:#}");
-            }
+        if self.sync.as_mut().is_some_and(|s| s.after_draw(gl, &names)) {
             return;
         }
         if let Some(old) = self.draw_fence.take() {

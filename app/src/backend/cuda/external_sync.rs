@@ -11,11 +11,13 @@
 //!
 //! in place of the host's GL-fence wait and CUDA-event wait ([`super::external`]'s rules): the CPU
 //! queues both APIs' work and returns at once. A binary semaphore pairs each wait with one earlier
-//! signal, so each side remembers what it signalled and the other has not yet waited for: a frame
-//! with no draw between two steps, or two draws between steps (paused), consumes the pending
-//! signal first, so a signal never meets a signalled semaphore and no wait lacks its signal.
-//! A step with no draw signal pending (the first, or after a view that drew nothing from the
-//! buffers) falls back to the host wait for GL.
+//! signal, and must be unsignalled when a signal executes, so each side remembers what it
+//! signalled and the other has not yet waited for, and never signals again before that wait:
+//! - two steps with no draw between: GL consumes the pending "step done" (a GL wait) first;
+//! - two draws with no step between (paused): the second draw signals nothing; a GL fence covers
+//!   it, which the next step waits for on the host (a paused frame has no step to hold up);
+//! - a step with no "draw done" pending (the first, or after a view that drew nothing from the
+//!   buffers) waits for GL on the host.
 
 use std::sync::Arc;
 
@@ -23,8 +25,20 @@ use anyhow::Context as _;
 use interop::{Context, ExternalSemaphore, Stream};
 
 use crate::gfx::gl::Gl;
+use crate::gfx::GlInfo;
 use crate::gfx::gl_semaphore::SemaphoreFns;
 use crate::gfx::vulkan::ExportableSemaphores;
+
+/// Why GPU-side ordering cannot run for `ctx` with the GL context of `gl` (`None`: it can): GL
+/// lacks `GL_EXT_semaphore_fd`, or there is no Vulkan device of `ctx`'s GPU that exports
+/// semaphores. The bench asks before it builds its `external-semaphore` mode.
+pub fn semaphores_unavailable(ctx: &Context, gl: &GlInfo) -> Option<String> {
+    if let Err(why) = &gl.semaphore {
+        return Some(why.clone());
+    }
+    let uuid = ctx.device().uuid_bytes().context("cuDeviceGetUuid");
+    uuid.and_then(crate::gfx::vulkan::device_for).err().map(|e| format!("{e:#}"))
+}
 
 /// Index of the "draw done" semaphore (GL signals, CUDA waits).
 const DRAW_DONE: usize = 0;
@@ -114,19 +128,19 @@ impl SemaphoreSync {
         }
     }
 
-    /// After a draw that read `buffers`: signal "draw done" (flushed, so that it is submitted). A
-    /// "draw done" still pending from an earlier draw is consumed by the stream first.
-    ///
-    /// # Errors
-    /// The driver's error for that wait.
-    pub fn after_draw(&mut self, gl: Gl<'_>, stream: &Stream, buffers: &[u32]) -> anyhow::Result<()> {
+    /// After a draw that read `buffers`: signals "draw done" (flushed, so that it is submitted)
+    /// and returns true; returns false, signalling nothing, while an earlier "draw done" is still
+    /// pending (a paused frame drew again): a binary semaphore must be unsignalled when a signal
+    /// executes, and nothing orders a second GL signal after the stream's wait on the first, so
+    /// the caller covers this draw with a GL fence instead.
+    pub fn after_draw(&mut self, gl: Gl<'_>, buffers: &[u32]) -> bool {
         if self.draw_signalled {
-            self.cuda[DRAW_DONE].wait(stream).context("cuWaitExternalSemaphoresAsync (an earlier draw)")?;
+            return false;
         }
         self.fns.signal(gl, self.gl[DRAW_DONE], buffers);
         gl.flush();
         self.draw_signalled = true;
-        Ok(())
+        true
     }
 
     /// Deletes the GL semaphores (once neither API uses them: the caller has synchronised).

@@ -225,8 +225,11 @@ impl CudaBackend {
             }
             self.ctx.make_current().context("cuCtxSetCurrent")?;
         }
-        // The stream is idle here (every path waited for its last event).
-        self.clock.rebase_if_old(&self.stream)?;
+        // The stream is idle here (every path waited for its last event), but for external
+        // storage ordered by semaphores, whose step may still run: its clock is not rebased.
+        if !matches!(&self.storage, Some(Storage::External(x)) if x.gpu_side()) {
+            self.clock.rebase_if_old(&self.stream)?;
+        }
         t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
         Ok(t)
     }

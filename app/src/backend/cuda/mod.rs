@@ -35,6 +35,8 @@
 mod density;
 pub mod external;
 mod external_sync;
+
+pub use external_sync::semaphores_unavailable;
 mod frame;
 mod image_steps;
 mod sim_backend;

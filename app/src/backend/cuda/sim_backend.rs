@@ -60,7 +60,7 @@ impl SimBackend for CudaBackend {
 
     fn after_draw(&mut self, gl: Gl<'_>) {
         if let Some(Storage::External(x)) = &mut self.storage {
-            x.after_draw(gl, &self.stream);
+            x.after_draw(gl);
         }
     }
 

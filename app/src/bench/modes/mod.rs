@@ -230,10 +230,8 @@ impl Drop for Gfx {
 pub enum Runner {
     /// The CPU backend (GL upload and draw).
     Cpu(Box<CpuBackend>),
-    /// A CUDA interop backend: map, map-separate or copy.
-    Cuda(Box<CudaBackend>),
-    /// The external-memory backend.
-    External(Box<ExternalRunner>),
+    /// A CUDA interop backend (every mode but compute, draw and cpu), released with its GL side.
+    Cuda(Box<CudaRunner>),
     /// The kernel alone.
     Compute(Box<ComputeRunner>),
     /// The fp64 kernel alone (`--precision f64`).
@@ -252,8 +250,7 @@ impl Runner {
     pub fn make_current(&self) -> anyhow::Result<()> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => Ok(()),
-            Runner::Cuda(b) => b.context().make_current().context("cuCtxSetCurrent"),
-            Runner::External(b) => b.backend.context().make_current().context("cuCtxSetCurrent"),
+            Runner::Cuda(b) => b.backend.context().make_current().context("cuCtxSetCurrent"),
             Runner::Compute(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
             Runner::ComputeF64(c) => c.ctx.make_current().context("cuCtxSetCurrent"),
             // Each slice makes its own context current.
@@ -265,8 +262,7 @@ impl Runner {
     pub fn api(&self) -> Option<Arc<interop::Api>> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => None,
-            Runner::Cuda(b) => b.cuda().and_then(|c| c.api()),
-            Runner::External(b) => b.backend.cuda().and_then(|c| c.api()),
+            Runner::Cuda(b) => b.backend.cuda().and_then(|c| c.api()),
             Runner::Compute(c) => Some(Arc::clone(c.ctx.api())),
             Runner::ComputeF64(c) => Some(Arc::clone(c.ctx.api())),
             Runner::SplitCompute(c) => Some(Arc::clone(c.split.api())),
@@ -277,8 +273,7 @@ impl Runner {
     pub fn launch_config(&self) -> Option<Launch> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => None,
-            Runner::Cuda(b) => Some(b.launch_config()),
-            Runner::External(b) => Some(b.backend.launch_config()),
+            Runner::Cuda(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
             Runner::ComputeF64(c) => Some(Launch::f64(c.gpu.block)),
             Runner::SplitCompute(c) => Some(c.split.launch()),
@@ -291,16 +286,14 @@ impl Runner {
         let split = match self {
             Runner::Cpu(_) | Runner::Draw(_) => return None,
             Runner::SplitCompute(c) => Some(c.split()),
-            Runner::Cuda(b) => b.split(),
-            Runner::External(b) => b.backend.split(),
+            Runner::Cuda(b) => b.backend.split(),
             Runner::Compute(_) | Runner::ComputeF64(_) => None,
         };
         let (devices, gather) = match split {
             Some(s) => (s.devices(), s.gather().name().to_string()),
             None => {
                 let ctx = match self {
-                    Runner::Cuda(b) => b.context(),
-                    Runner::External(b) => b.backend.context(),
+                    Runner::Cuda(b) => b.backend.context(),
                     Runner::Compute(c) => &c.ctx,
                     Runner::ComputeF64(c) => &c.ctx,
                     _ => return None,
@@ -334,8 +327,7 @@ impl Runner {
             Runner::ComputeF64(c) => c.finite()?,
             Runner::SplitCompute(c) => c.finite()?,
             Runner::Cpu(b) => gfx()?.state(b.as_mut())?.is_finite(),
-            Runner::Cuda(b) => gfx()?.state(b.as_mut())?.is_finite(),
-            Runner::External(b) => gfx()?.state(&mut b.backend)?.is_finite(),
+            Runner::Cuda(b) => gfx()?.state(&mut b.backend)?.is_finite(),
         })
     }
 
@@ -350,30 +342,30 @@ impl Runner {
             Runner::SplitCompute(c) => c.frame(steps),
             Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b.as_mut(), steps, time_span),
             Runner::Draw(b) => gfx.context("the draw mode needs the GL context")?.frame(b, steps, time_span),
-            Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(b.as_mut(), steps, time_span),
-            Runner::External(b) => gfx.context("CUDA interop modes need the GL context")?.frame(&mut b.backend, steps, time_span),
+            Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(&mut b.backend, steps, time_span),
         }
     }
 }
 
-/// The CUDA backend with external storage and the GL context it was made in: dropping it
-/// releases the GL side first ([`SimBackend::release_gl`]; the bench's context stays current on
-/// this thread while [`Gfx`] lives, and runners are dropped before it), on every path out of the
-/// measuring loop.
-pub struct ExternalRunner {
+/// A CUDA interop mode's backend and the GL context it was made in: dropping it releases the
+/// backend's GL side first ([`SimBackend::release_gl`]: external storage's imported buffers and
+/// semaphores, the density view's textures; the bench's context stays current on this thread
+/// while [`Gfx`] lives, and runners are dropped before it), on every path out of the measuring
+/// loop.
+pub struct CudaRunner {
     /// The backend.
     pub backend: CudaBackend,
     current: CurrentContext,
 }
 
-impl ExternalRunner {
+impl CudaRunner {
     /// Wrap `backend`, made in the context `current` proves current.
     pub fn new(backend: CudaBackend, current: CurrentContext) -> Self {
-        ExternalRunner { backend, current }
+        CudaRunner { backend, current }
     }
 }
 
-impl Drop for ExternalRunner {
+impl Drop for CudaRunner {
     fn drop(&mut self) {
         self.backend.release_gl(self.current.gl());
     }

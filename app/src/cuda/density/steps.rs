@@ -135,7 +135,7 @@ impl DensityView {
         let h = self.step.held.as_ref().context("the density images are not mapped")?;
         let density = h.array(0).context("cuGraphicsSubResourceGetMappedArray (density)")?;
         match store {
-            Some(i) => DensityView::store(&self.kernels, &mut self.accum, &density, Some(&*h.surface(i)?), stream)?,
+            Some(i) => DensityView::store(&self.kernels, &mut self.accum, &density, Some(&h.surface(i)?), stream)?,
             None => DensityView::store(&self.kernels, &mut self.accum, &density, None, stream)?,
         }
         self.span_done("density: store", stream)?;
@@ -156,7 +156,7 @@ impl DensityView {
         let [w, h] = self.size().map(|v| v as usize);
         self.mark(0, stream)?;
         let held = self.held()?;
-        self.kernels.tonemap(&*held.texture(texture)?, (w, h), gain, &*held.surface(out)?, stream).context("nbody_density_tonemap")?;
+        self.kernels.tonemap(&held.texture(texture)?, (w, h), gain, &held.surface(out)?, stream).context("nbody_density_tonemap")?;
         self.span_done("density: tone map", stream)?;
         Ok("nbody_density_tonemap read the density (texture object, bilinear) and wrote the shown image (surface object)".into())
     }
