@@ -250,7 +250,8 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
             }
             upload(gl, &vbos, 0, &bodies.pos);
             let settings = auto_block_settings(interop);
-            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: Some(split), external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
+            // Host waits: the test reads this frame's timings (with semaphores they come a frame later).
+            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: Some(split), external_sync: nbody_app::cuda::settings::ExternalSync::Host };
             let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let panel = backend.device_panel();
             ensure(panel.iter().any(|(k, v)| k == "gather" && v.contains("cuMemcpyDtoDAsync")), format!("{interop:?}: panel {panel:?}"))?;

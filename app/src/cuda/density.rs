@@ -120,6 +120,11 @@ fn register(ctx: &Arc<Context>, t: &DensityTextures, path: DensityPath) -> anyho
     Ok(vec![d, i])
 }
 
+/// Rows 0, 1 and 3 of `view_proj` (GL clip x, y and w), as `nbody_density_splat` takes them.
+pub(crate) fn clip_rows(view_proj: Mat4) -> [[f32; 4]; 3] {
+    [view_proj.row(0).to_array(), view_proj.row(1).to_array(), view_proj.row(3).to_array()]
+}
+
 impl DensityView {
     /// The view at `size` (the target's pixels): the textures made and registered in `ctx`
     /// (current, on the GL context's device), the sum allocated and cleared on `stream`.
@@ -278,7 +283,7 @@ impl DensityView {
         anyhow::ensure!(self.step.held.is_none(), "the density images are held mapped by step mode");
         self.step.show_snapshot = false;
         let (w, h) = (size[0] as usize, size[1] as usize);
-        let rows = [view_proj.row(0).to_array(), view_proj.row(1).to_array(), view_proj.row(3).to_array()];
+        let rows = clip_rows(view_proj);
         let [e0, e1, e2, e3, e4, e5] = &self.events;
         e0.record(stream)?;
         let mapping = map_resources(&mut self.images, stream).context("cuGraphicsMapResources (density images)")?;

@@ -9,14 +9,11 @@
 use std::rc::Rc;
 
 use anyhow::Context as _;
-use interop::map_resources;
-use interop::sys::map_flags;
 
 use super::density::density_gain;
 use super::{CudaBackend, Storage};
 use crate::backend::step::{FrameStep, Images};
 use crate::cuda::density::DensityView;
-use crate::cuda::kernels::BODY_BYTES;
 use crate::cuda::settings::DensityPath;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
@@ -105,14 +102,7 @@ impl CudaBackend {
             FrameStep::Splat => {
                 let Some(Storage::Map { resources }) = self.storage.as_mut() else { anyhow::bail!("step mode needs --interop map") };
                 // The shown VBO, mapped read-only around the splat (the only kernel that reads it).
-                let shown = &mut resources[front..=front];
-                if shown[0].map_flags() != map_flags::READ_ONLY {
-                    shown[0].set_map_flags(map_flags::READ_ONLY).context("cuGraphicsResourceSetMapFlags (READ_ONLY)")?;
-                }
-                let mapping = map_resources(shown, &stream).context("cuGraphicsMapResources (shown VBO)")?;
-                let ptr = mapping.pointer(0).context("cuGraphicsResourceGetMappedPointer")?.require(n * BODY_BYTES)?;
-                let msg = v.step_splat(ptr.view(), n, t.view_proj, &stream)?;
-                mapping.unmap().context("cuGraphicsUnmapResources (shown VBO)")?;
+                let msg = super::density::with_shown_vbo(resources, front, n, &stream, |pos| v.step_splat(pos, n, t.view_proj, &stream))?;
                 Ok(format!("{msg}, from buffer {front} (mapped read-only around the launch)"))
             }
             FrameStep::Store => v.step_store(&stream),

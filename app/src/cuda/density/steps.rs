@@ -117,7 +117,7 @@ impl DensityView {
     pub fn step_splat(&mut self, pos: DevicePtr<'_, [f32; 4]>, n: usize, view_proj: Mat4, stream: &Stream) -> anyhow::Result<String> {
         anyhow::ensure!(self.step.objects.is_some(), "no objects made");
         let [w, h] = self.size().map(|v| v as usize);
-        let rows = [view_proj.row(0).to_array(), view_proj.row(1).to_array(), view_proj.row(3).to_array()];
+        let rows = super::clip_rows(view_proj);
         self.mark(0, stream)?;
         self.kernels.splat(n, pos, self.accum.view(), (w, h), rows, stream).context("nbody_density_splat")?;
         self.span_done("density: splat", stream)?;
