@@ -30,7 +30,7 @@ pub fn render_bodies(
         renderer.draw_from(gl, target, params, wait_timer, backend.draw_buffers());
         backend.after_draw(gl);
     } else {
-        clear_target(gl, target);
+        target.clear(gl);
     }
 }
 
@@ -71,15 +71,6 @@ pub fn render_view(
     reason
 }
 
-/// Clears `target` as the body draw does, without touching the position buffers.
-pub fn clear_target(gl: Gl<'_>, target: &RenderTarget) {
-    let [w, h] = target.size();
-    target.bind(gl);
-    gl.viewport(0, 0, w as i32, h as i32);
-    gl.disable(glow::SCISSOR_TEST);
-    gl.clear_color(0.0, 0.0, 0.015, 1.0);
-    gl.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
-}
 
 
 /// Puts a frame's GPU work on the timeline (the demo's and the bench's frames): the CUDA stream's

@@ -27,6 +27,17 @@ impl RenderTarget {
         }
     }
 
+    /// Binds it, sets the viewport to its size and clears colour (the demo's background) and
+    /// depth, as the body draw does, touching no position buffer.
+    pub fn clear(&self, gl: Gl<'_>) {
+        let [w, h] = self.size();
+        self.bind(gl);
+        gl.viewport(0, 0, w as i32, h as i32);
+        gl.disable(glow::SCISSOR_TEST);
+        gl.clear_color(BACKGROUND[0], BACKGROUND[1], BACKGROUND[2], 1.0);
+        gl.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
+    }
+
     /// Bind it as the draw and read framebuffer.
     pub fn bind(&self, gl: Gl<'_>) {
         let fbo = match self {

@@ -222,14 +222,7 @@ impl DensityView {
         let tex = self.textures.as_ref().and_then(|t| if self.step.show_snapshot { t.snapshot } else { Some(t.image) });
         match (&self.pass, tex) {
             (Some(p), Some(t)) => p.draw(gl, target, t),
-            _ => {
-                let [w, h] = target.size();
-                target.bind(gl);
-                gl.viewport(0, 0, w as i32, h as i32);
-                gl.disable(glow::SCISSOR_TEST);
-                gl.clear_color(0.0, 0.0, 0.015, 1.0);
-                gl.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
-            }
+            _ => target.clear(gl),
         }
     }
 
