@@ -25,17 +25,22 @@ pub fn scene_key_n(init: &str, given: Option<usize>, default_n: usize) -> usize 
 impl Scene {
     /// After a frame (`t0`: its start; `host_frame_ms`: its start-to-start time; `steps`: the
     /// count it asked for): the next frame's count with `--steps-per-frame auto` (the overlay's
-    /// auto box).
+    /// auto box). The frame's work is the time from `t0` to now, without the wait for vsync that
+    /// follows it (the caller presents).
     pub(super) fn pace_frame(&mut self, t0: Instant, host_frame_ms: f64, steps: u32, timings: &SimTimings) {
+        self.pace_frame_times(t0.elapsed().as_secs_f64() * 1e3, host_frame_ms, steps, timings);
+    }
+
+    /// [`Scene::pace_frame`] with the frame's work time given, ms (the tests give it, so that
+    /// the count does not depend on how busy the machine is).
+    pub(super) fn pace_frame_times(&mut self, work_ms: f64, host_frame_ms: f64, steps: u32, timings: &SimTimings) {
         let c = &mut self.overlay.controls;
         if !c.auto_steps || self.overlay.workflow.step_mode {
             return;
         }
-        // The frame's work, without the wait for vsync that follows it (the caller presents).
         // A frame of a step spread over frames ran a part of a step: it tells the pace nothing
         // about the time per step (and the count is 1 at such N anyway).
         let ran = if timings.spread.is_some() { 0 } else { steps };
-        let work_ms = t0.elapsed().as_secs_f64() * 1e3;
         c.steps_per_frame = self.pace.next_paced(c.steps_per_frame, ran, work_ms, host_frame_ms, c.sim_rate, c.params.dt);
         c.rate_limited = self.pace.limit() == Limit::Rate;
     }
