@@ -43,10 +43,50 @@ fn array_resource(array: CUarray) -> CUDA_RESOURCE_DESC {
     CUDA_RESOURCE_DESC { res_type: resource_type::ARRAY, res, flags: 0 }
 }
 
-/// A surface object over a mapped image's array; destroyed on drop (`cuSurfObjectDestroy`).
+/// The kind of an [`ArrayObject`]: how the driver destroys it. Implemented by [`Surface`] and
+/// [`Texture`] only.
+pub trait ObjectKind: sealed::Sealed {
+    /// Destroys the object `handle` (`cuSurfObjectDestroy` or `cuTexObjectDestroy`).
+    ///
+    /// # Safety
+    /// `handle` was made by the matching create call and is destroyed once.
+    #[doc(hidden)]
+    unsafe fn destroy(api: &Api, handle: u64) -> Result<()>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Surface {}
+    impl Sealed for super::Texture {}
+}
+
+/// [`ObjectKind`] of surface objects (`surf2Dread`/`surf2Dwrite`).
 #[derive(Debug)]
-pub struct SurfaceObject<'m> {
-    handle: CUsurfObject,
+pub enum Surface {}
+
+/// [`ObjectKind`] of texture objects (`tex2D`).
+#[derive(Debug)]
+pub enum Texture {}
+
+impl ObjectKind for Surface {
+    unsafe fn destroy(api: &Api, handle: u64) -> Result<()> {
+        // SAFETY: the caller's contract (made by cuSurfObjectCreate, destroyed once).
+        unsafe { api.cuSurfObjectDestroy(handle) }
+    }
+}
+
+impl ObjectKind for Texture {
+    unsafe fn destroy(api: &Api, handle: u64) -> Result<()> {
+        // SAFETY: the caller's contract (made by cuTexObjectCreate, destroyed once).
+        unsafe { api.cuTexObjectDestroy(handle) }
+    }
+}
+
+/// A surface or texture object over a mapped image's array ([`SurfaceObject`],
+/// [`TextureObject`]); destroyed on drop unless it is a loan of a [`HeldImages`] object.
+#[derive(Debug)]
+pub struct ArrayObject<'m, K: ObjectKind> {
+    handle: u64,
     /// The array's width and height in texels, and its texel size in bytes (`None`: a format
     /// [`MappedArray::texel_bytes`] does not know).
     extent: ((usize, usize), Option<usize>),
@@ -56,7 +96,36 @@ pub struct SurfaceObject<'m> {
     /// that the unmap is ordered after them.
     stream: crate::sys::CUstream,
     api: &'m Api,
-    _array: PhantomData<&'m MappedArray<'m>>,
+    _array: PhantomData<(&'m MappedArray<'m>, K)>,
+}
+
+/// A surface object over a mapped image's array; destroyed on drop (`cuSurfObjectDestroy`).
+pub type SurfaceObject<'m> = ArrayObject<'m, Surface>;
+
+/// A texture object over a mapped image's array; destroyed on drop (`cuTexObjectDestroy`).
+pub type TextureObject<'m> = ArrayObject<'m, Texture>;
+
+impl<'m, K: ObjectKind> ArrayObject<'m, K> {
+    /// The object `handle` just made over `array`, owned (destroyed on drop).
+    fn made(array: &MappedArray<'m>, handle: u64) -> Self {
+        Self { handle, extent: (array.size(), array.texel_bytes()), owned: true, stream: array.stream(), api: array.api(), _array: PhantomData }
+    }
+
+    /// The handle a kernel takes (`cudaSurfaceObject_t` or `cudaTextureObject_t`, 64 bits).
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// The array's width and height, texels (height 0 for a 1D array), and its texel size in
+    /// bytes (`None` for a format [`MappedArray::texel_bytes`] does not know).
+    pub fn extent(&self) -> ((usize, usize), Option<usize>) {
+        self.extent
+    }
+
+    /// The mapping's stream (raw handle): launches that use the object belong there.
+    pub fn stream(&self) -> crate::sys::CUstream {
+        self.stream
+    }
 }
 
 impl<'m> SurfaceObject<'m> {
@@ -74,33 +143,7 @@ impl<'m> SurfaceObject<'m> {
         let mut handle: CUsurfObject = 0;
         // SAFETY: `desc` describes the live mapped array (it lives while 'm does); writes one handle.
         unsafe { array.api().cuSurfObjectCreate(&mut handle, &desc) }?;
-        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), owned: true, stream: array.stream(), api: array.api(), _array: PhantomData })
-    }
-
-    /// The handle a kernel takes (`cudaSurfaceObject_t`, 64 bits).
-    pub fn handle(&self) -> CUsurfObject {
-        self.handle
-    }
-
-    /// The array's width and height, texels (height 0 for a 1D array), and its texel size in
-    /// bytes (`None` for a format [`MappedArray::texel_bytes`] does not know).
-    pub fn extent(&self) -> ((usize, usize), Option<usize>) {
-        self.extent
-    }
-
-    /// The mapping's stream (raw handle): launches that use the object belong there.
-    pub fn stream(&self) -> crate::sys::CUstream {
-        self.stream
-    }
-}
-
-impl Drop for SurfaceObject<'_> {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        // SAFETY: made by `new`, destroyed once; the array it reads is still mapped ('m).
-        drop(unsafe { self.api.cuSurfObjectDestroy(self.handle) });
+        Ok(Self::made(array, handle))
     }
 }
 
@@ -113,22 +156,6 @@ pub enum Sampling {
     /// integer formats are read as normalized floats (no `CU_TRSF_READ_AS_INTEGER`); the
     /// driver refuses linear filtering of 32-bit integer formats.
     Linear,
-}
-
-/// A texture object over a mapped image's array; destroyed on drop (`cuTexObjectDestroy`).
-#[derive(Debug)]
-pub struct TextureObject<'m> {
-    handle: CUtexObject,
-    /// The array's width and height in texels, and its texel size in bytes (`None`: a format
-    /// [`MappedArray::texel_bytes`] does not know).
-    extent: ((usize, usize), Option<usize>),
-    /// Destroyed on drop (false: a loan of a [`HeldImages`] object, which destroys it itself).
-    owned: bool,
-    /// The stream of the mapping the array belongs to: launches using the object go there, so
-    /// that the unmap is ordered after them.
-    stream: crate::sys::CUstream,
-    api: &'m Api,
-    _array: PhantomData<&'m MappedArray<'m>>,
 }
 
 impl<'m> TextureObject<'m> {
@@ -152,33 +179,18 @@ impl<'m> TextureObject<'m> {
         // SAFETY: both descriptions are complete and live for the call, the array is mapped
         // ('m), the view pointer is null (allowed: no view); writes one handle.
         unsafe { array.api().cuTexObjectCreate(&mut handle, &res, &tex, std::ptr::null()) }?;
-        Ok(Self { handle, extent: (array.size(), array.texel_bytes()), owned: true, stream: array.stream(), api: array.api(), _array: PhantomData })
-    }
-
-    /// The handle a kernel takes (`cudaTextureObject_t`, 64 bits).
-    pub fn handle(&self) -> CUtexObject {
-        self.handle
-    }
-
-    /// The array's width and height, texels, and its texel size in bytes, as
-    /// [`SurfaceObject::extent`].
-    pub fn extent(&self) -> ((usize, usize), Option<usize>) {
-        self.extent
-    }
-
-    /// The mapping's stream (raw handle): launches that use the object belong there.
-    pub fn stream(&self) -> crate::sys::CUstream {
-        self.stream
+        Ok(Self::made(array, handle))
     }
 }
 
-impl Drop for TextureObject<'_> {
+impl<K: ObjectKind> Drop for ArrayObject<'_, K> {
     fn drop(&mut self) {
         if !self.owned {
             return;
         }
-        // SAFETY: made by `new`, destroyed once; the array it reads is still mapped ('m).
-        drop(unsafe { self.api.cuTexObjectDestroy(self.handle) });
+        // SAFETY: made by `new` of this kind, destroyed once (loans own nothing); the array it
+        // reads is still mapped ('m).
+        drop(unsafe { K::destroy(self.api, self.handle) });
     }
 }
 
@@ -399,6 +411,11 @@ impl HeldImages {
         Ok(self.mapping()?.stream().context().api())
     }
 
+    /// Held object `o` as an object of kind `K` that owns nothing (see [`HeldImages::surface`]).
+    fn loan<K: ObjectKind>(&self, o: &HeldObject) -> Result<ArrayObject<'_, K>> {
+        Ok(ArrayObject { handle: o.handle, extent: o.extent, owned: false, stream: self.mapping()?.stream().raw(), api: self.api()?, _array: PhantomData })
+    }
+
     /// Held object `index` as a surface object, lent for as long as `self` is borrowed: the loan
     /// does not own the object, so dropping it destroys nothing ([`HeldImages`] does).
     ///
@@ -407,7 +424,7 @@ impl HeldImages {
     pub fn surface(&self, index: usize) -> Result<SurfaceObject<'_>> {
         match self.objects.get(index) {
             Some(o) if o.kind == HeldKind::Surface => {
-                Ok(SurfaceObject { handle: o.handle, extent: o.extent, owned: false, stream: self.mapping()?.stream().raw(), api: self.api()?, _array: PhantomData })
+                self.loan(o)
             }
             _ => Err(Error::InvalidArgument(format!("held object {index} is not a surface object"))),
         }
@@ -420,7 +437,7 @@ impl HeldImages {
     pub fn texture(&self, index: usize) -> Result<TextureObject<'_>> {
         match self.objects.get(index) {
             Some(o) if matches!(o.kind, HeldKind::Texture(_)) => {
-                Ok(TextureObject { handle: o.handle, extent: o.extent, owned: false, stream: self.mapping()?.stream().raw(), api: self.api()?, _array: PhantomData })
+                self.loan(o)
             }
             _ => Err(Error::InvalidArgument(format!("held object {index} is not a texture object"))),
         }
