@@ -12,33 +12,15 @@ use crate::gfx::renderer::{DrawParams, Renderer};
 use crate::gfx::target::RenderTarget;
 use crate::trace::{Recorder, Track};
 
-/// Draw the bodies of `backend` into `target` (from its own buffers when it has them,
-/// [`SimBackend::draw_buffers`], else the renderer's VBOs at `params.front`), timed by a GL timer
-/// query that `wait_timer` reads at once; then [`SimBackend::after_draw`]. With `show` false
-/// (step mode with the buffers mapped) the target is only cleared.
-pub fn render_bodies(
-    gl: Gl<'_>,
-    renderer: &mut Renderer,
-    backend: &mut dyn SimBackend,
-    target: &RenderTarget,
-    params: &DrawParams<'_>,
-    wait_timer: bool,
-    show: bool,
-) {
-    if show {
-        backend.before_draw(gl);
-        renderer.draw_from(gl, target, params, wait_timer, backend.draw_buffers());
-        backend.after_draw(gl);
-    } else {
-        target.clear(gl);
-    }
-}
-
-/// The render step for `view`: [`render_bodies`] for points; for the density view (with `show`)
-/// the backend's density pass drawn over `target` ([`crate::backend::CudaSide::draw_density`]).
-/// Where the density view cannot be drawn the bodies are drawn instead, and the reason is
-/// returned (the caller turns the view off and says why). Points drop a density view the backend
-/// still holds (its images unregistered, its textures deleted).
+/// The render step for `view`. Points: the bodies of `backend` drawn into `target` (from its own
+/// buffers when it has them, [`SimBackend::draw_buffers`], else the renderer's VBOs at
+/// `params.front`) between [`SimBackend::before_draw`] and [`SimBackend::after_draw`], timed by a
+/// GL timer query that `wait_timer` reads at once; with `show` false (step mode with the buffers
+/// mapped) the target is only cleared; a density view the backend still holds is dropped (its
+/// images unregistered, its textures deleted). Density (with `show`): the backend's density pass
+/// drawn over `target` ([`crate::backend::CudaSide::draw_density`]). Where the density view
+/// cannot be drawn the bodies are drawn instead, and the reason is returned (the caller turns
+/// the view off and says why).
 #[allow(clippy::too_many_arguments)]
 pub fn render_view(
     gl: Gl<'_>,
@@ -67,7 +49,13 @@ pub fn render_view(
         (View::Density, None) if !show => None,
         (View::Density, None) => Some("density view off: it is made by CUDA, and this run uses the CPU backend (--backend cuda)".to_string()),
     };
-    render_bodies(gl, renderer, backend, target, params, wait_timer, show);
+    if show {
+        backend.before_draw(gl);
+        renderer.draw_from(gl, target, params, wait_timer, backend.draw_buffers());
+        backend.after_draw(gl);
+    } else {
+        target.clear(gl);
+    }
     reason
 }
 

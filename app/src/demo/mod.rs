@@ -5,7 +5,7 @@
 //! 2. `simulate` — `backend.simulate` (CUDA or CPU; uploads/maps the VBOs, draws nothing);
 //! 3. UI pass — egui runs the overlay (no GL);
 //! 4. render the bodies into the target framebuffer (the default one when windowed, an FBO
-//!    headless), timed by a GL timer query: [`frame::render_bodies`], which the bench's frame
+//!    headless), timed by a GL timer query: [`frame::render_view`], which the bench's frame
 //!    uses too;
 //! 5. paint egui into the same framebuffer;
 //! 6. present (swap buffers, [`windowed`]) or finish (headless, [`headless`]) — the caller's step.

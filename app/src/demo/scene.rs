@@ -1,6 +1,6 @@
 //! The demo's frame state ([`Scene`]) and the frame itself ([`Scene::frame`]), shared by the
 //! windowed and the headless loop: apply requests → simulate → UI pass (no GL) → render the
-//! bodies ([`super::frame::render_bodies`]) → paint egui. The caller presents or finishes.
+//! bodies ([`super::frame::render_view`]) → paint egui. The caller presents or finishes.
 
 use std::time::Instant;
 

@@ -137,7 +137,7 @@ impl Gfx {
     }
 
     /// One full frame, the demo's shape without the overlay: `backend.simulate`, the bodies
-    /// drawn into the FBO by the demo's render step ([`render_bodies`], waiting for the timer
+    /// drawn into the FBO by the demo's render step ([`render_view`], waiting for the timer
     /// query), `glFinish`.
     ///
     /// # Errors
