@@ -458,10 +458,10 @@ impl HeldImages {
         for o in objects.iter().rev() {
             let r = match o.kind {
                 // SAFETY: made by `make_surface` over a still-mapped array, destroyed once (taken
-                // out of `objects` above); no loan of it outlives `&mut self`.
-                HeldKind::Surface => unsafe { api.cuSurfObjectDestroy(o.handle) },
+                // out of `objects` above); no loan of it outlives `&mut self` (and loans own nothing).
+                HeldKind::Surface => unsafe { Surface::destroy(api, o.handle) },
                 // SAFETY: as above, made by `make_texture`.
-                HeldKind::Texture(_) => unsafe { api.cuTexObjectDestroy(o.handle) },
+                HeldKind::Texture(_) => unsafe { Texture::destroy(api, o.handle) },
             };
             if first.is_ok() {
                 first = r;

@@ -98,10 +98,8 @@ impl SemaphoreSync {
     /// # Errors
     /// The driver's error for the wait.
     pub fn before_step(&mut self, gl: Gl<'_>, stream: &Stream, buffers: &[u32]) -> anyhow::Result<bool> {
-        if self.step_signalled {
-            self.fns.wait(gl, self.gl[STEP_DONE], buffers);
-            self.step_signalled = false;
-        }
+        // A "step done" that no draw waited for: GL consumes it first, as a draw would.
+        self.before_draw(gl, buffers);
         if !self.draw_signalled {
             return Ok(false);
         }
