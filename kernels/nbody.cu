@@ -907,3 +907,665 @@ extern "C" __global__ void __launch_bounds__(1024)
                                    static_cast<unsigned char>(c.z * 255.0f + 0.5f), 255);
     surf2Dwrite(out, image, x * 4, y);
 }
+
+// =============================================================================================
+// Tree code (README.md, "Tree code"): Barnes & Hut (1986) on the GPU, fp32. Per step:
+//   nbody_tree_bounds   the bodies' bounding box (block reductions, then atomics on the header);
+//   nbody_tree_keys     a 63-bit Morton key per body (21 bits per axis over the box's cube);
+//   nbody_tree_sort_*   a stable LSD radix sort of (key, body index), 8 bits a pass, 8 passes;
+//   nbody_tree_build    the sorted positions, and the binary radix tree of the sorted keys
+//                       (Karras 2012, "Maximizing parallelism in the construction of BVHs,
+//                       octrees, and k-d trees", HPG): internal node i < n - 1 splits a run of
+//                       sorted bodies at its highest differing key bit (ties broken by index);
+//   nbody_tree_groups   the walk's groups: the largest subtrees of at most 32 bodies;
+//   nbody_tree_moments  each internal node's mass, centre of mass, traceless quadrupole, spread
+//                       S = sum m |s|^2 and box, from the leaves up (the second thread to reach a
+//                       node computes it);
+//   nbody_tree_walk     one warp per group walks the tree with the group's box (Barnes 1990's group walk, as Bonsai's): up to 32 nodes are
+//                       tested at once, one per lane; the accepted ones form the interaction list
+//                       every lane then evaluates for its own body (monopole + quadrupole), the
+//                       opened ones push their two children. Then the leapfrog update of each body
+//                       at its own index: the buffers keep their order.
+// Node ids: internal nodes 0 .. n - 2 (the root is 0), leaf k (sorted body k) is n - 1 + k; with
+// n == 1 the root is leaf 0.
+// The header (unsigned int[16], zeroed before a step, followed by the n - 1 arrival counters of
+// nbody_tree_moments, zeroed with it): [0..2] ~order(min x, y, z), [3..5] order(max x, y, z) (the
+// box, by atomicMax on order-preserving integers), [8..9] the step's interactions (u64), [10] the
+// walk's stack overflow flag, [11] the walk's next group to take, [12] the deepest stack it used,
+// [13] the number of groups.
+// =============================================================================================
+
+namespace nbody {
+namespace tree {
+
+constexpr int SORT_THREADS = 256;
+constexpr int SORT_ITEMS = 8;
+constexpr int SORT_TILE = SORT_THREADS * SORT_ITEMS;
+constexpr int SCAN_THREADS = 1024;
+// Digits of the radix sort: 8 bits a pass (the count and scatter blocks have one thread a digit).
+constexpr int RADIX = 256;
+static_assert(RADIX == SORT_THREADS, "one thread per digit");
+constexpr int WALK_WARPS = 8;
+// Per-warp stack of the walk, in global memory (16 KB a warp; the host allocates one per warp of
+// its grid). A batch pops k <= 32 nodes and pushes at most 2k, so it runs only while size <=
+// BATCH_MAX (after it size <= STACK - 98); above that the walk pops one node at a time, depth
+// first, which adds at most one entry per level below the popped node (at most 96 levels: the
+// 63-bit keys and the 32-bit indices of equal keys give distinct prefixes of at most 95 bits).
+// Batched popping is breadth-like: the stack holds about the group's pending frontier, of the
+// order of its interaction list (hundreds to thousands of nodes).
+constexpr int STACK = 4096;
+constexpr int BATCH_MAX = STACK - 98 - 32;
+constexpr int HDR_INTERACTIONS = 8;
+constexpr int HDR_OVERFLOW = 10;
+constexpr int HDR_NEXT_GROUP = 11;
+constexpr int HDR_MAX_STACK = 12;
+constexpr int HDR_GROUPS = 13;
+// Most bodies of a walk group (a warp's lanes).
+constexpr int GROUP_MAX = 32;
+
+// Float to unsigned with the same order (negative floats reversed), and back.
+__device__ __forceinline__ unsigned int order_float(const float f) {
+    const unsigned int u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float unorder_float(const unsigned int u) {
+    return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
+}
+
+// The 21 low bits of v spread to every third bit (bit k to bit 3k).
+__device__ __forceinline__ unsigned long long spread_bits(unsigned long long v) {
+    v &= 0x1fffffull;
+    v = (v | (v << 32)) & 0x1f00000000ffffull;
+    v = (v | (v << 16)) & 0x1f0000ff0000ffull;
+    v = (v | (v << 8)) & 0x100f00f00f00f00full;
+    v = (v | (v << 4)) & 0x10c30c30c30c30c3ull;
+    v = (v | (v << 2)) & 0x1249249249249249ull;
+    return v;
+}
+
+// Karras's delta: the length of the common prefix of sorted keys i and j (j out of range: -1;
+// equal keys: 64 + the common prefix of the indices).
+__device__ __forceinline__ int common_prefix(const unsigned long long* __restrict__ keys, const int n, const int i, const int j) {
+    if (j < 0 || j >= n) {
+        return -1;
+    }
+    const unsigned long long a = keys[i];
+    const unsigned long long b = keys[j];
+    return a != b ? __clzll(a ^ b) : 64 + __clz(static_cast<unsigned int>(i ^ j));
+}
+
+// A node's moments as the walk and the moments pass read them: com = (centre of mass, mass),
+// quad = (Qxx, Qyy, Qzz, Qxy), quad2 = (Qxz, Qyz, S, side), box lo and hi.
+struct Cell {
+    float4 com;
+    float4 quad;
+    float4 quad2;
+    float3 lo;
+    float3 hi;
+};
+
+__device__ __forceinline__ Cell load_cell(const int node, const int n, const float4* __restrict__ sorted,
+                                          const float4* com, const float4* quad, const float4* quad2,
+                                          const float4* box_lo, const float4* box_hi) {
+    Cell c;
+    if (node >= n - 1) {
+        c.com = sorted[node - (n - 1)];
+        c.quad = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        c.quad2 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        c.lo = make_float3(c.com.x, c.com.y, c.com.z);
+        c.hi = c.lo;
+    } else {
+        // Written by other threads of this launch: read through L2 (__ldcg), never a stale L1 line.
+        c.com = __ldcg(&com[node]);
+        c.quad = __ldcg(&quad[node]);
+        c.quad2 = __ldcg(&quad2[node]);
+        const float4 lo = __ldcg(&box_lo[node]);
+        const float4 hi = __ldcg(&box_hi[node]);
+        c.lo = make_float3(lo.x, lo.y, lo.z);
+        c.hi = make_float3(hi.x, hi.y, hi.z);
+    }
+    return c;
+}
+
+// Adds child c's share to the parent's quadrupole and spread: its own Q and S shifted by
+// s = c's centre of mass - the parent's (parallel-axis terms m (3 s s^T - |s|^2 I) and m |s|^2).
+__device__ __forceinline__ void add_shifted(const Cell& c, const float3 p, float q[6], float& spread) {
+    const float m = c.com.w;
+    const float sx = c.com.x - p.x;
+    const float sy = c.com.y - p.y;
+    const float sz = c.com.z - p.z;
+    const float s2 = sx * sx + sy * sy + sz * sz;
+    q[0] += c.quad.x + m * (3.0f * sx * sx - s2);
+    q[1] += c.quad.y + m * (3.0f * sy * sy - s2);
+    q[2] += c.quad.z + m * (3.0f * sz * sz - s2);
+    q[3] += c.quad.w + m * 3.0f * sx * sy;
+    q[4] += c.quad2.x + m * 3.0f * sx * sz;
+    q[5] += c.quad2.y + m * 3.0f * sy * sz;
+    spread += c.quad2.z + m * s2;
+}
+
+// One body-cell term (the CPU tree's, sim/tree/walk.rs): with d = centre of mass - x_i and
+// R^2 = |d|^2 + eps2, M d / R^3 - Q d / R^5 + (5/2) (d^T Q d - eps2 S) d / R^7. A leaf is a cell
+// with Q = 0, S = 0: the direct sum's term. R^2 == 0 (eps2 == 0 and the body itself, or a body at
+// the same point) adds nothing.
+__device__ __forceinline__ void cell_term(const float4 c, const float4 q, const float4 r, const float3 xi,
+                                          const float eps2, float3& a) {
+    const float dx = c.x - xi.x;
+    const float dy = c.y - xi.y;
+    const float dz = c.z - xi.z;
+    const float r2 = fmaf(dx, dx, fmaf(dy, dy, fmaf(dz, dz, eps2)));
+    if (r2 > 0.0f) {
+        const float inv = rsqrtf(r2);
+        const float inv2 = inv * inv;
+        const float inv3 = inv * inv2;
+        const float inv5 = inv3 * inv2;
+        const float qx = q.x * dx + q.w * dy + r.x * dz;
+        const float qy = q.w * dx + q.y * dy + r.y * dz;
+        const float qz = r.x * dx + r.y * dy + q.z * dz;
+        const float dqd = dx * qx + dy * qy + dz * qz;
+        const float radial = c.w * inv3 + 2.5f * (dqd - eps2 * r.z) * inv5 * inv2;
+        a.x += radial * dx - qx * inv5;
+        a.y += radial * dy - qy * inv5;
+        a.z += radial * dz - qz * inv5;
+    }
+}
+
+__device__ __forceinline__ float warp_min(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    }
+    return v;
+}
+// The exclusive prefix sum of v over the block (blockDim.x a multiple of 32, at most 1024) and
+// the block's total; every thread must call it. `warp_sums` is 32 words of shared memory, free
+// again when it returns.
+__device__ __forceinline__ unsigned int block_exclusive_scan(const unsigned int v, unsigned int* warp_sums,
+                                                             unsigned int& total) {
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int warps = blockDim.x / 32;
+    unsigned int incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned int up = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) {
+            incl += up;
+        }
+    }
+    if (lane == 31) {
+        warp_sums[warp] = incl;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        unsigned int w = lane < warps ? warp_sums[lane] : 0u;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned int up = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) {
+                w += up;
+            }
+        }
+        warp_sums[lane] = w;
+    }
+    __syncthreads();
+    const unsigned int excl = incl - v + (warp > 0 ? warp_sums[warp - 1] : 0u);
+    total = warp_sums[warps - 1];
+    __syncthreads();
+    return excl;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    }
+    return v;
+}
+
+}  // namespace tree
+}  // namespace nbody
+
+// The box: block b of 256 threads reduces bodies b * 256 + t + k * gridDim.x * 256, then one
+// atomicMax per bound into header[0..5]. Any grid; the header starts zeroed.
+extern "C" __global__ void __launch_bounds__(256)
+    nbody_tree_bounds(const float4* __restrict__ pos, int n, unsigned int* __restrict__ header) {
+    using namespace nbody::tree;
+    __shared__ float part[6][8];
+    float v[6] = {NBODY_FLT_MAX, NBODY_FLT_MAX, NBODY_FLT_MAX, -NBODY_FLT_MAX, -NBODY_FLT_MAX, -NBODY_FLT_MAX};
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float4 p = pos[i];
+        v[0] = fminf(v[0], p.x);
+        v[1] = fminf(v[1], p.y);
+        v[2] = fminf(v[2], p.z);
+        v[3] = fmaxf(v[3], p.x);
+        v[4] = fmaxf(v[4], p.y);
+        v[5] = fmaxf(v[5], p.z);
+    }
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < 6; ++k) {
+        v[k] = k < 3 ? warp_min(v[k]) : warp_max(v[k]);
+        if (lane == 0) {
+            part[k][warp] = v[k];
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 6) {
+        const int k = threadIdx.x;
+        float r = part[k][0];
+        for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+            r = k < 3 ? fminf(r, part[k][w]) : fmaxf(r, part[k][w]);
+        }
+        atomicMax(&header[k], k < 3 ? ~order_float(r) : order_float(r));
+    }
+}
+
+// keys[i]: body i's 63-bit Morton key in the box's cube (side = the box's longest edge, 2^21
+// cells a side, clamped), idx[i] = i. One body per thread.
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_tree_keys(const float4* __restrict__ pos, int n, const unsigned int* __restrict__ header,
+                    unsigned long long* __restrict__ keys, unsigned int* __restrict__ idx) {
+    using namespace nbody::tree;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    const float lx = unorder_float(~header[0]);
+    const float ly = unorder_float(~header[1]);
+    const float lz = unorder_float(~header[2]);
+    const float side = fmaxf(fmaxf(unorder_float(header[3]) - lx, unorder_float(header[4]) - ly), unorder_float(header[5]) - lz);
+    const float scale = side > 0.0f ? 2097152.0f / side : 0.0f;
+    const float4 p = pos[i];
+    // fmaxf/fminf return the non-NaN operand: a NaN coordinate lands in cell 0.
+    const unsigned long long cx = static_cast<unsigned int>(fminf(fmaxf((p.x - lx) * scale, 0.0f), 2097151.0f));
+    const unsigned long long cy = static_cast<unsigned int>(fminf(fmaxf((p.y - ly) * scale, 0.0f), 2097151.0f));
+    const unsigned long long cz = static_cast<unsigned int>(fminf(fmaxf((p.z - lz) * scale, 0.0f), 2097151.0f));
+    keys[i] = (spread_bits(cx) << 2) | (spread_bits(cy) << 1) | spread_bits(cz);
+    idx[i] = i;
+}
+
+// Radix sort, pass 1 of 3: hist[d * tiles + t] = how many keys of tile t (2048 keys, 256
+// threads) have digit d = (key >> shift) & 255. Grid = tiles.
+extern "C" __global__ void __launch_bounds__(256)
+    nbody_tree_sort_count(const unsigned long long* __restrict__ keys, int n, int shift, unsigned int* __restrict__ hist, int tiles) {
+    using namespace nbody::tree;
+    __shared__ unsigned int h[RADIX];
+    h[threadIdx.x] = 0;
+    __syncthreads();
+    const int base = blockIdx.x * SORT_TILE;
+    for (int r = 0; r < SORT_ITEMS; ++r) {
+        const int i = base + r * SORT_THREADS + threadIdx.x;
+        if (i < n) {
+            atomicAdd(&h[static_cast<unsigned int>(keys[i] >> shift) & (RADIX - 1)], 1u);
+        }
+    }
+    __syncthreads();
+    hist[threadIdx.x * tiles + blockIdx.x] = h[threadIdx.x];
+}
+
+// Pass 2 of 3: each digit's run of hist, hist[d * tiles .. (d + 1) * tiles), replaced by its
+// exclusive prefix sums, and the digit's total in totals[d]. Grid = 256 blocks (one a digit) of
+// 1024 threads, each block scanning its run in chunks of 1024 with a carry.
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_tree_sort_scan(unsigned int* __restrict__ hist, int tiles, unsigned int* __restrict__ totals) {
+    using namespace nbody::tree;
+    __shared__ unsigned int warp_sums[32];
+    unsigned int* run = hist + static_cast<long long>(blockIdx.x) * tiles;
+    unsigned int carry = 0;
+    for (int base = 0; base < tiles; base += SCAN_THREADS) {
+        const int k = base + threadIdx.x;
+        const unsigned int v = k < tiles ? run[k] : 0u;
+        unsigned int total;
+        const unsigned int excl = block_exclusive_scan(v, warp_sums, total);
+        if (k < tiles) {
+            run[k] = carry + excl;
+        }
+        carry += total;
+    }
+    if (threadIdx.x == 0) {
+        totals[blockIdx.x] = carry;
+    }
+}
+
+// Pass 3 of 3: each key of tile t (with its index) to its place, stably: the tile's offset for
+// its digit (the keys of smaller digits, from totals, plus the scanned hist) plus the keys of
+// that digit before it in the tile, counted per round of 256 keys with __match_any_sync (lanes
+// of a warp with the same digit) and per-warp counts in shared memory. Grid = tiles, 256
+// threads.
+extern "C" __global__ void __launch_bounds__(256)
+    nbody_tree_sort_scatter(const unsigned long long* __restrict__ keys_in, const unsigned int* __restrict__ idx_in,
+                            unsigned long long* __restrict__ keys_out, unsigned int* __restrict__ idx_out, int n, int shift,
+                            const unsigned int* __restrict__ hist, int tiles, const unsigned int* __restrict__ totals) {
+    using namespace nbody::tree;
+    __shared__ unsigned int base[RADIX];
+    __shared__ unsigned int counts[SORT_THREADS / 32][RADIX];
+    __shared__ unsigned int warp_sums[32];
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    // The keys of smaller digits (all tiles), then those of this digit in the tiles before.
+    unsigned int all;
+    const unsigned int before = block_exclusive_scan(totals[threadIdx.x], warp_sums, all);
+    base[threadIdx.x] = before + hist[threadIdx.x * tiles + blockIdx.x];
+    const int tile = blockIdx.x * SORT_TILE;
+    for (int r = 0; r < SORT_ITEMS; ++r) {
+        for (int w = 0; w < SORT_THREADS / 32; ++w) {
+            counts[w][threadIdx.x] = 0;
+        }
+        __syncthreads();
+        const int i = tile + r * SORT_THREADS + threadIdx.x;
+        const bool valid = i < n;
+        const unsigned long long key = valid ? keys_in[i] : 0ull;
+        const unsigned int d = valid ? static_cast<unsigned int>(key >> shift) & (RADIX - 1) : RADIX;
+        const unsigned int peers = __match_any_sync(0xffffffffu, d);
+        const unsigned int rank = __popc(peers & ((1u << lane) - 1u));
+        if (valid && lane == __ffs(peers) - 1) {
+            counts[warp][d] = __popc(peers);
+        }
+        __syncthreads();
+        if (valid) {
+            unsigned int at = base[d] + rank;
+            for (int w = 0; w < warp; ++w) {
+                at += counts[w][d];
+            }
+            keys_out[at] = key;
+            idx_out[at] = idx_in[i];
+        }
+        __syncthreads();
+        unsigned int add = 0;
+        for (int w = 0; w < SORT_THREADS / 32; ++w) {
+            add += counts[w][threadIdx.x];
+        }
+        base[threadIdx.x] += add;
+        __syncthreads();
+    }
+}
+
+// sorted[i] = pos[idx[i]] for every i < n, and internal node i < n - 1 of the radix tree (Karras
+// 2012, algorithm 2): its children child[i] = (left, right), their parent[] entries and its
+// bodies range[i] = (first, last) (sorted indices, inclusive); parent[0] = -1. One thread per
+// sorted body.
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_tree_build(const float4* __restrict__ pos, int n, const unsigned long long* __restrict__ keys,
+                     const unsigned int* __restrict__ idx, float4* __restrict__ sorted, int2* __restrict__ child,
+                     int* __restrict__ parent, int2* __restrict__ range) {
+    using nbody::tree::common_prefix;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    sorted[i] = pos[idx[i]];
+    if (i == 0) {
+        parent[0] = -1;
+    }
+    if (i >= n - 1) {
+        return;
+    }
+    const int d = common_prefix(keys, n, i, i + 1) > common_prefix(keys, n, i, i - 1) ? 1 : -1;
+    const int dmin = common_prefix(keys, n, i, i - d);
+    int lmax = 2;
+    while (common_prefix(keys, n, i, i + lmax * d) > dmin) {
+        lmax <<= 1;
+    }
+    int l = 0;
+    for (int t = lmax >> 1; t >= 1; t >>= 1) {
+        if (common_prefix(keys, n, i, i + (l + t) * d) > dmin) {
+            l += t;
+        }
+    }
+    const int j = i + l * d;
+    const int dnode = common_prefix(keys, n, i, j);
+    int s = 0;
+    int t = l;
+    do {
+        t = (t + 1) >> 1;
+        if (common_prefix(keys, n, i, i + (s + t) * d) > dnode) {
+            s += t;
+        }
+    } while (t > 1);
+    const int gamma = i + s * d + min(d, 0);
+    const int left = min(i, j) == gamma ? n - 1 + gamma : gamma;
+    const int right = max(i, j) == gamma + 1 ? n - 1 + gamma + 1 : gamma + 1;
+    child[i] = make_int2(left, right);
+    range[i] = make_int2(min(i, j), max(i, j));
+    parent[left] = i;
+    parent[right] = i;
+}
+
+// The walk's groups: the largest subtrees of at most 32 bodies (a node of <= 32 bodies whose
+// parent has more; with n <= 32 the root), each a run of sorted bodies inside one key prefix's
+// cell, so spatially compact (Bonsai's groups; 32 consecutive sorted bodies may straddle a jump
+// of the Morton curve and span the whole system). groups[k] = (first, count), k < header[13].
+// One thread per internal node (grid ceil(max(n - 1, 1) / B)).
+extern "C" __global__ void __launch_bounds__(1024)
+    nbody_tree_groups(int n, const int2* __restrict__ child, const int2* __restrict__ range, int2* __restrict__ groups,
+                      unsigned int* __restrict__ header) {
+    using namespace nbody::tree;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n <= GROUP_MAX) {
+        if (i == 0) {
+            groups[0] = make_int2(0, n);
+            header[HDR_GROUPS] = 1u;
+        }
+        return;
+    }
+    if (i >= n - 1) {
+        return;
+    }
+    const int2 ch = child[i];
+    const int kids[2] = {ch.x, ch.y};
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const int c = kids[k];
+        int2 run;
+        if (c >= n - 1) {
+            run = make_int2(c - (n - 1), 1);
+        } else {
+            const int2 r = range[c];
+            run = make_int2(r.x, r.y - r.x + 1);
+        }
+        const int2 own = range[i];
+        if (own.y - own.x + 1 > GROUP_MAX && run.y <= GROUP_MAX) {
+            groups[atomicAdd(&header[HDR_GROUPS], 1u)] = run;
+        }
+    }
+}
+
+// The moments, from the leaves up: thread k starts at leaf k's parent; at each node the first
+// thread to arrive (counters[node], zeroed before the step) stops, the second combines the two
+// children (both written and fenced by then) and goes on to the parent. One thread per body.
+extern "C" __global__ void __launch_bounds__(256)
+    nbody_tree_moments(int n, const float4* __restrict__ sorted, const int2* __restrict__ child,
+                       const int* __restrict__ parent, unsigned int* counters, float4* com, float4* quad,
+                       float4* quad2, float4* box_lo, float4* box_hi) {
+    using namespace nbody::tree;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n || n < 2) {
+        return;
+    }
+    int node = parent[n - 1 + k];
+    while (node >= 0) {
+        __threadfence();
+        if (atomicAdd(&counters[node], 1u) == 0u) {
+            return;
+        }
+        __threadfence();
+        const int2 ch = child[node];
+        const Cell a = load_cell(ch.x, n, sorted, com, quad, quad2, box_lo, box_hi);
+        const Cell b = load_cell(ch.y, n, sorted, com, quad, quad2, box_lo, box_hi);
+        const float m = a.com.w + b.com.w;
+        float3 c;
+        if (m != 0.0f) {
+            const float wa = a.com.w / m;
+            const float wb = b.com.w / m;
+            c = make_float3(wa * a.com.x + wb * b.com.x, wa * a.com.y + wb * b.com.y, wa * a.com.z + wb * b.com.z);
+        } else {
+            c = make_float3(0.5f * (a.com.x + b.com.x), 0.5f * (a.com.y + b.com.y), 0.5f * (a.com.z + b.com.z));
+        }
+        float q[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        float spread = 0.0f;
+        add_shifted(a, c, q, spread);
+        add_shifted(b, c, q, spread);
+        const float3 lo = make_float3(fminf(a.lo.x, b.lo.x), fminf(a.lo.y, b.lo.y), fminf(a.lo.z, b.lo.z));
+        const float3 hi = make_float3(fmaxf(a.hi.x, b.hi.x), fmaxf(a.hi.y, b.hi.y), fmaxf(a.hi.z, b.hi.z));
+        const float side = fmaxf(fmaxf(hi.x - lo.x, hi.y - lo.y), hi.z - lo.z);
+        com[node] = make_float4(c.x, c.y, c.z, m);
+        quad[node] = make_float4(q[0], q[1], q[2], q[3]);
+        quad2[node] = make_float4(q[4], q[5], spread, side);
+        box_lo[node] = make_float4(lo.x, lo.y, lo.z, 0.0f);
+        box_hi[node] = make_float4(hi.x, hi.y, hi.z, 0.0f);
+        node = parent[node];
+    }
+}
+
+namespace nbody {
+namespace tree {
+
+// The tree as the walk reads it (nbody_tree_walk's parameters).
+struct TreeView {
+    const float4* __restrict__ sorted;
+    const unsigned int* __restrict__ idx;
+    const int2* __restrict__ child;
+    const float4* __restrict__ com;
+    const float4* __restrict__ quad;
+    const float4* __restrict__ quad2;
+    const float4* __restrict__ box_lo;
+    const float4* __restrict__ box_hi;
+    int n;
+};
+
+// The walk of the group of sorted bodies [first, first + bodies) (bodies <= 32) by one warp with
+// its stack and its interaction-list slots `list` (shared memory). Returns each lane's
+// acceleration sum (without G) for body first + lane (lanes past the group: meaningless); adds to `count` the terms (per body), raises `deepest` to the largest
+// stack size and sets `overflow` when the stack overflowed.
+__device__ __forceinline__ float3 walk_group(const TreeView& t, const int first, const int bodies, const int lane, int* __restrict__ stack,
+                                             float4 (*list)[3], const float eps2, const float theta,
+                                             unsigned long long& count, int& deepest, bool& overflow) {
+    const int n = t.n;
+    const float4 self = t.sorted[lane < bodies ? first + lane : first];
+    const float3 xi = make_float3(self.x, self.y, self.z);
+    const float3 glo = make_float3(warp_min(xi.x), warp_min(xi.y), warp_min(xi.z));
+    const float3 ghi = make_float3(warp_max(xi.x), warp_max(xi.y), warp_max(xi.z));
+    const float theta2 = theta * theta;
+    const unsigned int lower = (1u << lane) - 1u;
+    if (lane == 0) {
+        stack[0] = 0;
+    }
+    __syncwarp();
+    int size = 1;
+    float3 a = make_float3(0.0f, 0.0f, 0.0f);
+    while (size > 0) {
+        const int k = size <= BATCH_MAX ? min(32, size) : 1;
+        const int node = lane < k ? stack[size - k + lane] : -1;
+        size -= k;
+        __syncwarp();
+        bool open = false;
+        float4 c = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float4 q = c;
+        float4 r = c;
+        int2 ch = make_int2(0, 0);
+        if (node >= n - 1) {
+            c = t.sorted[node - (n - 1)];
+        } else if (node >= 0) {
+            c = t.com[node];
+            r = t.quad2[node];
+            const float4 lo = t.box_lo[node];
+            const float4 hi = t.box_hi[node];
+            const bool meets = lo.x <= ghi.x && lo.y <= ghi.y && lo.z <= ghi.z && hi.x >= glo.x && hi.y >= glo.y && hi.z >= glo.z;
+            const float dx = fmaxf(fmaxf(glo.x - c.x, c.x - ghi.x), 0.0f);
+            const float dy = fmaxf(fmaxf(glo.y - c.y, c.y - ghi.y), 0.0f);
+            const float dz = fmaxf(fmaxf(glo.z - c.z, c.z - ghi.z), 0.0f);
+            open = meets || r.w * r.w >= theta2 * (dx * dx + dy * dy + dz * dz);
+            if (open) {
+                ch = t.child[node];
+            } else {
+                q = t.quad[node];
+            }
+        }
+        const unsigned int opened = __ballot_sync(0xffffffffu, open);
+        const unsigned int accepted = __ballot_sync(0xffffffffu, node >= 0 && !open);
+        const int pushes = 2 * __popc(opened);
+        if (size + pushes > STACK) {
+            overflow = true;
+            break;
+        }
+        if (open) {
+            const int at = size + 2 * __popc(opened & lower);
+            stack[at] = ch.x;
+            stack[at + 1] = ch.y;
+        }
+        size += pushes;
+        deepest = max(deepest, size);
+        const int terms = __popc(accepted);
+        count += terms;
+        if (node >= 0 && !open) {
+            const int at = __popc(accepted & lower);
+            list[at][0] = c;
+            list[at][1] = q;
+            list[at][2] = r;
+        }
+        __syncwarp();
+        for (int j = 0; j < terms; ++j) {
+            cell_term(list[j][0], list[j][1], list[j][2], xi, eps2, a);
+        }
+        __syncwarp();
+    }
+    return a;
+}
+
+}  // namespace tree
+}  // namespace nbody
+
+// The walk and the leapfrog: persistent warps (any grid of 256-thread blocks; warp w of block b
+// owns stacks[(b * 8 + w) * 4096 ..], so stacks holds gridDim.x * 8 * 4096 ints) take the groups
+// of nbody_tree_groups in turn, k = atomicAdd(header[11], 1), until none is left. A node is
+// opened when its box meets the group's box or side >= theta * (distance from its centre of mass
+// to the group's box); leaves are never opened. Each body's acceleration sum a updates it at index
+// idx[i]: vel += a g kick, pos_out = pos_in + vel dt_drift (as nbody_step_*). Adds the
+// interactions to the header; sets its overflow word if a stack overflowed (the group's sums are
+// then incomplete).
+extern "C" __global__ void __launch_bounds__(256)
+    nbody_tree_walk(const float4* __restrict__ pos_in, float4* __restrict__ pos_out, float4* __restrict__ vel, int n,
+                    float dt_drift, float kick, float eps2, float g, float theta, const float4* __restrict__ sorted,
+                    const unsigned int* __restrict__ idx, const int2* __restrict__ child, const float4* __restrict__ com,
+                    const float4* __restrict__ quad, const float4* __restrict__ quad2, const float4* __restrict__ box_lo,
+                    const float4* __restrict__ box_hi, unsigned int* __restrict__ header, int* __restrict__ stacks,
+                    const int2* __restrict__ groups) {
+    using namespace nbody::tree;
+    // Each warp's interaction list of one batch: the accepted nodes' com, quad, quad2.
+    __shared__ float4 lists[WALK_WARPS][32][3];
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    int* stack = stacks + static_cast<long long>(blockIdx.x * WALK_WARPS + warp) * STACK;
+    const TreeView t{sorted, idx, child, com, quad, quad2, box_lo, box_hi, n};
+    const int count_of_groups = static_cast<int>(header[HDR_GROUPS]);
+    unsigned long long count = 0;
+    int deepest = 0;
+    bool overflow = false;
+    for (;;) {
+        int group = 0;
+        if (lane == 0) {
+            group = static_cast<int>(atomicAdd(&header[HDR_NEXT_GROUP], 1u));
+        }
+        group = __shfl_sync(0xffffffffu, group, 0);
+        if (group >= count_of_groups) {
+            break;
+        }
+        const int2 run = groups[group];
+        unsigned long long terms = 0;
+        const float3 a = walk_group(t, run.x, run.y, lane, stack, lists[warp], eps2, theta, terms, deepest, overflow);
+        count += terms * static_cast<unsigned long long>(run.y);
+        const int b = run.x + lane;
+        if (lane < run.y) {
+            nbody::update(pos_in, pos_out, vel, static_cast<int>(idx[b]), a, g * kick, dt_drift);
+        }
+    }
+    if (lane == 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(header + HDR_INTERACTIONS), count);
+        atomicMax(&header[HDR_MAX_STACK], static_cast<unsigned int>(deepest));
+        if (overflow) {
+            atomicOr(&header[HDR_OVERFLOW], 1u);
+        }
+    }
+}

@@ -23,6 +23,8 @@ mod precision;
 mod steps;
 #[path = "app_gpu/storages.rs"]
 mod storages;
+#[path = "app_gpu/tree.rs"]
+mod tree;
 
 use std::sync::Arc;
 
@@ -87,6 +89,11 @@ fn nccl_missing() -> Option<String> {
 
 fn main() {
     gpu_gate::run_with_skips(&[
+        ("gpu_tree_matches_the_direct_sum", tree::gpu_tree_matches_the_direct_sum, None),
+        ("gpu_tree_handles_no_softening_and_one_body", tree::gpu_tree_handles_no_softening_and_one_body, None),
+        ("gpu_tree_phases_for_the_record", tree::gpu_tree_phases_for_the_record, None),
+        ("gpu_tree_energy_drift_is_near_the_direct_sums", tree::gpu_tree_energy_drift_is_near_the_direct_sums, None),
+        ("gpu_tree_handles_edge_sizes_equal_keys_and_massless_bodies", tree::gpu_tree_handles_edge_sizes_equal_keys_and_massless_bodies, None),
         ("split_slices_on_one_gpu_give_the_same_bits", steps::split_slices_on_one_gpu_give_the_same_bits, None),
         ("nccl_with_one_rank_gives_the_same_bits", steps::nccl_with_one_rank_gives_the_same_bits, nccl_missing()),
         ("split_backend_draws_the_step", steps::split_backend_draws_the_step, None),

@@ -126,16 +126,17 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("unknown stream kind", &["--stream", "fast"], 2, &["--stream"]),
         demo_case("unknown precision", &["--precision", "f16"], 2, &["--precision", "f16"]),
         // fp64 needs CUDA, has no step mode and takes blocks up to 256 (refused before CUDA is touched).
-        // The tree solver: θ finite and ≥ 0 (clap's parser, exit 2); CPU only.
+        // The tree solver: θ finite and ≥ 0 (clap's parser, exit 2); fp32, on one GPU.
         demo_case("theta negative", &["--solver", "tree", "--theta", "-0.5"], 2, &["--theta", "finite number ≥ 0", "0.5"]),
         demo_case("theta NaN", &["--solver", "tree", "--theta", "NaN"], 2, &["--theta", "finite number ≥ 0"]),
         demo_case("theta infinite", &["--solver", "tree", "--theta", "inf"], 2, &["--theta", "finite number ≥ 0"]),
         demo_case("theta not a number", &["--theta", "wide"], 2, &["--theta", "not a number"]),
         demo_case("unknown solver", &["--solver", "fmm"], 2, &["--solver", "fmm"]),
-        demo_case("tree on the CUDA backend", &["--backend", "cuda", "--solver", "tree"], 1, &["--solver tree", "CUDA backend", "--backend cpu"]),
+        demo_case("tree with a split", &["--backend", "cuda", "--solver", "tree", "--slices-per-gpu", "2"], 1, &["--solver tree", "--slices-per-gpu", "--solver direct"]),
         demo_case("tree with f64", &["--backend", "auto", "--solver", "tree", "--precision", "f64"], 1, &["--solver tree", "--precision f32"]),
         case("accuracy theta negative", &["accuracy", "--theta", "0.5,-1"], 2, &["--theta", "finite number ≥ 0"]),
         case("accuracy bodies 0", &["accuracy", "--bodies", "0"], 1, &["--bodies", "at least 1"]),
+        case("accuracy on CUDA without a driver", &["accuracy", "--backend", "cuda", "--bodies", "64"], 1, &["--backend cpu", "CUDA"]),
         demo_case("f64 on the CPU backend", &["--precision", "f64"], 1, &["--precision f64 needs the CUDA backend", "--backend cpu", "float32", "--precision f32"]),
         demo_case(
             "f64 with step mode",

@@ -505,7 +505,7 @@ fn bench_that_measures_nothing_leaves_no_output_directory() {
 }
 
 /// `--solver tree` runs the CPU backend's tree (the summary names it and θ); with `--backend
-/// auto` it runs on the CPU without trying CUDA, and says so.
+/// auto` and no CUDA it falls back to the CPU's tree, and says why.
 #[test]
 fn tree_solver_runs_on_the_cpu_and_names_itself() {
     let o = run(&["--headless", "--backend", "cpu", "--solver", "tree", "--theta", "0.7", "--frames", "3", "--bodies", "1024"]);
@@ -515,9 +515,23 @@ fn tree_solver_runs_on_the_cpu_and_names_itself() {
     let o = run(&["--headless", "--backend", "auto", "--solver", "tree", "--frames", "2", "--bodies", "512"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
-    assert!(err.contains("--solver tree runs on the CPU backend"), "{err}");
-    assert!(!err.contains("CUDA unavailable"), "CUDA was tried:\n{err}");
+    // `auto` tries the GPU tree first; without CUDA the CPU backend runs its own tree.
+    assert!(err.contains("CUDA unavailable"), "{err}");
     assert!(out.contains("CPU f32 tree θ=0.5"), "{out}");
+}
+
+/// `--solver auto` on the CPU backend: the direct sum below the crossover N, the tree from it
+/// (16384 at θ ≥ 0.75).
+#[test]
+fn auto_solver_picks_by_n() {
+    let o = run(&["--headless", "--backend", "cpu", "--solver", "auto", "--frames", "2", "--bodies", "1024"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    assert!(out.contains("CPU f32 (rayon"), "{out}");
+    let o = run(&["--headless", "--backend", "cpu", "--solver", "auto", "--theta", "0.75", "--frames", "2", "--bodies", "16384"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    assert!(out.contains("CPU f32 tree θ=0.75 (rayon"), "{out}");
 }
 
 /// `accuracy` prints a row per solver and θ and writes the same rows to `--csv`; θ = 0 is the

@@ -105,6 +105,15 @@ impl SimBackend for CpuBackend {
         self.front
     }
 
+    fn solver(&self) -> Solver {
+        self.sim.solver()
+    }
+
+    fn set_solver(&mut self, solver: Solver) -> anyhow::Result<()> {
+        self.sim.set_solver(solver);
+        Ok(())
+    }
+
     fn set_params(&mut self, _gl: Gl<'_>, params: PhysParams) {
         self.sim.set_params(params);
     }

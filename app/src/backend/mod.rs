@@ -124,6 +124,19 @@ pub trait SimBackend {
     /// Change dt, ε or G for the following steps (a change of dt first finishes the half step
     /// with the old dt, which may launch and so needs the GL context: `gl`).
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);
+    /// The force solver the steps use (`auto` resolved to the one it picked).
+    fn solver(&self) -> crate::sim::tree::Solver {
+        crate::sim::tree::Solver::Direct
+    }
+    /// Steps by `solver` from the next frame (the overlay's solver and θ); a step spread over
+    /// frames is abandoned first.
+    ///
+    /// # Errors
+    /// The backend has no such solver (fp64, a split, a backend without one); the tree does not
+    /// fit. The backend keeps its solver then.
+    fn set_solver(&mut self, _solver: crate::sim::tree::Solver) -> anyhow::Result<()> {
+        anyhow::bail!("this backend has one solver, the direct sum")
+    }
     /// Index (0 or 1) of the buffer that holds the newest positions.
     fn front(&self) -> usize;
     /// The buffers the renderer must draw instead of its own VBOs (the external backend's

@@ -31,8 +31,8 @@ pub enum BackendChoice {
 pub struct BackendConfig {
     /// CPU, CUDA, or CUDA with the CPU as fallback.
     pub choice: BackendChoice,
-    /// The CPU backend's force solver; [`Solver::Tree`] exists on the CPU only (see
-    /// [`make_backend`]).
+    /// The force solver: the direct sum, or the Barnes–Hut tree (on the CUDA backend the GPU
+    /// tree, fp32 on one GPU; on the CPU backend the CPU tree).
     pub solver: Solver,
     /// Options of the CUDA backend (ignored for `cpu`).
     pub cuda: CudaOptions,
@@ -55,11 +55,11 @@ pub struct BackendConfig {
 /// as above; a later CPU fallback adds its own line to the notice. Other failures (no CUDA device
 /// shares the GL context) are handled like those of `map`.
 ///
-/// With [`Solver::Tree`] (`--solver tree`), which the CUDA backend does not have: `auto` makes the
-/// CPU backend without trying CUDA (the notice says why), and `cuda` is an error.
+/// With [`Solver::Tree`] (`--solver tree`) the CUDA backend steps by the GPU tree
+/// ([`CudaBackend::set_solver`]); where that fails, `auto` falls back to the CPU backend's tree.
 ///
 /// # Errors
-/// `--backend cuda` and CUDA cannot be used, or asked for with `--solver tree`; the fallback from `external` to `map` with register
+/// `--backend cuda` and CUDA (or its tree, with `--solver tree`) cannot be used; the fallback from `external` to `map` with register
 /// flags that `map` refuses ([`super::cuda::check_register_flags`]).
 pub fn make_backend(
     cfg: &BackendConfig,
@@ -72,14 +72,11 @@ pub fn make_backend(
     if cfg.choice == BackendChoice::Cpu {
         return Ok((Box::new(CpuBackend::with_solver(bodies, params, cfg.solver)), None));
     }
-    if let Solver::Tree { .. } = cfg.solver {
-        if cfg.choice == BackendChoice::Cuda {
-            anyhow::bail!("{TREE_ON_CUDA}");
-        }
-        let notice = "--solver tree runs on the CPU backend (the CUDA backend has no tree solver yet)".to_string();
-        return Ok((Box::new(CpuBackend::with_solver(bodies, params, cfg.solver)), Some(notice)));
-    }
-    let err = match CudaBackend::new(&cfg.cuda, gl, gl_info, vbos, bodies, params) {
+    let made = CudaBackend::new(&cfg.cuda, gl, gl_info, vbos, bodies, params).and_then(|mut b| {
+        b.set_solver(cfg.solver)?;
+        Ok(b)
+    });
+    let err = match made {
         Ok(b) => return Ok((Box::new(b), None)),
         Err(e) => e,
     };
@@ -111,10 +108,6 @@ pub fn make_backend(
     };
     Ok((backend, Some(notice)))
 }
-
-/// Why `--backend cuda --solver tree` is refused, with the remedies.
-pub const TREE_ON_CUDA: &str = "--solver tree is a CPU solver: the CUDA backend computes the direct sum only (no tree \
-     solver yet); use --backend cpu (or auto) with --solver tree, or --solver direct with --backend cuda";
 
 /// What [`apply_settings`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]

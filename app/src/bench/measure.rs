@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use indicatif::ProgressBar;
 
-use super::modes::{self, check_count, ComputeCtx, FrameSample, Gfx, Runner};
+use super::env::Env;
+use super::modes::{self, check_count, FrameSample, Gfx, Runner};
 use super::outputs::Timelines;
 use super::plan::{flag_name, frames_in_round, runs_cuda, runs_f64, Plan};
 use super::report::{self, mode_name, Document, Measured, RowMeta, RunMeta, Skipped};
@@ -17,7 +18,6 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::backend::{InteropSettings, LongSteps as _, PositionVbos};
 use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
-use crate::cuda::session::open_for_gl;
 use crate::demo::frame::trace_stream;
 use crate::sim::init::initial_bodies;
 use crate::sim::Bodies;
@@ -36,6 +36,9 @@ pub(super) struct Acc {
     pub(super) readback: Vec<f64>,
     pub(super) density: Vec<f64>,
     pub(super) gather: Vec<f64>,
+    /// The tree's phases (build, moments, walk; ms) and interactions per body, each frame's
+    /// last step (tree mode).
+    pub(super) tree: [Vec<f64>; 4],
     pub(super) round_medians: Vec<f64>,
     /// The GPU setup the runner ran in (CUDA modes).
     pub(super) setup: Option<report::SetupFacts>,
@@ -56,6 +59,23 @@ impl Acc {
         self.readback.extend(s.readback_ms);
         self.density.extend(s.density_ms);
         self.gather.extend(s.sim.gather_ms);
+        if let Some(t) = &s.tree {
+            for (v, x) in self.tree.iter_mut().zip([t.phases.build_ms, t.phases.moments_ms, t.phases.walk_ms].map(f64::from).into_iter().chain([t.per_body])) {
+                v.push(x);
+            }
+        }
+    }
+
+    /// The tree row's facts at opening angle `theta` (`None` for the other modes).
+    fn tree(&self, theta: f32) -> Option<report::TreeFacts> {
+        let [build, moments, walk, per_body] = &self.tree;
+        Some(report::TreeFacts {
+            theta,
+            build: Summary::of(build)?,
+            moments: Summary::of(moments)?,
+            walk: Summary::of(walk)?,
+            per_body: Summary::of(per_body)?.median,
+        })
     }
 }
 
@@ -91,69 +111,6 @@ impl Results {
             rows: &rows,
         };
         report::write_tables(&self.out, &doc)
-    }
-}
-
-/// The environment a run measures in: GL (optional), CUDA contexts (optional), and why not.
-///
-/// Field order is drop order: the CUDA contexts go before the GL context; no backend is alive
-/// when this drops (backends live only inside [`measure`]).
-pub(super) struct Env {
-    pub(super) compute: Option<ComputeCtx>,
-    /// The context sharing the GL context (held so the primary context stays alive between
-    /// backends), and the device's attributes.
-    pub(super) shared: Option<(std::sync::Arc<interop::Context>, interop::DeviceInfo)>,
-    pub(super) gfx: Option<Gfx>,
-    /// Why a mode cannot run here.
-    pub(super) unavailable: HashMap<BenchMode, String>,
-}
-
-impl Env {
-    pub(super) fn open(args: &BenchArgs, modes: &[BenchMode]) -> Env {
-        let mut unavailable = HashMap::new();
-        let gl_modes: Vec<BenchMode> = modes.iter().copied().filter(|m| *m != BenchMode::Compute).collect();
-        let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| !matches!(m, BenchMode::Cpu | BenchMode::Draw)).collect();
-        let mut gfx = None;
-        if !gl_modes.is_empty() {
-            match Gfx::open(args.width, args.height, args.max_sprite_px, args.readback) {
-                Ok(g) => gfx = Some(g),
-                Err(e) => {
-                    for m in &gl_modes {
-                        unavailable.insert(*m, format!("no headless GL context: {e:#}"));
-                    }
-                }
-            }
-        }
-        let mut shared = None;
-        if let (Some(g), false) = (&gfx, cuda_gl_modes.is_empty()) {
-            match open_for_gl(g.info(), args.stream, 0, args.ctx_sched) {
-                Ok((ctx, _stream, info)) => shared = Some((ctx, info)),
-                Err(e) => {
-                    for m in &cuda_gl_modes {
-                        unavailable.insert(*m, format!("{e:#}"));
-                    }
-                }
-            }
-        }
-        for m in [BenchMode::External, BenchMode::ExternalSemaphore].into_iter().filter(|m| modes.contains(m)) {
-            // More specific than a CUDA reason: checked before CUDA is touched.
-            let info = gfx.as_ref().map(Gfx::info);
-            let semaphore = || shared.as_ref().zip(info).and_then(|((ctx, _), i)| crate::backend::cuda::semaphores_unavailable(ctx, i));
-            let why = info.and_then(|i| i.memory_object.as_ref().err()).cloned();
-            if let Some(why) = why.or_else(|| (m == BenchMode::ExternalSemaphore).then(semaphore).flatten()) {
-                unavailable.insert(m, why);
-            }
-        }
-        let mut compute = None;
-        if modes.contains(&BenchMode::Compute) {
-            match ComputeCtx::open(args.stream, args.ctx_sched) {
-                Ok(c) => compute = Some(c),
-                Err(e) => {
-                    unavailable.insert(BenchMode::Compute, format!("{e:#}"));
-                }
-            }
-        }
-        Env { compute, shared, gfx, unavailable }
     }
 }
 
@@ -247,6 +204,13 @@ pub(super) fn build(
                 }
             }
         }
+        BenchMode::Tree => {
+            let cc = env.compute.as_ref().context("tree mode without a CUDA context")?;
+            let (stream, kernel, block) = (args.stream, args.sim.kernel.as_deref(), args.sim.block_size);
+            let mut r = modes::ComputeRunner::new(cc, stream, kernel, args.sim.step_kernel, block, bodies, plan.params)?;
+            r.use_tree(args.theta)?;
+            Runner::Compute(Box::new(r))
+        }
         BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External | BenchMode::ExternalSemaphore | BenchMode::Density
         | BenchMode::DensityCopy => {
             let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
@@ -279,7 +243,7 @@ pub(super) fn build(
 /// The facts of a (mode, N) row.
 pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta {
     let mut m = RowMeta::default();
-    if mode != BenchMode::Compute {
+    if !mode.is_compute() {
         if let Some(g) = &env.gfx {
             let i = g.info();
             m.gl_vendor = Some(i.vendor.clone());
@@ -290,7 +254,7 @@ pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta 
     }
     let cuda = match mode {
         BenchMode::Cpu => None,
-        BenchMode::Compute => env.compute.as_ref().map(|c| (c.info.name.clone(), c.driver_version())),
+        BenchMode::Compute | BenchMode::Tree => env.compute.as_ref().map(|c| (c.info.name.clone(), c.driver_version())),
         _ => env
             .shared
             .as_ref()
@@ -364,7 +328,8 @@ pub(super) fn measure(
             .iter()
             .copied()
             .filter(|m| !(*m == BenchMode::Cpu && cpu_skip.contains(&n)))
-            .filter(|m| setup == 0 || runs_cuda(*m))
+            // The tree runs on one GPU: in the plain setup only.
+            .filter(|m| setup == 0 || (runs_cuda(*m) && *m != BenchMode::Tree))
             .filter(|_| !repeat[setup])
             .collect()
     };
@@ -400,7 +365,7 @@ pub(super) fn measure(
                 // The old backend goes before the VBOs it may have registered are remade.
                 runner = None;
                 let vbos = match mode {
-                    BenchMode::Compute => None,
+                    BenchMode::Compute | BenchMode::Tree => None,
                     _ => Some(env.gfx.as_mut().context("GL mode without a GL context")?.load(&bodies).with_context(ctx)?),
                 };
                 let setup = &plan.setups[si];
@@ -439,7 +404,7 @@ pub(super) fn measure(
                     if let Some(a) = &api {
                         rec.install(a);
                     }
-                    if mode != BenchMode::Compute {
+                    if !mode.is_compute() {
                         gl_track = env.gfx.as_mut().and_then(|g| g.start_gl_track(rec));
                     }
                 }
@@ -497,7 +462,7 @@ pub(super) fn measure(
                         ),
                     );
                 }
-                if let Some(g) = env.gfx.as_ref().filter(|_| mode != BenchMode::Compute) {
+                if let Some(g) = env.gfx.as_ref().filter(|_| !mode.is_compute()) {
                     if let Some(e) = g.error() {
                         say(&pb, format!("warning: GL error 0x{e:04X} after {}", ctx()));
                     }
@@ -506,7 +471,7 @@ pub(super) fn measure(
                 if round + 1 == args.rounds {
                     let acc = accs.remove(&(mode, si)).unwrap_or_default();
                     let frame = Summary::of(&acc.frame).with_context(|| format!("no frames measured ({})", ctx()))?;
-                    let gl_mode = mode != BenchMode::Compute;
+                    let gl_mode = !mode.is_compute();
                     let size = if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None };
                     res.measured.push(Measured {
                         mode,
@@ -524,6 +489,7 @@ pub(super) fn measure(
                             unmap: Summary::of(&acc.unmap), upload: Summary::of(&acc.upload), draw: Summary::of(&acc.draw),
                             readback: Summary::of(&acc.readback), density: Summary::of(&acc.density),
                             gather: Summary::of(&acc.gather) },
+                        tree: acc.tree(args.theta),
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,
                         precision: if runs_f64(mode) { args.precision.name() } else { "f32" },

@@ -44,6 +44,7 @@
 //! `NBODY_BENCH_STOP_AFTER_ROWS=K` acts exactly like a Ctrl-C arriving right after the K-th row
 //! is finished: the run stops, keeps K rows and fails with the "interrupted" error.
 
+mod env;
 mod measure;
 pub mod modes;
 mod outputs;
@@ -55,7 +56,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use self::measure::{Env, Results};
+use self::env::Env;
+use self::measure::Results;
 use self::outputs::{check_timeline_path, hostname, Timelines};
 pub(crate) use self::outputs::{prepare_out, timeline_path, with_write_error};
 use self::plan::{runs_cuda, validate};

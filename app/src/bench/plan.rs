@@ -13,8 +13,9 @@ use crate::sim::PhysParams;
 pub const DEFAULT_BODIES: [usize; 4] = [16384, 65536, 262144, 1048576];
 
 /// Every mode, in the order they run within a round.
-pub const ALL_MODES: [BenchMode; 10] = [
+pub const ALL_MODES: [BenchMode; 11] = [
     BenchMode::Compute,
+    BenchMode::Tree,
     BenchMode::Draw,
     BenchMode::Map,
     BenchMode::MapSeparate,
@@ -147,12 +148,12 @@ pub(super) fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
 
 /// True for the modes that run the CUDA step, the ones a GPU setup applies to.
 pub(super) fn runs_cuda(mode: BenchMode) -> bool {
-    mode == BenchMode::Compute || mode.interop().is_some()
+    mode.is_compute() || mode.interop().is_some()
 }
 
-/// True for the modes that run with `--precision f64` (the CUDA ones).
+/// True for the modes that run with `--precision f64` (the CUDA ones but the fp32 tree).
 pub(super) fn runs_f64(mode: BenchMode) -> bool {
-    !matches!(mode, BenchMode::Cpu | BenchMode::Draw)
+    !matches!(mode, BenchMode::Cpu | BenchMode::Draw | BenchMode::Tree)
 }
 
 /// Check a measured count (`--frames`, `--iters`) against `--rounds`: both at least 1, and

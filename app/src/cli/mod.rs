@@ -71,11 +71,12 @@ pub enum Command {
     /// Per-step time, gather time (NCCL or peer copies), interactions/s and the scaling against
     /// one GPU.
     Scale(ScaleArgs),
-    /// Measure the CPU tree solver's force error against the f64 direct sum, per scene, N and θ.
+    /// Measure the tree solver's force error against the f64 direct sum, per scene, N and θ.
     ///
     /// Per-body relative acceleration error |a_tree − a_direct| / |a_direct| (median, 99th
     /// percentile, maximum), interactions per body, and the time of the tree against the
-    /// CPU backend's direct sum. No GPU or display needed.
+    /// direct sum: the CPU backend's (no GPU or display needed), or with `--backend cuda` the
+    /// GPU's.
     Accuracy(AccuracyArgs),
 }
 
@@ -100,6 +101,11 @@ pub struct AccuracyArgs {
     /// Also write the rows to this CSV file (rewritten after every row).
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
+    /// Where the solvers run: `cpu` (the CPU backend's direct sum and octree, the f64 reference
+    /// on the CPU), or `cuda` (the fp32 direct kernel and the GPU tree, the f64 reference by the
+    /// fp64 kernel: large N in seconds); `auto`: cuda where it can be used, else cpu.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
 }
 
 /// Options of `scale`.

@@ -7,21 +7,25 @@ use clap::ValueEnum;
 use crate::cuda::settings::{DensityPath, ExternalSync, InteropMode};
 use crate::sim::tree::{check_theta, Solver};
 
-/// `--solver`: how the CPU backend computes the accelerations.
+/// `--solver`: how the accelerations are computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SolverChoice {
     /// The all-pairs sum, O(N²): exact up to float rounding.
     Direct,
-    /// The Barnes–Hut octree (monopole + quadrupole), O(N log N), with opening angle `--theta`.
+    /// The Barnes–Hut tree (monopole + quadrupole), O(N log N), with opening angle `--theta`.
     Tree,
+    /// The tree from the N where it is faster than the direct sum on the backend that runs it
+    /// (measured crossovers, by θ), the direct sum below.
+    Auto,
 }
 
 impl SolverChoice {
-    /// The solver with opening angle `theta` (used by `tree` only).
+    /// The solver with opening angle `theta` (used by `tree` and `auto` only).
     pub fn with_theta(self, theta: f32) -> Solver {
         match self {
             SolverChoice::Direct => Solver::Direct,
             SolverChoice::Tree => Solver::Tree { theta },
+            SolverChoice::Auto => Solver::Auto { theta },
         }
     }
 }
@@ -117,6 +121,9 @@ pub enum BenchMode {
     Copy,
     /// The kernel alone, no GL.
     Compute,
+    /// The GPU Barnes–Hut tree alone (fp32, `--theta`), no GL: `compute` with the tree's build,
+    /// moments and walk in place of the direct kernel.
+    Tree,
     /// The GL draw of positions that do not move, no simulation: the GL floor of a frame.
     Draw,
     /// CPU backend + upload.
@@ -142,8 +149,14 @@ impl BenchMode {
             BenchMode::Map | BenchMode::MapSeparate | BenchMode::Density | BenchMode::DensityCopy => Some(InteropMode::Map),
             BenchMode::Copy => Some(InteropMode::Copy),
             BenchMode::External | BenchMode::ExternalSemaphore => Some(InteropMode::External),
-            BenchMode::Compute | BenchMode::Draw | BenchMode::Cpu => None,
+            BenchMode::Compute | BenchMode::Tree | BenchMode::Draw | BenchMode::Cpu => None,
         }
+    }
+
+    /// True for the modes without GL that step device buffers in a CUDA context of their own
+    /// (`compute`, `tree`).
+    pub fn is_compute(self) -> bool {
+        matches!(self, BenchMode::Compute | BenchMode::Tree)
     }
 
     /// How an external mode orders CUDA and GL (`external`: the host waits; the others ignore it).

@@ -58,6 +58,9 @@ pub struct GpuStepper {
     spread: bool,
     /// The split step in progress between two calls (only while spreading).
     partial: Option<PartialStep>,
+    /// The Barnes–Hut tree that computes the steps in place of the direct kernel
+    /// ([`GpuStepper::set_tree`]); `None`: the direct sum.
+    tree: Option<Box<super::tree::GpuTree>>,
 }
 
 /// A stop request and the rate (interactions/s) a step's length is estimated from.
@@ -123,6 +126,7 @@ impl GpuStepper {
             vel_backup: None,
             spread: false,
             partial: None,
+            tree: None,
         })
     }
 
@@ -142,6 +146,34 @@ impl GpuStepper {
         self.spread = on;
     }
 
+    /// Steps by the tree solver from now on (`Some`), or by the direct kernel (`None`). A tree
+    /// step is always one pass (never split over launches or frames).
+    ///
+    /// # Errors
+    /// A step is in progress (finish or abandon it first).
+    pub fn set_tree(&mut self, tree: Option<super::tree::GpuTree>) -> anyhow::Result<()> {
+        if self.partial.is_some() {
+            bail!("a split step is in progress: finish it before switching the solver");
+        }
+        self.tree = tree.map(Box::new);
+        Ok(())
+    }
+
+    /// The tree solver, if the steps use it.
+    pub fn tree(&self) -> Option<&super::tree::GpuTree> {
+        self.tree.as_deref()
+    }
+
+    /// The solver the steps use: the tree with its θ, or the direct sum.
+    pub fn solver(&self) -> crate::sim::tree::Solver {
+        self.tree.as_ref().map_or(crate::sim::tree::Solver::Direct, |t| crate::sim::tree::Solver::Tree { theta: t.theta() })
+    }
+
+    /// The tree solver, mutable (θ, phase timing).
+    pub fn tree_mut(&mut self) -> Option<&mut super::tree::GpuTree> {
+        self.tree.as_deref_mut()
+    }
+
     /// The split step in progress between two frames: launches done, of all.
     pub fn step_in_progress(&self) -> Option<StepProgress> {
         self.partial.map(|p| p.progress())
@@ -150,7 +182,7 @@ impl GpuStepper {
     /// Launches per step: 1, or for a long step with an interrupt set, enough for [`LAUNCH_S`]
     /// each (at most one per 1024 bodies).
     pub fn launches_per_step(&self) -> usize {
-        let Some(i) = self.interrupt else { return 1 };
+        let Some(i) = self.interrupt.filter(|_| self.tree.is_none()) else { return 1 };
         crate::sim::partial::parts_for(self.step_seconds(i.rate), self.n, MIN_LAUNCH_BODIES)
     }
 
@@ -294,7 +326,7 @@ impl GpuStepper {
 
     /// One step's estimated length at `rate` interactions/s (s).
     fn step_seconds(&self, rate: f64) -> f64 {
-        (self.n as f64) * (self.n as f64) / rate.max(1.0)
+        crate::sim::tree::step_terms(self.solver(), self.n, true) / rate.max(1.0)
     }
 
     /// Finishes a step in progress (its remaining launches, an interrupt looked at between
@@ -387,8 +419,12 @@ impl GpuStepper {
     /// One step front → other buffer in one launch; flips the front.
     fn launch_whole(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], drift: f32, kick: f32, stream: &Stream) -> anyhow::Result<()> {
         let cur = self.front;
-        let launch = self.launch;
-        self.kernels.launch_step(launch, self.n, (pos[cur], pos[1 - cur], self.vel.view()), drift, kick, self.params, stream)?;
+        let bufs = (pos[cur], pos[1 - cur], self.vel.view());
+        if let Some(tree) = &mut self.tree {
+            tree.step(bufs, drift, kick, self.params, stream)?;
+        } else {
+            self.kernels.launch_step(self.launch, self.n, bufs, drift, kick, self.params, stream)?;
+        }
         self.front = 1 - cur;
         Ok(())
     }

@@ -166,6 +166,19 @@ impl Kernels {
         DensityKernels::new(&self.module).with_context(|| format!("{} has no usable density kernels (nbody_density_*)", self.source))
     }
 
+    /// The GPU's multiprocessor count.
+    pub fn sms(&self) -> u32 {
+        self.sms
+    }
+
+    /// The tree code's kernels (`nbody_tree_*`).
+    ///
+    /// # Errors
+    /// The PTX (an older `--kernel` file) lacks one, or one takes other parameters.
+    pub fn tree(&self) -> anyhow::Result<interop::kernels::TreeKernels> {
+        interop::kernels::TreeKernels::new(&self.module).with_context(|| format!("{} has no usable tree kernels (nbody_tree_*)", self.source))
+    }
+
     /// The step kernel of a launch (P bodies per thread, S threads per body, the loop), if the
     /// PTX has it.
     pub fn step_kernel(&self, l: Launch) -> Option<&StepKernel> {
@@ -277,13 +290,28 @@ pub fn check_fits(ctx: &Context, n: usize, device_buffers: usize) -> anyhow::Res
         bail!("N = {n} is out of range for the kernel (1 ≤ N ≤ {MAX_BODIES})");
     }
     let need = n.checked_mul(BODY_BYTES * device_buffers + 4).context("N is too large")?;
+    check_bytes_fit(
+        ctx,
+        need,
+        &format!("{n} bodies need"),
+        &format!("{device_buffers} buffers of [N][4] f32"),
+        "use fewer bodies, or end the other programs using the GPU (nvidia-smi lists them)",
+    )
+}
+
+/// Refuses `need` bytes of device memory when they are more than 95 % of what `ctx`'s device
+/// has free (5 % stays for the driver, the module and the stream's work). The message is
+/// "`who` X GiB of device memory (`what`), more than the GPU has free (… free of …); `remedy`".
+///
+/// # Errors
+/// `cuMemGetInfo` fails; or the message above.
+#[doc(alias = "cuMemGetInfo")]
+pub fn check_bytes_fit(ctx: &Context, need: usize, who: &str, what: &str, remedy: &str) -> anyhow::Result<()> {
     let (free, total) = ctx.memory_info().context("cuMemGetInfo")?;
-    // 5 % of the free memory stays for the driver, the module and the stream's work.
     if need > free / 20 * 19 {
         let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
         bail!(
-            "{n} bodies need {:.2} GiB of device memory ({device_buffers} buffers of [N][4] f32), more than the GPU has \
-             free ({:.2} GiB free of {:.2} GiB); use fewer bodies, or end the other programs using the GPU (nvidia-smi lists them)",
+            "{who} {:.2} GiB of device memory ({what}), more than the GPU has free ({:.2} GiB free of {:.2} GiB); {remedy}",
             gib(need),
             gib(free),
             gib(total)

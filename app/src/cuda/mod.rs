@@ -15,3 +15,4 @@ pub mod session;
 pub mod settings;
 pub mod split;
 pub mod stepper;
+pub mod tree;

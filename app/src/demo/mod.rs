@@ -43,21 +43,19 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     // warns under --allow-slow. A file fixes N itself: it is checked once read.
     let cpu = match args.backend {
         crate::cli::BackendChoice::Cpu => true,
-        // The tree exists on the CPU only: `auto` runs the CPU backend for it.
-        crate::cli::BackendChoice::Auto if args.solver == crate::cli::SolverChoice::Tree => true,
         crate::cli::BackendChoice::Cuda => false,
         // Without a driver library `auto` will run the CPU backend: its rate, not a GPU's.
         crate::cli::BackendChoice::Auto => !crate::backend::select::driver_library_loads(),
     };
     let from_file = std::path::Path::new(args.init()).is_file();
     if !from_file {
-        refuse_slow_step(args.n_bodies(), cpu, args.allow_slow)?;
+        refuse_slow_step(args.n_bodies(), args.solver.with_theta(args.theta), cpu, args.allow_slow)?;
         check_host_memory(args)?;
     }
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
     let bodies = initial_bodies(args.init(), args.n_bodies(), args.sim.seed, params.g)?;
     if from_file {
-        refuse_slow_step(bodies.len(), cpu, args.allow_slow)?;
+        refuse_slow_step(bodies.len(), args.solver.with_theta(args.theta), cpu, args.allow_slow)?;
     }
     if args.headless {
         headless::run(args, bodies, params)
@@ -113,17 +111,18 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
              GPU, or leave --step-mode out"
         );
     }
-    if args.backend == crate::cli::BackendChoice::Cuda && args.solver == crate::cli::SolverChoice::Tree {
-        bail!("{}", crate::backend::select::TREE_ON_CUDA);
-    }
     if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 {
         bail!(
-            "--solver tree runs on the CPU backend, which is float32 only, and --precision f64 needs the CUDA backend: \
-             use --precision f32 with --solver tree, or --solver direct with --precision f64"
+            "--solver tree is float32 (on the GPU and on the CPU), and --precision f64 runs the direct sum: use \
+             --precision f32 with --solver tree, or --solver direct with --precision f64"
         );
     }
-    if args.solver == crate::cli::SolverChoice::Tree && args.step_mode {
-        bail!("--step-mode walks the CUDA workflow, and --solver tree runs on the CPU backend: leave one of them out");
+    let split = args.gpu.gpus.iter().any(|g| *g != crate::cli::GpuCount::Count(1)) || args.gpu.slices_per_gpu.iter().any(|&k| k > 1);
+    if args.solver == crate::cli::SolverChoice::Tree && split {
+        bail!(
+            "--solver tree runs on one GPU, and --gpus / --slices-per-gpu split the direct sum over slices: use \
+             --solver direct (or auto) with the split, or leave the split out for the tree"
+        );
     }
     crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if args.backend != crate::cli::BackendChoice::Cpu {
@@ -325,17 +324,18 @@ pub const SLOW_STEP_S: f64 = 10.0;
 /// backend's arrays, the renderer's scratch, upload staging).
 pub const HOST_BYTES_PER_BODY: u64 = 256;
 
-/// Refuses N whose estimated step time exceeds [`SLOW_STEP_S`] unless `allow_slow`.
+/// Refuses N whose estimated step time exceeds [`SLOW_STEP_S`] unless `allow_slow`: the step's
+/// terms by `solver` ([`crate::sim::tree::step_terms`]) at the backend's nominal rate.
 ///
 /// # Errors
 /// The estimate, the rate it assumed and the remedy.
-pub fn check_step_time(n: usize, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+pub fn check_step_time(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
     let (rate, what) = if cpu {
         (CPU_INTERACTIONS_PER_THREAD * rayon::current_num_threads() as f64, format!("the CPU backend on {} threads", rayon::current_num_threads()))
     } else {
         (GPU_INTERACTIONS_NOMINAL, "an H200-class GPU".to_string())
     };
-    check_step_rate(n, rate, &what, allow_slow)
+    check_step_rate(n, crate::sim::tree::step_terms(solver, n, !cpu), rate, &what, allow_slow)
 }
 
 /// [`check_step_time`] before the backend exists: the same refusal, but no warning with
@@ -343,20 +343,19 @@ pub fn check_step_time(n: usize, cpu: bool, allow_slow: bool) -> anyhow::Result<
 ///
 /// # Errors
 /// As [`check_step_time`] without `allow_slow`.
-fn refuse_slow_step(n: usize, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+fn refuse_slow_step(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
     if allow_slow {
         return Ok(());
     }
-    check_step_time(n, cpu, false)
+    check_step_time(n, solver, cpu, false)
 }
 
-/// [`check_step_time`] at `rate` interactions/s, the rate of `what` (e.g. the backend's own
-/// [`crate::backend::SimBackend::nominal_rate`]).
+/// [`check_step_time`] for a step of `interactions` terms at `rate` interactions/s, the rate of
+/// `what` (e.g. the backend's own [`crate::backend::SimBackend::nominal_rate`]).
 ///
 /// # Errors
 /// The estimate, the rate it assumed and the remedy.
-pub fn check_step_rate(n: usize, rate: f64, what: &str, allow_slow: bool) -> anyhow::Result<()> {
-    let interactions = (n as f64) * (n as f64);
+pub fn check_step_rate(n: usize, interactions: f64, rate: f64, what: &str, allow_slow: bool) -> anyhow::Result<()> {
     let secs = interactions / rate;
     if secs > SLOW_STEP_S {
         let msg = format!(

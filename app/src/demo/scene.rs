@@ -169,6 +169,8 @@ impl Scene {
             paused: false,
             reset_init: args.init().to_owned(),
             reset_n: args.n_bodies().max(1),
+            solver: args.solver.with_theta(args.theta),
+            theta: args.theta,
         };
         let mut scene = Self {
             backend: None,
@@ -228,7 +230,8 @@ impl Scene {
         // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
         // GPU's, derived from its SM count and clock.
         let (rate, what) = backend.nominal_rate();
-        super::check_step_rate(bodies.len(), rate, &what, scene.args.allow_slow)?;
+        let terms = crate::sim::tree::step_terms(backend.solver(), bodies.len(), backend.cuda().is_some());
+        super::check_step_rate(bodies.len(), terms, rate, &what, scene.args.allow_slow)?;
         scene.backend = Some(backend);
         let preset = crate::sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
         let fell_back = cpu && scene.args.bodies.is_none() && scene.args.default_bodies.is_none();

@@ -8,6 +8,8 @@
 //! `|a − a_ref| / |a_ref|` (median, 99th percentile, maximum; [`ErrorStats`]), interactions per
 //! body (body–body + body–cell; N for the direct sum) and the times in ms, one run each (after
 //! the reference, so the threads and pages are warm). G = 1: relative errors do not depend on G.
+//! With `--backend cuda` the same rows come from the GPU ([`super::accuracy_gpu`]): the fp32
+//! direct kernel, the GPU tree (build = its build and moments), the reference by the fp64 kernel.
 //! The table goes to stdout; `--csv` rewrites the file after every row, so Ctrl-C keeps the rows
 //! finished.
 
@@ -17,7 +19,8 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use serde::Serialize;
 
-use crate::cli::AccuracyArgs;
+use super::accuracy_gpu::GpuAccuracy;
+use crate::cli::{AccuracyArgs, BackendChoice};
 use crate::sim::cpu::{accelerations_f32, accelerations_f64};
 use crate::sim::init::initial_bodies;
 use crate::sim::tree::{relative_errors, ErrorStats, Octree};
@@ -69,8 +72,18 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
         write_csv(p, &[]).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
     }
     crate::stop::install();
-    let threads = rayon::current_num_threads();
-    println!("force error of the tree against the f64 direct sum (ε = {}, seed {}, {threads} threads)", args.softening, args.seed);
+    let gpu = match args.backend {
+        BackendChoice::Cpu => None,
+        BackendChoice::Cuda => Some(GpuAccuracy::open()?),
+        BackendChoice::Auto => GpuAccuracy::open()
+            .map_err(|e| eprintln!("CUDA unavailable, measuring on the CPU: {e:#}"))
+            .ok(),
+    };
+    let on = match &gpu {
+        Some(g) => format!("on the GPU: {}", g.device_name()),
+        None => format!("on the CPU: {} threads", rayon::current_num_threads()),
+    };
+    println!("force error of the tree against the f64 direct sum (ε = {}, seed {}, {on})", args.softening, args.seed);
     println!("{}", header());
     let mut rows = Vec::new();
     for scene in &args.init {
@@ -82,11 +95,16 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             let pos = &bodies.pos;
             let n = pos.len();
             let t = Instant::now();
-            let exact = accelerations_f64(&pos.iter().map(|p| p.map(f64::from)).collect::<Vec<_>>(), 1.0, f64::from(args.softening));
+            let exact = match &gpu {
+                Some(g) => g.exact(pos, args.softening)?,
+                None => accelerations_f64(&pos.iter().map(|p| p.map(f64::from)).collect::<Vec<_>>(), 1.0, f64::from(args.softening)),
+            };
             eprintln!("{scene} N = {n}: f64 reference in {:.0} ms", ms(t));
             let t = Instant::now();
-            let direct = accelerations_f32(pos, 1.0, args.softening);
-            let direct_ms = ms(t);
+            let (direct, direct_ms) = match &gpu {
+                Some(g) => g.direct(pos, args.softening)?,
+                None => (accelerations_f32(pos, 1.0, args.softening), ms(t)),
+            };
             let mut row = |solver, theta, acc: &[[f32; 3]], per_body, build_ms, force_ms: f64| -> anyhow::Result<()> {
                 let e = ErrorStats::of(&relative_errors(acc, &exact)).unwrap_or_default();
                 let r = AccuracyRow {
@@ -111,6 +129,11 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             };
             row("direct", None, &direct, n as f64, 0.0, direct_ms)?;
             for &theta in &args.theta {
+                if let Some(g) = &gpu {
+                    let r = g.tree(pos, args.softening, theta)?;
+                    row("tree", Some(theta), &r.acc, r.per_body, r.build_ms, r.force_ms)?;
+                    continue;
+                }
                 let t = Instant::now();
                 let tree = Octree::build(pos);
                 let build_ms = ms(t);
@@ -138,10 +161,12 @@ fn header() -> String {
 /// One row of the table (Markdown).
 fn line(r: &AccuracyRow) -> String {
     let theta = r.theta.map_or("—".to_string(), |t| t.to_string());
-    let build = if r.solver == "direct" { "—".to_string() } else { format!("{:.0}", r.build_ms) };
+    // Whole ms from 10 on, three decimals below (the GPU's times).
+    let ms = |t: f64| if t >= 10.0 { format!("{t:.0}") } else { format!("{t:.3}") };
+    let build = if r.solver == "direct" { "—".to_string() } else { ms(r.build_ms) };
     format!(
-        "| {} | {} | {} | {} | {:.2e} | {:.2e} | {:.2e} | {:.0} | {} | {:.0} | {:.1}× |",
-        r.scene, r.n, r.solver, theta, r.err_median, r.err_p99, r.err_max, r.interactions_per_body, build, r.force_ms, r.speedup
+        "| {} | {} | {} | {} | {:.2e} | {:.2e} | {:.2e} | {:.0} | {} | {} | {:.1}× |",
+        r.scene, r.n, r.solver, theta, r.err_median, r.err_p99, r.err_max, r.interactions_per_body, build, ms(r.force_ms), r.speedup
     )
 }
 

@@ -56,4 +56,6 @@ pub enum Action {
     NextStep,
     /// Run the mistake-lab case of this name on scratch resources.
     RunLab(String),
+    /// Step by another force solver, or the tree with another θ (`backend.set_solver`).
+    SetSolver(crate::sim::tree::Solver),
 }

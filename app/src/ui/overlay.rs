@@ -13,10 +13,11 @@ use egui_plot::{Line, Plot, PlotPoints};
 use super::action::{Action, FrameStats};
 use super::bundled_glyphs;
 use super::rows::{handover_ms, timing_rows, Measure, DENSITY_ROW, GATHER_ROW};
-use super::widgets::{keep, settings_ui};
+use super::widgets::{keep, settings_ui, solver_ui};
 use crate::backend::{InteropSettings, SimTimings};
 use crate::cuda::settings::{InteropMode, View};
 use crate::gfx::GlInfo;
+use crate::sim::tree::Solver;
 use crate::sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
 
 /// Frames kept in the rolling plots.
@@ -71,6 +72,10 @@ pub struct Controls {
     pub reset_init: String,
     /// N the next reset uses.
     pub reset_n: usize,
+    /// The force solver asked for (`--solver`, `--theta`; the overlay's solver row).
+    pub solver: Solver,
+    /// The θ the solver row shows and gives a tree (kept while the direct sum is picked).
+    pub theta: f32,
 }
 
 #[derive(Debug, Default)]
@@ -475,6 +480,7 @@ impl Overlay {
             c.params = p;
             actions.push(Action::SetParams(p));
         }
+        solver_ui(ui, &mut c.solver, &mut c.theta, actions);
         ui.horizontal(|ui| {
             ui.checkbox(&mut c.paused, "pause");
             ui.checkbox(&mut c.trails, "trails").on_hover_text("the last frames' positions behind each body (key t)");

@@ -1,11 +1,12 @@
 //! Small egui widgets the overlay is built from: a combo box of named values, the interop
-//! settings box, and drag values that keep the value in force.
+//! settings box, the solver row, and drag values that keep the value in force.
 
 use egui::RichText;
 
 use super::action::Action;
 use crate::backend::InteropSettings;
 use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
+use crate::sim::tree::Solver;
 
 pub(super) fn combo<T: PartialEq + Copy>(ui: &mut egui::Ui, label: &str, value: &mut T, options: &[(T, &str)]) {
     let current = options.iter().find(|(v, _)| v == value).map_or("?", |(_, n)| n);
@@ -59,4 +60,33 @@ pub(super) fn settings_ui(ui: &mut egui::Ui, settings: Option<InteropSettings>, 
 /// are rounded away.
 pub(super) fn keep(d: egui::DragValue<'_>) -> egui::DragValue<'_> {
     d.clamp_existing_to_range(false)
+}
+
+/// The solver row: direct, tree or auto, and θ (`theta`, kept while direct is picked); a change
+/// pushes [`Action::SetSolver`].
+pub(super) fn solver_ui(ui: &mut egui::Ui, solver: &mut Solver, theta: &mut f32, actions: &mut Vec<Action>) {
+    let mut name = match *solver {
+        Solver::Direct => "direct",
+        Solver::Tree { theta: t } | Solver::Auto { theta: t } => {
+            *theta = t;
+            if matches!(solver, Solver::Tree { .. }) { "tree" } else { "auto" }
+        }
+    };
+    ui.horizontal(|ui| {
+        ui.label("solver");
+        for n in ["direct", "tree", "auto"] {
+            ui.radio_value(&mut name, n, n);
+        }
+        ui.add_enabled(name != "direct", keep(egui::DragValue::new(theta).speed(0.01).range(0.0..=2.0).prefix("θ ")))
+            .on_hover_text("opening angle: a cell of side l at distance d is opened when l / d ≥ θ (--theta)");
+    });
+    let picked = match name {
+        "tree" => Solver::Tree { theta: *theta },
+        "auto" => Solver::Auto { theta: *theta },
+        _ => Solver::Direct,
+    };
+    if picked != *solver {
+        *solver = picked;
+        actions.push(Action::SetSolver(picked));
+    }
 }

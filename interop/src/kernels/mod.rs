@@ -22,11 +22,13 @@ mod density;
 mod helpers;
 mod step;
 mod step_f64;
+mod tree;
 
 pub use density::{DensityKernels, SPLAT_PARAMS, STORE_PARAMS, TONEMAP_PARAMS};
 pub use helpers::{PotentialKernel, ToFloat4Kernel, TouchKernel, TOUCH_PARAMS, TOUCH_PTX};
 pub use step::StepKernel;
 pub use step_f64::StepKernelF64;
+pub use tree::{TreeCounts, TreeKernels, TreeWorkspace, MAX_TREE_BODIES};
 
 /// Bytes of one body in a position or velocity buffer (`float4`).
 pub const BODY_BYTES: usize = 16;
@@ -340,6 +342,10 @@ mod tests {
         let e = entries.iter().find(|(n, _)| n == "nbody_to_float4").expect("nbody_to_float4");
         assert_eq!(e.1, TO_FLOAT4_PARAMS);
         for (name, want) in [("nbody_density_splat", &SPLAT_PARAMS[..]), ("nbody_density_store", &STORE_PARAMS[..]), ("nbody_density_tonemap", &TONEMAP_PARAMS[..])] {
+            let e = entries.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.1, want, "{name}");
+        }
+        for (name, want) in tree::ENTRIES {
             let e = entries.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, want, "{name}");
         }

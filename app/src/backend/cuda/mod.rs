@@ -289,6 +289,46 @@ impl CudaBackend {
         self.gpu.set_stream_k(on)
     }
 
+    /// Steps by `solver` from the next frame: the direct kernel, or the GPU tree
+    /// ([`crate::cuda::tree::GpuTree`], its workspace allocated here) with its θ; `auto` picks by
+    /// N ([`crate::sim::tree::Solver::resolve`]; the direct sum in fp64 and split setups). A
+    /// step spread over frames is abandoned first (the state goes back to before it).
+    ///
+    /// # Errors
+    /// The tree with `--precision f64` or the bodies split over slices (both keep the direct
+    /// sum); the tree's memory does not fit or its kernels are missing; finishing the step fails.
+    pub fn set_solver(&mut self, solver: crate::sim::tree::Solver) -> anyhow::Result<()> {
+        let Stepper::F32(gpu) = &mut self.gpu else {
+            // `auto` keeps the direct sum here; only an explicit tree is refused.
+            if let crate::sim::tree::Solver::Tree { .. } = solver {
+                bail!(
+                    "the GPU tree is float32 and runs on one GPU: --precision f64 and the split over slices (--gpus, \
+                     --slices) use the direct sum; use --solver direct with them, or drop them to use the tree"
+                );
+            }
+            return Ok(());
+        };
+        gpu.abandon_step(&self.stream)?;
+        match solver.resolve(self.n, true) {
+            crate::sim::tree::Solver::Direct | crate::sim::tree::Solver::Auto { .. } => gpu.set_tree(None),
+            crate::sim::tree::Solver::Tree { theta } => {
+                if let Some(tree) = gpu.tree_mut() {
+                    return tree.set_theta(theta);
+                }
+                let tree = crate::cuda::tree::GpuTree::new(&gpu.kernels, &self.ctx, self.n, theta)?;
+                gpu.set_tree(Some(tree))
+            }
+        }
+    }
+
+    /// The solver the steps use.
+    pub fn solver(&self) -> crate::sim::tree::Solver {
+        match &self.gpu {
+            Stepper::F32(gpu) => gpu.solver(),
+            _ => crate::sim::tree::Solver::Direct,
+        }
+    }
+
     /// The CUDA device's attributes.
     pub fn device_info(&self) -> &DeviceInfo {
         &self.info

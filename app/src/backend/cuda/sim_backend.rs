@@ -27,11 +27,22 @@ impl SimBackend for CudaBackend {
             (InteropMode::Copy, _) => "copy",
             (InteropMode::External, _) => "external",
         };
-        format!("CUDA {mode} {} · {}", self.gpu.precision().name(), self.info.name)
+        match self.solver() {
+            crate::sim::tree::Solver::Tree { theta } => format!("CUDA {mode} {} tree θ={theta} · {}", self.gpu.precision().name(), self.info.name),
+            _ => format!("CUDA {mode} {} · {}", self.gpu.precision().name(), self.info.name),
+        }
     }
 
     fn n(&self) -> usize {
         self.n
+    }
+
+    fn solver(&self) -> crate::sim::tree::Solver {
+        CudaBackend::solver(self)
+    }
+
+    fn set_solver(&mut self, solver: crate::sim::tree::Solver) -> anyhow::Result<()> {
+        CudaBackend::set_solver(self, solver)
     }
 
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {

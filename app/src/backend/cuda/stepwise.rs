@@ -185,7 +185,12 @@ impl CudaBackend {
                 let pos = [m.pointer(0)?.require(bytes)?.view(), m.pointer(1)?.require(bytes)?.view()];
                 let steps = sw.steps;
                 gpu.launch_steps(pos, steps, &self.stream)?;
-                Ok(format!("{steps} step(s) launched: buffer {} → buffer {}", gpu.front ^ (steps as usize & 1), gpu.front))
+                let what = match gpu.tree().map(|t| t.theta()) {
+                    // The tree step: 28 launches of its build, then the moments and the walk.
+                    Some(theta) => format!("{steps} tree step(s) launched (θ = {theta}: box, keys, 8 sort passes, tree, groups, moments, walk; 30 launches a step)"),
+                    None => format!("{steps} step(s) launched"),
+                };
+                Ok(format!("{what}: buffer {} → buffer {}", gpu.front ^ (steps as usize & 1), gpu.front))
             }
             FrameStep::Unmap => {
                 sw.ptrs = None;

@@ -134,7 +134,26 @@ impl ComputeRunner {
             ..SimTimings::default()
         };
         self.clock.rebase_if_old(&self.stream)?;
-        Ok(FrameSample { frame_ms, sim, draw_ms: None, readback_ms: None, density_ms: None })
+        let tree = match self.gpu.tree() {
+            Some(t) => {
+                let phases = t.phases()?.unwrap_or_default();
+                let counts = t.counts(&self.stream)?;
+                Some(super::TreeSample { phases, per_body: counts.interactions as f64 / self.gpu.n as f64 })
+            }
+            None => None,
+        };
+        Ok(FrameSample { frame_ms, sim, draw_ms: None, readback_ms: None, density_ms: None, tree })
+    }
+
+    /// Steps by the GPU tree with opening angle `theta` from now on (the `tree` mode), its phases
+    /// timed.
+    ///
+    /// # Errors
+    /// As [`crate::cuda::tree::GpuTree::new`]; `cuEventCreate` fails.
+    pub fn use_tree(&mut self, theta: f32) -> anyhow::Result<()> {
+        let mut tree = crate::cuda::tree::GpuTree::new(&self.gpu.kernels, &self.ctx, self.gpu.n, theta)?;
+        tree.time_phases(&self.ctx)?;
+        self.gpu.set_tree(Some(tree))
     }
 }
 
@@ -202,7 +221,7 @@ impl ComputeRunnerF64 {
         e1.synchronize().context("cuEventSynchronize")?;
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
         let kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
-        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None, readback_ms: None, density_ms: None })
+        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None, readback_ms: None, density_ms: None, tree: None })
     }
 
     /// True when the newest positions and the velocities are all finite.
@@ -263,7 +282,7 @@ impl SplitComputeRunner {
             gather_ms: f.gather_ms.last().copied(),
             ..SimTimings::default()
         };
-        Ok(FrameSample { frame_ms: f.wall_ms, sim, draw_ms: None, readback_ms: None, density_ms: None })
+        Ok(FrameSample { frame_ms: f.wall_ms, sim, draw_ms: None, readback_ms: None, density_ms: None, tree: None })
     }
 
     /// True when the newest positions and the velocities are all finite.

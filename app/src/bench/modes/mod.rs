@@ -48,6 +48,17 @@ pub struct FrameSample {
     pub readback_ms: Option<f64>,
     /// GPU time of the density view's pass (density modes; CUDA events).
     pub density_ms: Option<f64>,
+    /// The GPU tree's last step of the frame (tree mode).
+    pub tree: Option<TreeSample>,
+}
+
+/// The GPU tree's step as the bench records it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TreeSample {
+    /// Build, moments and walk times (ms; CUDA events).
+    pub phases: crate::cuda::tree::TreePhases,
+    /// Terms evaluated per body (leaves and accepted cells).
+    pub per_body: f64,
 }
 
 /// The headless GL side of the bench: one context for the whole run, one renderer whose VBOs
@@ -170,7 +181,7 @@ impl Gfx {
             // After glFinish: the draw followed the unmap, so the pass's events have completed.
             Some(_) => (None, backend.cuda_mut().and_then(|c| c.density_ms())),
         };
-        Ok(FrameSample { frame_ms, sim, draw_ms, readback_ms, density_ms })
+        Ok(FrameSample { frame_ms, sim, draw_ms, readback_ms, density_ms, tree: None })
     }
 
     /// The state `backend` holds, read back with synchronised velocities (for the divergence check

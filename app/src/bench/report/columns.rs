@@ -28,6 +28,9 @@ pub struct Row {
     /// The timed parts of a frame.
     #[serde(flatten)]
     pub times: TimeColumns,
+    /// The GPU tree's opening angle, phases and terms (tree mode).
+    #[serde(flatten)]
+    pub tree: TreeColumns,
     /// Interactions per second and GFLOP/s.
     #[serde(flatten)]
     pub rates: RateColumns,
@@ -140,6 +143,41 @@ type Stat = (&'static str, fn(Summary) -> f64);
 
 /// The statistics of a timed part, as its columns name them.
 const STATS: [Stat; 4] = [("median", |s| s.median), ("p95", |s| s.p95), ("p99", |s| s.p99), ("max", |s| s.max)];
+
+/// `theta`, `tree_{build,moments,walk}_ms_{median,p99}`, `tree_interactions_per_body`,
+/// `tree_interactions_per_s` (tree mode; empty for the others).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct TreeColumns {
+    pub theta: Option<f32>,
+    pub tree_build_ms_median: Option<f64>,
+    pub tree_build_ms_p99: Option<f64>,
+    pub tree_moments_ms_median: Option<f64>,
+    pub tree_moments_ms_p99: Option<f64>,
+    pub tree_walk_ms_median: Option<f64>,
+    pub tree_walk_ms_p99: Option<f64>,
+    pub tree_interactions_per_body: Option<f64>,
+    pub tree_interactions_per_s: Option<f64>,
+}
+
+impl TreeColumns {
+    /// The columns of a tree row of N bodies and `steps` steps a frame whose kernel median is
+    /// `kernel_ms` (empty without `facts`: the other modes).
+    pub fn of(facts: Option<super::TreeFacts>, n: usize, steps: u32, kernel_ms: Option<f64>) -> TreeColumns {
+        let Some(t) = facts else { return TreeColumns::default() };
+        TreeColumns {
+            theta: Some(t.theta),
+            tree_build_ms_median: Some(t.build.median),
+            tree_build_ms_p99: Some(t.build.p99),
+            tree_moments_ms_median: Some(t.moments.median),
+            tree_moments_ms_p99: Some(t.moments.p99),
+            tree_walk_ms_median: Some(t.walk.median),
+            tree_walk_ms_p99: Some(t.walk.p99),
+            tree_interactions_per_body: Some(t.per_body),
+            tree_interactions_per_s: kernel_ms.filter(|k| *k > 0.0).map(|k| t.per_body * n as f64 * f64::from(steps) / (k * 1e-3)),
+        }
+    }
+}
 
 /// `interactions_per_s`, `gflops`, `rate_basis`, `interactions_per_s_frame`, `gflops_frame`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

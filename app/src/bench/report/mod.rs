@@ -26,6 +26,13 @@
 //! - `gather_ms_{median,p99}`: split setups, the slowest slice's gather time of each frame's last
 //!   step (CUDA events on the slices' streams, from its kernel's end to its gather's end: with
 //!   the wait for the other slices' kernels, see `cuda::split::SplitFrame`);
+//! - `theta`, `tree_{build,moments,walk}_ms_{median,p99}`, `tree_interactions_per_body`,
+//!   `tree_interactions_per_s` (tree mode): the opening angle; the GPU tree's phases in the last
+//!   step of each frame (CUDA events: box, keys, sort, tree and groups; moments; walk with the
+//!   leapfrog update); the terms evaluated per body (leaves and accepted cells, median); and
+//!   those terms per second over the median kernel time. The row's `interactions_per_s` is
+//!   the effective rate, `N² · steps` over the same time: what the direct sum would need; its
+//!   `gflops` count 20 flops per term evaluated, not per effective interaction;
 //! - `interactions_per_s`, `gflops` (0 for `draw`, which simulates nothing): `N² · steps` per frame over the median kernel time (20 flops
 //!   per interaction), or over the median frame time where there is no kernel time;
 //!   `rate_basis` says which (`kernel` or `frame`); `interactions_per_s_frame`, `gflops_frame`:
@@ -73,7 +80,7 @@ mod columns;
 mod plot;
 mod table;
 
-pub use columns::{ComparisonColumns, LaunchColumns, ProvenanceColumns, RateColumns, Row, SamplingColumns, SetupColumns, TimeColumns};
+pub use columns::{ComparisonColumns, LaunchColumns, ProvenanceColumns, RateColumns, Row, SamplingColumns, SetupColumns, TimeColumns, TreeColumns};
 
 pub use plot::plot;
 pub(crate) use table::opt;
@@ -102,6 +109,24 @@ pub struct Measured {
     pub meta: RowMeta,
     /// The GPU setup of a CUDA mode (`None` for draw and cpu).
     pub setup: Option<SetupFacts>,
+    /// The tree mode's opening angle, phases and interactions (`None` for the other modes).
+    pub tree: Option<TreeFacts>,
+}
+
+/// What a tree row measured besides the frame: the row's [`TreeColumns`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TreeFacts {
+    /// Opening angle θ.
+    pub theta: f32,
+    /// Build (box, keys, sort, tree, groups), moments and walk (with the leapfrog update) of each
+    /// frame's last step (ms; CUDA events).
+    pub build: crate::bench::stats::Summary,
+    /// See `build`.
+    pub moments: crate::bench::stats::Summary,
+    /// See `build`.
+    pub walk: crate::bench::stats::Summary,
+    /// Median terms per body (leaves and accepted cells).
+    pub per_body: f64,
 }
 
 /// The GPU setup a CUDA row ran in (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes`).
@@ -311,6 +336,8 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
             let work = if m.mode == BenchMode::Draw { 0.0 } else { interactions(m.n, m.launch.steps_per_frame) };
             let frame_s = m.times.frame.median * 1e-3;
             let ips_frame = work / frame_s;
+            // A tree row's flops are those of the terms it evaluated, not of the N² it stands for.
+            let flop_ratio = m.tree.map_or(1.0, |t| t.per_body / m.n as f64);
             let (ips, basis) = match m.times.kernel {
                 Some(k) if k.median > 0.0 => (work / (k.median * 1e-3), "kernel"),
                 _ => (ips_frame, "frame"),
@@ -318,7 +345,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
             // cpu (no setup) compares with the first compute row of its N.
             let compute = measured
                 .iter()
-                .filter(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Draw))
+                .filter(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Tree | BenchMode::Draw))
                 .find(|c| m.setup.is_none() || key(c) == key(m))
                 .map(|c| c.times.frame.median);
             // The scaling: frame rates against the same mode's row on one computing GPU with the
@@ -358,12 +385,13 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 launch: m.launch.clone(),
                 sampling: m.sampling.clone(),
                 times: m.times,
+                tree: TreeColumns::of(m.tree, m.n, m.launch.steps_per_frame, m.times.kernel.map(|k| k.median)),
                 rates: RateColumns {
                     interactions_per_s: ips,
-                    gflops: ips * FLOPS_PER_INTERACTION * 1e-9,
+                    gflops: ips * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
                     rate_basis: basis.to_string(),
                     interactions_per_s_frame: ips_frame,
-                    gflops_frame: ips_frame * FLOPS_PER_INTERACTION * 1e-9,
+                    gflops_frame: ips_frame * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
                 },
                 comparison: ComparisonColumns {
                     speedup,
@@ -454,6 +482,7 @@ mod tests {
                 density: None,
                 gather: setup.filter(|s| s.1 > 1).map(|_| one(0.01)),
             },
+            tree: None,
             round_medians: vec![frame_ms],
             diverged: false,
             precision: "f32",

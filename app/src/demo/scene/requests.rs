@@ -32,7 +32,10 @@ impl Scene {
                     let params = self.overlay.controls.params;
                     let backend = self.backend.as_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
                     // Another storage, stream or table replaces the backend (select::apply_settings).
-                    match crate::backend::select::apply_settings(backend, &self.args.backend_config(), gl, &self.gl_info, &vbos, s, params) {
+                    // A rebuilt backend keeps the overlay's solver, not the command line's.
+                    let mut cfg = self.args.backend_config();
+                    cfg.solver = self.overlay.controls.solver;
+                    match crate::backend::select::apply_settings(backend, &cfg, gl, &self.gl_info, &vbos, s, params) {
                         Ok(applied) => {
                             if let crate::backend::select::Applied::Replaced { notice } = applied {
                                 self.set_notice(notice);
@@ -50,6 +53,20 @@ impl Scene {
                 Action::SetStepMode(on) => self.set_step_mode(on),
                 Action::NextStep => self.step_next = true,
                 Action::RunLab(name) => self.run_lab(&name),
+                Action::SetSolver(s) => {
+                    let backend = self.backend()?;
+                    let r = backend.set_solver(s);
+                    let kept = backend.solver();
+                    match r {
+                        Ok(()) => self.overlay.set_message(None),
+                        Err(e) => {
+                            // The row shows the solver in force again.
+                            self.overlay.controls.solver = kept;
+                            tracing::warn!("solver not changed: {e:#}");
+                            self.overlay.set_message(Some(format!("solver not changed: {e:#}")));
+                        }
+                    }
+                }
                 Action::Reset { init, n } => self.reset(&init, n)?,
                 Action::Restart => {
                     // The run's own scene and N (`--bodies`, else the backend's default).
@@ -68,13 +85,15 @@ impl Scene {
         // The same refusals as at the start: no impossible N from the overlay either, at the
         // rate of the backend in use.
         let rate = self.backend.as_ref().map(|b| b.nominal_rate());
+        let gpu = self.backend.as_ref().is_some_and(|b| b.cuda().is_some());
+        let terms = crate::sim::tree::step_terms(self.overlay.controls.solver, n, gpu);
         let preset = !std::path::Path::new(init).is_file();
         let checks = if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
             Err(anyhow!("N must be from 1 to {}", crate::cuda::kernels::MAX_BODIES))
         } else if preset {
             let step = match &rate {
-                Some((rate, what)) => crate::demo::check_step_rate(n, *rate, what, self.args.allow_slow),
-                None => crate::demo::check_step_time(n, true, self.args.allow_slow),
+                Some((rate, what)) => crate::demo::check_step_rate(n, terms, *rate, what, self.args.allow_slow),
+                None => crate::demo::check_step_time(n, self.overlay.controls.solver, true, self.args.allow_slow),
             };
             step.and_then(|()| crate::demo::check_host_memory_n(n))
         } else {
@@ -96,8 +115,10 @@ impl Scene {
         let mut args = self.args.clone();
         args.sim.init = Some(init.to_owned());
         args.bodies = Some(n);
+        let mut cfg = args.backend_config();
+        cfg.solver = self.overlay.controls.solver;
         let (backend, notice) =
-            make_backend(&args.backend_config(), self.current.gl(), &self.gl_info, self.renderer.vbos(), &bodies, params).context("reset: making the backend")?;
+            make_backend(&cfg, self.current.gl(), &self.gl_info, self.renderer.vbos(), &bodies, params).context("reset: making the backend")?;
         self.backend = Some(backend);
         self.panels = None;
         self.set_notice(notice);

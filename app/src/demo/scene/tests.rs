@@ -254,6 +254,27 @@ fn pause_single_step_and_params() {
 }
 
 #[test]
+fn the_overlay_switches_the_solver_live() {
+    let a = args(&[]);
+    let (mut s, t, ctx) = scene(&a);
+    frame(&mut s, t);
+    assert_eq!(s.backend.as_ref().expect("backend").solver(), crate::sim::tree::Solver::Direct);
+    // What the solver row does when "tree" is picked and θ set.
+    let tree = crate::sim::tree::Solver::Tree { theta: 0.7 };
+    s.overlay.controls.solver = tree;
+    s.pending.push(Action::SetSolver(tree));
+    frame(&mut s, t);
+    let b = s.backend.as_ref().expect("backend");
+    assert_eq!(b.solver(), tree);
+    assert!(b.label().contains("tree θ=0.7"), "{}", b.label());
+    s.pending.push(Action::SetSolver(crate::sim::tree::Solver::Direct));
+    frame(&mut s, t);
+    assert_eq!(s.backend.as_ref().expect("backend").solver(), crate::sim::tree::Solver::Direct);
+    drop(s);
+    drop(ctx);
+}
+
+#[test]
 fn workflow_panel_traces_and_explains_what_needs_cuda() {
     let a = args(&[]);
     let (mut s, t, ctx) = scene(&a);

@@ -70,6 +70,7 @@ impl CpuF32 {
     /// all-pairs sum (the default) or the Barnes–Hut tree ([`crate::sim::tree`]). A step in
     /// progress is abandoned first (it starts again with the new solver).
     pub fn set_solver(&mut self, solver: Solver) {
+        let solver = solver.resolve(self.pos.len(), false);
         if solver != self.solver {
             self.abandon_step();
             self.solver = solver;
@@ -92,7 +93,8 @@ impl CpuF32 {
     fn load_sources(&mut self) {
         self.acc.resize(self.pos.len(), [0.0; 3]);
         match self.solver {
-            Solver::Direct => {
+            // `set_solver` resolves `Auto`: it is never kept.
+            Solver::Direct | Solver::Auto { .. } => {
                 self.src.load(self.pos.iter().copied());
                 self.tree = None;
             }

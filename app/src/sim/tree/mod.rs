@@ -47,7 +47,7 @@ use rayon::prelude::*;
 /// Plummer and galaxies scenes, `docs/results.md`).
 pub const DEFAULT_THETA: f32 = 0.5;
 
-/// How the CPU backend computes accelerations.
+/// How a backend computes accelerations.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub enum Solver {
     /// The all-pairs sum, O(N²) (exact up to float rounding).
@@ -59,14 +59,60 @@ pub enum Solver {
         /// (to its centre of mass) is opened when `l / d ≥ θ`.
         theta: f32,
     },
+    /// The tree with opening angle θ from the N where it is faster than the direct sum on the
+    /// backend that runs it, the direct sum below ([`Solver::resolve`]).
+    Auto {
+        /// Opening angle θ of the tree, when it is picked.
+        theta: f32,
+    },
+}
+
+/// The smallest N from which `--solver auto` runs the tree, by θ (rows: θ at least this), on the
+/// GPU and on the CPU. GPU: the H200's crossovers (`bench --modes compute,tree`, docs/results.md
+/// "H200, 2026-12-04, GPU tree": at θ = 0.75 the tree's step is 0.489 ms against 0.503 at N =
+/// 32768; at θ = 0.5 0.737 against 0.503 at 32768, 0.871 against 1.077 at 49152). CPU: the
+/// `accuracy` table of 2 cores (docs/results.md "CPU, 2 cores, 2026-12-04": the tree 1.0× the
+/// direct sum at 16384 and θ = 0.75; 0.4× at 16384 and 1.4× at 65536 for θ = 0.5). Below θ =
+/// 0.5 (not measured on the GPU; 0.4× on the CPU at 65536 and θ = 0.3) the tree costs about
+/// twice as many terms, so the crossover is put 4× further out.
+pub const AUTO_TREE_FROM: [(f32, usize, usize); 3] = [(0.75, 32768, 16384), (0.5, 49152, 65536), (0.0, 131072, 262144)];
+
+/// Terms per body of a tree step, for estimates of a step's length (a ceiling, not a
+/// measurement): the H200's GPU tree evaluated 7896 per body at θ = 0.3 and N = 1M, 919 at θ =
+/// 0.75 (docs/results.md, "H200, 2026-12-04, GPU tree"); the CPU octree 5344 at θ = 0.3 and N =
+/// 65536.
+pub const TREE_TERMS_PER_BODY: f64 = 10_000.0;
+
+/// The terms (interactions) one step of `n` bodies costs with `solver` on the GPU (`gpu`) or
+/// the CPU, for estimates: N² for the direct sum, N × [`TREE_TERMS_PER_BODY`] (at most N²) for
+/// the tree; `auto` as [`Solver::resolve`] picks.
+pub fn step_terms(solver: Solver, n: usize, gpu: bool) -> f64 {
+    let n = n as f64;
+    match solver.resolve(n as usize, gpu) {
+        Solver::Tree { .. } => n * TREE_TERMS_PER_BODY.min(n),
+        _ => n * n,
+    }
 }
 
 impl Solver {
-    /// Short name for labels: `direct`, or `tree θ=0.5`.
+    /// Short name for labels: `direct`, `tree θ=0.5`, or `auto θ=0.5`.
     pub fn label(&self) -> String {
         match self {
             Solver::Direct => "direct".to_string(),
             Solver::Tree { theta } => format!("tree θ={theta}"),
+            Solver::Auto { theta } => format!("auto θ={theta}"),
+        }
+    }
+
+    /// The solver that runs `n` bodies on the GPU (`gpu`) or the CPU: [`Solver::Auto`] becomes
+    /// the tree from [`AUTO_TREE_FROM`]'s N for its θ on, the direct sum below; the others stay.
+    pub fn resolve(self, n: usize, gpu: bool) -> Solver {
+        let Solver::Auto { theta } = self else { return self };
+        let (_, from_gpu, from_cpu) = AUTO_TREE_FROM.iter().copied().find(|(t, _, _)| theta >= *t).unwrap_or(AUTO_TREE_FROM[2]);
+        if n >= if gpu { from_gpu } else { from_cpu } {
+            Solver::Tree { theta }
+        } else {
+            Solver::Direct
         }
     }
 }

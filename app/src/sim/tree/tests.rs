@@ -99,3 +99,18 @@ fn cpu_backend_steps_with_the_tree() {
         }
     }
 }
+
+#[test]
+fn auto_picks_the_tree_from_the_measured_crossover() {
+    let auto = |theta| Solver::Auto { theta };
+    assert_eq!(auto(0.75).resolve(32767, true), Solver::Direct);
+    assert_eq!(auto(0.75).resolve(32768, true), Solver::Tree { theta: 0.75 });
+    assert_eq!(auto(0.5).resolve(32768, true), Solver::Direct);
+    assert_eq!(auto(0.5).resolve(49152, true), Solver::Tree { theta: 0.5 });
+    assert_eq!(auto(0.3).resolve(65536, true), Solver::Direct);
+    assert_eq!(auto(1.0).resolve(16384, false), Solver::Tree { theta: 1.0 });
+    assert_eq!(auto(0.5).resolve(16384, false), Solver::Direct);
+    // The others are kept whatever N.
+    assert_eq!(Solver::Direct.resolve(1 << 24, true), Solver::Direct);
+    assert_eq!(Solver::Tree { theta: 0.5 }.resolve(2, false), Solver::Tree { theta: 0.5 });
+}
