@@ -14,8 +14,12 @@
 //! float (as in the kernel), so the result is never NaN for finite input.
 //!
 //! # Summation order
-//! For every body `i` the sum over `j` runs in index order `j = 0, 1, …, N−1` with one accumulator
-//! per component, like a thread of the CUDA kernel. Several bodies `i` are processed side by side
+//! For every body `i` the sum over `j` runs in index order `j = 0, 1, …, N−1`, tile by tile
+//! ([`SUM_TILE`] sources): each tile's terms are summed from zero, then the tile's sum is added to
+//! the body's total. With one running sum, once a heavy body's term is in it, the terms of light
+//! bodies far away fall below its rounding and are lost (in the two-galaxy scene at N = 1M, a
+//! star's pull from the other galaxy's disk, 0.7 % of its acceleration); a tile's sum of them is
+//! [`SUM_TILE`] times larger and is kept. Several bodies `i` are processed side by side
 //! (independent accumulators), one per SIMD lane, so no sum is reordered.
 //!
 //! # SIMD (float32)
@@ -52,6 +56,9 @@ const CHUNK: usize = 64;
 pub const NOMINAL_RATE_PER_THREAD: f64 = 2.0e9;
 /// Bodies `i` computed side by side in the inner loop over `j`.
 const LANES: usize = 8;
+
+/// Sources per partial sum of the force loops (see the module docs, "Summation order").
+const SUM_TILE: usize = 1024;
 
 /// The float operations the force loop needs, for `f32` and `f64`.
 trait Real:
@@ -125,7 +132,8 @@ impl<T: Real> Sources<T> {
 
 /// Accelerations of bodies `first .. first + out.len()` due to all sources, times `g`.
 ///
-/// `out` is `[len][3]`; `eps2` is ε². Each sum runs over `j` in index order.
+/// `out` is `[len][3]`; `eps2` is ε². Each sum runs over `j` in index order, [`SUM_TILE`] sources
+/// at a time (the module docs, "Summation order").
 fn accelerations_range<T: Real>(src: &Sources<T>, g: T, eps2: T, first: usize, out: &mut [[T; 3]]) {
     let n = src.len();
     for (b, block) in out.chunks_mut(LANES).enumerate() {
@@ -144,20 +152,29 @@ fn accelerations_range<T: Real>(src: &Sources<T>, g: T, eps2: T, first: usize, o
         let mut ax = [T::ZERO; LANES];
         let mut ay = [T::ZERO; LANES];
         let mut az = [T::ZERO; LANES];
-        let sources = src.x[..n].iter().zip(&src.y[..n]).zip(&src.z[..n]).zip(&src.m[..n]);
-        for (((&xj, &yj), &zj), &mj) in sources {
+        for j0 in (0..n).step_by(SUM_TILE) {
+            let j1 = (j0 + SUM_TILE).min(n);
+            let (mut tx, mut ty, mut tz) = ([T::ZERO; LANES], [T::ZERO; LANES], [T::ZERO; LANES]);
+            let sources = src.x[j0..j1].iter().zip(&src.y[j0..j1]).zip(&src.z[j0..j1]).zip(&src.m[j0..j1]);
+            for (((&xj, &yj), &zj), &mj) in sources {
+                for l in 0..LANES {
+                    let dx = xj - xi[l];
+                    let dy = yj - yi[l];
+                    let dz = zj - zi[l];
+                    let r2 = dx * dx + dy * dy + dz * dz + eps2;
+                    // r² + ε² = 0 only for j = i (or a coincident body) with ε = 0: skip it. For
+                    // distinct bodies so close that r³ underflows, m/r³ is capped at MAX (like the
+                    // kernel's fminf), so the term stays finite.
+                    let s = if r2 > T::ZERO { (mj / (r2 * r2.sqrt())).min(T::MAX) } else { T::ZERO };
+                    tx[l] += dx * s;
+                    ty[l] += dy * s;
+                    tz[l] += dz * s;
+                }
+            }
             for l in 0..LANES {
-                let dx = xj - xi[l];
-                let dy = yj - yi[l];
-                let dz = zj - zi[l];
-                let r2 = dx * dx + dy * dy + dz * dz + eps2;
-                // r² + ε² = 0 only for j = i (or a coincident body) with ε = 0: skip it. For
-                // distinct bodies so close that r³ underflows, m/r³ is capped at MAX (like the
-                // kernel's fminf), so the term stays finite.
-                let s = if r2 > T::ZERO { (mj / (r2 * r2.sqrt())).min(T::MAX) } else { T::ZERO };
-                ax[l] += dx * s;
-                ay[l] += dy * s;
-                az[l] += dz * s;
+                ax[l] += tx[l];
+                ay[l] += ty[l];
+                az[l] += tz[l];
             }
         }
         for (l, a) in block.iter_mut().enumerate() {
@@ -378,5 +395,44 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod summation_tests {
+    use super::*;
+    use crate::sim::init::InitialCondition;
+
+    /// The two-galaxy scene at N = 262144: the first galaxy's stars (indices 1 … 64, after its
+    /// centre at index 0, 0.3 of the total mass) feel the other galaxy's disk, 5.2 away, through
+    /// 131071 terms each about 5e-8 of their acceleration: below the rounding of one running
+    /// sum (whose relative half ulp is 3–6e-8), so that sum loses most of them. Tile sums keep
+    /// them. Median relative error of the float32 SIMD loop against the float64 sum, x86-64
+    /// AVX2: 1.7e-3 with one running sum, 4.6e-7 with tile sums of 1024 (float32 rounding); the
+    /// bound, 2e-5, lies 40× above the one and 85× below the other.
+    #[test]
+    fn light_bodies_behind_a_heavy_one_are_not_lost() {
+        let n = 262_144;
+        let bodies = InitialCondition::Galaxies.generate(n, 1, 1.0).expect("galaxies");
+        let eps = 0.01f32;
+        let mut src32 = Sources::default();
+        src32.load(bodies.pos.iter().copied());
+        let mut acc32 = vec![[0.0f32; 3]; 64];
+        pulp::Arch::new().dispatch(simd::AccelerationsF32 { src: &src32, g: 1.0, eps2: eps * eps, first: 1, out: &mut acc32 });
+        let mut src64 = Sources::default();
+        src64.load(bodies.pos.iter().map(|p| p.map(f64::from)));
+        let mut acc64 = vec![[0.0f64; 3]; 64];
+        accelerations_range(&src64, 1.0, f64::from(eps * eps), 1, &mut acc64);
+        let mut errors: Vec<f64> = acc32
+            .iter()
+            .zip(&acc64)
+            .map(|(a, r)| {
+                let d = (0..3).map(|k| (f64::from(a[k]) - r[k]).powi(2)).sum::<f64>().sqrt();
+                d / r.iter().map(|x| x * x).sum::<f64>().sqrt()
+            })
+            .collect();
+        errors.sort_by(f64::total_cmp);
+        let median = errors[errors.len() / 2];
+        assert!(median < 2e-5, "median relative error {median:.2e} of the first galaxy's stars");
     }
 }

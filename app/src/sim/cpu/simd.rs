@@ -3,7 +3,7 @@
 
 use pulp::{Simd, WithSimd};
 
-use super::Sources;
+use super::{Sources, SUM_TILE};
 
 /// The widest SIMD lane count [`AccelerationsF32`] supports (AVX-512's 16 f32 lanes).
 pub(super) const MAX_LANES: usize = 16;
@@ -42,22 +42,30 @@ impl WithSimd for AccelerationsF32<'_> {
             let yi = simd.partial_load_f32s(&ys[..lanes]);
             let zi = simd.partial_load_f32s(&zs[..lanes]);
             let (mut ax, mut ay, mut az) = (zero, zero, zero);
-            let sources = src.x[..n].iter().zip(&src.y[..n]).zip(&src.z[..n]).zip(&src.m[..n]);
-            for (((&xj, &yj), &zj), &mj) in sources {
-                let dx = simd.sub_f32s(simd.splat_f32s(xj), xi);
-                let dy = simd.sub_f32s(simd.splat_f32s(yj), yi);
-                let dz = simd.sub_f32s(simd.splat_f32s(zj), zi);
-                let r2 = simd.add_f32s(
-                    simd.add_f32s(simd.add_f32s(simd.mul_f32s(dx, dx), simd.mul_f32s(dy, dy)), simd.mul_f32s(dz, dz)),
-                    eps2v,
-                );
-                // As the scalar loop: m/r³ capped at MAX (min returns MAX for a NaN quotient, as
-                // IEEE minNum does), and 0 where r² + ε² = 0.
-                let s = simd.div_f32s(simd.splat_f32s(mj), simd.mul_f32s(r2, simd.sqrt_f32s(r2)));
-                let s = simd.select_f32s(simd.greater_than_f32s(r2, zero), simd.min_f32s(s, big), zero);
-                ax = simd.add_f32s(ax, simd.mul_f32s(dx, s));
-                ay = simd.add_f32s(ay, simd.mul_f32s(dy, s));
-                az = simd.add_f32s(az, simd.mul_f32s(dz, s));
+            // Tile by tile, each tile summed from zero, as the scalar loop (`SUM_TILE`).
+            for j0 in (0..n).step_by(SUM_TILE) {
+                let j1 = (j0 + SUM_TILE).min(n);
+                let (mut tx, mut ty, mut tz) = (zero, zero, zero);
+                let sources = src.x[j0..j1].iter().zip(&src.y[j0..j1]).zip(&src.z[j0..j1]).zip(&src.m[j0..j1]);
+                for (((&xj, &yj), &zj), &mj) in sources {
+                    let dx = simd.sub_f32s(simd.splat_f32s(xj), xi);
+                    let dy = simd.sub_f32s(simd.splat_f32s(yj), yi);
+                    let dz = simd.sub_f32s(simd.splat_f32s(zj), zi);
+                    let r2 = simd.add_f32s(
+                        simd.add_f32s(simd.add_f32s(simd.mul_f32s(dx, dx), simd.mul_f32s(dy, dy)), simd.mul_f32s(dz, dz)),
+                        eps2v,
+                    );
+                    // As the scalar loop: m/r³ capped at MAX (min returns MAX for a NaN quotient,
+                    // as IEEE minNum does), and 0 where r² + ε² = 0.
+                    let s = simd.div_f32s(simd.splat_f32s(mj), simd.mul_f32s(r2, simd.sqrt_f32s(r2)));
+                    let s = simd.select_f32s(simd.greater_than_f32s(r2, zero), simd.min_f32s(s, big), zero);
+                    tx = simd.add_f32s(tx, simd.mul_f32s(dx, s));
+                    ty = simd.add_f32s(ty, simd.mul_f32s(dy, s));
+                    tz = simd.add_f32s(tz, simd.mul_f32s(dz, s));
+                }
+                ax = simd.add_f32s(ax, tx);
+                ay = simd.add_f32s(ay, ty);
+                az = simd.add_f32s(az, tz);
             }
             simd.partial_store_f32s(&mut xs[..lanes], ax);
             simd.partial_store_f32s(&mut ys[..lanes], ay);
