@@ -136,6 +136,8 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         demo_case("tree with f64", &["--backend", "auto", "--solver", "tree", "--precision", "f64"], 1, &["--solver tree", "--precision f32"]),
         case("accuracy theta negative", &["accuracy", "--theta", "0.5,-1"], 2, &["--theta", "finite number ≥ 0"]),
         case("accuracy bodies 0", &["accuracy", "--bodies", "0"], 1, &["--bodies", "at least 1"]),
+        case("accuracy unknown scene after a good one", &["accuracy", "--init", "plummer,foo"], 1, &["--init foo", "unknown initial condition"]),
+        case("accuracy softening negative", &["accuracy", "--softening", "-1"], 1, &["--softening", "finite number ≥ 0"]),
         case("accuracy on CUDA without a driver", &["accuracy", "--backend", "cuda", "--bodies", "64"], 1, &["--backend cpu", "CUDA"]),
         demo_case("f64 on the CPU backend", &["--precision", "f64"], 1, &["--precision f64 needs the CUDA backend", "--backend cpu", "float32", "--precision f32"]),
         demo_case(
@@ -404,6 +406,47 @@ fn ctrl_c_stops_a_step_and_keeps_the_state_before_it() {
     assert!(all.contains("stopped by the interrupt"), "{all}");
     let saved = nbody_app::sim::state_csv::read_state(&end).expect("--save-state written");
     assert_eq!(saved.pos, init.pos, "the stopped step moved bodies:\n{all}");
+}
+
+/// A run of one frame whose step Ctrl-C stopped did not finish: exit 130, not 0, and the
+/// message says the frame's steps stopped; the state is the one it started from.
+#[test]
+fn ctrl_c_in_the_last_frames_step_is_an_interrupted_run() {
+    let dir = scratch("last-frame-step");
+    let end = dir.join("end.csv");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "3000", "--frames", "1", "--no-overlay"])
+        .args(["--width", "32", "--height", "32"])
+        .arg("--save-state")
+        .arg(&end)
+        .env("RUST_LOG", "warn")
+        .env("NBODY_TEST_HOLD", "step");
+    let run = signals::start(cmd, &dir);
+    run.signal(Signal::SIGINT);
+    let o = run.wait();
+    let all = o.text();
+    assert_eq!(o.status.code(), Some(130), "{all}");
+    assert!(o.stderr.contains("after 1 of 1 frames (the last one's steps stopped)"), "{all}");
+    assert_eq!(state_rows(&end).len(), 3000, "--save-state written:\n{all}");
+}
+
+/// Ctrl-C in `accuracy`'s last (here only) scene and N stops it at the next row: exit 130, the
+/// rows finished printed and in `--csv` (held after the direct row, `NBODY_TEST_HOLD=step`).
+#[test]
+fn ctrl_c_stops_accuracy_between_rows_and_keeps_them() {
+    let dir = scratch("accuracy-interrupt");
+    let csv = dir.join("acc.csv");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["accuracy", "--init", "plummer", "--bodies", "600", "--theta", "0.5,1"]).arg("--csv").arg(&csv).env("NBODY_TEST_HOLD", "step");
+    let run = signals::start(cmd, &dir);
+    run.signal(Signal::SIGINT);
+    let o = run.wait();
+    let all = o.text();
+    assert_eq!(o.status.code(), Some(130), "{all}");
+    assert!(o.stderr.contains("interrupted after 1 row(s)"), "{all}");
+    let rows = std::fs::read_to_string(&csv).unwrap_or_default();
+    assert_eq!(rows.lines().count(), 2, "header and the direct row:\n{rows}\n{all}");
+    assert!(rows.lines().nth(1).is_some_and(|l| l.starts_with("plummer,600,direct,,")), "{rows}");
 }
 
 /// Ctrl-C during the first step of a run whose step is long (N = 300000 on 2 threads: 22 s at

@@ -77,7 +77,7 @@ pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
         if explicit && !other.is_empty() {
             bail!(
                 "--precision f64: {} cannot run in fp64 (the cpu mode runs the float32 CPU backend, the draw mode simulates \
-                 nothing); leave {} out of --modes (f64 runs in compute, map, map-separate, copy, external, external-semaphore, density and density-copy), or use \
+                 nothing, the tree mode's GPU tree is float32); leave {} out of --modes (f64 runs in compute, map, map-separate, copy, external, external-semaphore, density and density-copy), or use \
                  --precision f32",
                 other.join(", "),
                 if other.len() == 1 { "it" } else { "them" }

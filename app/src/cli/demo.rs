@@ -36,7 +36,8 @@ pub struct DemoArgs {
     #[arg(long, value_enum, default_value_t = Precision::F32, help_heading = "Simulation")]
     pub precision: Precision,
     /// Force solver: the all-pairs sum, the Barnes–Hut tree (fp32), or auto: the tree from the N
-    /// where it is faster (by θ; on the GPU 32768 at θ ≥ 0.75, 49152 at θ ≥ 0.5).
+    /// where it is faster (by θ: on the GPU 32768 at θ ≥ 0.75, 49152 at θ ≥ 0.5, 131072 below;
+    /// on the CPU 16384, 65536, 262144).
     ///
     /// `tree` builds a tree each step from the bodies' Morton keys (monopole + quadrupole
     /// moments) and opens a cell when its side over the distance to its centre of mass is ≥

@@ -93,7 +93,7 @@ pub struct AccuracyArgs {
     #[arg(long, value_name = "θ", value_delimiter = ',', value_parser = parse_theta, allow_negative_numbers = true, default_value = "0.3,0.5,0.75,1.0")]
     pub theta: Vec<f32>,
     /// Plummer softening length ε (length units), as the demo's `--softening`.
-    #[arg(long, value_name = "EPS", default_value_t = 0.01)]
+    #[arg(long, value_name = "EPS", default_value_t = 0.01, allow_negative_numbers = true)]
     pub softening: f32,
     /// Seed of the initial conditions.
     #[arg(long, default_value_t = 1)]

@@ -73,7 +73,9 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         }
         crate::stop::ready();
     }
-    let interrupted = args.frames.is_some_and(|n| scene.frames() < n) && crate::stop::stopped();
+    // Short of `--frames`, or the last frame's steps stopped: the run did not finish.
+    let cut = scene.last_frame_cut();
+    let interrupted = args.frames.is_some_and(|n| scene.frames() < n || cut) && crate::stop::stopped();
     crate::stop::hold_before_outputs();
     let mut errors: Vec<anyhow::Error> = Vec::new();
     if let Some(path) = &args.screenshot {
@@ -96,7 +98,10 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         return Err(f);
     }
     match errors.len() {
-        0 if interrupted => Err(Interrupted(format!("after {} of {} frames", summary.frames, args.frames.unwrap_or(0))).into()),
+        0 if interrupted => {
+            let last = if cut { " (the last one's steps stopped)" } else { "" };
+            Err(Interrupted(format!("after {} of {} frames{last}", summary.frames, args.frames.unwrap_or(0))).into())
+        }
         0 => Ok(()),
         1 => Err(errors.remove(0)),
         _ => Err(anyhow!("{}", errors.iter().map(|e| format!("{e:#}")).collect::<Vec<_>>().join("; "))),

@@ -114,11 +114,12 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 {
         bail!(
             "--solver tree is float32 (on the GPU and on the CPU), and --precision f64 runs the direct sum: use \
-             --precision f32 with --solver tree, or --solver direct with --precision f64"
+             --precision f32 with --solver tree, or --solver direct with --precision f64 (on the CUDA backend)"
         );
     }
     let split = args.gpu.gpus.iter().any(|g| *g != crate::cli::GpuCount::Count(1)) || args.gpu.slices_per_gpu.iter().any(|&k| k > 1);
-    if args.solver == crate::cli::SolverChoice::Tree && split {
+    // The CPU backend ignores the split flags (ignored_notice names them), as with the direct sum.
+    if args.solver == crate::cli::SolverChoice::Tree && split && args.backend != crate::cli::BackendChoice::Cpu {
         bail!(
             "--solver tree runs on one GPU, and --gpus / --slices-per-gpu split the direct sum over slices: use \
              --solver direct (or auto) with the split, or leave the split out for the tree"

@@ -94,6 +94,8 @@ pub struct Scene {
     pace: Pace,
     /// Leapfrog steps simulated so far (outside step mode).
     steps_total: u64,
+    /// The interrupt stopped a step of the last frame: it ran fewer steps than asked.
+    last_frame_cut: bool,
     /// The scene in force: its `--init` (a preset's name or a state file's path), after the
     /// start, a reset or a scene key.
     scene_init: String,
@@ -204,6 +206,7 @@ impl Scene {
             panels: None,
             reports: Vec::new(),
             steps_total: 0,
+            last_frame_cut: false,
             scene_init: args.init().to_owned(),
             ui_zoom: Some(first_zoom),
             pace: Pace::new(1e3 / args.target_fps.unwrap_or(DEFAULT_TARGET_FPS)),
@@ -480,6 +483,7 @@ impl Scene {
         if !self.overlay.workflow.step_mode {
             self.steps_total += u64::from(timings.stopped_after.unwrap_or(steps));
         }
+        self.last_frame_cut = timings.stopped_after.is_some() && timings.spread.is_none();
         self.pace_frame(t0, host_frame_ms, steps, &timings);
         self.frame += 1;
         self.last_frame_end = Some(Instant::now());
@@ -574,16 +578,6 @@ impl Scene {
     /// The step spread over frames that the last frame left in progress: parts done, of all.
     pub fn step_in_progress(&self) -> Option<crate::backend::StepProgress> {
         self.backend.as_ref().and_then(|b| b.long_steps()?.step_in_progress())
-    }
-
-    /// Frames drawn so far.
-    pub fn frames(&self) -> u64 {
-        self.frame
-    }
-
-    /// Seconds since the scene was made (egui's clock).
-    pub fn time(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
     }
 }
 

@@ -22,9 +22,9 @@ use serde::Serialize;
 use super::accuracy_gpu::GpuAccuracy;
 use crate::cli::{AccuracyArgs, BackendChoice};
 use crate::sim::cpu::{accelerations_f32, accelerations_f64};
-use crate::sim::init::initial_bodies;
+use crate::sim::init::{initial_bodies, InitialCondition};
 use crate::sim::tree::{relative_errors, ErrorStats, Octree};
-use crate::stop::{stopped, Interrupted};
+use crate::stop::{stopped, stopped_in_step, Interrupted};
 
 /// One row of the table and the CSV file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -45,8 +45,8 @@ pub struct AccuracyRow {
     pub err_max: f64,
     /// Interactions per body (body–body + body–cell terms).
     pub interactions_per_body: f64,
-    /// Tree build time (bounding cube, Morton sort, cells and moments), ms; 0 for `direct`.
-    pub build_ms: f64,
+    /// Tree build time (bounding cube, Morton sort, cells and moments), ms; empty for `direct`.
+    pub build_ms: Option<f64>,
     /// Force evaluation time, ms: the tree's build and walks, or the direct sum.
     pub force_ms: f64,
     /// The direct sum's time over this row's (1 for `direct`).
@@ -67,6 +67,10 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
     }
     if !(args.softening.is_finite() && args.softening >= 0.0) {
         bail!("--softening must be a finite number ≥ 0 (got {})", args.softening);
+    }
+    // Every scene name is checked before the first (long) measurement.
+    for scene in &args.init {
+        InitialCondition::parse(scene).with_context(|| format!("--init {scene}"))?;
     }
     if let Some(p) = &args.csv {
         write_csv(p, &[]).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
@@ -127,11 +131,15 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
                     None => Ok(()),
                 }
             };
-            row("direct", None, &direct, n as f64, 0.0, direct_ms)?;
+            row("direct", None, &direct, n as f64, None, direct_ms)?;
             for &theta in &args.theta {
+                // Between rows, as a step between its parts (a test can hold the run here).
+                if stopped_in_step() {
+                    break;
+                }
                 if let Some(g) = &gpu {
                     let r = g.tree(pos, args.softening, theta)?;
-                    row("tree", Some(theta), &r.acc, r.per_body, r.build_ms, r.force_ms)?;
+                    row("tree", Some(theta), &r.acc, r.per_body, Some(r.build_ms), r.force_ms)?;
                     continue;
                 }
                 let t = Instant::now();
@@ -140,9 +148,13 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
                 let mut acc = vec![[0.0f32; 3]; n];
                 let counts = tree.accelerations_into(pos, 0, &mut acc, 1.0, args.softening, theta);
                 let force_ms = ms(t);
-                row("tree", Some(theta), &acc, counts.total() as f64 / n as f64, build_ms, force_ms)?;
+                row("tree", Some(theta), &acc, counts.total() as f64 / n as f64, Some(build_ms), force_ms)?;
             }
         }
+    }
+    if stopped() {
+        // Ctrl-C during the last rows: those finished are printed and in `--csv`.
+        bail!(Interrupted(format!("after {} row(s)", rows.len())));
     }
     Ok(())
 }
@@ -163,7 +175,7 @@ fn line(r: &AccuracyRow) -> String {
     let theta = r.theta.map_or("—".to_string(), |t| t.to_string());
     // Whole ms from 10 on, three decimals below (the GPU's times).
     let ms = |t: f64| if t >= 10.0 { format!("{t:.0}") } else { format!("{t:.3}") };
-    let build = if r.solver == "direct" { "—".to_string() } else { ms(r.build_ms) };
+    let build = r.build_ms.map_or("—".to_string(), ms);
     format!(
         "| {} | {} | {} | {} | {:.2e} | {:.2e} | {:.2e} | {:.0} | {} | {} | {:.1}× |",
         r.scene, r.n, r.solver, theta, r.err_median, r.err_p99, r.err_max, r.interactions_per_body, build, ms(r.force_ms), r.speedup

@@ -83,13 +83,19 @@ pub const AUTO_TREE_FROM: [(f32, usize, usize); 3] = [(0.75, 32768, 16384), (0.5
 /// 65536.
 pub const TREE_TERMS_PER_BODY: f64 = 10_000.0;
 
-/// The terms (interactions) one step of `n` bodies costs with `solver` on the GPU (`gpu`) or
-/// the CPU, for estimates: N² for the direct sum, N × [`TREE_TERMS_PER_BODY`] (at most N²) for
-/// the tree; `auto` as [`Solver::resolve`] picks.
+/// What one term of the CPU tree's walk costs in the CPU backend's all-pairs interactions: the
+/// walk takes one body at a time in float64, about 1.6e8 terms/s on 2 cores against 4.4e9
+/// interactions/s of the SIMD direct sum (docs/results.md, "CPU, 2 cores, 2026-12-04").
+pub const CPU_TREE_TERM_COST: f64 = 27.0;
+
+/// The cost of one step of `n` bodies with `solver` on the GPU (`gpu`) or the CPU, in the
+/// backend's all-pairs interactions, for estimates at its nominal rate: N² for the direct sum;
+/// for the tree N × [`TREE_TERMS_PER_BODY`] (at most N²) terms, each
+/// [`CPU_TREE_TERM_COST`] interactions on the CPU; `auto` as [`Solver::resolve`] picks.
 pub fn step_terms(solver: Solver, n: usize, gpu: bool) -> f64 {
     let n = n as f64;
     match solver.resolve(n as usize, gpu) {
-        Solver::Tree { .. } => n * TREE_TERMS_PER_BODY.min(n),
+        Solver::Tree { .. } => n * TREE_TERMS_PER_BODY.min(n) * if gpu { 1.0 } else { CPU_TREE_TERM_COST },
         _ => n * n,
     }
 }
