@@ -137,6 +137,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
         case("accuracy theta negative", &["accuracy", "--theta", "0.5,-1"], 2, &["--theta", "finite number ≥ 0"]),
         case("accuracy bodies 0", &["accuracy", "--bodies", "0"], 1, &["--bodies", "at least 1"]),
         case("accuracy unknown scene after a good one", &["accuracy", "--init", "plummer,foo"], 1, &["--init foo", "unknown initial condition"]),
+        case("accuracy missing state file", &["accuracy", "--init", "plummer,missing-state.csv"], 1, &["--init missing-state.csv", "no such file"]),
         case("accuracy softening negative", &["accuracy", "--softening", "-1"], 1, &["--softening", "finite number ≥ 0"]),
         case("accuracy on CUDA without a driver", &["accuracy", "--backend", "cuda", "--bodies", "64"], 1, &["--backend cpu", "CUDA"]),
         demo_case("f64 on the CPU backend", &["--precision", "f64"], 1, &["--precision f64 needs the CUDA backend", "--backend cpu", "float32", "--precision f32"]),

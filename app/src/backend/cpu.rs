@@ -11,9 +11,9 @@
 //! and uploads nothing until the last range moved the bodies ([`CpuF32::step_frame`]).
 //!
 //! The accelerations come from the all-pairs sum or, with `--solver tree`, the Barnes–Hut tree
-//! ([`crate::sim::tree`]); the leapfrog and the upload are the same. The step-time estimates
-//! (the `--allow-slow` check, the spreading of long steps) count N² interactions either way, so
-//! for the tree they are pessimistic.
+//! ([`crate::sim::tree`]); the leapfrog and the upload are the same. The `--allow-slow` check
+//! counts the solver's cost ([`crate::sim::tree::step_terms`]); the spreading of long steps
+//! counts N² interactions either way, so under the tree it spreads steps that need not be.
 
 use std::time::Instant;
 

@@ -54,8 +54,8 @@ pub struct DemoArgs {
     pub theta: f32,
     /// Start even when one step is estimated to take over 10 s.
     ///
-    /// Without it such a run is refused with the estimate (N² interactions at the backend's
-    /// nominal rate).
+    /// Without it such a run is refused with the estimate (N² interactions for the direct sum,
+    /// the tree's estimated terms for the tree, at the backend's nominal rate).
     #[arg(long = "allow-slow", help_heading = "Simulation", hide_short_help = true)]
     pub allow_slow: bool,
     /// Frame rate that `--steps-per-frame auto` fills, frames/s [default: the display's refresh, else 60].

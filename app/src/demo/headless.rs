@@ -36,7 +36,8 @@ pub(crate) fn headless_input(width: u32, height: u32, time: f64, zoom: f32) -> e
 /// # Errors
 /// No headless GL context; a failure while running (the outputs are still written); outputs
 /// that could not be written (each named); [`super::scene::Diverged`]; with `--frames`, an
-/// interrupt before the last frame ([`Interrupted`], exit code 128 + the signal: 130, 143).
+/// interrupt before the last frame or during its steps ([`Interrupted`], exit code 128 + the
+/// signal: 130, 143).
 pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Result<()> {
     // Declared first, dropped last: the context outlives the scene.
     let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).context("headless GL context")?;

@@ -378,16 +378,18 @@ impl Scene {
             self.diagnostics_due = false;
             self.compute_diagnostics()?;
         }
+        let tree = matches!(self.backend()?.solver(), crate::sim::tree::Solver::Tree { .. });
         if let Some(r) = &self.recorder {
             if self.frame > 0 {
                 r.counter("frame ms", host_frame_ms);
             }
             if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0 && timings.spread.is_none()) {
-                r.counter("interactions/s", crate::sim::interactions(n, steps) / (t * 1e-3));
+                let name = if tree { "effective interactions/s" } else { "interactions/s" };
+                r.counter(name, crate::sim::interactions(n, steps) / (t * 1e-3));
             }
         }
         let (draw, density_ms) = (self.renderer.draw_time(), self.density_ms());
-        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: draw.ms, draw_clock: draw.clock, density_ms, n, steps, dt });
+        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: draw.ms, draw_clock: draw.clock, density_ms, n, steps, dt, tree });
 
         // 3. UI pass (no GL).
         let mut full_output = None;

@@ -77,6 +77,8 @@ struct App {
     /// Frames counted for `--frames` (whole ones, `WindowState::whole`), kept after the
     /// window state goes.
     presented: u64,
+    /// The interrupt stopped the steps of the last frame counted (`Scene::last_frame_cut`).
+    last_cut: bool,
     /// The copy route's summary line (mean readback and present times), printed after the run's.
     present_summary: Option<String>,
 }
@@ -97,7 +99,7 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         anyhow!("opening the display (winit event loop): {}; use --headless without a display", without_source_location(&e.to_string()))
     })?;
     event_loop.set_control_flow(ControlFlow::Poll);
-    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None, presented: 0, present_summary: None };
+    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None, presented: 0, last_cut: false, present_summary: None };
     event_loop.run_app(&mut app).context("winit event loop")?;
     // Normally `exiting` tore down already; this covers an event loop that ended otherwise.
     app.teardown();
@@ -110,9 +112,11 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
     if let Some(e) = app.error.take() {
         return Err(e);
     }
-    // Asked for N frames and ended before them (Ctrl-C, SIGTERM, the window closed): interrupted.
-    if let Some(n) = args.frames.filter(|&n| app.presented < n) {
-        return Err(Interrupted(format!("after {} of {n} frames", app.presented)).into());
+    // Asked for N frames and ended before them (Ctrl-C, SIGTERM, the window closed), or Ctrl-C
+    // stopped the last one's steps: interrupted.
+    if let Some(n) = args.frames.filter(|&n| app.presented < n || app.last_cut) {
+        let last = if app.last_cut { " (the last one's steps stopped)" } else { "" };
+        return Err(Interrupted(format!("after {} of {n} frames{last}", app.presented)).into());
     }
     Ok(())
 }
@@ -135,6 +139,8 @@ impl App {
         let Some(mut st) = self.state.take() else { return };
         crate::stop::hold_before_outputs();
         self.presented = st.whole;
+        // Before the screenshot's extra frame (no steps) clears it.
+        self.last_cut = st.scene.last_frame_cut();
         let mut errors = Vec::new();
         if let (Some(path), false) = (self.args.screenshot.clone(), st.screenshot_taken) {
             if !st.window_gone && st.size.width > 0 && st.size.height > 0 {

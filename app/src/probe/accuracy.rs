@@ -68,9 +68,14 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
     if !(args.softening.is_finite() && args.softening >= 0.0) {
         bail!("--softening must be a finite number ≥ 0 (got {})", args.softening);
     }
-    // Every scene name is checked before the first (long) measurement.
+    // Every scene is checked before the first (long) measurement: its name, or its file.
     for scene in &args.init {
-        InitialCondition::parse(scene).with_context(|| format!("--init {scene}"))?;
+        match InitialCondition::parse(scene).with_context(|| format!("--init {scene}"))? {
+            InitialCondition::Csv(p) | InitialCondition::Tipsy(p) if !p.is_file() => {
+                bail!("--init {scene}: no such file; give an existing state file or a preset (plummer, galaxies, ball, figure-eight)")
+            }
+            _ => {}
+        }
     }
     if let Some(p) = &args.csv {
         write_csv(p, &[]).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
@@ -104,6 +109,9 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
                 None => accelerations_f64(&pos.iter().map(|p| p.map(f64::from)).collect::<Vec<_>>(), 1.0, f64::from(args.softening)),
             };
             eprintln!("{scene} N = {n}: f64 reference in {:.0} ms", ms(t));
+            if stopped() {
+                bail!(Interrupted(format!("after {} row(s)", rows.len())));
+            }
             let t = Instant::now();
             let (direct, direct_ms) = match &gpu {
                 Some(g) => g.direct(pos, args.softening)?,

@@ -27,6 +27,9 @@ pub struct FrameStats {
     pub steps: u32,
     /// Time step dt of those steps (simulated time units).
     pub dt: f32,
+    /// The backend ran the tree solver (its `auto` resolved): the rate over N² is then an
+    /// effective one.
+    pub tree: bool,
 }
 
 /// What the user asked for in the overlay; applied by the frame loop before the next simulate.

@@ -1,5 +1,5 @@
 //! What a run leaves: the screenshot, the state written at its end (`--save-state`) and the
-//! summary.
+//! summary, with the frame count and whether the interrupt cut the last frame's steps.
 
 use std::path::Path;
 
@@ -176,5 +176,21 @@ impl Scene {
             self.overlay.set_message(Some(msg));
             self.overlay.controls.paused = true;
         }
+    }
+
+    /// Frames drawn so far.
+    pub fn frames(&self) -> u64 {
+        self.frame
+    }
+
+    /// Seconds since the scene was made (egui's clock).
+    pub fn time(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// The interrupt stopped a step of the last frame, which then ran fewer steps than asked (a
+    /// step spread over frames is not stopped: it continues in the next).
+    pub fn last_frame_cut(&self) -> bool {
+        self.last_frame_cut
     }
 }

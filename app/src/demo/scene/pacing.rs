@@ -1,6 +1,6 @@
 //! The scene's pace and scene keys: the step count of `--steps-per-frame auto` after each frame
 //! (the frame budget capped by the scene's simulated-time rate, [`crate::demo::pace`]), the
-//! rate keys (`[` slower, `]` faster), the N a scene key loads, and the frames counted so far.
+//! rate keys (`[` slower, `]` faster), and the N a scene key loads.
 
 use std::time::Instant;
 
@@ -94,24 +94,6 @@ impl Scene {
             c.sim_rate = scene_rate(init);
             self.scene_init = init.to_owned();
         }
-    }
-}
-
-impl Scene {
-    /// Frames drawn so far.
-    pub fn frames(&self) -> u64 {
-        self.frame
-    }
-
-    /// Seconds since the scene was made (egui's clock).
-    pub fn time(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
-    }
-
-    /// The interrupt stopped a step of the last frame, which then ran fewer steps than asked (a
-    /// step spread over frames is not stopped: it continues in the next).
-    pub fn last_frame_cut(&self) -> bool {
-        self.last_frame_cut
     }
 }
 

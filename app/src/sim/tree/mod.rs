@@ -77,11 +77,13 @@ pub enum Solver {
 /// twice as many terms, so the crossover is put 4× further out.
 pub const AUTO_TREE_FROM: [(f32, usize, usize); 3] = [(0.75, 32768, 16384), (0.5, 49152, 65536), (0.0, 131072, 262144)];
 
-/// Terms per body of a tree step, for estimates of a step's length (a ceiling, not a
-/// measurement): the H200's GPU tree evaluated 7896 per body at θ = 0.3 and N = 1M, 919 at θ =
-/// 0.75 (docs/results.md, "H200, 2026-12-04, GPU tree"); the CPU octree 5344 at θ = 0.3 and N =
-/// 65536.
-pub const TREE_TERMS_PER_BODY: f64 = 10_000.0;
+/// Terms per body of a tree step at opening angle `theta`, for estimates of a step's length (a
+/// bound above the measurements, not one): 3000 (0.5/θ)^2.2, infinite at θ = 0. Measured: the
+/// H200's GPU tree at N = 1M 7896, 2376, 919 and 513 at θ = 0.3, 0.5, 0.75 and 1 (docs/results.md,
+/// "H200, 2026-12-04, GPU tree"); the CPU octree at N = 65536 5344, 1750, 678 and 368.
+pub fn tree_terms_per_body(theta: f32) -> f64 {
+    3000.0 * (0.5 / f64::from(theta)).powf(2.2)
+}
 
 /// What one term of the CPU tree's walk costs in the CPU backend's all-pairs interactions: the
 /// walk takes one body at a time in float64, about 1.6e8 terms/s on 2 cores against 4.4e9
@@ -90,12 +92,12 @@ pub const CPU_TREE_TERM_COST: f64 = 27.0;
 
 /// The cost of one step of `n` bodies with `solver` on the GPU (`gpu`) or the CPU, in the
 /// backend's all-pairs interactions, for estimates at its nominal rate: N² for the direct sum;
-/// for the tree N × [`TREE_TERMS_PER_BODY`] (at most N²) terms, each
-/// [`CPU_TREE_TERM_COST`] interactions on the CPU; `auto` as [`Solver::resolve`] picks.
+/// for the tree N × [`tree_terms_per_body`] (at most N²) terms, each [`CPU_TREE_TERM_COST`]
+/// interactions on the CPU; `auto` as [`Solver::resolve`] picks.
 pub fn step_terms(solver: Solver, n: usize, gpu: bool) -> f64 {
     let n = n as f64;
     match solver.resolve(n as usize, gpu) {
-        Solver::Tree { .. } => n * TREE_TERMS_PER_BODY.min(n) * if gpu { 1.0 } else { CPU_TREE_TERM_COST },
+        Solver::Tree { theta } => n * tree_terms_per_body(theta).min(n) * if gpu { 1.0 } else { CPU_TREE_TERM_COST },
         _ => n * n,
     }
 }
