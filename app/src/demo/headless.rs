@@ -8,7 +8,6 @@ use crate::cli::DemoArgs;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
 use crate::sim::{Bodies, PhysParams};
-use crate::stop::Interrupted;
 
 /// How often a headless run prints a progress line.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -36,8 +35,8 @@ pub(crate) fn headless_input(width: u32, height: u32, time: f64, zoom: f32) -> e
 /// # Errors
 /// No headless GL context; a failure while running (the outputs are still written); outputs
 /// that could not be written (each named); [`super::scene::Diverged`]; with `--frames`, an
-/// interrupt before the last frame or during its steps ([`Interrupted`], exit code 128 + the
-/// signal: 130, 143).
+/// interrupt before the last frame or during its steps ([`crate::stop::Interrupted`], exit
+/// code 128 + the signal: 130, 143).
 pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Result<()> {
     // Declared first, dropped last: the context outlives the scene.
     let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).context("headless GL context")?;
@@ -99,10 +98,7 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         return Err(f);
     }
     match errors.len() {
-        0 if interrupted => {
-            let last = if cut { " (the last one's steps stopped)" } else { "" };
-            Err(Interrupted(format!("after {} of {} frames{last}", summary.frames, args.frames.unwrap_or(0))).into())
-        }
+        0 if interrupted => Err(super::frames_interrupted(summary.frames, args.frames.unwrap_or(0), cut).into()),
         0 => Ok(()),
         1 => Err(errors.remove(0)),
         _ => Err(anyhow!("{}", errors.iter().map(|e| format!("{e:#}")).collect::<Vec<_>>().join("; "))),

@@ -313,6 +313,13 @@ fn check_writable(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
     }
 }
 
+/// Why a run asked for `n` frames ended after `done`: an interrupt before the last, or during
+/// the last one's steps (`cut`, [`scene::Scene::last_frame_cut`]).
+fn frames_interrupted(done: u64, n: u64, cut: bool) -> crate::stop::Interrupted {
+    let last = if cut { " (the last one's steps stopped)" } else { "" };
+    crate::stop::Interrupted(format!("after {done} of {n} frames{last}"))
+}
+
 /// Nominal all-pairs rate of the CPU backend per thread (interactions/s): see
 /// [`crate::sim::cpu::NOMINAL_RATE_PER_THREAD`].
 pub const CPU_INTERACTIONS_PER_THREAD: f64 = crate::sim::cpu::NOMINAL_RATE_PER_THREAD;

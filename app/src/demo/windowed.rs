@@ -27,7 +27,6 @@ use super::Summary;
 use crate::cli::DemoArgs;
 use crate::gfx::present::DemoWindow;
 use crate::sim::{Bodies, PhysParams};
-use crate::stop::Interrupted;
 use crate::ui::action::Action;
 use crate::ui::overlay::RESET_INITS;
 
@@ -115,8 +114,7 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
     // Asked for N frames and ended before them (Ctrl-C, SIGTERM, the window closed), or Ctrl-C
     // stopped the last one's steps: interrupted.
     if let Some(n) = args.frames.filter(|&n| app.presented < n || app.last_cut) {
-        let last = if app.last_cut { " (the last one's steps stopped)" } else { "" };
-        return Err(Interrupted(format!("after {} of {n} frames{last}", app.presented)).into());
+        return Err(super::frames_interrupted(app.presented, n, app.last_cut).into());
     }
     Ok(())
 }

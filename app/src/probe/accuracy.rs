@@ -22,7 +22,7 @@ use serde::Serialize;
 use super::accuracy_gpu::GpuAccuracy;
 use crate::cli::{AccuracyArgs, BackendChoice};
 use crate::sim::cpu::{accelerations_f32, accelerations_f64};
-use crate::sim::init::{initial_bodies, InitialCondition};
+use crate::sim::init::{initial_bodies, InitialCondition, NAMES};
 use crate::sim::tree::{relative_errors, ErrorStats, Octree};
 use crate::stop::{stopped, stopped_in_step, Interrupted};
 
@@ -72,7 +72,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
     for scene in &args.init {
         match InitialCondition::parse(scene).with_context(|| format!("--init {scene}"))? {
             InitialCondition::Csv(p) | InitialCondition::Tipsy(p) if !p.is_file() => {
-                bail!("--init {scene}: no such file; give an existing state file or a preset (plummer, galaxies, ball, figure-eight)")
+                bail!("--init {scene}: no such file; give an existing state file or a preset ({})", NAMES.join(", "))
             }
             _ => {}
         }
@@ -95,10 +95,11 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
     println!("force error of the tree against the f64 direct sum (ε = {}, seed {}, {on})", args.softening, args.seed);
     println!("{}", header());
     let mut rows = Vec::new();
-    for scene in &args.init {
+    // An interrupt ends the measurement at the next row (the check after the loop reports it).
+    'rows: for scene in &args.init {
         for &n in &args.bodies {
             if stopped() {
-                bail!(Interrupted(format!("after {} row(s)", rows.len())));
+                break 'rows;
             }
             let bodies = initial_bodies(scene, n, args.seed, 1.0)?;
             let pos = &bodies.pos;
@@ -110,7 +111,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             };
             eprintln!("{scene} N = {n}: f64 reference in {:.0} ms", ms(t));
             if stopped() {
-                bail!(Interrupted(format!("after {} row(s)", rows.len())));
+                break 'rows;
             }
             let t = Instant::now();
             let (direct, direct_ms) = match &gpu {
@@ -143,7 +144,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             for &theta in &args.theta {
                 // Between rows, as a step between its parts (a test can hold the run here).
                 if stopped_in_step() {
-                    break;
+                    break 'rows;
                 }
                 if let Some(g) = &gpu {
                     let r = g.tree(pos, args.softening, theta)?;
@@ -161,7 +162,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
         }
     }
     if stopped() {
-        // Ctrl-C during the last rows: those finished are printed and in `--csv`.
+        // The rows finished are printed and in `--csv`.
         bail!(Interrupted(format!("after {} row(s)", rows.len())));
     }
     Ok(())
