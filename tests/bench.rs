@@ -230,11 +230,17 @@ fn interrupted_run_keeps_finished_rows() {
     assert_eq!(doc["status"], "interrupted");
     assert_eq!(doc["complete"], false);
     // The file names its run: schema, program, commit, command line and machine.
-    assert_eq!(doc["schema_version"], 2);
-    assert!(doc["git_commit"].as_str().is_some_and(|c| !c.is_empty()), "{doc}");
-    let argv: Vec<&str> = doc["command_line"].as_array().expect("command_line").iter().filter_map(|a| a.as_str()).collect();
+    assert_eq!(doc["schema_version"], 3);
+    let p = &doc["provenance"];
+    assert!(p["commit"].as_str().is_some_and(|c| !c.is_empty()) && p["dirty"].is_boolean(), "{doc}");
+    let argv: Vec<&str> = p["command_line"].as_array().expect("command_line").iter().filter_map(|a| a.as_str()).collect();
     assert!(argv.windows(2).any(|w| w == ["--bodies", "128,256,512"]), "{argv:?}");
-    assert!(doc["machine"]["cpu_threads"].as_u64().is_some_and(|t| t >= 1), "{doc}");
+    assert!(p["cpu"]["threads"].as_u64().is_some_and(|t| t >= 1) && p["cpu"]["cores"].as_u64().is_some_and(|t| t >= 1), "{doc}");
+    assert!(p["date_utc"].as_str().is_some_and(|d| d.ends_with('Z')) && p["gpu"].is_null(), "{doc}");
+    // The CSV's provenance sits beside it, the same block.
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("bench.csv.provenance.json")).expect("bench.csv.provenance.json")).expect("JSON");
+    assert_eq!(&side, p);
     assert_eq!(rows.len(), 1, "exactly the finished row");
     assert_eq!(rows[0]["n"].as_u64(), Some(128));
     assert_eq!(rows[0]["frames"].as_u64(), Some(4));

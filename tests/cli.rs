@@ -402,6 +402,8 @@ fn save_state_and_diagnostics_interval() {
         "2",
         "--save-state",
         csv.to_str().expect("utf-8 path"),
+        "--summary",
+        dir.join("summary.json").to_str().expect("utf-8 path"),
     ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
@@ -409,6 +411,15 @@ fn save_state_and_diagnostics_interval() {
     let body = std::fs::read_to_string(&csv).expect("state file written");
     let rows = body.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).count();
     assert_eq!(rows, 257, "header + 256 bodies");
+    // The summary: the run's counts, its stages and where it came from.
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary written")).expect("JSON");
+    assert_eq!((s["status"].as_str(), s["frames"].as_u64(), s["steps"].as_u64(), s["bodies"].as_u64()), (Some("complete"), Some(4), Some(4), Some(256)), "{s}");
+    assert_eq!(s["stages_ms"]["frame"]["count"].as_u64(), Some(3), "every frame after the first: {s}");
+    assert!(s["stages_ms"]["kernel"]["median"].as_f64().is_some_and(|k| k > 0.0), "the CPU step: {s}");
+    assert_eq!((s["route"]["headless"].as_bool(), s["route"]["interop"].is_null()), (Some(true), true), "{s}");
+    let p = &s["provenance"];
+    assert!(p["commit"].is_string() && p["command_line"].as_array().is_some_and(|a| a.iter().any(|x| x == "--summary")), "{s}");
+    assert!(p["gpu"].is_null() && p["cpu"]["cores"].as_u64().is_some_and(|c| c >= 1), "{s}");
 }
 
 /// A tipsy snapshot written by `--save-state x.tipsy` is bit-exact (encoding the bodies it holds

@@ -56,9 +56,19 @@ fn links(md: &str) -> Vec<Link> {
             let Some(close) = after.find("](") else { break };
             let text = &after[..close];
             let tail = &after[close + 2..];
-            let Some(end) = tail.find(')') else { break };
+            let Some(end) = tail.find([')', ' ']) else { break };
+            // `[text](path "title")`: a figure's link names its record in the title (.ci/claims.py),
+            // which may hold `)`; the link ends at the title's closing `")`.
+            let after_link = match tail[end..].strip_prefix(" \"") {
+                Some(title) => match title.find("\")") {
+                    Some(t) => end + 2 + t + 2,
+                    None => break,
+                },
+                None if tail[end..].starts_with(')') => end + 1,
+                None => break,
+            };
             out.push(Link { text: text.to_string(), target: tail[..end].to_string(), line: i + 1 });
-            rest = &tail[end + 1..];
+            rest = &tail[after_link..];
         }
     }
     out

@@ -79,7 +79,11 @@ fn every_case_against_a_missing_driver_is_reported_in_json() {
     assert_no_panic(&o);
     assert!(!o.status.success());
     let (out, _) = text(&o);
-    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let mut rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    // The first line says where the answers came from: commit, command line, machine (no GPU here).
+    let first = rows.remove(0);
+    let p = &first["provenance"];
+    assert!(p["commit"].is_string() && p["gpu"].is_null() && p["command_line"].as_array().is_some_and(|a| a.iter().any(|x| x == "--json")), "{first}");
     assert_eq!(rows.len(), CASES.len());
     for (r, c) in rows.iter().zip(CASES) {
         assert_eq!(r["case"], c.name);
@@ -112,7 +116,10 @@ fn isolated_cases_run_in_a_child_that_reports_back() {
     assert_no_panic(&o);
     let (out, err) = text(&o);
     assert!(!o.status.success());
-    let row: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "the provenance line and the case's: {out}");
+    assert!(lines[0].starts_with("{\"provenance\":"), "{out}");
+    let row: serde_json::Value = serde_json::from_str(lines[1]).expect("one JSON object");
     assert_eq!(row["case"], isolated[0]);
     assert!(row["got_text"].as_str().is_some_and(|t| t.contains("/nonexistent/libcuda.so.1")), "{row}");
     assert!(err.contains("could not run"), "{err}");

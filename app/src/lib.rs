@@ -5,7 +5,8 @@
 //! → [`cuda`] (session, settings, kernels) → [`backend`] (CPU and CUDA backends, selection, step
 //! mode's state machine) → [`teach`] (the mistake lab) → [`ui`] (egui overlay) → [`cli`] (clap
 //! types) → [`demo`] (scene, frame, headless and windowed loops) → [`bench`] → [`probe`]
-//! (context-switch probe), and [`info`]. [`stop`] (interrupts) sits at the bottom, beside `sim`.
+//! (context-switch probe), and [`info`]. [`stop`] (interrupts) and [`provenance`] (where a raw
+//! result came from; atomic writes) sit at the bottom, beside `sim`.
 //!
 //! The binary (`src/main.rs`) is a thin `main` over these.
 
@@ -17,6 +18,7 @@ pub mod demo;
 pub mod gfx;
 pub mod info;
 pub mod probe;
+pub mod provenance;
 pub mod sim;
 pub mod stop;
 pub mod teach;

@@ -85,10 +85,8 @@ pub(super) struct Results {
     pub(super) skipped: Vec<Skipped>,
     pub(super) run: RunMeta,
     pub(super) out: PathBuf,
-    /// The command line, for `bench.json`.
-    pub(super) command_line: Vec<String>,
-    /// The machine, for `bench.json`.
-    pub(super) machine: report::Machine,
+    /// Where the run came from, for `bench.json` and `bench.csv`'s sidecar.
+    pub(super) provenance: crate::provenance::Provenance,
 }
 
 impl Results {
@@ -101,10 +99,7 @@ impl Results {
         let doc = Document {
             schema_version: report::SCHEMA_VERSION,
             tool: "nbody-interop bench",
-            version: env!("CARGO_PKG_VERSION"),
-            git_commit: report::GIT_COMMIT,
-            command_line: &self.command_line,
-            machine: &self.machine,
+            provenance: &self.provenance,
             status: status.to_string(),
             complete,
             skipped: &self.skipped,

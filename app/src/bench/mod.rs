@@ -58,12 +58,13 @@ use anyhow::bail;
 
 use self::env::Env;
 use self::measure::Results;
-use self::outputs::{check_timeline_path, hostname, Timelines};
+use self::outputs::{check_timeline_path, Timelines};
 pub(crate) use self::outputs::{prepare_out, timeline_path, with_write_error};
 use self::plan::{runs_cuda, validate};
 pub(crate) use self::plan::{check_rounds, flag_name, frames_in_round};
 use self::report::{mode_name, RunMeta, Skipped};
 use crate::cli::{BenchArgs, BenchMode};
+use crate::provenance::{hostname, GpuFacts, Provenance};
 
 /// Environment variable of the test hook (see the module docs).
 pub const STOP_AFTER_ROWS_ENV: &str = "NBODY_BENCH_STOP_AFTER_ROWS";
@@ -115,16 +116,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             host: hostname(),
         },
         out: args.out.clone(),
-        command_line: std::env::args().collect(),
-        machine: report::Machine {
-            host: hostname(),
-            cpu_threads: rayon::current_num_threads(),
-            gpu: env.compute.as_ref().map(|c| report::GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
-                env.shared
-                    .as_ref()
-                    .map(|(ctx, info)| report::GpuFacts::of(info, interop::entry::cuda_version_string(ctx.api().driver_version())))
-            }),
-        },
+        provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
+            env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::entry::cuda_version_string(ctx.api().driver_version())))
+        })),
     };
 
     // Report each unavailable mode once, grouping modes that share a reason.
@@ -178,7 +172,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     };
     let complete = outcome.is_ok() && missing.is_empty();
     let rows = res.rows();
-    let [json, csv, png] = report::paths(&args.out);
+    let [json, csv, png, _] = report::paths(&args.out);
     let mut write_err = None;
     if !rows.is_empty() {
         println!("{}", report::table(&rows));

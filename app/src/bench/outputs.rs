@@ -39,14 +39,6 @@ pub(crate) fn prepare_out(dir: &Path, outputs: &[PathBuf]) -> anyhow::Result<()>
     Ok(())
 }
 
-pub(super) fn hostname() -> String {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default()
-}
-
 /// `--timeline` file of one (mode, N): `PATH-<mode>-<N>.json` beside `base`.
 pub fn timeline_path(base: &Path, mode: BenchMode, n: usize) -> PathBuf {
     let stem = base.file_stem().map_or_else(|| "timeline".into(), |s| s.to_string_lossy().into_owned());

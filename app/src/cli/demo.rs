@@ -149,6 +149,10 @@ pub struct DemoArgs {
     /// Compute energy and momentum every this many frames (0: on demand only).
     #[arg(long = "diagnostics-interval", default_value_t = 0, help_heading = "Output", hide_short_help = true)]
     pub diagnostics_interval: u64,
+    /// Write the run's summary to this JSON file: frames, steps, each stage's time, the route
+    /// and the backend, with the run's provenance (commit, command line, machine, GPU).
+    #[arg(long, value_name = "FILE.json", help_heading = "Output")]
+    pub summary: Option<PathBuf>,
     /// Write every driver call to this file (JSON lines, with the frame index).
     #[arg(long, help_heading = "Output")]
     pub trace: Option<PathBuf>,

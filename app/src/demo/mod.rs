@@ -15,6 +15,7 @@ pub mod headless;
 pub mod pace;
 mod present;
 pub mod scene;
+pub mod summary;
 pub mod windowed;
 
 use anyhow::{bail, Context as _};
@@ -152,7 +153,13 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if args.timeline.is_some() && !interop::entry::TRACING_COMPILED {
         bail!("--timeline needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
     }
-    let outputs = [("--screenshot", &args.screenshot), ("--save-state", &args.save_state), ("--trace", &args.trace), ("--timeline", &args.timeline)];
+    let outputs = [
+        ("--screenshot", &args.screenshot),
+        ("--save-state", &args.save_state),
+        ("--summary", &args.summary),
+        ("--trace", &args.trace),
+        ("--timeline", &args.timeline),
+    ];
     for (i, (flag, path)) in outputs.iter().enumerate() {
         if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| p.is_some() && *p == *path) {
             bail!("{other} and {flag} name the same file, so one would overwrite the other: give each its own path");

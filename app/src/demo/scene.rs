@@ -115,6 +115,8 @@ pub struct Scene {
     /// parameters (frame, E, |K| + |U|), and the latest (frame, E), for the summary's relative
     /// energy change.
     energy: Option<EnergySamples>,
+    /// Every frame's stage times, for `--summary`.
+    stages: crate::demo::summary::StageLog,
 }
 
 /// Frame rate `--steps-per-frame auto` fills without vsync or `--target-fps` (frames/s).
@@ -215,6 +217,7 @@ impl Scene {
             overlay_hidden: false,
             diagnostics_due: false,
             energy: None,
+            stages: crate::demo::summary::StageLog::default(),
         };
         // With --trace the backend's setup (registration included) is traced too.
         scene.start_trace_file()?;
@@ -390,6 +393,8 @@ impl Scene {
         }
         let (draw, density_ms) = (self.renderer.draw_time(), self.density_ms());
         self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: draw.ms, draw_clock: draw.clock, density_ms, n, steps, dt, tree });
+        let frame_ms = (self.frame > 0).then_some(host_frame_ms);
+        self.stages.push(&crate::demo::summary::StageSample { frame: frame_ms, sim: timings, draw: draw.ms, density: density_ms });
 
         // 3. UI pass (no GL).
         let mut full_output = None;

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use super::accuracy_gpu::GpuAccuracy;
 use crate::cli::{AccuracyArgs, BackendChoice};
+use crate::provenance::{write_atomic, Provenance};
 use crate::sim::cpu::{accelerations_f32, accelerations_f64};
 use crate::sim::init::{initial_bodies, InitialCondition, NAMES};
 use crate::sim::tree::{relative_errors, ErrorStats, Octree};
@@ -78,7 +79,8 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(p) = &args.csv {
-        write_csv(p, &[]).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
+        // Checked before the GPU opens; the rows' writes carry the GPU's facts.
+        write_csv(p, &[], &Provenance::now(None)).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
     }
     crate::stop::install();
     let gpu = match args.backend {
@@ -88,6 +90,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             .map_err(|e| eprintln!("CUDA unavailable, measuring on the CPU: {e:#}"))
             .ok(),
     };
+    let provenance = Provenance::now(gpu.as_ref().and_then(GpuAccuracy::facts));
     let on = match &gpu {
         Some(g) => format!("on the GPU: {}", g.device_name()),
         None => format!("on the CPU: {} threads", rayon::current_num_threads()),
@@ -136,7 +139,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
                 println!("{}", line(&r));
                 rows.push(r);
                 match &args.csv {
-                    Some(p) => write_csv(p, &rows),
+                    Some(p) => write_csv(p, &rows, &provenance),
                     None => Ok(()),
                 }
             };
@@ -191,13 +194,15 @@ fn line(r: &AccuracyRow) -> String {
     )
 }
 
-/// Writes `rows` to `path` (CSV with a header), replacing the file.
-fn write_csv(path: &Path, rows: &[AccuracyRow]) -> anyhow::Result<()> {
-    let mut w = csv::WriterBuilder::new().has_headers(false).from_path(path)?;
+/// Writes `rows` to `path` (CSV with a header), replacing the file whole (a temporary file
+/// renamed over it), and the provenance sidecar beside it (`PATH.provenance.json`).
+fn write_csv(path: &Path, rows: &[AccuracyRow], provenance: &Provenance) -> anyhow::Result<()> {
+    let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
     w.write_record(["scene", "n", "solver", "theta", "err_median", "err_p99", "err_max", "interactions_per_body", "build_ms", "force_ms", "speedup"])?;
     for r in rows {
         w.serialize(r)?;
     }
-    w.flush()?;
-    Ok(())
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("serialising the accuracy CSV: {e}"))?;
+    provenance.write_sidecar(path)?;
+    write_atomic(path, &bytes)
 }

@@ -55,6 +55,13 @@ impl GpuAccuracy {
         Ok(GpuAccuracy { kernels, stream, ctx })
     }
 
+    /// The device's identity and driver, for the results' provenance (`None` where the driver
+    /// does not answer `cuDeviceGet*`).
+    pub fn facts(&self) -> Option<crate::provenance::GpuFacts> {
+        let info = self.ctx.device().info().ok()?;
+        Some(crate::provenance::GpuFacts::of(&info, interop::entry::cuda_version_string(self.ctx.api().driver_version())))
+    }
+
     /// The device's name, for the table's title.
     pub fn device_name(&self) -> String {
         self.ctx.device().info().map(|i| i.name).unwrap_or_else(|_| "CUDA device 0".into())

@@ -82,6 +82,7 @@ pub struct ScaleRow {
 struct ScaleDoc {
     tool: &'static str,
     version: &'static str,
+    provenance: crate::provenance::Provenance,
     status: String,
     date: String,
     gpu_name: String,
@@ -143,12 +144,15 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     let first = interop::Device::get(&api, 0).context("cuDeviceGet(0)")?;
     let json_path: PathBuf = args.out.join("scale.json");
     let csv_path: PathBuf = args.out.join("scale.csv");
-    crate::bench::prepare_out(&args.out, &[json_path.clone(), csv_path.clone()])?;
+    crate::bench::prepare_out(&args.out, &[json_path.clone(), csv_path.clone(), crate::provenance::sidecar_path(&csv_path)])?;
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
     let init = args.sim.init_or(crate::cli::BENCH_INIT).to_string();
     let mut doc = ScaleDoc {
         tool: "nbody-interop scale",
         version: env!("CARGO_PKG_VERSION"),
+        provenance: crate::provenance::Provenance::now(
+            first.info().ok().map(|i| crate::provenance::GpuFacts::of(&i, interop::entry::cuda_version_string(api.driver_version()))),
+        ),
         status: "running".into(),
         date: chrono::Utc::now().to_rfc3339(),
         gpu_name: first.name().unwrap_or_default(),
@@ -170,6 +174,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
             w.serialize(r).context("serialising scale.csv")?;
         }
         let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}")).context("serialising scale.csv")?;
+        doc.provenance.write_sidecar(&csv_path)?;
         crate::bench::report::write_atomic(&csv_path, &bytes)
     };
     crate::stop::install();

@@ -37,7 +37,7 @@ pub struct LabOptions {
 /// produce an expected code; stdout cannot be written or stdin (a quiz's predictions) read; with
 /// `replay`, a file that cannot be read or parsed or lacks the case.
 pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
-    use std::io::IsTerminal as _;
+    use std::io::{IsTerminal as _, Write as _};
     let mut out = std::io::stdout().lock();
     let stdin = std::io::stdin();
     let ask = opts.quiz && !opts.json && stdin.is_terminal();
@@ -88,6 +88,10 @@ pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
     } else {
         None
     };
+    if opts.json {
+        // The recording's first line: where these answers came from.
+        writeln!(out, "{}", crate::provenance::Provenance::now(crate::provenance::device0()).jsonl_line()?)?;
+    }
     let outcomes = lab::run_headless(&cases);
     replay::show(&mut out, &outcomes, opts.json, predictions.as_deref(), false)?;
     replay::verdict(&outcomes, None, opts.quiz)

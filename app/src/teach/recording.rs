@@ -115,6 +115,14 @@ impl Recording {
             let Some(m) = v.as_object() else {
                 bail!("{file} line {line} is not a JSON object (it is {raw:.40}); each line must be one object that `lab NAME --json` printed");
             };
+            if let Some(Value::Object(p)) = m.get("provenance") {
+                // The first line of `lab --json`: the GPU and driver it ran on.
+                if let Some(Value::Object(g)) = p.get("gpu") {
+                    let field = |k: &str| g.get(k).map(short).unwrap_or_default();
+                    drivers.push(format!("gpu {}, driver {} (CUDA {})", field("name"), field("driver"), field("cuda")));
+                }
+                continue;
+            }
             if !m.contains_key("case") {
                 match driver_line(m) {
                     Some(d) => drivers.push(d),

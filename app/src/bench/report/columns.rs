@@ -179,14 +179,19 @@ impl TreeColumns {
     }
 }
 
-/// `interactions_per_s`, `gflops`, `rate_basis`, `interactions_per_s_frame`, `gflops_frame`.
+/// `interactions_per_s`, `effective_interactions_per_s`, `gflops`, `rate_basis`,
+/// `interactions_per_s_frame`, `effective_interactions_per_s_frame`, `gflops_frame`: a row has
+/// either the hardware rate (the direct sum: interactions evaluated) or the effective one (the
+/// tree: N² over its time), never both, so the two never share a column.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[allow(missing_docs)] // the columns are documented in the module docs
 pub struct RateColumns {
-    pub interactions_per_s: f64,
+    pub interactions_per_s: Option<f64>,
+    pub effective_interactions_per_s: Option<f64>,
     pub gflops: f64,
     pub rate_basis: String,
-    pub interactions_per_s_frame: f64,
+    pub interactions_per_s_frame: Option<f64>,
+    pub effective_interactions_per_s_frame: Option<f64>,
     pub gflops_frame: f64,
 }
 

@@ -30,13 +30,16 @@
 //!   `tree_interactions_per_s` (tree mode): the opening angle; the GPU tree's phases in the last
 //!   step of each frame (CUDA events: box, keys, sort, tree and groups; moments; walk with the
 //!   leapfrog update); the terms evaluated per body (leaves and accepted cells, median); and
-//!   those terms per second over the median kernel time. The row's `interactions_per_s` is
-//!   the effective rate, `N² · steps` over the same time: what the direct sum would need; its
-//!   `gflops` count 20 flops per term evaluated, not per effective interaction;
+//!   those terms per second over the median kernel time. A tree row leaves `interactions_per_s`
+//!   empty and gives `effective_interactions_per_s`: `N² · steps` over the same time, what the
+//!   direct sum would need, not a rate of anything evaluated; its `gflops` count 20 flops per
+//!   term evaluated;
 //! - `interactions_per_s`, `gflops` (0 for `draw`, which simulates nothing): `N² · steps` per frame over the median kernel time (20 flops
 //!   per interaction), or over the median frame time where there is no kernel time;
 //!   `rate_basis` says which (`kernel` or `frame`); `interactions_per_s_frame`, `gflops_frame`:
-//!   always over the median frame time;
+//!   always over the median frame time; `effective_interactions_per_s` and
+//!   `effective_interactions_per_s_frame`: the same for tree rows, which leave the two
+//!   `interactions_per_s` columns empty;
 //! - `speedup`, `scaling_efficiency` (CUDA modes): the median frame time of the same mode, N and
 //!   precision on one computing GPU with the render GPU computing and as many slices per GPU,
 //!   over this row's (a rate ratio), and that over `gpus`; empty for that 1-GPU row itself and
@@ -59,10 +62,11 @@
 //!   options the mode ran with; the flags only for the map modes), `build_profile` (`debug`/`release`), `date` (start of the run,
 //!   UTC, RFC 3339), `host` (host name).
 //!
-//! `bench.json` is `{"schema_version", "tool", "version", "git_commit", "command_line": [...],
-//! "machine": {host, cpu_threads, gpu: {name, compute_capability, multiprocessors, cuda_driver,
-//! nvidia_driver, sm_clock_mhz, memory_clock_mhz} or null}, "status", "complete", "skipped":
-//! [{mode, n, reason}], "rows": [...]}`; `status` is `complete`, `running`, `interrupted` or `error: <message>`, or
+//! `bench.json` is `{"schema_version", "tool", "provenance": {schema, program, version, commit,
+//! dirty, command_line, date_utc, host, build_profile, cpu: {model, cores, threads}, gpu: {name,
+//! uuid, compute_capability, multiprocessors, driver, cuda, sm_clock_mhz, memory_clock_mhz} or
+//! null}, "status", "complete", "skipped": [{mode, n, reason}], "rows": [...]}`
+//! ([`crate::provenance`]; `bench.csv`'s is in `bench.csv.provenance.json`); `status` is `complete`, `running`, `interrupted` or `error: <message>`, or
 //! `incomplete: …` for a run that went to its end without modes asked for by name that could not
 //! run here (those are also added to `interrupted` and `error`); `complete` is true only for
 //! `complete`.
@@ -74,6 +78,8 @@ use anyhow::{anyhow, Context as _};
 use serde::Serialize;
 
 use crate::cli::BenchMode;
+pub(crate) use crate::provenance::write_atomic;
+use crate::provenance::Provenance;
 use crate::sim::{interactions, FLOPS_PER_INTERACTION};
 
 mod columns;
@@ -227,8 +233,10 @@ pub struct Skipped {
 }
 
 /// The version of `bench.json`'s layout: 2 added `schema_version`, `git_commit`,
-/// `command_line` and `machine`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// `command_line` and `machine`; 3 gathers them, with the CPU and the GPU's UUID, into
+/// `provenance` ([`crate::provenance`]); tree rows give their N²/t rate as
+/// `effective_interactions_per_s`, never as `interactions_per_s`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Contents of `bench.json`.
 #[derive(Debug, Clone, Serialize)]
@@ -237,14 +245,8 @@ pub struct Document<'a> {
     pub schema_version: u32,
     /// `nbody-interop bench`.
     pub tool: &'static str,
-    /// Version of the program.
-    pub version: &'static str,
-    /// The git commit the program was built from ([`GIT_COMMIT`]).
-    pub git_commit: &'static str,
-    /// The command line, program name first.
-    pub command_line: &'a [String],
-    /// The machine the run measured.
-    pub machine: &'a Machine,
+    /// Program, commit, command line, date, host, CPU and GPU of the run.
+    pub provenance: &'a Provenance,
     /// `complete`, `running`, `interrupted`, `incomplete: requested mode(s) could not run here: …`
     /// or `error: <message>` (the last two, when modes asked for could not run, name them too).
     pub status: String,
@@ -255,69 +257,6 @@ pub struct Document<'a> {
     pub skipped: &'a [Skipped],
     /// The finished rows.
     pub rows: &'a [Row],
-}
-
-/// The commit the program was built from: `git rev-parse --short=12 HEAD` at build time
-/// (`app/build.rs`), `unknown` outside a git checkout.
-pub const GIT_COMMIT: &str = match option_env!("NBODY_GIT_COMMIT") {
-    Some(c) => c,
-    None => "unknown",
-};
-
-/// The machine of a run: host, CPU threads, and the CUDA device the CUDA modes ran on.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Machine {
-    /// Host name (empty when unknown).
-    pub host: String,
-    /// Threads the CPU backend's pool runs on (rayon).
-    pub cpu_threads: usize,
-    /// The CUDA device of the CUDA modes (device 0); `None` without a usable GPU.
-    pub gpu: Option<GpuFacts>,
-}
-
-/// A CUDA device's identity, driver and clocks (`cuDeviceGetName`, `cuDriverGetVersion`,
-/// `cuDeviceGetAttribute`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GpuFacts {
-    /// `cuDeviceGetName`.
-    pub name: String,
-    /// Compute capability, e.g. `9.0`.
-    pub compute_capability: String,
-    /// Multiprocessors.
-    pub multiprocessors: i32,
-    /// The CUDA version the driver supports (`cuDriverGetVersion`), e.g. `13.0`.
-    pub cuda_driver: String,
-    /// The NVIDIA kernel module's version from `/proc/driver/nvidia/version`, e.g. `580.159.04`
-    /// (`None` where that file is missing).
-    pub nvidia_driver: Option<String>,
-    /// Peak SM clock, MHz (`CU_DEVICE_ATTRIBUTE_CLOCK_RATE`).
-    pub sm_clock_mhz: f64,
-    /// Peak memory clock, MHz (`CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE`).
-    pub memory_clock_mhz: f64,
-}
-
-impl GpuFacts {
-    /// The facts of `info`, with the driver's CUDA version `cuda_driver`.
-    pub fn of(info: &interop::DeviceInfo, cuda_driver: String) -> GpuFacts {
-        let nvidia_driver = std::fs::read_to_string("/proc/driver/nvidia/version").ok().and_then(|t| nvidia_driver_version(&t));
-        GpuFacts {
-            name: info.name.clone(),
-            compute_capability: format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
-            multiprocessors: info.multiprocessors,
-            cuda_driver,
-            nvidia_driver,
-            sm_clock_mhz: f64::from(info.clock_khz) / 1000.0,
-            memory_clock_mhz: f64::from(info.memory_clock_khz) / 1000.0,
-        }
-    }
-}
-
-/// The driver version in the text of `/proc/driver/nvidia/version`: the first word of its first
-/// line made of digits and dots with at least one dot ("NVRM version: NVIDIA UNIX Open Kernel
-/// Module for x86_64  580.159.04  Release Build …" → `580.159.04`).
-fn nvidia_driver_version(text: &str) -> Option<String> {
-    let is_version = |w: &&str| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.') && w.chars().next().is_some_and(|c| c.is_ascii_digit());
-    text.lines().next()?.split_whitespace().find(is_version).map(str::to_string)
 }
 
 /// The CLI name of a mode (`map-separate`, ...).
@@ -387,10 +326,12 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                 times: m.times,
                 tree: TreeColumns::of(m.tree, m.n, m.launch.steps_per_frame, m.times.kernel.map(|k| k.median)),
                 rates: RateColumns {
-                    interactions_per_s: ips,
+                    interactions_per_s: m.tree.is_none().then_some(ips),
+                    effective_interactions_per_s: m.tree.is_some().then_some(ips),
                     gflops: ips * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
                     rate_basis: basis.to_string(),
-                    interactions_per_s_frame: ips_frame,
+                    interactions_per_s_frame: m.tree.is_none().then_some(ips_frame),
+                    effective_interactions_per_s_frame: m.tree.is_some().then_some(ips_frame),
                     gflops_frame: ips_frame * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
                 },
                 comparison: ComparisonColumns {
@@ -423,27 +364,19 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
         .collect()
 }
 
-/// The three output paths in `dir`: `bench.json`, `bench.csv`, `bench.png`.
-pub fn paths(dir: &Path) -> [PathBuf; 3] {
-    [dir.join("bench.json"), dir.join("bench.csv"), dir.join("bench.png")]
+/// The output paths in `dir`: `bench.json`, `bench.csv`, `bench.png` and the CSV's provenance
+/// sidecar `bench.csv.provenance.json`.
+pub fn paths(dir: &Path) -> [PathBuf; 4] {
+    let csv = dir.join("bench.csv");
+    [dir.join("bench.json"), csv.clone(), dir.join("bench.png"), crate::provenance::sidecar_path(&csv)]
 }
 
-/// Write `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// reader never sees a half-written file.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-}
-
-/// Rewrite `bench.json` and `bench.csv` in `dir` with `doc`.
+/// Rewrite `bench.json`, `bench.csv` and its provenance sidecar in `dir` with `doc`.
 ///
 /// # Errors
 /// A file cannot be written or renamed; serialisation fails.
 pub fn write_tables(dir: &Path, doc: &Document<'_>) -> anyhow::Result<()> {
-    let [json, csv_path, _] = paths(dir);
+    let [json, csv_path, _, _] = paths(dir);
     let mut text = serde_json::to_string_pretty(doc).context("serialising bench.json")?;
     text.push('\n');
     write_atomic(&json, text.as_bytes())?;
@@ -456,6 +389,7 @@ pub fn write_tables(dir: &Path, doc: &Document<'_>) -> anyhow::Result<()> {
         w.write_record(cells.iter().map(|(_, v)| v)).context("writing a bench.csv row")?;
     }
     let bytes = w.into_inner().map_err(|e| anyhow!("serialising bench.csv: {e}"))?;
+    doc.provenance.write_sidecar(&csv_path)?;
     write_atomic(&csv_path, &bytes)
 }
 
@@ -498,6 +432,26 @@ mod tests {
     }
 
     #[test]
+    fn tree_rows_give_the_effective_rate_in_its_own_column() {
+        let run = RunMeta { build_profile: "test", date: String::new(), host: String::new() };
+        let one = |x: f64| crate::bench::stats::Summary::of(&[x]).expect("a finite sample");
+        let mut tree = measured(BenchMode::Tree, 2.0, Some((1, 1, true)));
+        tree.times.kernel = Some(one(1.0));
+        tree.tree = Some(TreeFacts { theta: 0.75, build: one(0.2), moments: one(0.1), walk: one(0.7), per_body: 100.0 });
+        let mut direct = measured(BenchMode::Compute, 2.0, Some((1, 1, true)));
+        direct.times.kernel = Some(one(1.0));
+        let r = rows(&[direct, tree], &run);
+        let n2 = 1024.0 * 1024.0 / 1e-3;
+        assert_eq!((r[0].rates.interactions_per_s, r[0].rates.effective_interactions_per_s), (Some(n2), None));
+        assert_eq!((r[1].rates.interactions_per_s, r[1].rates.effective_interactions_per_s), (None, Some(n2)));
+        assert_eq!(r[1].rates.interactions_per_s_frame, None);
+        // The tree's GFLOP/s count the terms it evaluated: 100 a body, not N.
+        assert!((r[1].rates.gflops - 1024.0 * 100.0 / 1e-3 * 20e-9).abs() < 1e-9, "{}", r[1].rates.gflops);
+        let t = table(&r);
+        assert!(t.contains(" eff.") && t.contains("effective interactions/s, N²"), "{t}");
+    }
+
+    #[test]
     fn setups_compare_with_their_own_compute_row_and_one_gpu() {
         let run = RunMeta { build_profile: "test", date: String::new(), host: String::new() };
         let m = [
@@ -526,15 +480,6 @@ mod tests {
         // A plain run keeps the plain table.
         let plain = table(&r[..2]);
         assert!(!plain.contains('[') && !plain.contains("eff. %"), "{plain}");
-    }
-
-    #[test]
-    fn the_nvidia_driver_version_is_read_from_either_module_line() {
-        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  Thu\nGCC version: gcc 12";
-        let closed = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024";
-        assert_eq!(nvidia_driver_version(open).as_deref(), Some("580.159.04"));
-        assert_eq!(nvidia_driver_version(closed).as_deref(), Some("550.54.15"));
-        assert_eq!(nvidia_driver_version("no version here"), None);
     }
 
     #[test]

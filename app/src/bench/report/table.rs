@@ -14,6 +14,20 @@ fn sci(v: f64) -> String {
     format!("{v:.3e}")
 }
 
+/// The interactions/s cell: the hardware rate, or a tree row's effective rate marked `eff.`.
+fn rate_cell(r: &Row, no_rate: bool) -> String {
+    match (no_rate, r.rates.interactions_per_s, r.rates.effective_interactions_per_s) {
+        (false, Some(v), _) => sci(v),
+        (false, None, Some(v)) => format!("{} eff.", sci_short(v)),
+        _ => "—".to_string(),
+    }
+}
+
+/// `1.2e9` style, for a cell that carries a mark.
+fn sci_short(v: f64) -> String {
+    format!("{v:.1e}")
+}
+
 /// The results as a text table (one line per row; with GPU setups other than the plain one, the
 /// mode names its setup and the gather time and scaling efficiency get columns).
 pub fn table(rows: &[Row]) -> String {
@@ -61,7 +75,7 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.times.draw.map(|s| s.median), 3),
             opt(r.comparison.overhead_us, 1),
             opt(r.comparison.overhead_pct, 1),
-            if no_rate { "—".to_string() } else { sci(r.rates.interactions_per_s) },
+            rate_cell(r, no_rate),
             if no_rate { "—".to_string() } else { format!("{:.1}", r.rates.gflops) },
             r.comparison.spread_pct
         );
@@ -73,6 +87,9 @@ pub fn table(rows: &[Row]) -> String {
         if r.comparison.diverged {
             let _ = writeln!(s, "{:<w$} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
         }
+    }
+    if rows.iter().any(|r| r.rates.effective_interactions_per_s.is_some()) {
+        let _ = writeln!(s, "eff.: effective interactions/s, N² over the tree's step time (what the direct sum would need), not a rate of interactions evaluated");
     }
     s
 }

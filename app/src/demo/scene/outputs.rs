@@ -11,6 +11,8 @@ use crate::gfx::target::RenderTarget;
 use crate::gfx::screenshot;
 use crate::sim::Bodies;
 use crate::backend::SimBackend;
+use crate::demo::summary::{Route, SummaryFile};
+use crate::sim::tree::Solver;
 
 
 use super::Scene;
@@ -129,6 +131,11 @@ impl Scene {
                 failed.push(format!("{e:#}"));
             }
         }
+        if let Some(path) = self.args.summary.clone() {
+            if let Err(e) = self.write_summary(&path) {
+                failed.push(format!("{e:#}"));
+            }
+        }
         if !failed.is_empty() {
             anyhow::bail!("{} output(s) could not be written: {}", failed.len(), failed.join("; "));
         }
@@ -136,6 +143,48 @@ impl Scene {
             return Err(Diverged { frame: at, last_finite: self.last_finite.0, saved }.into());
         }
         Ok(self.summary())
+    }
+
+    /// Writes `--summary` at `path`: the summary, each stage's times, the route, the provenance.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    fn write_summary(&self, path: &Path) -> anyhow::Result<()> {
+        let name = |v: &dyn Fn() -> Option<clap::builder::PossibleValue>| v().map(|p| p.get_name().to_string());
+        let s = self.summary();
+        let cuda = self.backend.as_deref().is_some_and(|b| b.cuda().is_some());
+        let solver = match self.backend.as_deref().map(SimBackend::solver) {
+            Some(Solver::Tree { theta }) => format!("tree θ={theta}"),
+            Some(Solver::Auto { .. }) => "auto".to_string(),
+            Some(Solver::Direct) | None => "direct".to_string(),
+        };
+        let a = &self.args;
+        let file = SummaryFile {
+            provenance: SummaryFile::provenance(self.stages.started(), if cuda { crate::provenance::device0() } else { None }),
+            status: if self.diverged.is_some() {
+                "error: diverged".to_string()
+            } else if crate::stop::stopped() {
+                "interrupted".to_string()
+            } else {
+                "complete".to_string()
+            },
+            frames: s.frames,
+            steps: s.steps,
+            steps_per_s: s.steps_per_s,
+            mean_frame_ms: s.mean_frame_ms,
+            bodies: self.backend.as_deref().map_or(0, SimBackend::n),
+            backend: s.label,
+            route: Route {
+                headless: a.headless,
+                present: if a.headless { None } else { name(&|| clap::ValueEnum::to_possible_value(&a.present)) },
+                interop: if cuda { name(&|| clap::ValueEnum::to_possible_value(&a.interop)) } else { None },
+                precision: name(&|| clap::ValueEnum::to_possible_value(&a.precision)).unwrap_or_default(),
+                solver,
+            },
+            stages_ms: self.stages.stats(),
+            energy_change: s.energy.map(|e| e.relative),
+        };
+        file.write(path)
     }
 
     /// Frames, mean frame time and the backend, as the run ends.

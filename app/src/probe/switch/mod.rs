@@ -206,6 +206,8 @@ pub struct SwitchDoc {
     pub tool: &'static str,
     /// Program version.
     pub version: &'static str,
+    /// Commit, command line, date, host, CPU and GPU of the run ([`crate::provenance`]).
+    pub provenance: crate::provenance::Provenance,
     /// `complete`, `running`, `interrupted` or `error: …`.
     pub status: String,
     /// Rounds finished.
@@ -345,6 +347,10 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
     let mut doc = SwitchDoc {
         tool: "nbody-interop switch",
         version: env!("CARGO_PKG_VERSION"),
+        provenance: crate::provenance::Provenance::now(Some(crate::provenance::GpuFacts::of(
+            &rig.info,
+            interop::entry::cuda_version_string(rig.ctx.api().driver_version()),
+        ))),
         status: "running".into(),
         rounds_done: 0,
         date: chrono::Utc::now().to_rfc3339(),
@@ -457,6 +463,7 @@ mod tests {
         assert!(table(&SwitchDoc {
             tool: "t",
             version: "0",
+            provenance: crate::provenance::Provenance::now(None),
             status: "complete".into(),
             rounds_done: 1,
             date: String::new(),

@@ -179,14 +179,14 @@ fn unregister_while_mapped(gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupF
     let r = unsafe { api.cuGraphicsUnregisterResource(raw) };
     eprintln!("lab: cuGraphicsUnregisterResource returned {}", result_words(&r));
     // Either way the handle is left alone: after an accepted unregister it names nothing, and
-    // after a refused one the process was killed with SIGSEGV (H200, driver 580.159) in the
-    // unmap or unregister that followed. This runs in a child process, whose exit
-    // releases what is left.
+    // the documentation of cuGraphicsUnmapResources and cuGraphicsUnregisterResource does not
+    // say what they do after a refused one. This runs in a child process, whose exit releases
+    // what is left.
     let then = if r.is_ok() {
         "the lab then left the handle alone (no unmap, no second unregister)"
     } else {
-        "the lab then left the resource mapped and registered (on the H200 an unmap or unregister after this refusal killed \
-         the process with SIGSEGV); the child process's exit releases it"
+        "the lab then left the resource mapped and registered (cuda.h does not say what an unmap or unregister does after \
+         this refusal); the child process's exit releases it"
     };
     eprintln!("lab: cuStreamSynchronize");
     let sync = stream.synchronize();
