@@ -357,3 +357,129 @@ fn readback_fills_its_columns() {
     let (med, max) = (positive(&rows[0], "readback_ms_median"), positive(&rows[0], "readback_ms_max"));
     assert!(med <= max, "{med} {max}");
 }
+
+/// A run that measures nothing keeps the results of an earlier run in `--out` (the tables, their
+/// provenance sidecar and the plot), and says so; the files are replaced only by a run's own rows.
+#[test]
+fn a_run_that_measures_nothing_keeps_the_earlier_results() {
+    let dir = out_dir("keep-earlier");
+    std::fs::create_dir_all(&dir).expect("out dir");
+    let earlier = ["bench.json", "bench.csv", "bench.csv.provenance.json", "bench.png"];
+    for f in earlier {
+        std::fs::write(dir.join(f), format!("earlier {f}")).expect("earlier results");
+    }
+    let o = bench(&["--modes", "cpu", "--bodies", "8192", "--cpu-budget-ms", "0.001", "--frames", "2", "--rounds", "1"], &dir, &[]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("no rows were measured") && all.contains("are kept"), "{all}");
+    for f in earlier {
+        assert_eq!(std::fs::read_to_string(dir.join(f)).expect("still there"), format!("earlier {f}"), "{f} changed:\n{all}");
+    }
+    // A run with rows replaces all four.
+    let o = bench(&["--modes", "cpu", "--bodies", "64", "--frames", "2", "--warmup", "0", "--rounds", "1"], &dir, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    for f in earlier {
+        assert_ne!(std::fs::read(dir.join(f)).expect("written"), format!("earlier {f}").into_bytes(), "{f} was not replaced");
+    }
+}
+
+/// `--out` naming a file (or a device such as /dev/full) is refused up front with the remedy,
+/// and the file is left alone.
+#[test]
+fn out_that_is_a_file_is_refused_with_the_remedy() {
+    let dir = out_dir("out-is-a-file");
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let file = dir.join("results.txt");
+    std::fs::write(&file, "mine").expect("a file");
+    for out in [file.as_path(), Path::new("/dev/full")] {
+        let o = bench(&["--modes", "cpu", "--bodies", "64", "--frames", "1", "--rounds", "1"], out, &[]);
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{all}");
+        assert!(all.contains(&format!("--out {} is a file, not a directory: give a directory", out.display())), "{all}");
+        assert!(!all.contains("os error 17"), "{all}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).expect("kept"), "mine");
+}
+
+/// The cpu mode's estimate is measured on this machine, not scaled up from the smallest N: with
+/// N = 4 first (whose frame is all fixed costs), N = 1024 is judged by its own cost and measured
+/// within a budget of 1 s (a debug build's frame of 1024 bodies takes about 0.1–0.2 s on 2 cores;
+/// an estimate from N = 4 scaled by N² was seconds). The estimate is printed, and lies within a
+/// factor of 10 of the measured frame (a bound for a noisy, shared machine, not a timing).
+#[test]
+fn the_cpu_estimate_is_measured_here_not_scaled_from_the_smallest_n() {
+    let dir = out_dir("estimate");
+    let args = ["--modes", "cpu", "--bodies", "4,1024", "--frames", "2", "--warmup", "0", "--rounds", "1", "--cpu-budget-ms", "1000"];
+    let o = bench(&args, &dir, &[]);
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err.lines().find(|l| l.starts_with("cpu: estimated frame times:")).unwrap_or_else(|| panic!("no estimate:\n{all}"));
+    assert!(line.contains("interactions/s here (best of 3 steps of"), "{line}");
+    let estimate: f64 = line
+        .split("N=1024 ")
+        .nth(1)
+        .and_then(|r| r.split(" ms").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no estimate for N=1024 in {line}"));
+    let (_, rows) = json_rows(&dir);
+    assert_eq!(rows.len(), 2, "both N measured:\n{all}");
+    let measured = positive(&rows[1], "frame_ms_median");
+    assert!(estimate / measured < 10.0 && measured / estimate < 10.0, "estimated {estimate} ms, measured {measured} ms");
+}
+
+/// An N the cpu mode skips over `--cpu-budget-ms` fails a run that asked for cpu (after writing
+/// the other rows: bench.json says incomplete), unless `--skip-slow` accepts the skip (exit 0,
+/// the skip listed, the run complete).
+#[test]
+fn a_skipped_cpu_n_fails_the_run_unless_skip_slow() {
+    let dir = out_dir("skip-slow");
+    let args = ["--modes", "cpu", "--bodies", "64,200000", "--frames", "2", "--warmup", "0", "--rounds", "1"];
+    let o = bench(&args, &dir, &[]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("cpu N=200000: skipped: estimated") && all.contains("--skip-slow"), "{all}");
+    let (doc, rows) = json_rows(&dir);
+    assert_eq!(rows.len(), 1, "the N = 64 row is written");
+    assert_eq!(doc["complete"], false);
+    assert!(doc["status"].as_str().is_some_and(|s| s.starts_with("incomplete:") && s.contains("cpu N=200000")), "{doc}");
+
+    let o = bench(&[&args[..], &["--skip-slow"]].concat(), &dir, &[]);
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    assert!(all.contains("cpu N=200000: skipped: estimated"), "the skip is listed:\n{all}");
+    let (doc, rows) = json_rows(&dir);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(doc["complete"], true);
+    assert!(doc["skipped"].as_array().is_some_and(|s| s.iter().any(|k| k["n"] == 200000)), "{doc}");
+}
+
+/// `--steps-per-frame 1000000000` is estimated like a large N (steps × N²) and refused before a
+/// frame runs, instead of starting a frame that would never end (the run is killed after 300 s: a
+/// guard against a hang, not a time limit).
+#[test]
+fn a_billion_steps_per_frame_is_estimated_not_run() {
+    let dir = out_dir("billion-steps");
+    let args = ["--modes", "cpu", "--bodies", "64", "--steps-per-frame", "1000000000", "--frames", "1", "--warmup", "0", "--rounds", "1"];
+    let o = bench_with_guard(300, &args, &dir);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("cpu N=64: skipped: estimated") && all.contains("1000000000 step(s)"), "{all}");
+}
+
+/// The tour's bench without a CUDA driver: every CUDA mode is skipped for the one reason, which
+/// is printed once (not once per mode, twice over), and the error points to `--modes cpu`.
+#[test]
+fn cuda_modes_without_a_driver_share_one_message_that_points_to_the_cpu_mode() {
+    let dir = out_dir("no-driver");
+    let args = ["--modes", "compute,map,copy,external,draw", "--bodies", "64", "--frames", "2", "--warmup", "0", "--rounds", "1"];
+    let o = bench(&args, &dir, &[("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("/nonexistent/libcuda.so.1"), "{all}");
+    assert_eq!(all.matches("dlopen failed").count(), 1, "the driver's error once:\n{all}");
+    assert!(all.contains("compute, map, copy, external: skipped: no usable CUDA driver"), "{all}");
+    assert!(all.contains("`nbody-interop bench --modes cpu`"), "{all}");
+    let (_, rows) = json_rows(&dir);
+    assert_eq!(rows.len(), 1, "the draw row is written");
+}

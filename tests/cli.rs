@@ -567,3 +567,118 @@ fn accuracy_prints_and_writes_its_rows() {
     assert!(num(&rows[1], med) < 1e-6, "θ = 0: {:?}", rows[1]);
     assert!(num(&rows[3], per_body) < num(&rows[2], per_body) && num(&rows[2], per_body) < 600.0, "{rows:?}");
 }
+
+/// `bench` and `scale` document the `--steps-per-frame` and `--init` they take (a fixed count,
+/// default 1; the Plummer sphere), not the demo's (`auto` in a window; galaxies); `accuracy`
+/// names figure-eight as refused and the least N.
+#[test]
+fn help_says_what_each_command_takes() {
+    for args in [&["bench", "-h"][..], &["bench", "--help"], &["scale", "-h"], &["scale", "--help"]] {
+        let (out, err) = text(&run(args));
+        assert!(out.contains("--steps-per-frame <N>") && !out.contains("auto in a window") && !out.contains("N|auto"), "{args:?}:\n{out}{err}");
+        assert!(out.contains("whole number ≥ 1 [default: 1]"), "{args:?}:\n{out}");
+        assert!(out.contains("[default: plummer]") && !out.contains("default: galaxies"), "{args:?}:\n{out}");
+    }
+    let (out, _) = text(&run(&["--help"]));
+    assert!(out.contains("--steps-per-frame <N|auto>") && out.contains("auto in a window") && out.contains("[default: galaxies]"), "{out}");
+    let (out, _) = text(&run(&["accuracy", "--help"]));
+    assert!(out.contains("figure-eight") && out.contains("at least 512 bodies"), "{out}");
+    // What `accuracy` says it refuses, it refuses: figure-eight (3 bodies) and N below 512.
+    for (args, words) in [
+        (&["accuracy", "--init", "figure-eight"][..], &["--init figure-eight", "3 bodies are too few", "512"][..]),
+        (&["accuracy", "--init", "plummer", "--bodies", "100"], &["--bodies 100", "too few", "512"]),
+    ] {
+        let o = run(args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}:\n{out}{err}");
+        assert!(words.iter().all(|w| err.contains(w)), "{args:?}:\n{err}");
+        assert!(!out.contains("0.0×"), "{out}");
+    }
+}
+
+/// Values the options cannot hold are refused with the range, naming the option: a float beyond
+/// f32 (not "got inf"), a negative count (not "unexpected argument '-1'"), θ outside 0–2 (not a
+/// 31-digit label).
+#[test]
+fn out_of_range_values_are_refused_with_the_range() {
+    let cases: [(&[&str], &[&str]); 9] = [
+        (&["--headless", "--dt", "1e308"], &["--dt", "1e308 is beyond the range of a 32-bit float", "3.4e38"]),
+        (&["bench", "--dt", "1e308"], &["--dt", "32-bit float"]),
+        (&["accuracy", "--softening", "1e39"], &["--softening", "32-bit float"]),
+        (&["--headless", "--bodies", "-1"], &["--bodies", "must be a positive integer (got -1)"]),
+        (&["--headless", "--frames", "-1"], &["--frames", "must be a positive integer (got -1)"]),
+        (&["bench", "--frames", "-1"], &["--frames", "must be a positive integer"]),
+        (&["bench", "--warmup", "-1"], &["--warmup", "must be a whole number ≥ 0 (got -1)"]),
+        (&["--headless", "--theta", "1e30"], &["--theta", "at most 2 (got 1e30)"]),
+        (&["bench", "--theta", "2.5"], &["--theta", "at most 2 (got 2.5)"]),
+    ];
+    for (args, words) in cases {
+        let o = run(args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}:\n{out}{err}");
+        assert!(words.iter().all(|w| err.contains(w)), "{args:?}:\n{err}");
+        assert!(!err.contains("unexpected argument") && !err.contains("got inf") && !err.contains("1000000000000000000000000000000"), "{err}");
+    }
+    // The range's ends are taken.
+    for args in [&["--headless", "--theta", "2", "--frames", "1", "--bodies", "64"][..], &["--headless", "--dt", "3e38", "--frames", "1", "--bodies", "64"]] {
+        let o = run(args);
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("invalid value"), "{args:?}: {:?}", text(&o));
+    }
+}
+
+/// `info` without a driver says what it needs and what runs without a GPU.
+#[test]
+fn info_without_a_driver_names_what_runs_on_the_cpu() {
+    let o = Command::new(BIN).arg("info").env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1").output().expect("spawn nbody-interop");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(err.contains("bench --modes cpu") && err.contains("lab --replay") && err.contains("/nonexistent/libcuda.so.1"), "{err}");
+}
+
+/// README's tour: every command parses; those that need an NVIDIA GPU are in the second list,
+/// and every CPU equivalent given there ("without a GPU") runs without one.
+#[test]
+fn the_readme_tour_says_which_commands_need_a_gpu() {
+    use clap::Parser as _;
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).expect("README.md");
+    let tour = readme.split("## A short tour").nth(1).and_then(|t| t.split("\n## ").next()).expect("the tour section");
+    let (anywhere, gpu) = tour.split_once("need an NVIDIA GPU").expect("a list of the commands that need a GPU");
+    let commands = |text: &str, prefix: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix(prefix))
+            .map(|c| c.split(" #").next().unwrap_or(c).split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    let needs_gpu = |args: &[String]| {
+        let has = |w: &str| args.iter().any(|a| a == w);
+        let modes = args.iter().position(|a| a == "--modes").and_then(|i| args.get(i + 1));
+        matches!(args.first().map(String::as_str), Some("info" | "switch" | "scale"))
+            || (args.first().is_some_and(|a| a == "lab") && !has("--replay"))
+            || has("--step-mode")
+            || has("--interop")
+            || args.windows(2).any(|w| w[0] == "--view" && w[1] == "density")
+            || (args.first().is_some_and(|a| a == "bench") && modes.is_none_or(|m| m.split(',').any(|m| !matches!(m, "cpu" | "draw"))))
+            || (has("--solver") && !has("--backend") && args.iter().any(|a| a == "1048576"))
+    };
+    let parse = |args: &[String]| {
+        nbody_app::cli::Cli::try_parse_from(std::iter::once("nbody-interop".to_string()).chain(args.iter().cloned()))
+            .unwrap_or_else(|e| panic!("{args:?} does not parse: {e}"));
+    };
+    let run_anywhere = commands(anywhere, "cargo run --release --");
+    assert!(run_anywhere.len() >= 3, "{anywhere}");
+    for c in &run_anywhere {
+        parse(c);
+        assert!(!needs_gpu(c), "{c:?} needs a GPU but is listed as running anywhere");
+    }
+    let on_gpu = commands(gpu, "cargo run --release --");
+    assert!(on_gpu.iter().all(|c| needs_gpu(c)), "a command in the GPU list runs anywhere: {on_gpu:?}");
+    for c in &on_gpu {
+        parse(c);
+    }
+    let instead = commands(gpu, "#   without a GPU: cargo run --release --");
+    assert!(instead.iter().any(|c| c.first().is_some_and(|a| a == "bench")) && instead.iter().any(|c| c.contains(&"--replay".to_string())), "{instead:?}");
+    for c in &instead {
+        parse(c);
+        assert!(!needs_gpu(c), "{c:?} is given as the CPU equivalent but needs a GPU");
+    }
+}

@@ -211,3 +211,51 @@ kill $w"#,
         assert!(dir.join(format!("{p}.png")).is_file(), "--present {p} wrote its screenshot:\n{log}");
     }
 }
+
+/// The overlay panel (360 points wide) keeps its width across a window shrunk to 200 pixels and
+/// enlarged again: in a screenshot (`s`) after each resize, the panel's grey reaches past 330
+/// pixels once the window is wide again (egui alone kept the squeezed 200).
+#[test]
+fn the_overlay_gets_its_width_back_after_the_window_shrank() {
+    if missing(&["xvfb-run", "xdotool"], "xvfb xdotool") {
+        return;
+    }
+    let dir = scratch("panel-width");
+    // `windowsize --sync` waits until the window has its new size; each screenshot is taken at
+    // the end of the frame that handled the key, so it shows that size.
+    let script = format!(
+        r#"{start}shot() {{ xdotool key s; until [ "$(ls nbody-interop-*.png 2>/dev/null | wc -l)" -ge "$1" ]; do sleep 0.05; done; }}
+xdotool windowsize --sync "$wid" 200 400
+shot 1
+xdotool windowsize --sync "$wid" 800 400
+shot 2
+xdotool key Escape
+wait $pid; echo "exit=$?""#,
+        start = launch("--backend cpu --bodies 256 --width 800 --height 400")
+    );
+    let o = under_xvfb(&dir, &script, "warn");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("exit=0"), "the run did not end with exit 0:\n{out}\n{err}");
+    let mut shots: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("read scratch dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .collect();
+    shots.sort_by_key(|p| p.to_string_lossy().rsplit('-').next().and_then(|k| k.trim_end_matches(".png").parse::<u32>().ok()));
+    assert_eq!(shots.len(), 2, "{shots:?}\n{err}");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shots[1]).expect("second screenshot")));
+    let mut reader = decoder.read_info().expect("PNG header");
+    let (w, h) = (reader.info().width as usize, reader.info().height as usize);
+    let mut px = vec![0; reader.output_buffer_size().expect("PNG size")];
+    reader.next_frame(&mut px).expect("PNG pixels");
+    assert_eq!(w, 800, "the window is wide again");
+    // egui's dark panel fill: a neutral grey around 27, in most rows of column 330.
+    let grey = |x: usize, y: usize| {
+        let p = &px[(y * w + x) * 4..(y * w + x) * 4 + 3];
+        let (r, g, b) = (i32::from(p[0]), i32::from(p[1]), i32::from(p[2]));
+        (r - g).abs() <= 3 && (g - b).abs() <= 3 && (15..=45).contains(&r)
+    };
+    let rows = (0..h).filter(|&y| grey(330, y)).count();
+    assert!(rows * 2 > h, "the panel is narrow after the window grew back: {rows} of {h} rows of column 330 are panel grey");
+}

@@ -460,3 +460,24 @@ fn a_quiz_asks_every_call_before_it_shows_any_answer() {
     assert!(!o.status.success());
     assert!(text(&o).1.contains("--quiz hides each answer"), "{}", text(&o).1);
 }
+
+/// `lab NAME` without a driver: nothing failed, the case could not run here; the error says so,
+/// with the replay of the recorded answers for that very case, which then runs without a GPU.
+#[test]
+fn a_case_without_a_driver_could_not_run_here_and_points_to_its_replay() {
+    let o = run(&["lab", "unmap-twice"], Some("/nonexistent/libcuda.so.1"));
+    assert_no_panic(&o);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let replay = "nbody-interop lab --replay docs/results/2026-12-04-h200/lab.jsonl unmap-twice";
+    assert!(err.contains(&format!("could not run here (no CUDA driver): replay the recorded answers with `{replay}`")), "{err}");
+    assert!(!err.contains("failed"), "nothing failed:\n{err}");
+    // The remedy works (from the repository's root).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let o = Command::new(BIN).args(replay.split(' ').skip(1)).current_dir(&root).env("RUST_LOG", "warn").output().expect("spawn");
+    assert!(o.status.success(), "{:?}", text(&o));
+    // Every case: the remedy replays them all.
+    let (_, err) = text(&run(&["lab", "all"], Some("/nonexistent/libcuda.so.1")));
+    assert!(err.contains(&format!("{} of {} lab case(s) could not run here (no CUDA driver)", CASES.len(), CASES.len())), "{err}");
+    assert!(err.contains("lab.jsonl all`") && !err.contains("failed"), "{err}");
+}

@@ -67,11 +67,18 @@ pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
     })
 }
 
+/// What `info` says when no CUDA driver loads: what it needs, and what runs without it.
+pub const WITHOUT_A_DRIVER: &str = "info reports the NVIDIA driver and its GPUs, and none loads here. Without an NVIDIA GPU, \
+     these run on the CPU: the demo (`nbody-interop --backend cpu`), `nbody-interop bench --modes cpu`, `nbody-interop \
+     accuracy`, and the mistake lab's answers recorded on a GPU (`nbody-interop lab --replay FILE.jsonl NAME`, see `lab \
+     --help`); the cause";
+
 /// Runs `info`.
 ///
 /// # Errors
-/// As [`collect`] (with `--json`, after printing `{"error": "..."}`); also when a required entry
-/// point is missing, or `cuInit` or a device query failed (after printing the report).
+/// As [`collect`] (with `--json`, after printing `{"error": "..."}`; else with
+/// [`WITHOUT_A_DRIVER`] before the cause); also when a required entry point is missing, or
+/// `cuInit` or a device query failed (after printing the report).
 pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
     let semantics = match args.semantics {
         CliSemantics::Legacy => StreamSemantics::Legacy,
@@ -84,7 +91,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
             println!("{}", serde_json::json!({ "error": format!("{e:#}") }));
             return Err(e);
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.context(WITHOUT_A_DRIVER)),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod cli;
 pub mod cuda;
 pub mod demo;
+pub mod doctor;
 pub mod gfx;
 pub mod info;
 pub mod probe;

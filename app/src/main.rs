@@ -27,9 +27,12 @@ fn main() -> ExitCode {
         Some(Command::Switch(a)) => nbody_app::probe::switch::run(a),
         Some(Command::Scale(a)) => nbody_app::probe::scale::run(a),
         Some(Command::Accuracy(a)) => nbody_app::probe::accuracy::run(a),
+        Some(Command::Doctor(a)) => nbody_app::doctor::run(a.json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The report is printed; its last line says why the status is not 0.
+        Err(e) if e.is::<nbody_app::doctor::NoInterop>() => ExitCode::from(nbody_app::doctor::EXIT_NO_INTEROP),
         Err(e) if is_interrupted(&e) => {
             eprintln!("{e:#}");
             ExitCode::from(nbody_app::stop::exit_code())

@@ -134,6 +134,20 @@ pub fn signal_name(signal: i32) -> String {
     }
 }
 
+/// What a second request is, for messages about it: "Ctrl-C again" after SIGINT (or
+/// [`request`], or none yet), "SIGTERM again" after SIGTERM, "SIGHUP again" after SIGHUP.
+pub fn again_hint() -> String {
+    again_hint_for(SIGNAL.load(Ordering::SeqCst))
+}
+
+/// [`again_hint`] after `signal` (0: none, or [`request`]).
+fn again_hint_for(signal: i32) -> String {
+    match signal {
+        0 | SIGINT => "Ctrl-C again".into(),
+        s => format!("{} again", signal_name(s)),
+    }
+}
+
 /// True once an interrupt arrived (or [`request`] was called).
 pub fn stopped() -> bool {
     STOP.load(Ordering::SeqCst)
@@ -247,6 +261,15 @@ mod tests {
         assert_eq!(judge(Some(t), SIGTERM, t + Duration::from_secs(5)), Verdict::ExitNow(143));
         // A clock read before the first signal's (another thread) is still the same burst.
         assert_eq!(judge(Some(t + Duration::from_millis(1)), SIGINT, t), Verdict::SameRequest);
+    }
+
+    /// The second request the stop message asks for is of the signal that came.
+    #[test]
+    fn the_again_hint_names_the_signal_that_came() {
+        assert_eq!(again_hint_for(SIGINT), "Ctrl-C again");
+        assert_eq!(again_hint_for(0), "Ctrl-C again");
+        assert_eq!(again_hint_for(SIGTERM), "SIGTERM again");
+        assert_eq!(again_hint_for(signal_hook::consts::SIGHUP), "SIGHUP again");
     }
 
     #[test]

@@ -1,34 +1,57 @@
-//! [`CpuBackend`]: the float32 CPU simulation ([`CpuF32`], rayon) behind [`SimBackend`].
+//! [`CpuBackend`]: the CPU simulation ([`Cpu`] in f32, or in f64 with `--precision f64`; rayon)
+//! behind [`SimBackend`].
 //!
 //! A frame: `steps` leapfrog steps on the CPU (timed as `kernel_ms`), then one `glBufferSubData`
-//! of the `[N][4]` f32 positions into the buffer that is *not* the current front (timed as
-//! `upload_ms`), which then becomes the front. The other buffer keeps the positions of the
-//! previous frame, which the renderer uses to colour bodies by speed. Never touches CUDA.
+//! of the `[N][4]` f32 positions (f64 ones rounded to f32 first) into the buffer that is *not*
+//! the current front (timed as `upload_ms`), which then becomes the front. The other buffer keeps
+//! the positions of the previous frame, which the renderer uses to colour bodies by speed. Never
+//! touches CUDA.
 //!
-//! A step estimated over `LONG_STEP_S` (0.5 s: N above about 63,000 on 2 threads; up to 10 s
-//! without `--allow-slow`) is spread over frames when asked ([`crate::backend::LongSteps::set_spread`], the
-//! windowed demo): each frame computes the accelerations of one range of bodies (about 0.2 s)
-//! and uploads nothing until the last range moved the bodies ([`CpuF32::step_frame`]).
+//! A step estimated over `LONG_STEP_S` (0.5 s: the direct sum from N of about 63,000 on 2
+//! threads; up to 10 s without `--allow-slow`) is spread over frames when asked
+//! ([`crate::backend::LongSteps::set_spread`], the windowed demo): each frame computes the
+//! accelerations of one range of bodies (about 0.2 s) and uploads nothing until the last range
+//! moved the bodies ([`Cpu::step_frame`]).
 //!
 //! The accelerations come from the all-pairs sum or, with `--solver tree`, the Barnes–Hut tree
-//! ([`crate::sim::tree`]); the leapfrog and the upload are the same. The `--allow-slow` check
-//! counts the solver's cost ([`crate::sim::tree::step_terms`]); the spreading of long steps
-//! counts N² interactions either way, so under the tree it spreads steps that need not be.
+//! ([`crate::sim::tree`]); the leapfrog and the upload are the same. The `--allow-slow` check and
+//! the spreading of long steps count the solver's cost ([`crate::sim::tree::step_terms`]).
 
 use std::time::Instant;
 
 use super::{LongSteps, PositionVbos, SimBackend, SimTimings, StepProgress};
+use crate::cuda::settings::Precision;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
-use crate::sim::cpu::CpuF32;
+use crate::sim::cpu::{Cpu, CpuF32};
 use crate::sim::diagnostics::diagnostics;
-use crate::sim::tree::Solver;
+use crate::sim::partial::FrameSteps;
+use crate::sim::tree::{Interactions, Solver, TreePhases};
 use crate::sim::{Bodies, Diagnostics, PhysParams};
 
-/// CPU simulation backend: compute with [`CpuF32`], upload with `glBufferSubData`.
+/// The simulation in the precision asked for.
+#[derive(Debug)]
+enum Sim {
+    /// f32 state: its positions are what GL draws.
+    F32(CpuF32),
+    /// f64 state, and its positions rounded to f32 for the upload.
+    F64(Box<Cpu<f64>>, Vec<[f32; 4]>),
+}
+
+/// Forwards a call to the simulation of either precision.
+macro_rules! sim {
+    ($self:expr, $s:ident => $e:expr) => {
+        match $self {
+            Sim::F32($s) => $e,
+            Sim::F64($s, _) => $e,
+        }
+    };
+}
+
+/// CPU simulation backend: compute with [`Cpu`], upload with `glBufferSubData`.
 #[derive(Debug)]
 pub struct CpuBackend {
-    sim: CpuF32,
+    sim: Sim,
     front: usize,
     threads: usize,
 }
@@ -42,9 +65,59 @@ impl CpuBackend {
 
     /// As [`CpuBackend::new`], computing the accelerations with `solver`.
     pub fn with_solver(bodies: &Bodies, params: PhysParams, solver: Solver) -> Self {
-        let mut sim = CpuF32::new(bodies, params);
-        sim.set_solver(solver);
-        Self { sim, front: 0, threads: rayon::current_num_threads() }
+        Self::with_precision(bodies, params, solver, Precision::F32)
+    }
+
+    /// As [`CpuBackend::with_solver`], in `precision`: f32 ([`CpuF32`]) or f64 (the state, the
+    /// direct sum and the tree's walk in float64, the positions rounded to f32 for drawing).
+    pub fn with_precision(bodies: &Bodies, params: PhysParams, solver: Solver, precision: Precision) -> Self {
+        let sim = match precision {
+            Precision::F32 => Sim::F32(CpuF32::new(bodies, params)),
+            Precision::F64 => Sim::F64(Box::new(Cpu::new(bodies, params)), bodies.pos.clone()),
+        };
+        let mut b = Self { sim, front: 0, threads: rayon::current_num_threads() };
+        sim!(&mut b.sim, s => s.set_solver(solver));
+        b
+    }
+
+    /// The precision of the state and the forces.
+    pub fn precision(&self) -> Precision {
+        match self.sim {
+            Sim::F32(_) => Precision::F32,
+            Sim::F64(..) => Precision::F64,
+        }
+    }
+
+    /// The tree's interactions and phases of the last complete force evaluation (zero with the
+    /// direct sum).
+    pub fn tree_step(&self) -> (Interactions, TreePhases) {
+        sim!(&self.sim, s => (s.tree_interactions(), s.tree_phases()))
+    }
+
+    /// The nominal all-pairs rate of this precision on this many threads (interactions/s).
+    fn rate(&self) -> f64 {
+        let per_thread = match self.sim {
+            Sim::F32(_) => crate::sim::cpu::NOMINAL_RATE_PER_THREAD,
+            Sim::F64(..) => crate::sim::cpu::NOMINAL_RATE_PER_THREAD_F64,
+        };
+        per_thread * self.threads as f64
+    }
+
+    fn step_frame(&mut self, steps: u32) -> FrameSteps {
+        sim!(&mut self.sim, s => s.step_frame(steps))
+    }
+
+    /// The newest positions in f32, `[N][4]`.
+    fn positions(&mut self) -> &[[f32; 4]] {
+        match &mut self.sim {
+            Sim::F32(s) => s.positions(),
+            Sim::F64(s, shown) => {
+                for (o, p) in shown.iter_mut().zip(s.positions()) {
+                    *o = p.map(|x| x as f32);
+                }
+                shown
+            }
+        }
     }
 }
 
@@ -54,19 +127,19 @@ fn ms_since(t: Instant) -> f64 {
 
 impl SimBackend for CpuBackend {
     fn label(&self) -> String {
-        match self.sim.solver() {
-            Solver::Direct => format!("CPU f32 (rayon, {} threads)", self.threads),
-            tree => format!("CPU f32 {} (rayon, {} threads)", tree.label(), self.threads),
+        let p = self.precision().name();
+        match self.solver() {
+            Solver::Direct => format!("CPU {p} (rayon, {} threads)", self.threads),
+            tree => format!("CPU {p} {} (rayon, {} threads)", tree.label(), self.threads),
         }
     }
 
     fn n(&self) -> usize {
-        self.sim.len()
+        sim!(&self.sim, s => s.len())
     }
 
     fn nominal_rate(&self) -> (f64, String) {
-        let rate = crate::sim::cpu::NOMINAL_RATE_PER_THREAD * self.threads as f64;
-        (rate, format!("the CPU backend on {} threads", self.threads))
+        (self.rate(), format!("the CPU backend on {} threads ({})", self.threads, self.precision().name()))
     }
 
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
@@ -74,7 +147,7 @@ impl SimBackend for CpuBackend {
         if steps == 0 {
             return Ok(SimTimings { host_ms: ms_since(t0), ..SimTimings::default() });
         }
-        let f = self.sim.step_frame(steps);
+        let f = self.step_frame(steps);
         if f.stopped {
             tracing::info!(done = f.done, of = steps, "a step was stopped by the interrupt; the state of before it is kept");
         }
@@ -86,7 +159,7 @@ impl SimBackend for CpuBackend {
         }
         let t1 = Instant::now();
         let back = 1 - self.front;
-        upload_positions(gl, vbos, back, self.sim.positions())?;
+        upload_positions(gl, vbos, back, self.positions())?;
         self.front = back;
         let upload_ms = ms_since(t1);
         Ok(SimTimings {
@@ -106,27 +179,26 @@ impl SimBackend for CpuBackend {
     }
 
     fn solver(&self) -> Solver {
-        self.sim.solver()
+        sim!(&self.sim, s => s.solver())
     }
 
     fn set_solver(&mut self, solver: Solver) -> anyhow::Result<()> {
-        self.sim.set_solver(solver);
+        sim!(&mut self.sim, s => s.set_solver(solver));
         Ok(())
     }
 
     fn set_params(&mut self, _gl: Gl<'_>, params: PhysParams) {
-        self.sim.set_params(params);
+        sim!(&mut self.sim, s => s.set_params(params));
     }
 
     fn bodies(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
-        Ok(self.sim.bodies())
+        Ok(sim!(&mut self.sim, s => s.bodies()))
     }
 
     fn diagnostics(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
-        let params = self.sim.params();
-        Ok(diagnostics(&self.sim.bodies(), params))
+        let (bodies, params) = sim!(&mut self.sim, s => (s.bodies(), s.params()));
+        Ok(diagnostics(&bodies, params))
     }
-
 
     fn long_steps(&self) -> Option<&dyn LongSteps> {
         Some(self)
@@ -139,27 +211,26 @@ impl SimBackend for CpuBackend {
 
 impl LongSteps for CpuBackend {
     fn synchronized(&self) -> bool {
-        self.sim.is_synchronized()
+        sim!(&self.sim, s => s.is_synchronized())
     }
 
     fn set_interrupt(&mut self, requested: fn() -> bool) {
-        self.sim.set_interrupt(Some(requested));
+        sim!(&mut self.sim, s => s.set_interrupt(Some(requested)));
     }
 
     fn set_spread(&mut self, on: bool) {
-        let rate = crate::sim::cpu::NOMINAL_RATE_PER_THREAD * self.threads as f64;
-        self.sim.set_spread(on.then_some(rate));
+        let rate = self.rate();
+        sim!(&mut self.sim, s => s.set_spread(on.then_some(rate)));
     }
 
     fn step_in_progress(&self) -> Option<StepProgress> {
-        self.sim.step_in_progress()
+        sim!(&self.sim, s => s.step_in_progress())
     }
 
     fn abandon_step(&mut self) -> anyhow::Result<()> {
-        if let Some(p) = self.sim.abandon_step() {
+        if let Some(p) = sim!(&mut self.sim, s => s.abandon_step()) {
             tracing::info!(parts = p.done, of = p.of, "long step abandoned; state of before the step kept");
         }
         Ok(())
     }
 }
-

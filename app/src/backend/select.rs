@@ -8,7 +8,7 @@ use super::cpu::CpuBackend;
 use super::cuda::{CudaBackend, CudaOptions};
 use super::cuda::external::is_unsupported;
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend};
-use crate::cuda::settings::{InteropMode, Precision};
+use crate::cuda::settings::InteropMode;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
@@ -46,8 +46,9 @@ pub struct BackendConfig {
 /// - `cpu`: [`CpuBackend`]; CUDA is never touched.
 /// - `cuda`: [`CudaBackend::new`]; its error is returned.
 /// - `auto`: CUDA, else the CPU backend; the second value is then the notice
-///   `"CUDA unavailable, running the CPU backend: <error>"` for the overlay (the caller logs it). With
-///   `--precision f64` there is no fallback (the CPU backend is float32): CUDA's error is returned.
+///   `"CUDA unavailable, running the CPU backend: <cause and remedy>; CUDA's error: <error>"`
+///   ([`fallback_notice`]) for the overlay (the caller logs it). The CPU backend runs the
+///   precision asked for (`--precision f64`: its float64 state and forces).
 ///
 /// With `--interop external` (cuda or auto), where this GL or CUDA cannot do external memory
 /// (e.g. `GL_EXT_memory_object_fd missing on <GL_RENDERER>`, checked before CUDA is touched) the
@@ -70,7 +71,7 @@ pub fn make_backend(
     params: PhysParams,
 ) -> anyhow::Result<(Box<dyn SimBackend>, Option<String>)> {
     if cfg.choice == BackendChoice::Cpu {
-        return Ok((Box::new(CpuBackend::with_solver(bodies, params, cfg.solver)), None));
+        return Ok((Box::new(CpuBackend::with_precision(bodies, params, cfg.solver, cfg.cuda.precision)), None));
     }
     let made = CudaBackend::new(&cfg.cuda, gl, gl_info, vbos, bodies, params).and_then(|mut b| {
         b.set_solver(cfg.solver)?;
@@ -87,12 +88,7 @@ pub fn make_backend(
     if cfg.cuda.settings.interop != InteropMode::External || !is_unsupported(&err) {
         // Not about external memory (e.g. CUDA cannot share this GL context).
         return match cfg.choice {
-            // The CPU backend is float32: it cannot stand in for an fp64 run.
-            BackendChoice::Auto if cfg.cuda.precision == Precision::F64 => Err(err.context(
-                "--precision f64 needs the CUDA backend, which cannot be used here (the CPU backend is float32 only; use \
-                 --precision f32 to run on the CPU)",
-            )),
-            BackendChoice::Auto => Ok(cpu_fallback(&err, cfg, bodies, params)),
+            BackendChoice::Auto => Ok(cpu_fallback(&err, cfg, gl_info, bodies, params)),
             _ => Err(err),
         };
     }
@@ -190,15 +186,33 @@ pub fn apply_settings(
     }
 }
 
-/// `--backend auto` without CUDA: the CPU backend, with the notice that says why.
-fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
-    let mut notice = format!("CUDA unavailable, running the CPU backend: {err:#}");
+/// `--backend auto` without CUDA: the CPU backend, with the notice that says why: the cause and
+/// remedy the doctor's checks find for `gl_info` ([`crate::doctor::fallback::explain_here`]),
+/// then CUDA's error.
+fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, gl_info: &GlInfo, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
+    let mut notice = fallback_notice(err, gl_info);
     if let Some(ignored) = ignored_by_cpu(&cuda_only_options(&cfg.cuda, &cfg.typed)) {
         // A line of its own, so that it is not lost at the end of the driver's error.
         notice.push('\n');
         notice.push_str(&ignored);
     }
-    (Box::new(CpuBackend::with_solver(bodies, params, cfg.solver)), Some(notice))
+    (Box::new(CpuBackend::with_precision(bodies, params, cfg.solver, cfg.cuda.precision)), Some(notice))
+}
+
+/// The first line of the CPU fallback's notice: `CUDA unavailable, running the CPU backend:
+/// <cause> (nbody-interop doctor: <check>); remedy: <remedy>; CUDA's error: <err>` (the cause
+/// once where CUDA's error already holds it), or without a cause the doctor's checks find,
+/// CUDA's error and where to look.
+pub fn fallback_notice(err: &anyhow::Error, gl_info: &GlInfo) -> String {
+    let error = format!("{err:#}").replace('\n', " ");
+    match crate::doctor::fallback::explain_here(gl_info, &error) {
+        // The cause is CUDA's error itself (no driver): said once, with the check and the remedy.
+        Some(f) if error.contains(&f.cause) => {
+            format!("CUDA unavailable, running the CPU backend: {error} (nbody-interop doctor: {}); remedy: {}", f.check, f.remedy)
+        }
+        Some(f) => format!("CUDA unavailable, running the CPU backend: {}; CUDA's error: {error}", f.sentence()),
+        None => format!("CUDA unavailable, running the CPU backend: {error} (nbody-interop doctor checks what it needs)"),
+    }
 }
 
 /// The options of the CUDA backend that `o` sets away from their defaults or that were typed
@@ -372,10 +386,10 @@ mod external_fallback_tests {
     }
 
     /// `--precision f64` with `--backend auto` where CUDA cannot share the GL context (Mesa with
-    /// no NVIDIA GPU, this machine): an error that names the cause and the remedy, never the
-    /// float32 CPU backend in its place — for every storage.
+    /// no NVIDIA GPU, this machine): the CPU backend in float64, with the fallback's notice — for
+    /// every storage.
     #[test]
-    fn without_cuda_f64_is_an_error_not_the_cpu_backend() {
+    fn without_cuda_f64_falls_back_to_the_f64_cpu_backend() {
         let ctx = HeadlessContext::new(0).expect("headless GL");
         if ctx.info.vendor.contains("NVIDIA") {
             eprintln!("skipped: needs a GL that CUDA cannot share (got {})", ctx.info.summary());
@@ -387,17 +401,11 @@ mod external_fallback_tests {
             let mut cfg = external_config(BackendChoice::Auto, 0);
             cfg.cuda.settings.interop = interop;
             cfg.cuda.precision = Precision::F64;
-            match make_backend(&cfg, gl, &ctx.info, &vbos, &bodies, params) {
-                Ok((mut b, _)) => {
-                    let label = b.label();
-                    b.release_gl(gl);
-                    panic!("{interop:?}: f64 without CUDA made {label}");
-                }
-                Err(e) => {
-                    let msg = format!("{e:#}");
-                    assert!(msg.contains("--precision f64 needs the CUDA backend") && msg.contains("--precision f32"), "{interop:?}: {msg}");
-                }
-            }
+            let (mut b, notice) = make_backend(&cfg, gl, &ctx.info, &vbos, &bodies, params).expect("auto falls back");
+            let label = b.label();
+            b.release_gl(gl);
+            assert!(label.starts_with("CPU f64"), "{interop:?}: {label}");
+            assert!(notice.is_some_and(|n| n.contains("CUDA unavailable, running the CPU backend")), "{interop:?}");
         }
         renderer.destroy(gl);
     }

@@ -22,10 +22,24 @@ pub(super) struct Env {
 }
 
 impl Env {
+    /// Opens what `modes` need, noting why each one that cannot run here cannot. Without a CUDA
+    /// driver every CUDA mode gets the same one reason (its first words: `no usable CUDA
+    /// driver`), so they are reported together.
     pub(super) fn open(args: &BenchArgs, modes: &[BenchMode]) -> Env {
         let mut unavailable = HashMap::new();
+        let needs_cuda = |m: &BenchMode| !matches!(m, BenchMode::Cpu | BenchMode::Draw);
+        if modes.iter().any(needs_cuda) {
+            if let Err(e) = interop::init(interop::StreamSemantics::Legacy) {
+                for m in modes.iter().filter(|m| needs_cuda(m)) {
+                    unavailable.insert(*m, format!("no usable CUDA driver: {e}"));
+                }
+            }
+        }
+        // The modes still to open (those without a reason yet).
+        let modes: Vec<BenchMode> = modes.iter().copied().filter(|m| !unavailable.contains_key(m)).collect();
+        let modes = modes.as_slice();
         let gl_modes: Vec<BenchMode> = modes.iter().copied().filter(|m| !m.is_compute()).collect();
-        let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| !matches!(m, BenchMode::Cpu | BenchMode::Draw)).collect();
+        let cuda_gl_modes: Vec<BenchMode> = gl_modes.iter().copied().filter(|m| needs_cuda(m)).collect();
         let mut gfx = None;
         if !gl_modes.is_empty() {
             match Gfx::open(args.width, args.height, args.max_sprite_px, args.readback) {

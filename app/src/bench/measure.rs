@@ -1,5 +1,5 @@
 //! The measuring loop: for each N, round, GPU setup and mode, the runner is built, warmed up and
-//! timed frame by frame; the rows and the cpu mode's probe.
+//! timed frame by frame; the rows, and the N the cpu mode's estimate ([`super::estimate`]) skips.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use indicatif::ProgressBar;
 
 use super::env::Env;
+use super::estimate::{estimate, ms_text};
 use super::modes::{self, check_count, FrameSample, Gfx, Runner};
 use super::outputs::Timelines;
 use super::plan::{flag_name, frames_in_round, runs_cuda, runs_f64, Plan};
@@ -16,7 +17,7 @@ use super::stats::{median, Summary};
 use super::Interrupted;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{CudaBackend, CudaOptions};
-use crate::backend::{InteropSettings, LongSteps as _, PositionVbos};
+use crate::backend::{InteropSettings, PositionVbos};
 use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
 use crate::demo::frame::trace_stream;
 use crate::sim::init::initial_bodies;
@@ -87,6 +88,8 @@ pub(super) struct Results {
     pub(super) out: PathBuf,
     /// Where the run came from, for `bench.json` and `bench.csv`'s sidecar.
     pub(super) provenance: crate::provenance::Provenance,
+    /// This run's tables replaced any earlier ones in `out` (and the earlier plot is gone).
+    pub(super) tables_written: bool,
 }
 
 impl Results {
@@ -94,7 +97,13 @@ impl Results {
         report::rows(&self.measured, &self.run)
     }
 
-    pub(super) fn write_tables(&self, status: &str, complete: bool) -> anyhow::Result<()> {
+    /// Rewrites `bench.json` and `bench.csv` (with its sidecar) with the rows so far. The first
+    /// time, an earlier run's `bench.png` goes: it would not show these rows (this run's is drawn
+    /// at its end).
+    ///
+    /// # Errors
+    /// A file cannot be written.
+    pub(super) fn write_tables(&mut self, status: &str, complete: bool) -> anyhow::Result<()> {
         let rows = self.rows();
         let doc = Document {
             schema_version: report::SCHEMA_VERSION,
@@ -105,59 +114,14 @@ impl Results {
             skipped: &self.skipped,
             rows: &rows,
         };
-        report::write_tables(&self.out, &doc)
-    }
-}
-
-/// The most bodies the cpu probe runs (a prefix of the smallest N's initial state): a step of
-/// them takes ~15 ms on two cores, whatever N was asked for (a frame is `--steps-per-frame` of
-/// them; Ctrl-C stops the probe inside a step).
-pub(super) const CPU_PROBE_MAX_N: usize = 8192;
-
-/// The cpu probe: after one untimed frame, the fastest of three timed frames of the first
-/// min(N, [`CPU_PROBE_MAX_N`]) bodies of the smallest N decides which N the cpu mode skips (one
-/// frame alone can be far off: a first estimate of 2159 ms was seen where repeated runs took
-/// 48–64 ms). Its simulate time is scaled by N² and the rest of the frame (upload, draw, finish)
-/// by N. Returns the body counts to skip with their estimated frame time (ms), or `None` when an
-/// interrupt arrived (checked inside each step and between the frames).
-pub(super) fn cpu_probe(args: &BenchArgs, plan: &Plan, gfx: &mut Gfx, bodies: &Bodies) -> anyhow::Result<Option<Vec<(usize, f64)>>> {
-    let k = bodies.len().min(CPU_PROBE_MAX_N);
-    let bodies = Bodies { pos: bodies.pos[..k].to_vec(), vel: bodies.vel[..k].to_vec() };
-    let n0 = k as f64;
-    gfx.load(&bodies)?;
-    let mut backend = CpuBackend::new(&bodies, plan.params);
-    backend.set_interrupt(crate::stop::stopped_in_step);
-    let steps = args.sim.fixed_steps_per_frame()?;
-    let span = plan.params.dt * steps as f32;
-    // One untimed frame (thread pool, caches), then the fastest of three.
-    gfx.frame(&mut backend, steps, span)?;
-    let mut best: Option<FrameSample> = None;
-    for _ in 0..3 {
-        if stopped() {
-            return Ok(None);
+        report::write_tables(&self.out, &doc)?;
+        if !self.tables_written {
+            self.tables_written = true;
+            let [_, _, png, _] = report::paths(&self.out);
+            let _ = std::fs::remove_file(png);
         }
-        let p = gfx.frame(&mut backend, steps, span)?;
-        if best.as_ref().is_none_or(|b| p.frame_ms < b.frame_ms) {
-            best = Some(p);
-        }
+        Ok(())
     }
-    if stopped() {
-        return Ok(None);
-    }
-    drop(backend);
-    let probe = best.context("the cpu probe ran no timed frame")?;
-    let sim_ms = probe.sim.kernel_ms.unwrap_or(probe.frame_ms).min(probe.frame_ms);
-    let rest_ms = probe.frame_ms - sim_ms;
-    Ok(Some(
-        plan.bodies
-            .iter()
-            .map(|&n| {
-                let r = n as f64 / n0;
-                (n, sim_ms * r * r + rest_ms * r)
-            })
-            .filter(|&(_, est)| est > args.cpu_budget_ms)
-            .collect(),
-    ))
 }
 
 /// Build the runner of `mode` for `bodies` in the GPU setup `split` (`devices`: its slices'
@@ -302,19 +266,32 @@ pub(super) fn measure(
         Ok(b)
     };
 
-    // Which (cpu, N) the budget rules out.
+    // Which (cpu, N) the budget rules out, by the estimate measured here.
     let mut cpu_skip: Vec<usize> = Vec::new();
     if active.contains(&BenchMode::Cpu) {
+        // The initial condition is checked first (a wrong N for a file is said before any timing).
+        initial(plan.bodies[0])?;
         let gfx = env.gfx.as_mut().context("cpu mode without a GL context")?;
-        let n0 = plan.bodies[0];
-        let Some(skip) = cpu_probe(args, plan, gfx, &initial(n0)?).context("cpu probe frame")? else {
+        let init = args.sim.init_or(crate::cli::BENCH_INIT);
+        let Some(est) = estimate(plan, gfx, init, args.sim.seed).context("the cpu mode's estimate")? else {
             return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
         };
-        for (n, est) in skip {
-            let reason = format!("estimated {est:.0} ms per frame exceeds --cpu-budget-ms {}", args.cpu_budget_ms);
-            eprintln!("cpu N={n}: skipped: {reason}");
-            res.skipped.push(Skipped { mode: mode_name(BenchMode::Cpu), n: Some(n), reason });
-            cpu_skip.push(n);
+        let each: Vec<String> = plan.bodies.iter().map(|&n| format!("N={n} {} ms", ms_text(est.frame_ms(n, steps)))).collect();
+        eprintln!("cpu: estimated frame times: {} ({})", each.join(", "), est.describe());
+        for &n in &plan.bodies {
+            let ms = est.frame_ms(n, steps);
+            if ms > args.cpu_budget_ms {
+                let reason = format!(
+                    "estimated {} ms per frame ({steps} step(s) of the all-pairs sum at {:.3e} interactions/s, timed here) \
+                     exceeds --cpu-budget-ms {}",
+                    ms_text(ms),
+                    est.rate,
+                    args.cpu_budget_ms
+                );
+                eprintln!("cpu N={n}: skipped: {reason}");
+                res.skipped.push(Skipped { mode: mode_name(BenchMode::Cpu), n: Some(n), reason });
+                cpu_skip.push(n);
+            }
         }
     }
     // Setup 0 runs every mode; the others only the CUDA ones (draw and cpu have no GPU setup).

@@ -9,11 +9,14 @@
 //! the external storage of [`crate::backend::cuda::CudaBackend`]), `compute` (the step
 //! kernel alone on device buffers, no GL) and `cpu` (CPU backend + upload + draw). A mode this
 //! machine cannot run (CUDA ones without a driver or GPU, GL ones without EGL) is reported once as
-//! `skipped: <reason>`; that is an error only for modes named in `--modes`, and then only after
-//! the other modes were measured (`bench.json`'s status then says `incomplete`). The cpu mode
-//! skips every N whose frame time, estimated from the fastest of three probe frames of the first
-//! min(N, 8192) bodies of the smallest N (simulate time scaled by N², the rest by N), exceeds
-//! `--cpu-budget-ms`; it says which, and that is not an error.
+//! `skipped: <reason>`, the modes that share a reason together (without a CUDA driver: every CUDA
+//! mode, one line); that is an error only for modes named in `--modes`, and then only after
+//! the other modes were measured (`bench.json`'s status then says `incomplete`, and the error
+//! points to `--modes cpu` where a CUDA mode could not run). The cpu mode skips every N whose
+//! frame time, estimated from this machine (`estimate.rs`: the all-pairs sum timed at a size
+//! where a step takes 50–200 ms, scaled by N² and the steps per frame, plus a probe frame's
+//! upload and draw scaled by N), exceeds `--cpu-budget-ms`; it says which. With cpu named in
+//! `--modes` such a skip is an error too (after the other rows) unless `--skip-slow` accepts it.
 //!
 //! # GPU setups
 //! `--gpus 1,2,4,8` × `--slices-per-gpu 1,2` × `--render-gpu-computes yes,no` make the setups
@@ -35,16 +38,21 @@
 //! spread of the per-round medians shows how repeatable a number is.
 //!
 //! # Output
-//! A table on stdout, and `bench.json`, `bench.csv` and `bench.png` in `--out` (columns: see
-//! [`report`]). The two tables are rewritten after every finished (mode, N, setup), so Ctrl-C (which
-//! stops after the current frame) or an error keeps every finished row; the run then exits
-//! non-zero with the reason (130 after an interrupt, 1 after an error).
+//! A table on stdout, and `bench.json`, `bench.csv` (with `bench.csv.provenance.json`) and
+//! `bench.png` in `--out` (columns: see [`report`]). The two tables are rewritten after every
+//! finished (mode, N, setup), so Ctrl-C (which stops after the current frame) or an error keeps
+//! every finished row; the run then exits non-zero with the reason (130 after an interrupt, 1
+//! after an error). Each file is replaced whole (written beside it, then renamed): the files of an
+//! earlier run in `--out` stay until this run has rows of its own (its first rows replace the
+//! tables and remove the earlier plot, which no longer shows them), so a run that measures nothing
+//! keeps them.
 //!
 //! # Test hook
 //! `NBODY_BENCH_STOP_AFTER_ROWS=K` acts exactly like a Ctrl-C arriving right after the K-th row
 //! is finished: the run stops, keeps K rows and fails with the "interrupted" error.
 
 mod env;
+mod estimate;
 mod measure;
 pub mod modes;
 mod outputs;
@@ -116,22 +124,18 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             host: hostname(),
         },
         out: args.out.clone(),
+        tables_written: false,
         provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
             env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::entry::cuda_version_string(ctx.api().driver_version())))
         })),
     };
 
     // Report each unavailable mode once, grouping modes that share a reason.
-    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    for m in &plan.modes {
-        if let Some(why) = env.unavailable.get(m) {
-            res.skipped.push(Skipped { mode: mode_name(*m), n: None, reason: why.clone() });
-            match groups.iter_mut().find(|g| &g.0 == why) {
-                Some(g) => g.1.push(mode_name(*m)),
-                None => groups.push((why.clone(), vec![mode_name(*m)])),
-            }
-        }
+    let unavailable: Vec<(BenchMode, String)> = plan.modes.iter().filter_map(|m| env.unavailable.get(m).map(|why| (*m, why.clone()))).collect();
+    for (m, why) in &unavailable {
+        res.skipped.push(Skipped { mode: mode_name(*m), n: None, reason: why.clone() });
     }
+    let groups = group_by_reason(&unavailable);
     for (why, ms) in &groups {
         eprintln!("{}: skipped: {why}", ms.join(", "));
     }
@@ -140,12 +144,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         eprintln!("notice: no CUDA mode can run here (see above), so none of the GPU setups asked for (--gpus, --slices-per-gpu, --render-gpu-computes) is measured");
     }
     // Modes asked for by name (`--modes`) that cannot run here, with why: the run ends with exit 1.
-    let requested_missing: Vec<(String, String)> = if plan.explicit {
-        plan.modes.iter().filter_map(|m| env.unavailable.get(m).map(|why| (mode_name(*m), why.clone()))).collect()
-    } else {
-        Vec::new()
-    };
-    let missing: Vec<&str> = requested_missing.iter().map(|(m, _)| m.as_str()).collect();
+    let requested_missing: Vec<(BenchMode, String)> = if plan.explicit { unavailable.clone() } else { Vec::new() };
+    let missing: Vec<String> = requested_missing.iter().map(|(m, _)| mode_name(*m)).collect();
     if active.is_empty() && !plan.explicit {
         bail!("no bench mode can run on this machine:\n  {}", groups.iter().map(|g| format!("{}: {}", g.1.join(", "), g.0)).collect::<Vec<_>>().join("\n  "));
     }
@@ -157,6 +157,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     // Timelines of visits cut short (Ctrl-C, an error) are written too.
     let timeline_err = timelines.finish_all();
 
+    // The cpu mode's N over --cpu-budget-ms: an error when cpu was asked for by name, unless
+    // --skip-slow accepts the skip.
+    let too_slow: Vec<String> = if plan.explicit && !args.skip_slow {
+        res.skipped.iter().filter(|s| s.n.is_some()).map(|s| format!("{} N={}", s.mode, s.n.unwrap_or_default())).collect()
+    } else {
+        Vec::new()
+    };
+
     // Report and write what exists, whatever the outcome.
     let interrupted = matches!(&outcome, Err(e) if e.is::<Interrupted>());
     let status = match &outcome {
@@ -165,12 +173,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         Err(e) => format!("error: {e:#}"),
     };
     // Without modes that were asked for by name, even a run that went to its end is incomplete.
-    let status = match (status.as_str(), missing.is_empty()) {
+    let mut gaps = Vec::new();
+    if !missing.is_empty() {
+        gaps.push(format!("requested mode(s) could not run here: {} (see skipped)", missing.join(", ")));
+    }
+    if !too_slow.is_empty() {
+        gaps.push(format!("skipped over --cpu-budget-ms: {} (see skipped; --skip-slow accepts that)", too_slow.join(", ")));
+    }
+    let status = match (status.as_str(), gaps.is_empty()) {
         (_, true) => status,
-        ("complete", false) => format!("incomplete: requested mode(s) could not run here: {} (see skipped)", missing.join(", ")),
-        (_, false) => format!("{status}; requested mode(s) could not run here: {} (see skipped)", missing.join(", ")),
+        ("complete", false) => format!("incomplete: {}", gaps.join("; ")),
+        (_, false) => format!("{status}; {}", gaps.join("; ")),
     };
-    let complete = outcome.is_ok() && missing.is_empty();
+    let complete = outcome.is_ok() && gaps.is_empty();
     let rows = res.rows();
     let [json, csv, png, _] = report::paths(&args.out);
     let mut write_err = None;
@@ -182,12 +197,23 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         match report::plot(&png, &rows) {
             Ok(()) => println!("wrote {}, {}, {}", json.display(), csv.display(), png.display()),
             Err(e) => {
+                // An earlier run's plot would not show these rows.
+                let _ = std::fs::remove_file(&png);
                 println!("wrote {}, {}", json.display(), csv.display());
                 write_err.get_or_insert(e.context(format!("drawing {}", png.display())));
             }
         }
     } else {
-        eprintln!("no rows were measured; nothing written to {}", args.out.display());
+        let earlier: Vec<String> = report::paths(&args.out)
+            .iter()
+            .filter(|p| p.is_file())
+            .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+            .collect();
+        if earlier.is_empty() {
+            eprintln!("no rows were measured; nothing written to {}", args.out.display());
+        } else {
+            eprintln!("no rows were measured; nothing written to {} (the earlier {} there are kept)", args.out.display(), earlier.join(", "));
+        }
         if !out_existed {
             // Made by this run and still empty: leave no trace (remove_dir fails if not empty).
             let _ = std::fs::remove_dir(&args.out);
@@ -197,13 +223,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let write_err = write_err.or(timeline_err);
     with_write_error(outcome, write_err)?;
     if !requested_missing.is_empty() {
-        let each: Vec<String> = requested_missing.iter().map(|(m, why)| format!("{m}: {why}")).collect();
-        bail!("requested mode(s) could not run here:\n  {}", each.join("\n  "));
+        bail!("{}", missing_modes_error(&requested_missing));
     }
     if rows.is_empty() {
         bail!(
             "no row was measured: every (mode, N) was skipped (the reasons are above); raise --cpu-budget-ms, use \
              smaller --bodies, or other --modes"
+        );
+    }
+    if !too_slow.is_empty() {
+        bail!(
+            "{} skipped: estimated over --cpu-budget-ms {} (the estimates are above); raise --cpu-budget-ms, use smaller \
+             --bodies, or pass --skip-slow to accept the skip (the other rows are written)",
+            too_slow.join(", "),
+            args.cpu_budget_ms
         );
     }
     let diverged: Vec<String> = rows.iter().filter(|r| r.comparison.diverged).map(|r| format!("{} N={}", report::row_label(r, true), r.n)).collect();
@@ -216,6 +249,38 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `(reason, modes)` of `unavailable`, in its order: the modes that share a reason together.
+fn group_by_reason(unavailable: &[(BenchMode, String)]) -> Vec<(String, Vec<String>)> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for (m, why) in unavailable {
+        match groups.iter_mut().find(|g| &g.0 == why) {
+            Some(g) => g.1.push(mode_name(*m)),
+            None => groups.push((why.clone(), vec![mode_name(*m)])),
+        }
+    }
+    groups
+}
+
+/// The error of modes asked for by name that could not run: each group of modes with the head
+/// of its reason (the whole reason was printed when they were skipped), and, where a CUDA mode is
+/// among them, what runs without a GPU.
+fn missing_modes_error(missing: &[(BenchMode, String)]) -> String {
+    let groups = group_by_reason(missing);
+    let above = if groups.len() == 1 { "the reason is above" } else { "the reasons are above" };
+    let each: Vec<String> = groups
+        .into_iter()
+        .map(|(why, ms)| {
+            let head = why.split_once(": ").map_or(why.as_str(), |(h, _)| h);
+            format!("{} ({head})", ms.join(", "))
+        })
+        .collect();
+    let mut text = format!("requested mode(s) could not run here: {}; {above}", each.join("; "));
+    if missing.iter().any(|(m, _)| !matches!(m, BenchMode::Cpu | BenchMode::Draw)) {
+        text.push_str("; without an NVIDIA GPU and its driver, `nbody-interop bench --modes cpu` measures the CPU backend");
+    }
+    text
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
-//! Where a bench run's files go: the output folder made fresh, a failed write reported over the
-//! run's own outcome, and the `--timeline` files, one per (mode, N).
+//! Where a bench run's files go: the output folder made and checked (earlier results kept until
+//! replaced), a failed write reported over the run's own outcome, and the `--timeline` files, one
+//! per (mode, N).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::report::mode_name;
@@ -25,17 +26,27 @@ pub(crate) fn with_write_error(outcome: anyhow::Result<()>, write_err: Option<an
     }
 }
 
-/// Create `dir` and remove `outputs` of an earlier run, so that files found there afterwards
-/// are this run's.
+/// Make `dir` (and its parents) for a run's `outputs`, checked up front: `dir` is a directory
+/// (not a file), none of `outputs` is a directory, and a file can be made in `dir`. Outputs of
+/// an earlier run are left where they are: each is replaced whole (written beside it and renamed,
+/// [`crate::provenance::write_atomic`]) once this run has its own, so a run that measures nothing
+/// keeps the earlier results. Shared with the probes (`scale`, `switch`).
+///
+/// # Errors
+/// `dir` is a file (or another non-directory, such as `/dev/full`), cannot be made or written
+/// in, or an output's path is a directory; each message names the option and the remedy.
 pub(crate) fn prepare_out(dir: &Path, outputs: &[PathBuf]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output directory {}", dir.display()))?;
-    for p in outputs {
-        match std::fs::remove_file(p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing the old {}", p.display())),
-        }
+    if dir.exists() && !dir.is_dir() {
+        bail!("--out {} is a file, not a directory: give a directory (the results are written into it)", dir.display());
     }
+    std::fs::create_dir_all(dir).with_context(|| format!("--out {}: cannot create the output directory", dir.display()))?;
+    if let Some(p) = outputs.iter().find(|p| p.is_dir()) {
+        bail!("--out {}: {} is a directory, where a result file goes: move it away or give another --out", dir.display(), p.display());
+    }
+    // Writable: a file made and removed (the outputs' temporaries are made in the same place).
+    let check = dir.join(format!(".nbody-interop-write-check-{}", std::process::id()));
+    std::fs::File::create(&check).with_context(|| format!("--out {}: cannot write in this directory; give one you can write", dir.display()))?;
+    let _ = std::fs::remove_file(&check);
     Ok(())
 }
 

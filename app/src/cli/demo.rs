@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::gpus::GpuArgs;
 use super::sim::SimArgs;
-use super::values::{parse_theta, Present, SolverChoice, StepsPerFrame, YesNo, DEMO_BODIES, DEMO_INIT};
+use super::values::{parse_count_u32, parse_count_u64, parse_count_usize, parse_f32, parse_theta, parse_whole_u64, Present, SolverChoice, StepsPerFrame, YesNo, DEMO_BODIES, DEMO_INIT};
 use crate::backend::cuda::CudaOptions;
 use crate::backend::select::{BackendChoice, BackendConfig};
 use crate::backend::InteropSettings;
@@ -22,7 +22,7 @@ pub struct DemoArgs {
     ///
     /// Ignored for `figure-eight` and state files, which fix N. The CPU backend's default keeps
     /// a window at 20 frames/s or more on 2 cores.
-    #[arg(long, allow_negative_numbers = true, help_heading = "Scene")]
+    #[arg(long, value_parser = parse_count_usize, allow_negative_numbers = true, help_heading = "Scene")]
     pub bodies: Option<usize>,
     /// Simulation backend (auto: CUDA where it works, else the CPU).
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto, help_heading = "Simulation")]
@@ -46,7 +46,7 @@ pub struct DemoArgs {
     /// an octree walked per body.
     #[arg(long, value_enum, default_value_t = SolverChoice::Direct, help_heading = "Simulation")]
     pub solver: SolverChoice,
-    /// Opening angle θ of `--solver tree` (≥ 0; 0 opens every cell: the direct sum).
+    /// Opening angle θ of `--solver tree` (0 to 2; 0 opens every cell: the direct sum).
     ///
     /// Smaller is more accurate and slower; `nbody-interop accuracy` measures the force error
     /// per θ.
@@ -59,7 +59,7 @@ pub struct DemoArgs {
     #[arg(long = "allow-slow", help_heading = "Simulation", hide_short_help = true)]
     pub allow_slow: bool,
     /// Frame rate that `--steps-per-frame auto` fills, frames/s [default: the display's refresh, else 60].
-    #[arg(long = "target-fps", help_heading = "Simulation", hide_short_help = true)]
+    #[arg(long = "target-fps", allow_negative_numbers = true, help_heading = "Simulation", hide_short_help = true)]
     pub target_fps: Option<f64>,
     /// How CUDA's results reach the GL vertex buffers.
     #[arg(long, value_enum, default_value_t = InteropMode::Map, help_heading = "Interop")]
@@ -98,10 +98,10 @@ pub struct DemoArgs {
     #[arg(long, help_heading = "Display")]
     pub headless: bool,
     /// Window or framebuffer width, physical pixels.
-    #[arg(long, default_value_t = 1280, help_heading = "Display")]
+    #[arg(long, default_value_t = 1280, value_parser = parse_count_u32, allow_negative_numbers = true, help_heading = "Display")]
     pub width: u32,
     /// Window or framebuffer height, physical pixels.
-    #[arg(long, default_value_t = 800, help_heading = "Display")]
+    #[arg(long, default_value_t = 800, value_parser = parse_count_u32, allow_negative_numbers = true, help_heading = "Display")]
     pub height: u32,
     /// How the window shows frames: `native` (the window's own GL context), `copy` (frames made
     /// on the GPU's EGL device, read back and shown through the window system's shared memory:
@@ -113,7 +113,7 @@ pub struct DemoArgs {
     #[arg(long = "no-vsync", help_heading = "Display", hide_short_help = true)]
     pub no_vsync: bool,
     /// Largest sprite diameter, pixels at 1 pixel per point (smaller draw faster at large N).
-    #[arg(long = "max-sprite-px", default_value_t = 64.0, help_heading = "Display", hide_short_help = true)]
+    #[arg(long = "max-sprite-px", default_value_t = 64.0, value_parser = parse_f32, allow_negative_numbers = true, help_heading = "Display", hide_short_help = true)]
     pub max_sprite_px: f32,
     /// What to show: `points` (each body a sprite) or `density` (the projected mass density,
     /// made by CUDA in GL textures through the image workflow; CUDA backend). Key v toggles.
@@ -130,13 +130,13 @@ pub struct DemoArgs {
     ///
     /// egui's zoom factor, on top of the window system's HiDPI scale; Ctrl +/- zoom in a
     /// running window too.
-    #[arg(long = "ui-scale", help_heading = "Display", hide_short_help = true)]
+    #[arg(long = "ui-scale", value_parser = parse_f32, allow_negative_numbers = true, help_heading = "Display", hide_short_help = true)]
     pub ui_scale: Option<f32>,
     /// Hide the egui overlay.
     #[arg(long = "no-overlay", help_heading = "Display", hide_short_help = true)]
     pub no_overlay: bool,
     /// Stop after this many frames.
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, value_parser = parse_count_u64, allow_negative_numbers = true, help_heading = "Output")]
     pub frames: Option<u64>,
     /// Save the last frame, overlay included, to this PNG file.
     #[arg(long, help_heading = "Output")]
@@ -147,7 +147,7 @@ pub struct DemoArgs {
     #[arg(long = "save-state", help_heading = "Output")]
     pub save_state: Option<PathBuf>,
     /// Compute energy and momentum every this many frames (0: on demand only).
-    #[arg(long = "diagnostics-interval", default_value_t = 0, help_heading = "Output", hide_short_help = true)]
+    #[arg(long = "diagnostics-interval", default_value_t = 0, value_parser = parse_whole_u64, allow_negative_numbers = true, help_heading = "Output", hide_short_help = true)]
     pub diagnostics_interval: u64,
     /// Write the run's summary to this JSON file: frames, steps, each stage's time, the route
     /// and the backend, with the run's provenance (commit, command line, machine, GPU).

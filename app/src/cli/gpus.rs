@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::values::YesNo;
+use super::values::{parse_count_u32, YesNo};
 use crate::cuda::settings::{GatherChoice, GpuCount};
 
 /// The GPUs that compute and how their slices share the positions (CUDA backend, fp32): the
@@ -16,12 +16,12 @@ pub struct GpuArgs {
     /// The bodies are split into one slice per GPU (the GPU GL draws on first), gathered after
     /// every step, and the render GPU's vertex buffer receives the positions; a count g uses
     /// CUDA devices 0 to g − 1.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    #[arg(long, value_delimiter = ',', default_value = "1", allow_negative_numbers = true)]
     pub gpus: Vec<GpuCount>,
     /// Slices per computing GPU, each on its own stream and buffers (bench, scale: a list).
     ///
     /// Above 1 the split path runs on one GPU too; `--gather nccl` takes only 1.
-    #[arg(long = "slices-per-gpu", value_delimiter = ',', default_value = "1", hide_short_help = true)]
+    #[arg(long = "slices-per-gpu", value_delimiter = ',', default_value = "1", value_parser = parse_count_u32, allow_negative_numbers = true, hide_short_help = true)]
     pub slices_per_gpu: Vec<u32>,
     /// How the slices share the positions after each step.
     #[arg(long, value_enum, default_value_t = GatherChoice::Auto, hide_short_help = true)]

@@ -18,7 +18,8 @@ pub use self::bench::BenchArgs;
 pub use self::demo::DemoArgs;
 pub use self::gpus::GpuArgs;
 pub use self::sim::SimArgs;
-pub use self::values::{parse_theta, BenchMode, Present, SolverChoice, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT};
+use self::values::{parse_count_u32, parse_count_usize, parse_f32, parse_whole_u32, parse_whole_u64};
+pub use self::values::{parse_theta, BenchMode, MAX_THETA, Present, SolverChoice, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT};
 pub use crate::backend::select::BackendChoice;
 pub use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 
@@ -78,25 +79,41 @@ pub enum Command {
     /// direct sum: the CPU backend's (no GPU or display needed), or with `--backend cuda` the
     /// GPU's.
     Accuracy(AccuracyArgs),
+    /// Check why CUDA–GL interop works here or not: one check per line, then the demo's routes.
+    ///
+    /// Exits 0 when the demo runs with CUDA interop, 4 when it does not.
+    Doctor(DoctorArgs),
+}
+
+/// Options of `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print one JSON object (checks, routes, exit) instead of text, for a bug report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `accuracy`.
 #[derive(Debug, Args)]
 pub struct AccuracyArgs {
-    /// Scenes to measure, comma separated (plummer, galaxies, ball, or a state file).
+    /// Scenes to measure, comma separated: plummer, galaxies, ball, or a state file of at least
+    /// 512 bodies (figure-eight's 3 bodies are too few: refused).
+    ///
+    /// Below 512 bodies the tree has few levels (8 bodies a leaf) and each force evaluation takes
+    /// microseconds, so neither the error nor the speedup says how the tree does at work.
     #[arg(long, value_delimiter = ',', default_value = "plummer,galaxies")]
     pub init: Vec<String>,
-    /// Body counts N, comma separated (ignored for state files, which fix N).
-    #[arg(long, value_delimiter = ',', default_value = "16384,65536")]
+    /// Body counts N, comma separated, each at least 512 (ignored for state files, which fix N).
+    #[arg(long, value_delimiter = ',', value_parser = parse_count_usize, allow_negative_numbers = true, default_value = "16384,65536")]
     pub bodies: Vec<usize>,
-    /// Opening angles θ of the tree, comma separated (each finite and ≥ 0).
+    /// Opening angles θ of the tree, comma separated (each from 0 to 2).
     #[arg(long, value_name = "θ", value_delimiter = ',', value_parser = parse_theta, allow_negative_numbers = true, default_value = "0.3,0.5,0.75,1.0")]
     pub theta: Vec<f32>,
     /// Plummer softening length ε (length units), as the demo's `--softening`.
-    #[arg(long, value_name = "EPS", default_value_t = 0.01, allow_negative_numbers = true)]
+    #[arg(long, value_name = "EPS", default_value_t = 0.01, value_parser = parse_f32, allow_negative_numbers = true)]
     pub softening: f32,
     /// Seed of the initial conditions.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = parse_whole_u64, allow_negative_numbers = true)]
     pub seed: u64,
     /// Also write the rows to this CSV file (rewritten after every row).
     #[arg(long, value_name = "PATH")]
@@ -110,18 +127,19 @@ pub struct AccuracyArgs {
 
 /// Options of `scale`.
 #[derive(Debug, Args)]
+#[command(mut_arg("init", sim::plummer_init_help), mut_arg("steps_per_frame", sim::fixed_steps_help))]
 pub struct ScaleArgs {
     /// Physics options (`--steps-per-frame` is the steps per measured frame; `auto` is refused).
     #[command(flatten)]
     pub sim: SimArgs,
     /// Body counts N to time, comma separated [default: 1048576].
-    #[arg(long, value_delimiter = ',', help_heading = "Scene")]
+    #[arg(long, value_delimiter = ',', value_parser = parse_count_usize, allow_negative_numbers = true, help_heading = "Scene")]
     pub bodies: Vec<usize>,
     /// Untimed frames before measuring, per row.
-    #[arg(long, default_value_t = 1, help_heading = "Measurement")]
+    #[arg(long, default_value_t = 1, value_parser = parse_whole_u32, allow_negative_numbers = true, help_heading = "Measurement")]
     pub warmup: u32,
     /// Measured frames per row.
-    #[arg(long, default_value_t = 3, help_heading = "Measurement")]
+    #[arg(long, default_value_t = 3, value_parser = parse_count_u32, allow_negative_numbers = true, help_heading = "Measurement")]
     pub frames: u32,
     /// Directory for scale.json and scale.csv.
     #[arg(long, default_value = "scale-out", help_heading = "Output")]
@@ -136,13 +154,13 @@ pub struct ScaleArgs {
 #[derive(Debug, Args)]
 pub struct SwitchArgs {
     /// Measured iterations per variant, split over the rounds.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = parse_count_u32, allow_negative_numbers = true)]
     pub iters: u32,
     /// Untimed iterations per variant and round.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = parse_whole_u32, allow_negative_numbers = true)]
     pub warmup: u32,
     /// Interleaved rounds: each round runs every variant once.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = parse_count_u32, allow_negative_numbers = true)]
     pub rounds: u32,
     /// Directory for switch.json.
     #[arg(long, default_value = "switch-out")]

@@ -30,14 +30,114 @@ impl SolverChoice {
     }
 }
 
-/// `--theta`: a finite opening angle ≥ 0 ([`check_theta`] says why not).
+/// The largest opening angle `--theta` takes (the overlay's θ field has the same range, 0 to 2).
+///
+/// A cell of side `l` whose centre of mass is at distance `d` is taken whole when `l / d < θ`
+/// (the tree's module docs): at θ = 2 that is any cell whose centre of mass is more than half a
+/// side away, and the measured range is 0.3–1 (Barnes & Hut 1986 used θ ≈ 1). Beyond 2 a larger
+/// θ only takes ever nearer cells whole; it has no use, and a typo such as `5e-1` → `5e1` is
+/// refused instead of run.
+pub const MAX_THETA: f32 = 2.0;
+
+/// `--theta`: a finite opening angle from 0 to [`MAX_THETA`] (a wider range than the tree's own
+/// [`check_theta`], which takes any finite θ ≥ 0).
 ///
 /// # Errors
-/// Not a number, or negative, NaN or infinite.
+/// Not a number, outside 0 ≤ θ ≤ [`MAX_THETA`], NaN or infinite; the message names the range.
 pub fn parse_theta(s: &str) -> Result<f32, String> {
     let t = s.trim();
-    let v: f32 = t.parse().map_err(|_| format!("`{t}` is not a number: give an opening angle θ ≥ 0, such as 0.5"))?;
-    check_theta(v)
+    let v: f32 = t.parse().map_err(|_| format!("`{t}` is not a number: give an opening angle θ from 0 to {MAX_THETA}, such as 0.5"))?;
+    if v.is_finite() && (0.0..=MAX_THETA).contains(&v) {
+        return check_theta(v);
+    }
+    // The typed text, not the f32's digits (1e30 would print as 31 of them).
+    Err(format!(
+        "θ must be a finite number ≥ 0 and at most {MAX_THETA} (got {t}): 0 opens every cell (the direct sum), 0.5 is the \
+         usual choice, larger is faster and less accurate up to {MAX_THETA}, where a cell is taken whole once its centre \
+         of mass is half a side away"
+    ))
+}
+
+/// A 32-bit float option (`--dt`, `--softening`, …): any number `f32` holds, NaN and ∞ included
+/// (the command's own checks say which are allowed), but never one that `f32` cannot hold and
+/// would silently turn into ∞ or 0 (`1e308`, `1e-50`).
+///
+/// # Errors
+/// Not a number; a finite value beyond ±3.4e38, or a non-zero one below 1.4e-45 in magnitude.
+pub fn parse_f32(s: &str) -> Result<f32, String> {
+    let t = s.trim();
+    let v: f32 = t.parse().map_err(|_| format!("`{t}` is not a number"))?;
+    let wide: f64 = t.parse().map_err(|_| format!("`{t}` is not a number"))?;
+    if v.is_infinite() && wide.is_finite() {
+        return Err(format!("{t} is beyond the range of a 32-bit float: give a value of magnitude at most {:.1e}", f32::MAX));
+    }
+    if v == 0.0 && wide != 0.0 {
+        return Err(format!(
+            "{t} is too small for a 32-bit float: give 0, or a value of magnitude from {:.1e} to {:.1e}",
+            f32::from_bits(1),
+            f32::MAX
+        ));
+    }
+    Ok(v)
+}
+
+/// A whole number from 0 to `max`, for the `parse_count_*` and `parse_whole_*` parsers: the
+/// message says "a positive integer" for counts (whose 0 is left to the command's check, which
+/// names the least value and why) and "a whole number ≥ 0" where 0 means something
+/// (`zero_ok`: `--warmup 0`, `--block-size 0`).
+fn whole(s: &str, max: u64, zero_ok: bool) -> Result<u64, String> {
+    let t = s.trim();
+    let what = if zero_ok { "a whole number ≥ 0" } else { "a positive integer" };
+    match t.parse::<i128>() {
+        Ok(v) if v < 0 => Err(format!("must be {what} (got {t})")),
+        Ok(v) if v > i128::from(max) => Err(format!("must be {what} of at most {max} (got {t})")),
+        Ok(v) => u64::try_from(v).map_err(|_| format!("must be {what} of at most {max} (got {t})")),
+        Err(_) if t.starts_with('-') => Err(format!("must be {what} (got {t})")),
+        Err(_) => Err(format!("must be {what} (got `{t}`)")),
+    }
+}
+
+/// A count (`--bodies`, `--frames`, `--rounds`, …) as `usize`: a positive integer. A negative
+/// value is answered as such (the option takes negative numbers as values, so `-1` reaches
+/// here instead of being read as an unknown option); 0 passes, for the command's own check.
+///
+/// # Errors
+/// Negative, not a whole number, or beyond `usize`.
+pub fn parse_count_usize(s: &str) -> Result<usize, String> {
+    whole(s, usize::MAX as u64, false).map(|v| v as usize)
+}
+
+/// [`parse_count_usize`] for a `u32` count.
+///
+/// # Errors
+/// Negative, not a whole number, or beyond `u32`.
+pub fn parse_count_u32(s: &str) -> Result<u32, String> {
+    whole(s, u64::from(u32::MAX), false).map(|v| v as u32)
+}
+
+/// [`parse_count_usize`] for a `u64` count.
+///
+/// # Errors
+/// Negative, not a whole number, or beyond `u64`.
+pub fn parse_count_u64(s: &str) -> Result<u64, String> {
+    whole(s, u64::MAX, false)
+}
+
+/// A whole number ≥ 0 as `u32`, for options where 0 means something (`--warmup`,
+/// `--block-size`).
+///
+/// # Errors
+/// Negative, not a whole number, or beyond `u32`.
+pub fn parse_whole_u32(s: &str) -> Result<u32, String> {
+    whole(s, u64::from(u32::MAX), true).map(|v| v as u32)
+}
+
+/// A whole number ≥ 0 as `u64` (`--seed`, `--diagnostics-interval`).
+///
+/// # Errors
+/// Negative, not a whole number, or beyond `u64`.
+pub fn parse_whole_u64(s: &str) -> Result<u64, String> {
+    whole(s, u64::MAX, true)
 }
 
 /// `--steps-per-frame`: a fixed count of leapfrog steps per frame, or `auto`.
@@ -170,6 +270,46 @@ impl BenchMode {
             BenchMode::Density => Some(DensityPath::Surface),
             BenchMode::DensityCopy => Some(DensityPath::Copy),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_beyond_f32_are_refused_with_the_range() {
+        assert_eq!(parse_f32("0.001"), Ok(0.001));
+        assert_eq!(parse_f32("-2"), Ok(-2.0));
+        assert!(parse_f32("NaN").is_ok_and(f32::is_nan) && parse_f32("inf") == Ok(f32::INFINITY), "the commands' checks judge these");
+        assert_eq!(parse_f32("3e38"), Ok(3e38));
+        let e = parse_f32("1e308").expect_err("overflows f32");
+        assert!(e.contains("1e308") && e.contains("3.4e38"), "{e}");
+        let e = parse_f32("1e-50").expect_err("underflows to 0");
+        assert!(e.contains("1e-50") && e.contains("1.4e-45"), "{e}");
+        assert_eq!(parse_f32("0"), Ok(0.0));
+    }
+
+    #[test]
+    fn counts_refuse_negatives_as_such() {
+        assert_eq!(parse_count_usize("16384"), Ok(16384));
+        assert_eq!(parse_count_usize("0"), Ok(0), "0 is left to the command, which names the least value");
+        assert_eq!(parse_count_u32("-1"), Err("must be a positive integer (got -1)".to_string()));
+        assert_eq!(parse_count_u64("-1.5"), Err("must be a positive integer (got -1.5)".to_string()));
+        assert!(parse_count_u32("4294967296").is_err_and(|e| e.contains("at most 4294967295")));
+        assert_eq!(parse_whole_u32("0"), Ok(0));
+        assert_eq!(parse_whole_u64("-3"), Err("must be a whole number ≥ 0 (got -3)".to_string()));
+        assert!(parse_count_usize("many").is_err_and(|e| e.contains("`many`")));
+    }
+
+    #[test]
+    fn theta_is_bounded_and_the_typed_text_is_quoted() {
+        assert_eq!(parse_theta("0"), Ok(0.0));
+        assert_eq!(parse_theta("2"), Ok(MAX_THETA));
+        for bad in ["1e30", "2.01", "-0.5", "NaN", "inf"] {
+            let e = parse_theta(bad).expect_err(bad);
+            assert!(e.contains("finite number ≥ 0 and at most 2") && e.contains(&format!("(got {bad})")), "{e}");
         }
     }
 }

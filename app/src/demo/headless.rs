@@ -27,6 +27,28 @@ pub(crate) fn headless_input(width: u32, height: u32, time: f64, zoom: f32) -> e
     raw
 }
 
+/// The line a headless run without `--frames` starts with: it runs until Ctrl-C, and then writes
+/// the outputs asked for, named (none asked for: says so, and which options write them).
+pub(crate) fn until_interrupted_note(args: &DemoArgs) -> String {
+    let asked: Vec<String> = [
+        ("--screenshot", &args.screenshot),
+        ("--save-state", &args.save_state),
+        ("--summary", &args.summary),
+        ("--trace", &args.trace),
+        ("--timeline", &args.timeline),
+    ]
+    .into_iter()
+    .filter_map(|(flag, path)| path.as_ref().map(|p| format!("{flag} {}", p.display())))
+    .collect();
+    if asked.is_empty() {
+        "headless without --frames: running until Ctrl-C; no output file was asked for (--screenshot, --save-state, \
+         --summary write them then)"
+            .to_string()
+    } else {
+        format!("headless without --frames: running until Ctrl-C, which then writes {}", asked.join(", "))
+    }
+}
+
 /// Run the demo headless: EGL context, offscreen FBO, `--frames` frames (or until Ctrl-C), then
 /// the screenshot, the state and the summary. An interrupt (SIGINT/SIGTERM) ends the run at the
 /// next frame boundary; a diverging run ends at the diagnostics sample that finds it. Every
@@ -49,7 +71,7 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
     let target = RenderTarget::Offscreen(fbo);
 
     if args.frames.is_none() {
-        eprintln!("headless without --frames: running until Ctrl-C (the screenshot and state are saved then)");
+        eprintln!("{}", until_interrupted_note(args));
     }
     let mut failure = None;
     let mut last_progress = std::time::Instant::now();
@@ -59,7 +81,7 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
             last_progress = std::time::Instant::now();
             let s = scene.summary();
             let of = args.frames.map_or_else(String::new, |n| format!(" of {n}"));
-            eprintln!("frame {}{of}: {} steps, {:.0} steps/s, {:.3} ms per frame", s.frames, s.steps, s.steps_per_s, s.mean_frame_ms);
+            eprintln!("frame {}{of}: {} steps, {} steps/s, {:.3} ms per frame", s.frames, s.steps, super::steps_per_s_text(s.steps_per_s), s.mean_frame_ms);
         }
         let input = headless_input(args.width, args.height, scene.time(), scene.ui_zoom_for(args.height, 1.0));
         let r = scene.frame(input, target, 1.0, true);
@@ -102,5 +124,28 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
         0 => Ok(()),
         1 => Err(errors.remove(0)),
         _ => Err(anyhow!("{}", errors.iter().map(|e| format!("{e:#}")).collect::<Vec<_>>().join("; "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    fn note(extra: &[&str]) -> String {
+        let mut v = vec!["nbody-interop", "--headless", "--backend", "cpu"];
+        v.extend_from_slice(extra);
+        super::until_interrupted_note(&crate::cli::Cli::try_parse_from(v).expect("arguments parse").demo)
+    }
+
+    /// A bare `--headless` promises no file; with outputs asked for, the line names those only.
+    #[test]
+    fn the_start_line_names_only_the_outputs_asked_for() {
+        let bare = note(&[]);
+        assert!(bare.contains("no output file was asked for"), "{bare}");
+        assert!(!bare.contains("saved"), "{bare}");
+        let state = note(&["--save-state", "end.csv"]);
+        assert!(state.contains("--save-state end.csv") && !state.contains("--screenshot"), "{state}");
+        let both = note(&["--save-state", "end.csv", "--screenshot", "a.png"]);
+        assert!(both.contains("--screenshot a.png, --save-state end.csv"), "{both}");
     }
 }

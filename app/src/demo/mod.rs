@@ -21,7 +21,7 @@ pub mod windowed;
 use anyhow::{bail, Context as _};
 
 use crate::cli::DemoArgs;
-use crate::sim::init::initial_bodies;
+use crate::sim::init::{initial_bodies_with, InitError};
 use crate::sim::PhysParams;
 
 /// Run the demo with `args`: windowed, or headless with `--headless`.
@@ -54,9 +54,19 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         check_host_memory(args)?;
     }
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
-    let bodies = initial_bodies(args.init(), args.n_bodies(), args.sim.seed, params.g)?;
+    // A state file is read as it streams; Ctrl-C ends the read (exit 130) as it ends a run.
+    let bodies = initial_bodies_with(args.init(), args.n_bodies(), args.sim.seed, params.g, &crate::stop::stopped).map_err(|e| {
+        if e.downcast_ref::<InitError>().is_some_and(InitError::is_interrupted) {
+            anyhow::Error::from(crate::stop::Interrupted(format!("while reading --init {}", args.init())))
+        } else {
+            e
+        }
+    })?;
     if from_file {
         refuse_slow_step(bodies.len(), args.solver.with_theta(args.theta), cpu, args.allow_slow)?;
+    }
+    if let crate::cli::StepsPerFrame::Fixed(k) = args.steps_per_frame() {
+        refuse_slow_frame(bodies.len(), k, args.solver.with_theta(args.theta), cpu, args.allow_slow)?;
     }
     if args.headless {
         headless::run(args, bodies, params)
@@ -112,10 +122,10 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
              GPU, or leave --step-mode out"
         );
     }
-    if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 {
+    if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 && args.backend != crate::cli::BackendChoice::Cpu {
         bail!(
-            "--solver tree is float32 (on the GPU and on the CPU), and --precision f64 runs the direct sum: use \
-             --precision f32 with --solver tree, or --solver direct with --precision f64 (on the CUDA backend)"
+            "--solver tree is float32 on the GPU, and --precision f64 runs the direct sum there: use --precision f32 \
+             with --solver tree, --solver direct with --precision f64, or --backend cpu (whose tree walks in float64)"
         );
     }
     let split = args.gpu.gpus.iter().any(|g| *g != crate::cli::GpuCount::Count(1)) || args.gpu.slices_per_gpu.iter().any(|&k| k > 1);
@@ -184,20 +194,15 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--precision f64`: refuses what cannot run in fp64 (the CPU backend, step mode, blocks above
-/// 256 threads), naming the cause and the remedy.
+/// `--precision f64`: refuses what cannot run in fp64 (step mode, fp32 step kernels, blocks
+/// above 256 threads), naming the cause and the remedy. The CPU backend runs it (float64 state
+/// and forces).
 ///
 /// # Errors
 /// One of those combinations.
 fn check_precision(args: &DemoArgs) -> anyhow::Result<()> {
     if args.precision != crate::cli::Precision::F64 {
         return Ok(());
-    }
-    if args.backend == crate::cli::BackendChoice::Cpu {
-        bail!(
-            "--precision f64 needs the CUDA backend: the CPU backend (--backend cpu) is float32 only; use --backend cuda \
-             (or auto) on a machine with an NVIDIA GPU, or --precision f32"
-        );
     }
     if args.step_mode {
         bail!(
@@ -298,6 +303,9 @@ fn ignored_notice(args: &DemoArgs) -> Option<String> {
     if args.target_fps.is_some() && args.steps_per_frame() != crate::cli::StepsPerFrame::Auto {
         parts.push("--target-fps (only --steps-per-frame auto fills a frame rate)".to_string());
     }
+    if args.init() == "figure-eight" && (args.bodies.is_some() || typed("--bodies")) {
+        parts.push("--bodies (the figure-eight has always 3 bodies)".to_string());
+    }
     if args.no_overlay && (args.ui_scale.is_some() || typed("--ui-scale")) {
         parts.push("--ui-scale (--no-overlay hides the overlay it scales)".to_string());
     }
@@ -327,6 +335,11 @@ fn frames_interrupted(done: u64, n: u64, cut: bool) -> crate::stop::Interrupted 
     crate::stop::Interrupted(format!("after {done} of {n} frames{last}"))
 }
 
+/// Exit status of a windowed run whose display went away (the window destroyed by another
+/// client, the X connection broken, the X server ended), after writing the outputs it could:
+/// the state, and the screenshot from the last frame drawn (docs/troubleshooting.md).
+pub const EXIT_DISPLAY_LOST: i32 = 3;
+
 /// Nominal all-pairs rate of the CPU backend per thread (interactions/s): see
 /// [`crate::sim::cpu::NOMINAL_RATE_PER_THREAD`].
 pub const CPU_INTERACTIONS_PER_THREAD: f64 = crate::sim::cpu::NOMINAL_RATE_PER_THREAD;
@@ -336,8 +349,9 @@ pub const GPU_INTERACTIONS_NOMINAL: f64 = 2.0e12;
 /// A step estimated to take longer than this (s) needs `--allow-slow`.
 pub const SLOW_STEP_S: f64 = 10.0;
 /// Host bytes per body the demo needs at most (initial state, the last finite copy, the CPU
-/// backend's arrays, the renderer's scratch, upload staging).
-pub const HOST_BYTES_PER_BODY: u64 = 256;
+/// backend's arrays, the renderer's scratch, upload staging): the figure the state-file reader
+/// limits N by too.
+pub const HOST_BYTES_PER_BODY: u64 = crate::sim::file_io::HOST_BYTES_PER_BODY;
 
 /// Refuses N whose estimated step time exceeds [`SLOW_STEP_S`] unless `allow_slow`: the step's
 /// terms by `solver` ([`crate::sim::tree::step_terms`]) at the backend's nominal rate.
@@ -363,6 +377,25 @@ fn refuse_slow_step(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow
         return Ok(());
     }
     check_step_time(n, solver, cpu, false)
+}
+
+/// Refuses a frame of `k` steps (`--steps-per-frame K`) estimated over [`SLOW_STEP_S`] unless
+/// `allow_slow`, at the rate [`check_step_time`] assumes: a frame that long holds the window and
+/// the outputs.
+///
+/// # Errors
+/// The estimate and the remedies.
+fn refuse_slow_frame(n: usize, k: u32, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+    let rate = if cpu { CPU_INTERACTIONS_PER_THREAD * rayon::current_num_threads() as f64 } else { GPU_INTERACTIONS_NOMINAL };
+    let secs = crate::sim::tree::step_terms(solver, n, !cpu) * f64::from(k) / rate;
+    if secs > SLOW_STEP_S && !allow_slow {
+        bail!(
+            "one frame of --steps-per-frame {k} steps of N = {n} bodies is estimated at {}; give fewer steps a frame (or \
+             --steps-per-frame auto), or pass --allow-slow to run anyway",
+            human_seconds(secs)
+        );
+    }
+    Ok(())
 }
 
 /// [`check_step_time`] for a step of `interactions` terms at `rate` interactions/s, the rate of
@@ -485,18 +518,28 @@ impl EnergyChange {
     }
 }
 
+/// A step rate for the summary line: whole steps/s from 10 on, else with two decimals (a
+/// long-step run's 0.64 steps/s is not "1").
+pub fn steps_per_s_text(rate: f64) -> String {
+    if rate >= 10.0 {
+        format!("{rate:.0}")
+    } else {
+        format!("{rate:.2}")
+    }
+}
+
 impl Summary {
     /// Print the one-line summary to stdout.
     pub fn print(&self) {
         println!(
-            "nbody-interop: {} frame{}, mean frame {:.3} ms, {} step{} ({:.1} per frame, {:.0} steps/s), backend: {}",
+            "nbody-interop: {} frame{}, mean frame {:.3} ms, {} step{} ({:.1} per frame, {} steps/s), backend: {}",
             self.frames,
             if self.frames == 1 { "" } else { "s" },
             self.mean_frame_ms,
             self.steps,
             if self.steps == 1 { "" } else { "s" },
             self.steps as f64 / self.frames.max(1) as f64,
-            self.steps_per_s,
+            steps_per_s_text(self.steps_per_s),
             self.label
         );
         if let Some(e) = &self.energy {

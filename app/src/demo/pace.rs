@@ -109,6 +109,8 @@ pub struct Pace {
     carry: f64,
     /// What set the last count.
     limit: Limit,
+    /// Parts of a step spread over frames per windowed frame ([`PartBudget`]).
+    pub parts: PartBudget,
 }
 
 impl Pace {
@@ -120,6 +122,7 @@ impl Pace {
             frame_ms: std::collections::VecDeque::with_capacity(WINDOW),
             carry: 0.0,
             limit: Limit::Budget,
+            parts: PartBudget::default(),
         }
     }
 
@@ -183,6 +186,115 @@ impl Pace {
     /// What set the last count of [`Pace::next_paced`].
     pub fn limit(&self) -> Limit {
         self.limit
+    }
+}
+
+/// Share of a window's wall time that showing its frames (UI pass, draw, paint, present) may
+/// take while a long step runs in parts over frames ([`PartBudget`]); the rest goes to the step,
+/// which so takes at most 4/3 of its own time (plus the first frames, which find the budget).
+pub const SHOW_SHARE: f64 = 0.25;
+/// Most compute time (ms) a frame of a step spread over frames spends on its parts before it is
+/// shown: the window answers its events (a close, a key) within about this and one showing.
+/// Enough to keep the share for a million bodies on a software renderer (about 0.7 s to show).
+pub const MAX_PARTS_MS: f64 = 2000.0;
+
+/// Parts of a step spread over frames that one frame runs before it is shown, when a part takes
+/// `part_ms` and showing the frame `show_ms`: the fewest that keep showing within
+/// [`SHOW_SHARE`] of the frame (`show / (show + parts × part) ≤ SHOW_SHARE`), at least 1, and no
+/// more than fit [`MAX_PARTS_MS`] (at least 1).
+pub fn parts_for_share(part_ms: f64, show_ms: f64) -> usize {
+    if !(part_ms.is_finite() && part_ms > 0.0 && show_ms.is_finite() && show_ms > 0.0) {
+        return 1;
+    }
+    let wanted = show_ms * (1.0 - SHOW_SHARE) / SHOW_SHARE / part_ms;
+    let most = (MAX_PARTS_MS / part_ms).floor().max(1.0);
+    (wanted - 1e-9).ceil().clamp(1.0, most) as usize
+}
+
+/// How many parts of a step spread over frames (see [`crate::sim::partial`]) a windowed frame
+/// runs: one part per frame would pay a whole frame's showing (on a software renderer, the draw
+/// of every body) per part, so a step of many short parts took many times its own time. The
+/// budget follows the frames' own times: the median time per part and the median time to show a
+/// frame (its start-to-start time less its parts) of the last [`WINDOW`] frames that ran parts,
+/// through [`parts_for_share`].
+///
+/// It also sums the parts' compute time into the time of the whole step, which the overlay shows
+/// in place of one part's ([`PartBudget::step_ms`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartBudget {
+    /// Compute time per part of the last [`WINDOW`] frames that ran parts, ms, oldest first.
+    part_ms: std::collections::VecDeque<f64>,
+    /// Time to show each of those frames, ms, oldest first.
+    show_ms: std::collections::VecDeque<f64>,
+    /// The budget in force (0 before the first frame: 1).
+    parts: usize,
+    /// The last frame: its start, the parts it ran and their compute time (ms).
+    last: Option<(std::time::Instant, usize, f64)>,
+    /// Compute time of the parts of the step in progress so far, ms.
+    step_so_far_ms: f64,
+    /// Compute time of the last step completed in parts (all its parts), ms.
+    step_ms: Option<f64>,
+}
+
+fn median(v: &std::collections::VecDeque<f64>) -> f64 {
+    let mut sorted: Vec<f64> = v.iter().copied().collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+}
+
+impl PartBudget {
+    /// Parts the next frame may run (at least 1).
+    pub fn parts(&self) -> usize {
+        self.parts.max(1)
+    }
+
+    /// Takes a frame that ran `parts` parts in `parts_ms` of compute and then took `show_ms` to
+    /// be shown; returns the budget of the next frames. A frame without parts changes nothing.
+    pub fn record(&mut self, parts: usize, parts_ms: f64, show_ms: f64) -> usize {
+        if parts > 0 && parts_ms.is_finite() && parts_ms > 0.0 && show_ms.is_finite() && show_ms >= 0.0 {
+            if self.part_ms.len() == WINDOW {
+                self.part_ms.pop_front();
+                self.show_ms.pop_front();
+            }
+            self.part_ms.push_back(parts_ms / parts as f64);
+            self.show_ms.push_back(show_ms);
+            self.parts = parts_for_share(median(&self.part_ms), median(&self.show_ms));
+        }
+        self.parts()
+    }
+
+    /// A frame starts at `now`: the last frame's showing time is known now (its start-to-start
+    /// time less its parts), and is recorded if it ran parts.
+    pub fn frame_started(&mut self, now: std::time::Instant) {
+        if let Some((start, parts, parts_ms)) = self.last.take() {
+            let period_ms = now.saturating_duration_since(start).as_secs_f64() * 1e3;
+            self.record(parts, parts_ms, (period_ms - parts_ms).max(0.0));
+        }
+    }
+
+    /// The frame that started at `start` ran `parts` parts in `parts_ms` (0 parts: whole steps,
+    /// or none).
+    pub fn frame_ran(&mut self, start: std::time::Instant, parts: usize, parts_ms: f64) {
+        self.last = (parts > 0).then_some((start, parts, parts_ms));
+    }
+
+    /// One part of a step ran in `ms`; `completed`: it was the step's last.
+    pub fn part_ran(&mut self, ms: f64, completed: bool) {
+        self.step_so_far_ms += ms.max(0.0);
+        if completed {
+            self.step_ms = Some(self.step_so_far_ms);
+            self.step_so_far_ms = 0.0;
+        }
+    }
+
+    /// The step in progress was abandoned (or there is none): its parts so far count for nothing.
+    pub fn step_dropped(&mut self) {
+        self.step_so_far_ms = 0.0;
+    }
+
+    /// Compute time of the last step completed in parts: all its parts, ms.
+    pub fn step_ms(&self) -> Option<f64> {
+        self.step_ms
     }
 }
 
@@ -297,5 +409,66 @@ mod tests {
         assert_eq!(p.next(s, 0, 1.0), s);
         assert_eq!(p.next(s, s, f64::NAN), s);
         assert_eq!(p.next(s, s, 0.0), s);
+    }
+    /// One part of 5 ms against 215 ms to show a frame (a million bodies on a software
+    /// renderer): 129 parts a frame keep the showing at a quarter of the time; the share holds
+    /// for other mixes, at least one part, and no frame computes past MAX_PARTS_MS.
+    #[test]
+    fn the_part_budget_keeps_showing_to_its_share() {
+        assert_eq!(parts_for_share(5.0, 215.0), 129);
+        for (part, show) in [(5.0, 215.0), (14.0, 60.0), (300.0, 160.0), (200.0, 2.0), (0.5, 30.0)] {
+            let k = parts_for_share(part, show) as f64;
+            assert!(k >= 1.0);
+            let share = show / (show + k * part);
+            assert!(share <= SHOW_SHARE + 1e-9 || k * part + part > MAX_PARTS_MS, "part {part} show {show}: {k} parts, share {share}");
+            assert!(k == 1.0 || k * part <= MAX_PARTS_MS, "part {part}: {k} parts");
+            // One part fewer would show too long (the fewest that fit).
+            assert!(k == 1.0 || show / (show + (k - 1.0) * part) > SHOW_SHARE, "part {part} show {show}: {k} parts");
+        }
+        assert_eq!(parts_for_share(300.0, 160.0), 2, "long parts: two a frame");
+        assert_eq!(parts_for_share(200.0, 2.0), 1, "a fast draw: one part a frame");
+        assert_eq!(parts_for_share(0.5, 3000.0), (MAX_PARTS_MS / 0.5) as usize, "capped at MAX_PARTS_MS of parts");
+        assert_eq!(parts_for_share(f64::NAN, 10.0), 1);
+        assert_eq!(parts_for_share(10.0, 0.0), 1);
+    }
+
+    /// Given frame times (a model of the window: each part 5 ms, showing 215 ms), the budget
+    /// grows from one part to the share's count within a few frames, and the step rate comes
+    /// within 1.5× of the parts alone (the headless rate); one slow frame does not move it.
+    #[test]
+    fn the_budget_follows_the_frames_own_times() {
+        let (part, show, parts_per_step) = (5.0, 215.0, 1375usize);
+        let mut b = PartBudget::default();
+        assert_eq!(b.parts(), 1, "the first frame runs one part");
+        let (mut wall, mut done, mut frames) = (0.0, 0usize, 0);
+        while done < 3 * parts_per_step {
+            let k = b.parts();
+            let slow = if frames == 40 { 10.0 } else { 1.0 };
+            wall += k as f64 * part + show * slow;
+            done += k;
+            frames += 1;
+            b.record(k, k as f64 * part, show * slow);
+        }
+        assert_eq!(b.parts(), parts_for_share(part, show));
+        let headless = 3.0 * parts_per_step as f64 * part;
+        assert!(wall < 1.5 * headless, "three steps in {wall} ms against {headless} ms of parts");
+        assert!(frames < 60, "{frames} frames for three steps");
+    }
+
+    /// The step time shown is that of all a step's parts, not one part's; an abandoned step's
+    /// parts count for nothing.
+    #[test]
+    fn the_step_time_is_the_whole_steps() {
+        let mut b = PartBudget::default();
+        assert_eq!(b.step_ms(), None);
+        for _ in 0..9 {
+            b.part_ran(5.0, false);
+        }
+        b.part_ran(5.0, true);
+        assert_eq!(b.step_ms(), Some(50.0));
+        b.part_ran(5.0, false);
+        b.step_dropped();
+        b.part_ran(7.0, true);
+        assert_eq!(b.step_ms(), Some(7.0));
     }
 }

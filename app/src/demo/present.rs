@@ -58,6 +58,10 @@ fn auto(event_loop: &ActiveEventLoop, args: &DemoArgs) -> anyhow::Result<(DemoWi
             Ok(Err(why)) => {
                 native_works = true;
                 tried.push(format!("native: CUDA cannot share the window's GL ({}): {why}", native.info.renderer));
+                // What the doctor's checks find behind it (a remote display, PRIME, a container).
+                if let Some(f) = crate::doctor::fallback::explain_here(&native.info, &why.to_string()) {
+                    tried.push(f.sentence());
+                }
                 // Dropped here, before the copy route makes its own context current.
                 drop(native);
             }

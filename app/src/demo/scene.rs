@@ -23,13 +23,16 @@ use crate::ui::action::{Action, FrameStats};
 use crate::ui::overlay::{BackendView, Controls, Overlay};
 use crate::ui::workflow::WorkflowView;
 
+mod held;
 mod outputs;
 mod pacing;
+mod parts;
 mod requests;
 mod teaching;
 mod view;
 mod zoom;
 
+pub use held::{mark_outputs_written, write_held_outputs};
 pub use outputs::Diverged;
 use outputs::EnergySamples;
 pub use zoom::auto_ui_zoom;
@@ -237,7 +240,7 @@ impl Scene {
         // GPU's, derived from its SM count and clock.
         let (rate, what) = backend.nominal_rate();
         let terms = crate::sim::tree::step_terms(backend.solver(), bodies.len(), backend.cuda().is_some());
-        super::check_step_rate(bodies.len(), terms, rate, &what, scene.args.allow_slow)?;
+        scene.check_step_estimate(bodies.len(), terms, rate, &what)?;
         scene.backend = Some(backend);
         let preset = crate::sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
         let fell_back = cpu && scene.args.bodies.is_none() && scene.args.default_bodies.is_none();
@@ -392,7 +395,7 @@ impl Scene {
             }
         }
         let (draw, density_ms) = (self.renderer.draw_time(), self.density_ms());
-        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: timings, draw_ms: draw.ms, draw_clock: draw.clock, density_ms, n, steps, dt, tree });
+        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: self.shown_timings(timings), draw_ms: draw.ms, draw_clock: draw.clock, density_ms, n, steps, dt, tree });
         let frame_ms = (self.frame > 0).then_some(host_frame_ms);
         self.stages.push(&crate::demo::summary::StageSample { frame: frame_ms, sim: timings, draw: draw.ms, density: density_ms });
 
@@ -572,19 +575,6 @@ impl Scene {
     /// Pause the simulation (the following frames take no steps).
     pub fn pause(&mut self) {
         self.overlay.controls.paused = true;
-    }
-
-    /// Whether this scene spreads long steps over frames ([`crate::backend::LongSteps::set_spread`]): windowed
-    /// runs do, so that closing the window is answered within one launch; headless runs (and
-    /// the bench, which does not use the scene) run whole steps, so `--frames N` there is N
-    /// frames of whole steps.
-    pub fn spreads_steps(&self) -> bool {
-        !self.args.headless
-    }
-
-    /// The step spread over frames that the last frame left in progress: parts done, of all.
-    pub fn step_in_progress(&self) -> Option<crate::backend::StepProgress> {
-        self.backend.as_ref().and_then(|b| b.long_steps()?.step_in_progress())
     }
 }
 

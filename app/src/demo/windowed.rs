@@ -7,12 +7,22 @@
 //! double the simulated time per wall second that `--steps-per-frame auto` keeps to.
 //!
 //! Long steps are spread over frames ([`Scene::spreads_steps`]): a step estimated over
-//! `LONG_STEP_S` (0.5 s) runs one launch (CUDA; CPU: one range of bodies) of about 0.2 s per
-//! frame, so winit's event loop, and with it a close request or a key, is answered within about
-//! that time. The window shows the positions of before the step until its last launch (the
-//! overlay says "step in progress: k of m launches"). Closing the window (or Esc, q, Ctrl-C)
+//! `LONG_STEP_S` (0.5 s) runs in launches (CUDA; CPU: ranges of bodies) of about 0.2 s, and a
+//! frame runs as many of them as keep its showing (UI, draw, paint, present) within a quarter of
+//! the time ([`crate::demo::pace::PartBudget`]: one where drawing is cheap, many where a software
+//! renderer draws a million bodies), at most about 2 s of them, so winit's event loop, and with
+//! it a close request or a key, is answered within about that time. The window shows the
+//! positions of before the step until its last launch (the overlay says "step in progress: k of
+//! m launches"). Closing the window (or Esc, q, Ctrl-C)
 //! during such a step abandons it: `--save-state` writes the state of before it, and the run
 //! exits as any closed run does (0, or 130 with `--frames` not reached).
+//!
+//! A display that goes away under the run — the window destroyed by another client, the X
+//! connection killed, the X server ended ([`crate::gfx::display_loss`]) — ends it as Ctrl-C
+//! does, with every output it can write: the state (from the backend where the event loop came
+//! back, else the newest one kept) and the screenshot from the last frame drawn (kept on the host
+//! while `--screenshot` is asked for, [`Scene::hold_for_display_loss`]); then the process exits
+//! with [`super::EXIT_DISPLAY_LOST`].
 
 use anyhow::{anyhow, Context as _};
 use winit::application::ApplicationHandler;
@@ -54,8 +64,9 @@ struct WindowState {
     size: PhysicalSize<u32>,
     cursor: Option<PhysicalPosition<f64>>,
     drag: Option<MouseButton>,
-    /// Frames presented that ended with no long step in progress (what `--frames` counts: a
-    /// step spread over frames shows its old positions until its last launch).
+    /// Frames presented that moved the bodies or ended with no long step in progress (what
+    /// `--frames` counts: a step spread over frames shows its old positions until its last
+    /// launch, and a frame of its parts that completed none moved nothing).
     whole: u64,
     screenshot_taken: bool,
     /// `s` was pressed: the next frame is saved before it is presented.
@@ -80,6 +91,8 @@ struct App {
     last_cut: bool,
     /// The copy route's summary line (mean readback and present times), printed after the run's.
     present_summary: Option<String>,
+    /// What took the display away, when it went (the window destroyed by another client).
+    display_lost: Option<String>,
 }
 
 /// winit's OS errors read `os error at <source file>:<line>: <message>`, the file being in
@@ -95,11 +108,40 @@ fn without_source_location(msg: &str) -> &str {
 /// No display or GL context, or a failure while running or writing the outputs.
 pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Result<()> {
     let event_loop = EventLoop::new().map_err(|e| {
-        anyhow!("opening the display (winit event loop): {}; use --headless without a display", without_source_location(&e.to_string()))
+        anyhow!(
+            "opening the display (winit event loop): {}; use --headless without a display",
+            without_source_location(&e.to_string()).trim_end_matches('.')
+        )
     })?;
     event_loop.set_control_flow(ControlFlow::Poll);
-    let mut app = App { args: args.clone(), start: Some((bodies, params)), state: None, error: None, summary: None, presented: 0, last_cut: false, present_summary: None };
-    event_loop.run_app(&mut app).context("winit event loop")?;
+    let mut app = App {
+        args: args.clone(),
+        start: Some((bodies, params)),
+        state: None,
+        error: None,
+        summary: None,
+        presented: 0,
+        last_cut: false,
+        present_summary: None,
+        display_lost: None,
+    };
+    // winit panics on some losses of the window (its input context destroyed under it): the
+    // panic is caught here, named in one line, and the run ends as a lost display.
+    crate::gfx::display_loss::watch_window_system_panics();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| event_loop.run_app(&mut app)));
+    match ran {
+        Ok(r) => r.context("winit event loop")?,
+        Err(panic) => match crate::gfx::display_loss::window_system_failure() {
+            Some(why) => app.display_lost = Some(format!("the window system failed: {why}")),
+            None => std::panic::resume_unwind(panic),
+        },
+    }
+    if app.display_lost.is_some() {
+        if let Some(st) = app.state.as_mut() {
+            // No more GL calls on its surface: the screenshot comes from the last frame kept.
+            st.window_gone = true;
+        }
+    }
     // Normally `exiting` tore down already; this covers an event loop that ended otherwise.
     app.teardown();
     if let Some(s) = &app.summary {
@@ -107,6 +149,18 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
     }
     if let Some(line) = &app.present_summary {
         println!("{line}");
+    }
+    if let Some(why) = app.display_lost.take() {
+        if let Some(e) = app.error.take() {
+            eprintln!("error: {e:#}");
+        }
+        eprintln!(
+            "error: the display went away ({why}): the run ended there; the outputs asked for were written, each \
+             unless a line above says why not"
+        );
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        std::process::exit(super::EXIT_DISPLAY_LOST);
     }
     if let Some(e) = app.error.take() {
         return Err(e);
@@ -141,7 +195,12 @@ impl App {
         self.last_cut = st.scene.last_frame_cut();
         let mut errors = Vec::new();
         if let (Some(path), false) = (self.args.screenshot.clone(), st.screenshot_taken) {
-            if !st.window_gone && st.size.width > 0 && st.size.height > 0 {
+            if st.window_gone {
+                // The window cannot be read: the last frame drawn, as kept.
+                if let Err(e) = st.scene.held_screenshot(&path) {
+                    errors.push(e);
+                }
+            } else if st.size.width > 0 && st.size.height > 0 {
                 // Render one more frame (no steps) and read it back before any swap.
                 st.scene.pause();
                 let input = st.egui_winit.take_egui_input(st.win.window());
@@ -160,6 +219,7 @@ impl App {
         if let Err(e) = st.scene.finish() {
             errors.push(e);
         }
+        super::scene::mark_outputs_written();
         self.summary = Some(st.scene.summary());
         self.present_summary = st.win.costs().filter(|c| c.frames > 0).map(|c| {
             let n = c.frames as f64;
@@ -194,6 +254,8 @@ impl App {
         let mut scene = Scene::new(win.current().clone(), win.info().clone(), &self.args, &bodies, params)?;
         scene.set_present(Some(win.describe()));
         let window = win.window();
+        // A broken X connection: Xlib's I/O error handler writes what the run holds and exits.
+        crate::gfx::display_loss::on_connection_lost(super::scene::write_held_outputs);
         // With vsync a frame lasts one refresh interval: --steps-per-frame auto fills that.
         if !self.args.no_vsync {
             if let Some(mhz) = window.current_monitor().and_then(|m| m.refresh_rate_millihertz()) {
@@ -229,11 +291,15 @@ impl App {
         let target = st.win.target(size)?;
         let input = st.egui_winit.take_egui_input(st.win.window());
         let ppp = st.win.window().scale_factor() as f32;
+        let steps_before = st.scene.steps_done();
         let platform_output = st.scene.frame(input, target, ppp, false)?;
         for line in st.scene.take_reports() {
             println!("{line}");
         }
         st.egui_winit.handle_platform_output(st.win.window(), platform_output);
+        if let Err(e) = st.scene.hold_for_display_loss(&target) {
+            tracing::warn!("keeping the outputs for a lost display: {e:#}");
+        }
         if std::mem::take(&mut st.shot_next) {
             st.shots += 1;
             let path = std::path::PathBuf::from(format!("nbody-interop-{}-{}.png", std::process::id(), st.shots));
@@ -242,9 +308,11 @@ impl App {
                 Err(e) => tracing::warn!("screenshot: {e:#}"),
             }
         }
-        // A frame that leaves a long step in progress (spread over frames) does not count for
-        // `--frames`: the run ends after N frames of whole steps, as headless runs do.
-        let whole = st.whole + u64::from(st.scene.step_in_progress().is_none());
+        // A frame that completed no step and leaves a long step in progress (spread over frames)
+        // does not count for `--frames`: the run ends after N frames that moved the bodies, as
+        // headless runs do (a frame of parts may complete one step and go on into the next).
+        let moved = st.scene.steps_done() > steps_before;
+        let whole = st.whole + u64::from(moved || st.scene.step_in_progress().is_none());
         let last = frames.is_some_and(|n| whole >= n);
         if last {
             if let Some(path) = &screenshot {
@@ -360,6 +428,8 @@ impl ApplicationHandler for App {
             WindowEvent::Destroyed => {
                 if let Some(st) = self.state.as_mut() {
                     st.window_gone = true;
+                    // Not by this run (it drops its window only after the loop): another client's.
+                    self.display_lost = Some("the window was destroyed by another X client".to_string());
                 }
                 event_loop.exit();
                 return;

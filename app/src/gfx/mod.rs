@@ -12,6 +12,7 @@ pub mod clock;
 pub mod context;
 pub mod copy_window;
 pub mod density;
+pub mod display_loss;
 pub mod fence;
 pub mod gl;
 pub mod gl_semaphore;

@@ -1,12 +1,9 @@
 //! Screenshots: read the bound framebuffer back and write it as PNG.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::Path;
 
-use anyhow::Context as _;
-
 use super::gl::Gl;
+use crate::sim::file_io::{OutputFile, WriteProblem};
 
 /// Read `width` × `height` RGBA8 pixels of the framebuffer bound for reading, top row first
 /// (GL's rows start at the bottom; they are flipped here). Alpha is forced to 255.
@@ -36,19 +33,26 @@ pub fn flip_rows(pixels: &mut [u8], row_bytes: usize) {
     }
 }
 
-/// Write RGBA8 pixels (top row first) to a PNG file.
+/// Write RGBA8 pixels (top row first) to a PNG file. The file appears whole or not at all
+/// ([`OutputFile`]: a temporary beside it, renamed over it when complete).
 ///
 /// # Errors
-/// The file cannot be created or written; the message names the path.
+/// The file cannot be created or written, or the pixels do not fit `width` × `height`; the
+/// message names the path, the cause and the remedy, and the target is left as it was.
 pub fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> anyhow::Result<()> {
-    let file = File::create(path).with_context(|| format!("cannot write screenshot {}", path.display()))?;
-    let mut enc = png::Encoder::new(BufWriter::new(file), width, height);
+    let io = |e: std::io::Error| anyhow::anyhow!("cannot write screenshot {}: {}", path.display(), WriteProblem(&e));
+    let encoding = |e: png::EncodingError| match e {
+        png::EncodingError::IoError(e) => io(e),
+        e => anyhow::anyhow!("cannot write screenshot {}: {e}", path.display()),
+    };
+    let mut out = OutputFile::create(path).map_err(io)?;
+    let mut enc = png::Encoder::new(&mut out, width, height);
     enc.set_color(png::ColorType::Rgba);
     enc.set_depth(png::BitDepth::Eight);
-    let mut w = enc.write_header().with_context(|| format!("cannot write screenshot {}", path.display()))?;
-    w.write_image_data(rgba).with_context(|| format!("cannot write screenshot {}", path.display()))?;
-    w.finish().with_context(|| format!("cannot write screenshot {}", path.display()))?;
-    Ok(())
+    let mut w = enc.write_header().map_err(encoding)?;
+    w.write_image_data(rgba).map_err(encoding)?;
+    w.finish().map_err(encoding)?;
+    out.commit().map_err(io)
 }
 
 #[cfg(test)]

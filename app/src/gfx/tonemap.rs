@@ -18,6 +18,10 @@ pub(super) fn tonemap_wanted(is_gles: bool, renderer: &str) -> bool {
     match std::env::var("NBODY_TONEMAP").ok().as_deref().map(str::trim) {
         Some("on") => !is_gles,
         Some("off") => false,
+        Some(other) if !other.is_empty() => {
+            tracing::warn!("NBODY_TONEMAP={other} is neither on nor off: ignored, the renderer decides (unset it, or use on or off)");
+            !is_gles && !software_rasterizer(renderer)
+        }
         _ => !is_gles && !software_rasterizer(renderer),
     }
 }

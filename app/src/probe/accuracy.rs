@@ -27,6 +27,12 @@ use crate::sim::init::{initial_bodies, InitialCondition, NAMES};
 use crate::sim::tree::{relative_errors, ErrorStats, Octree};
 use crate::stop::{stopped, stopped_in_step, Interrupted};
 
+/// The fewest bodies `accuracy` measures: below it the tree has few levels
+/// ([`crate::sim::tree::LEAF_BODIES`] bodies a leaf: 64 leaves at 512) and a force evaluation
+/// takes microseconds, so neither the error nor the speedup (which rounds to `0.0×` at N = 3)
+/// tells how the tree does at work. Figure-eight (3 bodies) is refused for the same reason.
+pub const MIN_BODIES: usize = 512;
+
 /// One row of the table and the CSV file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AccuracyRow {
@@ -57,8 +63,9 @@ pub struct AccuracyRow {
 /// Runs `accuracy` with `args`: prints the table, writes `--csv`.
 ///
 /// # Errors
-/// No scene, N or θ; N = 0; a scene that cannot be made; the CSV file cannot be written; an
-/// interrupt (after the rows finished).
+/// No scene, N or θ; N = 0, or below [`MIN_BODIES`] (a scene that fixes N, figure-eight or a
+/// state file, too: figure-eight before anything runs, a file when it is read); a scene that
+/// cannot be made; the CSV file cannot be written; an interrupt (after the rows finished).
 pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
     if args.init.is_empty() || args.bodies.is_empty() || args.theta.is_empty() {
         bail!("accuracy needs at least one scene (--init), one N (--bodies) and one θ (--theta)");
@@ -75,6 +82,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             InitialCondition::Csv(p) | InitialCondition::Tipsy(p) if !p.is_file() => {
                 bail!("--init {scene}: no such file; give an existing state file or a preset ({})", NAMES.join(", "))
             }
+            InitialCondition::FigureEight => bail!("--init {scene}: {}", too_few(3)),
             _ => {}
         }
     }
@@ -90,6 +98,11 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             .map_err(|e| eprintln!("CUDA unavailable, measuring on the CPU: {e:#}"))
             .ok(),
     };
+    // After the backend is chosen (a missing GPU is said first), before anything is measured.
+    let takes_n = args.init.iter().any(|s| !matches!(InitialCondition::parse(s), Ok(InitialCondition::Csv(_) | InitialCondition::Tipsy(_))));
+    if let Some(&n) = args.bodies.iter().find(|&&n| n < MIN_BODIES && takes_n) {
+        bail!("--bodies {n}: {}", too_few(n));
+    }
     let provenance = Provenance::now(gpu.as_ref().and_then(GpuAccuracy::facts));
     let on = match &gpu {
         Some(g) => format!("on the GPU: {}", g.device_name()),
@@ -107,6 +120,10 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             let bodies = initial_bodies(scene, n, args.seed, 1.0)?;
             let pos = &bodies.pos;
             let n = pos.len();
+            if n < MIN_BODIES {
+                // A state file fixes N: known once it is read.
+                bail!("--init {scene}: {}", too_few(n));
+            }
             let t = Instant::now();
             let exact = match &gpu {
                 Some(g) => g.exact(pos, args.softening)?,
@@ -169,6 +186,15 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
         bail!(Interrupted(format!("after {} row(s)", rows.len())));
     }
     Ok(())
+}
+
+/// Why `n` bodies (below [`MIN_BODIES`]) are refused, with the remedy.
+fn too_few(n: usize) -> String {
+    format!(
+        "{n} bodies are too few for accuracy: it measures from N = {MIN_BODIES}, where the tree has several levels and \
+         the times mean something; use plummer, galaxies or ball with --bodies \
+         {MIN_BODIES} or more, or a state file of that many bodies"
+    )
 }
 
 fn ms(t: Instant) -> f64 {

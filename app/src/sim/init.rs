@@ -14,8 +14,9 @@ use anyhow::{bail, Context as _};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use super::state_csv::{read_state, StateFileError};
-use super::tipsy::{has_tipsy_extension, looks_like_tipsy, read_tipsy, TipsyError};
+use super::file_io::{check_regular, never, ReadLimits, SourceError};
+use super::state_csv::{read_state_with, StateFileError};
+use super::tipsy::{has_tipsy_extension, looks_like_tipsy, read_tipsy_with, TipsyError};
 use super::Bodies;
 
 /// The names [`InitialCondition::parse`] accepts besides a `.csv` or tipsy path.
@@ -46,9 +47,9 @@ pub enum InitialCondition {
     /// v₃ = (−0.93240737, −0.86473146, 0), v₁ = v₂ = −v₃/2, unit masses; period
     /// [`FIGURE_EIGHT_PERIOD`] for G = 1. Always 3 bodies.
     FigureEight,
-    /// A state file read with [`read_state`]; fixes N itself.
+    /// A state file read with [`read_state_with`]; fixes N itself.
     Csv(PathBuf),
-    /// A tipsy snapshot read with [`read_tipsy`] (either byte order); fixes N itself.
+    /// A tipsy snapshot read with [`read_tipsy_with`] (either byte order); fixes N itself.
     Tipsy(PathBuf),
 }
 
@@ -73,28 +74,52 @@ pub enum InitError {
     /// The tipsy snapshot could not be read.
     #[error(transparent)]
     Tipsy(#[from] TipsyError),
+    /// The path names a device, a pipe or a socket, not a state file.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+}
+
+impl InitError {
+    /// True when a file's read was stopped by its "stop requested" callback (an interrupt):
+    /// [`SourceError::Interrupted`] in any format. For an `anyhow::Error` from
+    /// [`initial_bodies_with`]: `e.downcast_ref::<InitError>().is_some_and(InitError::is_interrupted)`.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(
+            self,
+            InitError::State(StateFileError::Source(SourceError::Interrupted { .. }))
+                | InitError::Tipsy(TipsyError::Source(SourceError::Interrupted { .. }))
+        )
+    }
 }
 
 impl InitialCondition {
     /// Parse a name (`plummer`, `galaxies`, `ball`, `figure-eight`), a path ending in `.csv`
     /// or in `.tipsy`, `.std`, `.bin` (any case; it need not exist yet, reading it reports that),
-    /// or the path of an existing file with another name: a tipsy snapshot when it starts with a
-    /// valid tipsy header that matches its size, else CSV. Surrounding whitespace is ignored.
+    /// or the path of an existing regular file with another name: a tipsy snapshot when it starts
+    /// with a valid tipsy header that matches its size (only the header is read), else CSV.
+    /// Surrounding whitespace is ignored.
     ///
     /// # Errors
-    /// [`InitError::UnknownName`], listing the valid names.
+    /// [`InitError::UnknownName`], listing the valid names; [`InitError::Source`] for a device,
+    /// pipe or socket (named by its type, without opening it).
     pub fn parse(s: &str) -> Result<Self, InitError> {
         let t = s.trim();
+        let path = std::path::Path::new(t);
         match t {
             "plummer" => Ok(Self::Plummer),
             "galaxies" => Ok(Self::Galaxies),
             "ball" => Ok(Self::UniformBall),
             "figure-eight" => Ok(Self::FigureEight),
             _ if t.len() > 4 && t.to_ascii_lowercase().ends_with(".csv") => Ok(Self::Csv(PathBuf::from(t))),
-            _ if has_tipsy_extension(std::path::Path::new(t)) => Ok(Self::Tipsy(PathBuf::from(t))),
-            _ if looks_like_tipsy(std::path::Path::new(t)) => Ok(Self::Tipsy(PathBuf::from(t))),
-            _ if std::path::Path::new(t).is_file() => Ok(Self::Csv(PathBuf::from(t))),
-            _ => Err(InitError::UnknownName(t.to_owned())),
+            _ if has_tipsy_extension(path) => Ok(Self::Tipsy(PathBuf::from(t))),
+            // A directory is no initial condition's name and no file of bodies.
+            _ if path.is_dir() => Err(InitError::UnknownName(t.to_owned())),
+            _ => match check_regular(path) {
+                Ok(_) if looks_like_tipsy(path) => Ok(Self::Tipsy(PathBuf::from(t))),
+                Ok(_) => Ok(Self::Csv(PathBuf::from(t))),
+                Err(Ok(special)) => Err(InitError::Source(special)),
+                Err(Err(_)) => Err(InitError::UnknownName(t.to_owned())),
+            },
         }
     }
 
@@ -112,14 +137,27 @@ impl InitialCondition {
     /// Generate the bodies: `n` bodies for Plummer, galaxies and ball (figure-eight always has 3,
     /// file input as many as the file), from `seed`, with velocities for gravitational constant `g`.
     ///
+    /// A file is read within this machine's limits ([`ReadLimits::this_machine`]), without an
+    /// interrupt ([`InitialCondition::generate_with`] takes both).
+    ///
     /// # Errors
     /// [`InitError::NoBodies`] for `n = 0` with a generated condition that uses `n`;
     /// [`InitError::BadG`] when `g` is not finite and > 0; [`InitError::State`] for CSV input,
     /// [`InitError::Tipsy`] for tipsy input.
     pub fn generate(&self, n: usize, seed: u64, g: f32) -> Result<Bodies, InitError> {
+        self.generate_with(n, seed, g, &ReadLimits::this_machine(&never))
+    }
+
+    /// [`InitialCondition::generate`], reading a file within `limits` (bodies, and the "stop
+    /// requested" callback that ends the read on an interrupt).
+    ///
+    /// # Errors
+    /// As [`InitialCondition::generate`]; a file read stopped by `limits.stop` is
+    /// [`SourceError::Interrupted`] (in [`InitError::State`] or [`InitError::Tipsy`]).
+    pub fn generate_with(&self, n: usize, seed: u64, g: f32, limits: &ReadLimits) -> Result<Bodies, InitError> {
         let make: fn(usize, &mut Pcg64) -> System = match self {
-            Self::Csv(path) => return Ok(read_state(path)?),
-            Self::Tipsy(path) => return Ok(read_tipsy(path)?),
+            Self::Csv(path) => return Ok(read_state_with(path, limits)?),
+            Self::Tipsy(path) => return Ok(read_tipsy_with(path, limits)?),
             Self::FigureEight => |_, _| figure_eight(),
             Self::Plummer => plummer,
             Self::Galaxies => galaxies,
@@ -334,15 +372,27 @@ fn figure_eight() -> System {
     sys
 }
 
-/// Generate the initial bodies for `--init name` (or a CSV or tipsy path).
+/// Generate the initial bodies for `--init name` (or a CSV or tipsy path); a file is read within
+/// this machine's limits, without an interrupt.
 ///
 /// # Errors
-/// Unknown name, N = 0, bad G, or an unreadable CSV or tipsy file.
+/// Unknown name, N = 0, bad G, a device or pipe, or an unreadable CSV or tipsy file.
 pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> anyhow::Result<Bodies> {
+    initial_bodies_with(init, n, seed, g, &never)
+}
+
+/// [`initial_bodies`], with a "stop requested" callback (the app's interrupt flag) that a file's
+/// read asks every few thousand lines or records: an interrupt then ends the read at once with
+/// [`SourceError::Interrupted`] instead of after the whole file (an [`InitError`] whose
+/// [`InitError::is_interrupted`] is true).
+///
+/// # Errors
+/// As [`initial_bodies`], and the read stopped by `stop`.
+pub fn initial_bodies_with(init: &str, n: usize, seed: u64, g: f32, stop: &dyn Fn() -> bool) -> anyhow::Result<Bodies> {
     let ic = InitialCondition::parse(init).with_context(|| format!("--init {init}"))?;
     let bodies = match &ic {
         // A file's errors name the file already.
-        InitialCondition::Csv(_) | InitialCondition::Tipsy(_) => ic.generate(n, seed, g)?,
+        InitialCondition::Csv(_) | InitialCondition::Tipsy(_) => ic.generate_with(n, seed, g, &ReadLimits::this_machine(stop))?,
         _ => ic.generate(n, seed, g).with_context(|| format!("generating the `{}` initial condition", ic.name()))?,
     };
     if bodies.is_empty() {

@@ -20,6 +20,7 @@
 
 pub mod cpu;
 pub mod diagnostics;
+pub mod file_io;
 
 pub mod init;
 pub mod partial;
@@ -61,10 +62,12 @@ impl Bodies {
 /// ([`tipsy::write_tipsy`], little-endian, `time` and `softening` in the header and records), else
 /// CSV ([`state_csv::write_state`]). Either reads back with `--init` to the same positions,
 /// masses and velocities, bit for bit (the unused fourth velocity component is 0 either way).
+/// The file appears whole or not at all ([`file_io::OutputFile`]): an interrupted or failed write
+/// leaves what was at `path` before.
 ///
 /// # Errors
-/// The file cannot be created or written (the message names it and the OS error), or too many
-/// bodies for a tipsy header.
+/// The file cannot be created or written (the message names it, the cause and the remedy), or
+/// too many bodies for a tipsy header.
 pub fn write_state_file(path: &std::path::Path, bodies: &Bodies, time: f64, softening: f32) -> anyhow::Result<()> {
     if tipsy::has_tipsy_extension(path) {
         tipsy::write_tipsy(path, bodies, time, softening)?;

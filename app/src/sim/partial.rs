@@ -142,8 +142,9 @@ impl PartialStep {
     }
 }
 
-/// Parts a frame of the windowed demo runs of a spread step: one (about [`LAUNCH_S`]), then
-/// the frame returns to the event loop.
+/// Parts one `simulate` call of the windowed demo runs of a spread step: one (about
+/// [`LAUNCH_S`]), then the call returns; the frame calls it as often as its part budget says
+/// (the demo's `PartBudget`) before it returns to the event loop.
 pub const PARTS_PER_FRAME: usize = 1;
 
 #[cfg(test)]

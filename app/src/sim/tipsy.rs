@@ -19,11 +19,15 @@
 //! one order satisfies. Only mass, position and velocity are used; [`write_tipsy`] writes
 //! little-endian, every body as a dark particle with `eps` = the run's softening and `phi` = its
 //! index (the sample's id convention).
+//!
+//! [`read_tipsy_with`] checks the header before the records: the file's size (from the file
+//! system) must be what the header's counts imply, and the counts within the [`ReadLimits`]; then
+//! the records are streamed, an interrupt looked for every few thousand (see [`super::file_io`]).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::file_io::{never, open_regular, OutputFile, ReadLimits, SourceError, WriteProblem, CHECK_EVERY, MAX_FILE_BODIES};
 use super::Bodies;
 
 /// Bytes of the header's fields (f64 + 5 × i32).
@@ -57,7 +61,7 @@ pub enum TipsyError {
         io: std::io::Error,
     },
     /// The file could not be created or written.
-    #[error("{}: cannot write the tipsy file: {io}; check that the directory exists and is writable", path.display())]
+    #[error("cannot write the tipsy file {}: {}", path.display(), WriteProblem(io))]
     Write {
         /// The file.
         path: PathBuf,
@@ -172,6 +176,9 @@ pub enum TipsyError {
         /// The file.
         path: PathBuf,
     },
+    /// Refused by its type, more particles than the limits allow, or the read was stopped.
+    #[error(transparent)]
+    Source(#[from] SourceError),
     /// More bodies than a tipsy header can count (i32).
     #[error("{}: {n} bodies do not fit a tipsy header (at most {} particles); save as .csv instead", path.display(), i32::MAX)]
     TooMany {
@@ -200,8 +207,8 @@ impl Header {
     }
 
     /// Bytes of all particle records.
-    fn body_bytes(&self) -> usize {
-        self.counts.iter().zip(RECORD_BYTES).map(|(n, b)| n * b).sum()
+    fn body_bytes(&self) -> u64 {
+        self.counts.iter().zip(RECORD_BYTES).map(|(&n, b)| n as u64 * b as u64).sum()
     }
 }
 
@@ -252,34 +259,74 @@ pub fn has_tipsy_extension(path: &Path) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| ["tipsy", "std", "bin"].iter().any(|t| e.eq_ignore_ascii_case(t)))
 }
 
-/// True when the existing file at `path` starts with a valid tipsy header whose counts match the
-/// file's size (with or without the header padding).
+/// True when the existing regular file at `path` starts with a valid tipsy header whose counts
+/// match the file's size (with or without the header padding). Reads the header alone; a
+/// device, pipe or directory is not opened.
 pub fn looks_like_tipsy(path: &Path) -> bool {
-    let Ok(bytes) = std::fs::read(path) else { return false };
-    sniff(&bytes).is_some_and(|h| [HEADER_FIELDS, HEADER_PADDED].contains(&bytes.len().wrapping_sub(h.body_bytes())))
+    let Ok((mut file, len)) = open_regular(path) else { return false };
+    let mut head = [0u8; HEADER_PADDED];
+    let Ok(got) = read_up_to(&mut file, &mut head) else { return false };
+    sniff(&head[..got]).is_some_and(|h| len.checked_sub(h.body_bytes()).is_some_and(|rest| rest == HEADER_FIELDS as u64 || rest == HEADER_PADDED as u64))
 }
 
-/// Read a tipsy snapshot into [`Bodies`] (`pos[i] = [x, y, z, mass]`, `vel[i] = [vx, vy, vz, 0]`),
-/// gas, dark and star particles in file order. The byte order is detected from the header (see
-/// the module docs); the other fields (eps, phi, rho, …) are not used.
+/// Reads into `buf` until it is full or the input ends; the bytes read.
+fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Read a tipsy snapshot into [`Bodies`] (`pos[i] = [x, y, z, mass]`, `vel[i] = [vx, vy, vz, 0]`)
+/// within this machine's limits ([`ReadLimits::this_machine`]), without an interrupt.
 ///
 /// # Errors
-/// [`TipsyError`]: unreadable file, no valid header, a file shorter than its header promises (the
-/// byte offset and the particle where it ends) or longer, a non-finite value, a negative mass,
-/// or no particles.
+/// As [`read_tipsy_with`].
 pub fn read_tipsy(path: &Path) -> Result<Bodies, TipsyError> {
-    let bytes = std::fs::read(path).map_err(|io| TipsyError::Read { path: path.to_owned(), io })?;
-    parse(path, &bytes).map(|(_, bodies)| bodies)
+    read_tipsy_with(path, &ReadLimits::this_machine(&never))
+}
+
+/// Read a tipsy snapshot into [`Bodies`] within `limits`, gas, dark and star particles in file
+/// order. The path must name a regular file (checked before it is opened); the header is read
+/// first and the file's size checked against its counts, then the records are streamed. The byte
+/// order is detected from the header (see the module docs); the other fields (eps, phi, rho, …)
+/// are not used.
+///
+/// # Errors
+/// [`TipsyError`]: not a regular file, unreadable file, no valid header, a file shorter than its
+/// header promises (the byte offset and the particle where it ends) or longer, more particles
+/// than `limits` allow, the read stopped, a non-finite value, a negative mass, or no particles.
+pub fn read_tipsy_with(path: &Path, limits: &ReadLimits) -> Result<Bodies, TipsyError> {
+    let read_error = |io| TipsyError::Read { path: path.to_owned(), io };
+    let (file, len) = open_regular(path).map_err(|e| e.map_or_else(read_error, TipsyError::Source))?;
+    read_from(path, &mut BufReader::with_capacity(1 << 16, file), len, limits).map(|(_, bodies)| bodies)
 }
 
 /// Parses the bytes of a tipsy file named `path` (for messages): its header and bodies.
 ///
 /// # Errors
-/// As [`read_tipsy`], without the read error.
+/// As [`read_tipsy_with`] with no limit but [`MAX_FILE_BODIES`], without the read errors.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<(Header, Bodies), TipsyError> {
+    let limits = ReadLimits::bodies(MAX_FILE_BODIES, "the step kernels' limit", &never);
+    read_from(path, &mut &bytes[..], bytes.len() as u64, &limits)
+}
+
+/// Reads a tipsy file of `len` bytes from `input`: the header, the size and limit checks, then
+/// the records one by one.
+fn read_from(path: &Path, input: &mut impl Read, len: u64, limits: &ReadLimits) -> Result<(Header, Bodies), TipsyError> {
+    let read_error = |io| TipsyError::Read { path: path.to_owned(), io };
+    let mut head = [0u8; HEADER_PADDED];
+    let got = read_up_to(input, &mut head).map_err(read_error)?;
+    let bytes = &head[..got];
     let Some(header) = sniff(bytes) else {
         let detail = if bytes.len() < HEADER_FIELDS {
-            format!("{} bytes, shorter than the {HEADER_FIELDS}-byte header", bytes.len())
+            format!("{len} bytes, shorter than the {HEADER_FIELDS}-byte header")
         } else {
             let le = |k: usize| read_i32(&bytes[8 + 4 * k..], ByteOrder::Little);
             format!(
@@ -298,45 +345,64 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<(Header, Bodies), TipsyError> 
         return Err(TipsyError::NoBodies { path: path.to_owned() });
     }
     let body_bytes = header.body_bytes();
-    let expected = HEADER_PADDED + body_bytes;
+    let expected = HEADER_PADDED as u64 + body_bytes;
     // The padded header is the usual one; a file exactly 4 bytes shorter has the bare 28.
-    let start = if bytes.len() == HEADER_FIELDS + body_bytes { HEADER_FIELDS } else { HEADER_PADDED };
-    if bytes.len() > expected {
-        let extra = bytes.len() - expected;
-        return Err(TipsyError::Trailing { path: path.to_owned(), extra, nbodies: n, len: bytes.len(), expected });
+    let start = if len == HEADER_FIELDS as u64 + body_bytes { HEADER_FIELDS } else { HEADER_PADDED };
+    let size = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
+    if len > expected {
+        let (len, expected) = (size(len), size(expected));
+        return Err(TipsyError::Trailing { path: path.to_owned(), extra: len - expected, nbodies: n, len, expected });
     }
     let [nsph, ndark, nstar] = header.counts;
-    // The header's count is only a claim until the records are read: reserve what the file holds.
-    let cap = n.min(bytes.len() / RECORD_BYTES[1]);
-    let mut bodies = Bodies { pos: Vec::with_capacity(cap), vel: Vec::with_capacity(cap) };
-    let mut offset = start;
-    const FIELDS: [&str; 7] = ["mass", "x", "y", "z", "vx", "vy", "vz"];
-    for (kind_no, (&count, &size)) in header.counts.iter().zip(&RECORD_BYTES).enumerate() {
-        let kind = KINDS[kind_no];
-        for index in 0..count {
-            let particle = bodies.len();
-            let end = offset + size;
-            if end > bytes.len() {
-                let len = bytes.len();
+    if len < start as u64 + body_bytes {
+        // The first record that ends past the end of the file.
+        let (mut offset, mut particle) = (start as u64, 0usize);
+        for ((&count, &record), kind) in header.counts.iter().zip(&RECORD_BYTES).zip(KINDS) {
+            let record = record as u64;
+            if offset + count as u64 * record > len {
+                let index = len.saturating_sub(offset) / record;
+                let at = offset + index * record;
                 return Err(TipsyError::Truncated {
                     path: path.to_owned(),
-                    len,
-                    particle,
+                    len: size(len),
+                    particle: particle + size(index),
                     kind,
-                    index,
-                    offset,
-                    end,
+                    index: size(index),
+                    offset: size(at),
+                    end: size(at + record),
                     nsph,
                     ndark,
                     nstar,
-                    expected,
+                    expected: size(expected),
                 });
             }
+            offset += count as u64 * record;
+            particle += count;
+        }
+    }
+    if n > limits.max_bodies {
+        let found = format!("the header counts {n} particles");
+        let (max, basis) = (limits.max_bodies, limits.basis.clone());
+        return Err(SourceError::TooManyBodies { path: path.to_owned(), found, max, basis }.into());
+    }
+    // The header's records start at `start`: what of them came with the header comes first.
+    let mut records = bytes.get(start..).unwrap_or(&[]).chain(input);
+    // The size matches the counts, so the file holds every body it counts.
+    let mut bodies = Bodies { pos: Vec::with_capacity(n), vel: Vec::with_capacity(n) };
+    let mut offset = start;
+    const FIELDS: [&str; 7] = ["mass", "x", "y", "z", "vx", "vy", "vz"];
+    let mut record = [0u8; 48];
+    for ((&count, &size), kind) in header.counts.iter().zip(&RECORD_BYTES).zip(KINDS) {
+        for index in 0..count {
+            let particle = bodies.len();
+            if particle > 0 && particle.is_multiple_of(CHECK_EVERY) && (limits.stop)() {
+                return Err(SourceError::Interrupted { path: path.to_owned(), at: format!("particle {particle}") }.into());
+            }
+            records.read_exact(&mut record[..size]).map_err(read_error)?;
             let mut v = [0.0f32; 7];
             for (k, slot) in v.iter_mut().enumerate() {
-                let at = offset + 4 * k;
-                let value = f32::from_bits(read_u32(&bytes[at..], header.order));
-                let field = FIELDS[k];
+                let value = f32::from_bits(read_u32(&record[4 * k..], header.order));
+                let (field, at) = (FIELDS[k], offset + 4 * k);
                 if !value.is_finite() {
                     return Err(TipsyError::NonFinite {
                         path: path.to_owned(),
@@ -356,7 +422,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<(Header, Bodies), TipsyError> 
             let [m, x, y, z, vx, vy, vz] = v;
             bodies.pos.push([x, y, z, m]);
             bodies.vel.push([vx, vy, vz, 0.0]);
-            offset = end;
+            offset += size;
         }
     }
     Ok((header, bodies))
@@ -370,32 +436,48 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<(Header, Bodies), TipsyError> 
 /// [`TipsyError::TooMany`] past `i32::MAX` bodies (`path` names the file in the message).
 pub fn encode(path: &Path, bodies: &Bodies, time: f64, softening: f32) -> Result<Vec<u8>, TipsyError> {
     let n = bodies.pos.len().min(bodies.vel.len());
-    let count = i32::try_from(n).map_err(|_| TipsyError::TooMany { path: path.to_owned(), n })?;
     let mut out = Vec::with_capacity(HEADER_PADDED + n * RECORD_BYTES[1]);
-    out.extend_from_slice(&time.to_le_bytes());
-    for field in [count, 3, 0, count, 0, 0] {
-        out.extend_from_slice(&field.to_le_bytes());
-    }
-    for (i, (p, v)) in bodies.pos.iter().zip(&bodies.vel).enumerate() {
-        for value in [p[3], p[0], p[1], p[2], v[0], v[1], v[2], softening] {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
-        out.extend_from_slice(&(i as i32).to_le_bytes());
-    }
+    let count = count_of(path, n)?;
+    encode_into(&mut out, bodies, count, time, softening).map_err(|io| TipsyError::Write { path: path.to_owned(), io })?;
     Ok(out)
 }
 
+/// N as a tipsy header's count.
+fn count_of(path: &Path, n: usize) -> Result<i32, TipsyError> {
+    i32::try_from(n).map_err(|_| TipsyError::TooMany { path: path.to_owned(), n })
+}
+
+/// Writes the snapshot [`encode`] describes, of `count` bodies, to `out`.
+fn encode_into(out: &mut impl Write, bodies: &Bodies, count: i32, time: f64, softening: f32) -> io::Result<()> {
+    out.write_all(&time.to_le_bytes())?;
+    // nbodies, ndim, nsph, ndark, nstar, and the 4 bytes of padding.
+    for field in [count, 3, 0, count, 0, 0] {
+        out.write_all(&field.to_le_bytes())?;
+    }
+    let mut record = [0u8; 36];
+    for (i, (p, v)) in bodies.pos.iter().zip(&bodies.vel).enumerate() {
+        for (k, value) in [p[3], p[0], p[1], p[2], v[0], v[1], v[2], softening].into_iter().enumerate() {
+            record[4 * k..4 * k + 4].copy_from_slice(&value.to_le_bytes());
+        }
+        record[32..].copy_from_slice(&(i as i32).to_le_bytes());
+        out.write_all(&record)?;
+    }
+    Ok(())
+}
+
 /// Write `bodies` as a little-endian tipsy snapshot (see [`encode`]); reading it back with
-/// [`read_tipsy`] gives the same bits.
+/// [`read_tipsy`] gives the same bits. The file appears whole or not at all ([`OutputFile`]: a
+/// temporary beside it, renamed over it when complete).
 ///
 /// # Errors
-/// [`TipsyError::Write`] when the file cannot be created or written; [`TipsyError::TooMany`].
+/// [`TipsyError::Write`] when the file cannot be created or written (its cause and remedy: a full
+/// disk, a missing directory, …; the target is then left as it was); [`TipsyError::TooMany`].
 pub fn write_tipsy(path: &Path, bodies: &Bodies, time: f64, softening: f32) -> Result<(), TipsyError> {
-    let bytes = encode(path, bodies, time, softening)?;
+    let count = count_of(path, bodies.pos.len().min(bodies.vel.len()))?;
     let io = |io| TipsyError::Write { path: path.to_owned(), io };
-    let mut out = BufWriter::new(File::create(path).map_err(io)?);
-    out.write_all(&bytes).map_err(io)?;
-    out.flush().map_err(io)
+    let mut out = OutputFile::create(path).map_err(io)?;
+    encode_into(&mut out, bodies, count, time, softening).map_err(io)?;
+    out.commit().map_err(io)
 }
 
 #[cfg(test)]

@@ -186,9 +186,10 @@ pub fn show(out: &mut impl Write, outcomes: &[Outcome], json: bool, quiz: Option
 }
 
 /// `Ok` when every outcome got an expected code; otherwise an error that says which did not,
-/// and why (`replayed`: the file they were read from). A case that could not run here (not a
-/// replay) gets the remedy of a class without a GPU: `--replay` [`RECORDED`] (with `--quiz` when
-/// `quiz`).
+/// and why (`replayed`: the file they were read from). Cases that could not run here (not a
+/// replay) did not fail, and the error says so — "could not run here (no CUDA driver)" — with the
+/// remedy of a class without a GPU: `--replay` [`RECORDED`] and the case's name (`all` for every
+/// case; with `--quiz` when `quiz`).
 ///
 /// # Errors
 /// As said: a case that could not run (or was recorded so) or did not produce an expected code.
@@ -196,34 +197,63 @@ pub fn verdict(outcomes: &[Outcome], replayed: Option<&Path>, quiz: bool) -> any
     let unavailable: Vec<&Outcome> = outcomes.iter().filter(|o| o.is_unavailable()).collect();
     let unexpected: Vec<String> =
         outcomes.iter().filter(|o| !o.ok && !o.is_unavailable()).map(|o| format!("{} (got {})", o.case, o.got_summary())).collect();
-    let ran = if replayed.is_some() { "was recorded as not run" } else { "could not run" };
+    if unexpected.is_empty() && unavailable.is_empty() {
+        return Ok(());
+    }
     let mut why = Vec::new();
     if !unexpected.is_empty() {
         why.push(format!("{} did not produce the expected code: {}", unexpected.len(), unexpected.join("; ")));
     }
-    if let Some(first) = unavailable.first() {
-        let names: Vec<&str> = unavailable.iter().map(|o| o.case.as_str()).collect();
-        if unavailable.iter().all(|o| o.got_text == first.got_text) {
-            why.push(format!("{} {ran} ({}): {}", unavailable.len(), names.join(", "), first.got_text));
-        } else {
-            let each: Vec<String> = unavailable.iter().map(|o| format!("{}: {}", o.case, o.got_text)).collect();
-            why.push(format!("{} {ran}: {}", unavailable.len(), each.join("; ")));
+    let names: Vec<&str> = unavailable.iter().map(|o| o.case.as_str()).collect();
+    if let Some(path) = replayed {
+        if let Some(first) = unavailable.first() {
+            if unavailable.iter().all(|o| o.got_text == first.got_text) {
+                why.push(format!("{} was recorded as not run ({}): {}", unavailable.len(), names.join(", "), first.got_text));
+            } else {
+                let each: Vec<String> = unavailable.iter().map(|o| format!("{}: {}", o.case, o.got_text)).collect();
+                why.push(format!("{} was recorded as not run: {}", unavailable.len(), each.join("; ")));
+            }
         }
-        if replayed.is_none() {
-            let quiz = if quiz { " --quiz" } else { "" };
-            why.push(format!(
-                "without a GPU, replay the answers recorded on one: `nbody-interop lab{quiz} --replay {RECORDED} [NAME]` (run it \
-                 from the repository's root)"
-            ));
-        }
+        let failed = unexpected.len() + unavailable.len();
+        bail!("{failed} of {} replayed lab case(s) from {} failed; {}", outcomes.len(), path.display(), why.join("; "));
     }
-    if why.is_empty() {
-        return Ok(());
+    if !unavailable.is_empty() {
+        // Nothing was judged for these: they did not fail, they could not run here.
+        let name = match outcomes {
+            [one] => one.case.as_str(),
+            _ if outcomes.len() == CASES.len() => "all",
+            _ => "NAME",
+        };
+        let quiz = if quiz { " --quiz" } else { "" };
+        let reasons: Vec<String> = unavailable.iter().map(|o| short_reason(&o.got_text)).collect();
+        let reason = if reasons.iter().all(|r| *r == reasons[0]) { reasons[0].clone() } else { "see each case above".to_string() };
+        let which = if unavailable.len() == outcomes.len() { String::new() } else { format!(" ({})", names.join(", ")) };
+        why.push(format!(
+            "{} of {} lab case(s){which} could not run here ({reason}): replay the recorded answers with `nbody-interop lab{quiz} \
+             --replay {RECORDED} {name}` (from the repository's root)",
+            unavailable.len(),
+            outcomes.len()
+        ));
     }
-    let failed = unexpected.len() + unavailable.len();
-    match replayed {
-        None => bail!("{failed} of {} lab case(s) failed; {}", outcomes.len(), why.join("; ")),
-        Some(f) => bail!("{failed} of {} replayed lab case(s) from {} failed; {}", outcomes.len(), f.display(), why.join("; ")),
+    if unexpected.is_empty() {
+        bail!("{}", why.join("; "));
+    }
+    bail!("{} of {} lab case(s) failed; {}", unexpected.len(), outcomes.len(), why.join("; "))
+}
+
+/// The head of why a case could not run: `no CUDA driver` for a driver that does not load, else
+/// the reason's first clause (the whole reason is with the case).
+fn short_reason(got_text: &str) -> String {
+    let text = got_text.strip_prefix("unavailable: ").unwrap_or(got_text);
+    if text.contains("no CUDA driver library could be loaded") {
+        return "no CUDA driver".to_string();
+    }
+    let head = text.split(['.', ';']).next().unwrap_or(text);
+    let head = head.split_once(": ").map_or(head, |(h, _)| h).trim();
+    if head.chars().count() > 100 {
+        format!("{}…", head.chars().take(100).collect::<String>())
+    } else {
+        head.to_string()
     }
 }
 
@@ -438,7 +468,14 @@ mod tests {
         assert_eq!(text.matches(why).count(), 1, "{text}");
         assert_eq!(text.matches("the same reason as above").count(), 2, "{text}");
         let err = verdict(&outcomes, None, false).expect_err("cases that could not run fail").to_string();
-        assert!(err.contains(why) && err.contains(&format!("lab --replay {RECORDED}")), "{err}");
+        assert!(err.contains("3 of 3 lab case(s) could not run here (no CUDA driver)"), "{err}");
+        assert!(err.contains(&format!("lab --replay {RECORDED} NAME")) && !err.contains("failed"), "{err}");
+        // One case: its name in the remedy; every case: `all`.
+        let err = verdict(&outcomes[..1], None, false).expect_err("a case that could not run fails").to_string();
+        assert!(err.contains(&format!("could not run here (no CUDA driver): replay the recorded answers with `nbody-interop lab --replay {RECORDED} {}`", CASES[0].name)), "{err}");
+        let all: Vec<Outcome> = CASES.iter().map(|c| Outcome::unavailable(c, why)).collect();
+        let err = verdict(&all, None, true).expect_err("cases that could not run fail").to_string();
+        assert!(err.contains(&format!("lab --quiz --replay {RECORDED} all`")), "{err}");
         // The recorded file is where the remedy says (relative to the repository's root).
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let rec = parse(&std::fs::read_to_string(root.join(RECORDED)).expect("the recorded lab file")).expect("parses");

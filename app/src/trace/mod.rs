@@ -23,6 +23,7 @@
 
 pub mod clock;
 pub mod cupti;
+mod output;
 mod records;
 pub mod timeline;
 
@@ -43,6 +44,8 @@ use interop::{Api, TraceRecord};
 struct Sink {
     path: PathBuf,
     out: BufWriter<File>,
+    /// Dropped after `out` (which flushes into the temporary): removes a temporary not renamed.
+    pending: output::Pending,
 }
 
 struct Inner {
@@ -145,14 +148,16 @@ impl Recorder {
         Recorder::default()
     }
 
-    /// A recorder that also writes every call to `path` (JSON lines; the file is created or truncated).
+    /// A recorder that also writes every call to `path` (JSON lines). The lines go to a
+    /// temporary beside `path`, renamed over it by the first [`Recorder::finish`]: until then a
+    /// file already at `path` stays as it was, and a run that never finishes leaves none.
     ///
     /// # Errors
     /// The file cannot be created.
     pub fn to_file(path: &Path) -> anyhow::Result<Recorder> {
-        let f = File::create(path).with_context(|| format!("cannot create the --trace file {}", path.display()))?;
+        let (f, pending) = output::create(path).with_context(|| format!("cannot create the --trace file {}", path.display()))?;
         let r = Recorder::new();
-        r.lock().sink = Some(Sink { path: path.to_path_buf(), out: BufWriter::new(f) });
+        r.lock().sink = Some(Sink { path: path.to_path_buf(), out: BufWriter::new(f), pending });
         Ok(r)
     }
 
@@ -346,14 +351,22 @@ impl Recorder {
         self.lock().seq
     }
 
-    /// Flushes the file and returns the first write error, if any.
+    /// Flushes the `--trace` file and puts it in place (the first call renames its temporary over
+    /// the target; calls recorded later are appended and flushed by the next call), writes the
+    /// `--timeline` file whole, and returns the first write error, if any. A `--trace` file that
+    /// failed is given up: its temporary is removed, the target left as it was.
     ///
     /// # Errors
-    /// Writing or flushing the `--trace` file failed.
+    /// Writing, flushing or renaming the `--trace` file failed, or writing the `--timeline` file.
     pub fn finish(&self) -> anyhow::Result<()> {
         let mut i = self.lock();
         if let Some(s) = i.sink.as_mut() {
-            s.out.flush().with_context(|| format!("writing the trace {}", s.path.display()))?;
+            let done = s.out.flush().and_then(|()| s.pending.commit(s.out.get_ref()));
+            if let Err(e) = done {
+                let path = s.path.clone();
+                i.sink = None;
+                return Err(e).with_context(|| format!("writing the trace {}", path.display()));
+            }
         }
         if let Some(t) = i.timeline.as_ref() {
             t.write()?;

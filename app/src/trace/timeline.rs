@@ -105,7 +105,8 @@ impl Timeline {
     }
 
     /// Writes the file: thread names first, then the events sorted by time within each track
-    /// (GPU spans are recorded when the host learns of them, after later host calls).
+    /// (GPU spans are recorded when the host learns of them, after later host calls). The file
+    /// appears whole or not at all (a temporary beside it, renamed over it when complete).
     ///
     /// # Errors
     /// The file cannot be written.
@@ -168,6 +169,6 @@ impl Timeline {
         }
         let doc = json!({ "traceEvents": all, "displayTimeUnit": "ms", "otherData": other });
         let text = serde_json::to_string(&doc).context("encoding the timeline")?;
-        std::fs::write(&self.path, text).with_context(|| format!("writing --timeline {}", self.path.display()))
+        super::output::write_whole(&self.path, text.as_bytes()).with_context(|| format!("writing --timeline {}", self.path.display()))
     }
 }

@@ -112,6 +112,8 @@ pub struct Overlay {
     first_diagnostics: Option<Diagnostics>,
     message: Option<String>,
     panel_width: f32,
+    /// The panel's width across window resizes.
+    width: PanelWidth,
     /// The Workflow panel (step mode, mistake lab); the frame loop reads and fills it.
     pub workflow: super::workflow::WorkflowPanel,
 }
@@ -133,40 +135,11 @@ pub fn step_in_progress_text(t: &SimTimings, cuda: bool) -> Option<String> {
 /// The measures with a plot, in the order of [`Overlay`]'s series after the host frame time.
 const MEASURES: [Measure; 5] = [Measure::Map, Measure::Kernel, Measure::Unmap, Measure::Upload, Measure::Draw];
 
-/// Frames over which the overlay's simulated time per wall second is measured.
-pub const SIM_TIME_FRAMES: usize = 30;
+mod rate;
+mod width;
 
-/// Simulated time per wall second over the last [`SIM_TIME_FRAMES`] frames: the sum of their
-/// steps × dt over the sum of their start-to-start times (one frame jitters too much to read).
-#[derive(Debug, Default)]
-pub struct SimTimeRate {
-    /// (simulated time units, wall ms) of each frame, oldest first.
-    frames: VecDeque<(f64, f64)>,
-}
-
-impl SimTimeRate {
-    /// Add a frame of `steps` steps of `dt` that came `host_frame_ms` after the one before
-    /// (0 or less: the first frame, not counted).
-    pub fn push(&mut self, steps: u32, dt: f32, host_frame_ms: f64) {
-        if host_frame_ms > 0.0 && host_frame_ms.is_finite() {
-            if self.frames.len() == SIM_TIME_FRAMES {
-                self.frames.pop_front();
-            }
-            self.frames.push_back((f64::from(steps) * f64::from(dt), host_frame_ms));
-        }
-    }
-
-    /// Simulated time units per wall second over the frames kept; `None` before the first.
-    pub fn rate(&self) -> Option<f64> {
-        let (sim, wall_ms) = self.frames.iter().fold((0.0, 0.0), |(a, b), &(s, w)| (a + s, b + w));
-        (wall_ms > 0.0).then(|| sim / (wall_ms * 1e-3))
-    }
-
-    /// Forget the frames (a reset).
-    pub fn clear(&mut self) {
-        self.frames.clear();
-    }
-}
+pub use rate::{SimTimeRate, SIM_TIME_FRAMES};
+pub use width::PanelWidth;
 
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "—".to_owned(), |v| format!("{v:.3} ms"))
@@ -185,6 +158,7 @@ impl Overlay {
             first_diagnostics: None,
             message: None,
             panel_width: 0.0,
+            width: PanelWidth::default(),
             workflow: super::workflow::WorkflowPanel::default(),
         }
     }
@@ -197,10 +171,8 @@ impl Overlay {
         for (series, v) in self.series.iter_mut().zip(values) {
             series.push(s.frame, v);
         }
-        if s.sim.spread.is_none() {
-            // A frame of a step spread over frames moved nothing yet.
-            self.sim_time.push(s.steps, s.dt, host.unwrap_or(0.0));
-        }
+        // Whole steps only: a frame of a step spread over frames counts when it completes it.
+        self.sim_time.push(s.sim.stopped_after.unwrap_or(s.steps), s.dt, host.unwrap_or(0.0));
         self.last = *s;
     }
 
@@ -246,7 +218,13 @@ impl Overlay {
     /// Build the overlay (a left side panel) in `ui`; returns what the user asked for.
     pub fn ui(&mut self, ui: &mut egui::Ui, view: &BackendView<'_>) -> Vec<Action> {
         let mut actions = Vec::new();
-        let panel = egui::Panel::left("overlay").resizable(true).default_size(360.0).show(ui, |ui| {
+        let screen = ui.available_rect_before_wrap().width();
+        let panel = egui::Panel::left("overlay").resizable(true).default_size(width::DEFAULT_WIDTH);
+        let panel = match self.width.restore(screen) {
+            Some(w) => panel.exact_size(w),
+            None => panel,
+        };
+        let panel = panel.show(ui, |ui| {
             egui::ScrollArea::both().show(ui, |ui| {
                 ui.heading("nbody-interop");
                 ui.label(RichText::new(view.label).strong());
@@ -311,6 +289,7 @@ impl Overlay {
             });
         });
         self.panel_width = panel.response.rect.right().max(0.0);
+        self.width.shown(panel.response.rect.width(), screen);
         if self.workflow.open {
             let free = ui.ctx().content_rect().width() - self.panel_width - 24.0;
             super::workflow::timeline_window(ui.ctx(), &view.workflow, free.clamp(240.0, 900.0));
@@ -364,11 +343,11 @@ impl Overlay {
             ui.label("steps / frame");
             let c = &self.controls;
             let pace = if c.auto_steps { " (auto)" } else { "" };
-            if s.frame == 0 || s.host_frame_ms <= 0.0 {
-                ui.label(format!("{}{pace}", s.steps));
-            } else {
-                ui.label(format!("{}{pace} · {:.0} steps/s", s.steps, f64::from(s.steps) * 1e3 / s.host_frame_ms));
-            }
+            match self.sim_time.steps_rate() {
+                Some(r) if r < 10.0 => ui.label(format!("{}{pace} · {r:.2} steps/s", s.steps)),
+                Some(r) => ui.label(format!("{}{pace} · {r:.0} steps/s", s.steps)),
+                None => ui.label(format!("{}{pace}", s.steps)),
+            };
             ui.end_row();
             if c.auto_steps {
                 // Which limit set the count: what fits the frame, or the scene's rate.

@@ -250,8 +250,9 @@ pub struct Document<'a> {
     /// `complete`, `running`, `interrupted`, `incomplete: requested mode(s) could not run here: …`
     /// or `error: <message>` (the last two, when modes asked for could not run, name them too).
     pub status: String,
-    /// True when the run went to its end with every mode asked for by name (skipped sizes, and
-    /// modes of the default list that cannot run here, are listed in `skipped`).
+    /// True when the run went to its end with every mode asked for by name and every N of `cpu`
+    /// when it was named without `--skip-slow` (other skipped sizes, and modes of the default
+    /// list that cannot run here, are listed in `skipped`).
     pub complete: bool,
     /// What was not measured.
     pub skipped: &'a [Skipped],

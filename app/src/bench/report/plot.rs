@@ -38,7 +38,7 @@ pub(super) fn n_label(n: f64) -> String {
 
 /// Draw `bench.png`: above, the median frame time (ms) against N, log-log, one line per mode (per
 /// mode and GPU setup when the run has setups besides the plain one); below, where each row's
-/// frame goes ([`draw_breakdown`]).
+/// frame goes (`draw_breakdown`).
 ///
 /// # Errors
 /// Nothing to plot, or plotters fails to draw or encode the PNG.
@@ -67,6 +67,9 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
         y1 = y1.max(y);
     }
     let (x0, x1, y0, y1) = (x0 / 1.5, x1 * 1.5, y0 / 2.0, y1 * 2.0);
+    // Labelled y ticks whatever the range (one N spans a factor of 4, where plotters' own log
+    // ticks may be none).
+    let y_ticks = log_ticks(y0, y1);
     // Label the x axis at the measured body counts.
     let mut ns: Vec<f64> = rows.iter().map(|r| r.n as f64).collect();
     ns.sort_by(f64::total_cmp);
@@ -83,14 +86,14 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
             .margin(16)
             .x_label_area_size(48)
             .y_label_area_size(72)
-            .build_cartesian_2d((x0..x1).log_scale().with_key_points(ns), (y0..y1).log_scale())
+            .build_cartesian_2d((x0..x1).log_scale().with_key_points(ns), (y0..y1).log_scale().with_key_points(y_ticks))
             .map_err(|e| anyhow!("plot: {e}"))?;
         chart
             .configure_mesh()
             .x_desc("bodies N")
             .y_desc("median frame time (ms)")
             .x_label_formatter(&|x| n_label(*x))
-            .y_label_formatter(&|y| if *y >= 1.0 { format!("{y:.0}") } else { format!("{y:.3}") })
+            .y_label_formatter(&|y| tick_label(*y))
             .label_style(("sans-serif", 16))
             .axis_desc_style(("sans-serif", 18))
             .draw()
@@ -122,6 +125,49 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     }
     std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
+
+/// Ticks of a log axis from `lo` to `hi` (> 0): the values m × 10^k in the range for m in the
+/// densest of {1, 2, 3, 5}, {1, 2, 5}, {1} that gives at most 8 of them (the sparsest, {1}, when
+/// none does), but never fewer than two while a denser one has two (a range of a factor 4, the
+/// narrowest a plot has, always holds two of {1, 2, 3, 5}).
+pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && hi > lo) {
+        return Vec::new();
+    }
+    let ticks = |ms: &[f64]| -> Vec<f64> {
+        let (k0, k1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        (k0..=k1).flat_map(|k| ms.iter().map(move |m| m * 10f64.powi(k))).filter(|t| (lo..=hi).contains(t)).collect()
+    };
+    let sets: [&[f64]; 3] = [&[1.0, 2.0, 3.0, 5.0], &[1.0, 2.0, 5.0], &[1.0]];
+    let mut best = ticks(sets[0]);
+    for m in &sets[1..] {
+        let t = ticks(m);
+        if best.len() <= 8 || t.len() < 2 {
+            break;
+        }
+        best = t;
+    }
+    best
+}
+
+/// A tick's label: whole numbers from 1 on, else the significant digits (0.002, 0.05).
+pub(super) fn tick_label(y: f64) -> String {
+    if y >= 1.0 {
+        format!("{y:.0}")
+    } else {
+        // Up to 3 significant digits, trailing zeros dropped.
+        let digits = (-y.log10().floor()) as usize + 2;
+        let s = format!("{y:.digits$}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Width in pixels of the column right of the breakdown's bars: each bar's median frame time,
+/// and the legend beside them.
+const BREAKDOWN_SIDE_PX: u32 = 230;
+
+/// The breakdown's x axis: shares of the median frame, 0 to 100 %, nothing past it.
+pub(super) const BREAKDOWN_X: std::ops::Range<f64> = 0.0..100.0;
 
 /// Height in pixels of [`draw_breakdown`]'s panel for `bars` rows: a bar of 18 px per row.
 fn breakdown_height(bars: usize) -> u32 {
@@ -173,13 +219,18 @@ fn draw_breakdown<DB: plotters::prelude::DrawingBackend>(
     let bars = rows.len();
     // Bar 0 at the top: segment b holds row bars − 1 − b.
     let names: Vec<String> = rows.iter().zip(labels).map(|(r, l)| format!("{l} · {}", n_label(r.n as f64))).collect();
-    let mut chart = ChartBuilder::on(area)
-        .caption("where a frame goes: parts of the median frame (CUDA events, GL timer query)", ("sans-serif", 20))
+    let area = area
+        .titled("where a frame goes: parts of the median frame (CUDA events, GL timer query)", ("sans-serif", 20))
+        .map_err(|e| anyhow!("plot: {e}"))?;
+    // The bars on the left, 0–100 %; the frame times and the legend in a column on the right.
+    let (width, _) = area.dim_in_pixel();
+    let (left, side) = area.split_horizontally(width.saturating_sub(BREAKDOWN_SIDE_PX));
+    let mut chart = ChartBuilder::on(&left)
         .margin(16)
+        .margin_right(8)
         .x_label_area_size(40)
         .y_label_area_size(190)
-        // Room on the right for the frame times and the legend.
-        .build_cartesian_2d(0f64..135f64, (0..bars).into_segmented())
+        .build_cartesian_2d(BREAKDOWN_X, (0..bars).into_segmented())
         .map_err(|e| anyhow!("plot: {e}"))?;
     chart
         .configure_mesh()
@@ -190,12 +241,12 @@ fn draw_breakdown<DB: plotters::prelude::DrawingBackend>(
             _ => String::new(),
         })
         .x_desc("share of the median frame (%)")
-        .x_label_formatter(&|x| if *x <= 100.0 { format!("{x:.0}") } else { String::new() })
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 16))
         .draw()
         .map_err(|e| anyhow!("plot: {e}"))?;
-    for (i, (name, color)) in PARTS.iter().enumerate() {
+    for (i, (_, color)) in PARTS.iter().enumerate() {
         let rects: Vec<Rectangle<(f64, SegmentValue<usize>)>> = rows
             .iter()
             .enumerate()
@@ -210,27 +261,51 @@ fn draw_breakdown<DB: plotters::prelude::DrawingBackend>(
                 bar
             })
             .collect();
-        let color = *color;
-        chart
-            .draw_series(rects)
-            .map_err(|e| anyhow!("plot: {e}"))?
-            .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+        chart.draw_series(rects).map_err(|e| anyhow!("plot: {e}"))?;
     }
-    chart
-        .draw_series(rows.iter().enumerate().map(|(row, r)| {
-            let ms = r.times.frame.median;
-            let text = if ms >= 10.0 { format!("{ms:.0} ms") } else { format!("{ms:.2} ms") };
-            Text::new(text, (101.0, SegmentValue::Exact(bars - row)), ("sans-serif", 12))
-        }))
-        .map_err(|e| anyhow!("plot: {e}"))?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(|e| anyhow!("plot: {e}"))?;
+    // The side column: each bar's median frame time level with it, then the legend.
+    let (_, base_y) = side.get_base_pixel();
+    for (row, r) in rows.iter().enumerate() {
+        let ms = r.times.frame.median;
+        let text = if ms >= 10.0 { format!("{ms:.0} ms") } else { format!("{ms:.2} ms") };
+        let (_, y) = chart.backend_coord(&(BREAKDOWN_X.end, SegmentValue::Exact(bars - row)));
+        side.draw(&Text::new(text, (4, y - base_y + 3), ("sans-serif", 12))).map_err(|e| anyhow!("plot: {e}"))?;
+    }
+    let (_, y) = chart.backend_coord(&(BREAKDOWN_X.end, SegmentValue::Exact(bars)));
+    let (lx, ly) = (84, y - base_y);
+    for (i, (name, color)) in PARTS.iter().enumerate() {
+        let top = ly + 20 * i as i32;
+        side.draw(&Rectangle::new([(lx, top), (lx + 14, top + 12)], color.filled())).map_err(|e| anyhow!("plot: {e}"))?;
+        side.draw(&Text::new(*name, (lx + 20, top - 1), ("sans-serif", 14))).map_err(|e| anyhow!("plot: {e}"))?;
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One N spans a factor of 4 on the y axis (median / 2 to median × 2): wherever it falls, at
+    /// least two labelled ticks, in the range, ascending; wide ranges stay at powers of ten.
+    #[test]
+    fn a_single_n_gets_labelled_y_ticks() {
+        for median in [0.0013, 0.07, 0.9, 1.0, 2.1, 4.2, 7.049, 67.1, 999.0, 1384.4, 3.3e5] {
+            let (lo, hi) = (median / 2.0, median * 2.0);
+            let t = log_ticks(lo, hi);
+            assert!(t.len() >= 2, "{median}: {t:?}");
+            assert!(t.iter().all(|x| (lo..=hi).contains(x)) && t.windows(2).all(|w| w[0] < w[1]), "{median}: {t:?}");
+            assert!(t.iter().all(|x| !tick_label(*x).is_empty()), "{t:?}");
+        }
+        assert_eq!(log_ticks(0.5, 2000.0), vec![1.0, 10.0, 100.0, 1000.0]);
+        assert_eq!(log_ticks(2.0, 350.0), vec![2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0]);
+        assert_eq!(tick_label(0.002), "0.002");
+        assert_eq!(tick_label(0.05), "0.05");
+        assert_eq!(tick_label(300.0), "300");
+    }
+
+    /// The breakdown's x axis is the share of the frame: it ends at 100 %.
+    #[test]
+    fn the_breakdown_axis_ends_at_100_percent() {
+        assert_eq!((BREAKDOWN_X.start, BREAKDOWN_X.end), (0.0, 100.0));
+    }
 }

@@ -53,6 +53,10 @@ impl Scene {
     /// # Errors
     /// The file cannot be written (the message names the path and the cause).
     pub fn screenshot(&self, target: &RenderTarget, path: &Path) -> anyhow::Result<()> {
+        if self.frame == 0 {
+            // The target holds nothing drawn yet (a run stopped before its first frame): no file.
+            anyhow::bail!("--screenshot {}: no frame was drawn before the run ended, so no screenshot was made", path.display());
+        }
         let [w, h] = target.size();
         target.bind(self.current.gl());
         if matches!(target, RenderTarget::Default { .. }) {
@@ -90,8 +94,11 @@ impl Scene {
             }
         }
         // A backend without long steps cannot say: one force evaluation may be needed.
-        let unsynchronized = |b: &&dyn SimBackend| b.long_steps().is_none_or(|l| !l.synchronized());
-        if let Some(b) = self.backend.as_deref().filter(|b| crate::stop::stopped() && unsynchronized(b)) {
+        let unsynchronized = |b: &dyn SimBackend| b.long_steps().is_none_or(|l| !l.synchronized());
+        // The final state is read for --save-state; without it only where reading costs no force
+        // evaluation (velocities already synchronised), for the last divergence check.
+        let wanted = self.args.save_state.is_some();
+        if let Some(b) = self.backend.as_deref().filter(|b| wanted && crate::stop::stopped() && unsynchronized(*b)) {
             // The state written has synchronised velocities: one more force evaluation, unless
             // they are already (no step finished since the start or the last synchronisation).
             let (rate, _) = b.nominal_rate();
@@ -99,19 +106,22 @@ impl Scene {
             let secs = n * n / rate.max(1.0);
             if secs > 1.0 {
                 eprintln!(
-                    "stopping: the state written needs one more force evaluation (about {secs:.0} s at N = {n}); Ctrl-C \
-                     again exits at once without writing it"
+                    "stopping: the state written needs one more force evaluation (about {secs:.0} s at N = {n}); {} exits \
+                     at once without writing it",
+                    crate::stop::again_hint()
                 );
             }
         }
         let end = match self.backend.as_deref_mut() {
-            Some(b) => b.bodies(gl, &vbos).context("reading the final state"),
-            None => Err(anyhow!("no simulation backend (a reset failed)")),
+            Some(b) if !wanted && unsynchronized(b) => None,
+            Some(b) => Some(b.bodies(gl, &vbos).context("reading the final state")),
+            None => Some(Err(anyhow!("no simulation backend (a reset failed)"))),
         };
         // A finite final state becomes the last finite one; a diverged run keeps the one before.
         match end {
-            Ok(b) => self.check_finite(self.frame, b),
-            Err(e) => failed.push(format!("{e:#}")),
+            Some(Ok(b)) => self.check_finite(self.frame, b),
+            Some(Err(e)) => failed.push(format!("{e:#}")),
+            None => {}
         }
         let mut saved = String::new();
         if let Some(path) = self.args.save_state.clone() {

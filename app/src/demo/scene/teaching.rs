@@ -190,10 +190,10 @@ impl Scene {
             // The backend was re-made (new settings): step mode again, if it still can.
             self.set_step_mode(true);
         }
-        let backend = self.backend()?;
-        if step_view(backend.as_ref()).is_none() {
-            return backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.label()));
+        if step_view(self.backend()?.as_ref()).is_none() {
+            return self.simulate_parts(gl, vbos, steps);
         }
+        let backend = self.backend()?;
         let mut t = SimTimings::default();
         if next {
             let want = step_view(backend.as_ref()).map(|v| v.next);

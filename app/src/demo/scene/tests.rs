@@ -363,3 +363,50 @@ fn the_timeline_shows_the_last_frame_and_grows_in_step_mode() {
     drop(s);
     drop(ctx);
 }
+
+/// A run stopped before its first frame has nothing drawn: no screenshot is made (no file, an
+/// error that says why), rather than a black image reported as written. After a frame it is.
+#[test]
+fn no_screenshot_before_the_first_frame() {
+    let a = args(&[]);
+    let (mut s, t, ctx) = scene(&a);
+    let dir = std::env::temp_dir().join(format!("nbody-first-frame-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let path = dir.join("shot.png");
+    let _ = std::fs::remove_file(&path);
+    let e = s.screenshot(&t, &path).expect_err("nothing drawn yet");
+    assert!(format!("{e:#}").contains("no frame was drawn"), "{e:#}");
+    assert!(!path.exists(), "no file left");
+    frame(&mut s, t);
+    s.screenshot(&t, &path).expect("after a frame");
+    assert!(path.is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(s);
+    drop(ctx);
+}
+
+/// The run's end reads the state back (for a backend that cannot say its velocities are
+/// synchronised, one force evaluation) only for `--save-state`: the fake backend's read fails,
+/// so a read shows as an error.
+#[test]
+fn the_end_reads_no_state_when_none_was_asked_for() {
+    let dir = std::env::temp_dir().join(format!("nbody-end-read-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let state = dir.join("end.csv");
+    for save in [false, true] {
+        let a = if save { args(&["--save-state", state.to_str().expect("utf-8")]) } else { args(&[]) };
+        let (mut s, t, ctx) = scene(&a);
+        s.backend = Some(Box::new(Fake(None)));
+        frame(&mut s, t);
+        let end = s.finish();
+        if save {
+            let e = end.expect_err("--save-state reads the state, which the fake backend refuses");
+            assert!(format!("{e:#}").contains("reading the final state"), "{e:#}");
+        } else {
+            end.expect("no state asked for: none read");
+        }
+        drop(s);
+        drop(ctx);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,9 +1,10 @@
-//! CPU backends: the same fused leapfrog as the CUDA kernel, in float64 (the test reference) and
-//! float32 (the application's CPU backend), both parallel over bodies `i` with rayon.
+//! CPU backends: the same fused leapfrog as the CUDA kernel, in float64 (the test reference,
+//! [`CpuF64`]) and in the CPU backend's [`Cpu`] (float32, [`CpuF32`], or float64 for
+//! `--precision f64`), all parallel over bodies `i` with rayon.
 //!
-//! Both follow the convention of [`crate::sim`]: one all-pairs force evaluation per step,
+//! All follow the convention of [`crate::sim`]: one all-pairs force evaluation per step,
 //! `v += a(x_n) * kick` (kick = dt/2 on the first step after a synchronisation, else dt), then
-//! `x_{n+1} = x_n + v * dt`. [`CpuF32::bodies`] / [`CpuF64::bodies`] finish with the closing half
+//! `x_{n+1} = x_n + v * dt`. [`Cpu::bodies`] / [`CpuF64::bodies`] finish with the closing half
 //! kick `v += a(x_n) * dt/2`, so the velocities they return are synchronised with the positions
 //! (kick-drift-kick leapfrog; Verlet 1967, Hut, Makino & McMillan 1995 for the shared half kicks).
 //!
@@ -22,28 +23,29 @@
 //! [`SUM_TILE`] times larger and is kept. Several bodies `i` are processed side by side
 //! (independent accumulators), one per SIMD lane, so no sum is reordered.
 //!
-//! # SIMD (float32)
-//! [`CpuF32`]'s force loop is explicit SIMD through [`pulp`]: the lanes hold bodies `i`, every
-//! source `j` is broadcast to all lanes, and [`pulp::Arch`] picks at run time the widest
-//! instruction set the CPU has (x86-64: AVX2 + FMA, 8 lanes; else SSE2 or scalar). Each lane does
-//! the same IEEE operations in the same order as the scalar loop (no fused multiply-add, an exact
-//! `sqrt` and division), so on x86-64 the SIMD and scalar results are the same bits (`minps`
-//! returns its second operand for a NaN first one, as IEEE minNum does here); a unit test checks
-//! it, the capped 0/0 of a massless body included. (On aarch64 NEON's `fmin` returns NaN there:
-//! not a target of this project.)
+//! # SIMD
+//! [`Cpu`]'s force loop is explicit SIMD through [`pulp`], in f32 or f64: the lanes hold bodies
+//! `i`, every source `j` is broadcast to all lanes, and [`pulp::Arch`] picks at run time the
+//! widest instruction set the CPU has (x86-64: AVX-512, 16 f32 or 8 f64 lanes; else AVX2 + FMA,
+//! 8 or 4; else scalar). Each lane does the same IEEE operations in the same order as the scalar
+//! loop (no fused multiply-add, an exact `sqrt` and division), so on x86-64 the SIMD and scalar
+//! results are the same bits (`minps`/`minpd` return their second operand for a NaN first one,
+//! as IEEE minNum does here); unit tests check it for both types, the capped 0/0 of a massless
+//! body included. (On aarch64 NEON's `fmin` returns NaN there: not a target of this project.)
 
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 
 use rayon::prelude::*;
 
-mod float32;
 mod float64;
 mod simd;
+mod stepper;
 
-pub use float32::CpuF32;
 pub use float64::CpuF64;
+pub use simd::Lane;
+pub use stepper::{Cpu, CpuF32};
 #[cfg(test)]
-use simd::AccelerationsF32;
+use simd::Accelerations;
 
 use super::{Bodies, PhysParams};
 
@@ -54,6 +56,10 @@ const CHUNK: usize = 64;
 /// thread was measured on the 2-core CI machine with the SIMD loop (`bench --modes cpu`,
 /// N = 16384: 4.8e9 on 2 threads, AVX2), rounded down.
 pub const NOMINAL_RATE_PER_THREAD: f64 = 2.0e9;
+
+/// Nominal all-pairs rate of the float64 [`Cpu`] per thread (interactions/s), for estimates:
+/// half of [`NOMINAL_RATE_PER_THREAD`] (half the lanes per vector).
+pub const NOMINAL_RATE_PER_THREAD_F64: f64 = 1.0e9;
 /// Bodies `i` computed side by side in the inner loop over `j`.
 const LANES: usize = 8;
 
@@ -61,7 +67,7 @@ const LANES: usize = 8;
 const SUM_TILE: usize = 1024;
 
 /// The float operations the force loop needs, for `f32` and `f64`.
-trait Real:
+pub trait Real:
     Copy
     + Send
     + Sync
@@ -72,11 +78,42 @@ trait Real:
     + Div<Output = Self>
     + AddAssign
 {
+    /// 0.
     const ZERO: Self;
+    /// The largest finite value.
     const MAX: Self;
+    /// The square root (IEEE, correctly rounded).
     fn sqrt(self) -> Self;
     /// The smaller of two values; the non-NaN one when one is NaN (IEEE minNum).
     fn min(self, other: Self) -> Self;
+    /// Neither NaN nor ±∞.
+    fn is_finite(self) -> bool;
+}
+
+/// A float type the CPU backend steps in: `f32` or `f64`.
+pub trait Float: Lane + crate::sim::tree::TreeReal {
+    /// The value of an f32 (exact).
+    fn from_f32(x: f32) -> Self;
+    /// The value rounded to f32.
+    fn to_f32(self) -> f32;
+}
+
+impl Float for f32 {
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Float for f64 {
+    fn from_f32(x: f32) -> Self {
+        f64::from(x)
+    }
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
 }
 
 impl Real for f32 {
@@ -88,6 +125,9 @@ impl Real for f32 {
     fn min(self, other: Self) -> Self {
         f32::min(self, other)
     }
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
 }
 
 impl Real for f64 {
@@ -98,6 +138,9 @@ impl Real for f64 {
     }
     fn min(self, other: Self) -> Self {
         f64::min(self, other)
+    }
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
     }
 }
 
@@ -225,7 +268,7 @@ pub fn accelerations_f32(pos: &[[f32; 4]], g: f32, eps: f32) -> Vec<[f32; 3]> {
     let src = &src;
     acc.par_chunks_mut(CHUNK)
         .enumerate()
-        .for_each(|(c, out)| arch.dispatch(simd::AccelerationsF32 { src, g, eps2: eps * eps, first: c * CHUNK, out }));
+        .for_each(|(c, out)| arch.dispatch(simd::Accelerations { src, g, eps2: eps * eps, first: c * CHUNK, out }));
     acc
 }
 
@@ -365,9 +408,9 @@ mod tests {
         assert_eq!(a.bodies(), bodies, "the state of before the step (synchronised, nothing moved)");
     }
 
-    /// The SIMD force loop gives the scalar loop's bits, on whatever instruction set `pulp` picks
-    /// here, for N not a multiple of any lane count, ε = 0 (the skipped self term and the cap) and
-    /// ε > 0.
+    /// The SIMD force loop gives the scalar loop's bits, in f32 and f64, on whatever instruction
+    /// set `pulp` picks here, for N not a multiple of any lane count, ε = 0 (the skipped self
+    /// term and the cap) and ε > 0.
     #[test]
     fn simd_matches_scalar_bit_for_bit() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -383,17 +426,28 @@ mod tests {
         pos[7] = pos[3]; // two coincident bodies
         pos[8] = [0.0, 0.0, 0.0, 1.0];
         pos[9] = [1e-20, 0.0, 0.0, 0.0]; // r³ underflows: 1/0 for body 9, 0/0 (massless j) for body 8
+        same_bits(&pos, |x| x.to_bits().into());
+        let mut pos64: Vec<[f64; 4]> = pos.iter().map(|p| p.map(f64::from)).collect();
+        pos64[9] = [1e-120, 0.0, 0.0, 0.0]; // the same underflow in f64
+        same_bits(&pos64, f64::to_bits);
+    }
+
+    /// [`simd_matches_scalar_bit_for_bit`] for one float type (`bits` gives a value's bits).
+    fn same_bits<T: Float + std::fmt::Debug>(pos: &[[T; 4]], bits: fn(T) -> u64) {
+        let n = pos.len();
         let mut src = Sources::default();
         src.load(pos.iter().copied());
+        let g = T::from_f32(1.5);
         for eps in [0.0f32, 0.05] {
-            let mut scalar = vec![[0.0f32; 3]; n];
-            accelerations_range(&src, 1.5, eps * eps, 0, &mut scalar);
+            let eps2 = T::from_f32(eps) * T::from_f32(eps);
+            let mut scalar = vec![[T::ZERO; 3]; n];
+            accelerations_range(&src, g, eps2, 0, &mut scalar);
             for first in [0, 5] {
-                let mut simd = vec![[0.0f32; 3]; n - first];
-                pulp::Arch::new().dispatch(AccelerationsF32 { src: &src, g: 1.5, eps2: eps * eps, first, out: &mut simd });
+                let mut simd = vec![[T::ZERO; 3]; n - first];
+                pulp::Arch::new().dispatch(Accelerations { src: &src, g, eps2, first, out: &mut simd });
                 for (i, (a, b)) in simd.iter().zip(&scalar[first..]).enumerate() {
-                    assert!(a.iter().all(|x| x.is_finite()), "body {i}: {a:?}");
-                    assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "ε = {eps}, body {}", first + i);
+                    assert!(a.iter().all(|&x| x.is_finite()), "body {i}: {a:?}");
+                    assert_eq!(a.map(bits), b.map(bits), "ε = {eps}, body {}", first + i);
                 }
             }
         }
@@ -420,7 +474,7 @@ mod summation_tests {
         let mut src32 = Sources::default();
         src32.load(bodies.pos.iter().copied());
         let mut acc32 = vec![[0.0f32; 3]; 64];
-        pulp::Arch::new().dispatch(simd::AccelerationsF32 { src: &src32, g: 1.0, eps2: eps * eps, first: 1, out: &mut acc32 });
+        pulp::Arch::new().dispatch(Accelerations { src: &src32, g: 1.0, eps2: eps * eps, first: 1, out: &mut acc32 });
         let mut src64 = Sources::default();
         src64.load(bodies.pos.iter().map(|p| p.map(f64::from)));
         let mut acc64 = vec![[0.0f64; 3]; 64];

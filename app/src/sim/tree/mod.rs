@@ -5,40 +5,59 @@
 //! # Method
 //! - **Build** ([`Octree::build`]): the bounding cube of the bodies, a 63-bit Morton (Z-order) key
 //!   per body (21 bits per axis on a 2²¹-cell grid of the cube), the bodies sorted by key (rayon's
-//!   parallel sort), and the octree made from the sorted keys: a cell's bodies are one contiguous
-//!   run, its children the runs sharing the next 3 bits. A cell with at most [`LEAF_BODIES`]
-//!   bodies (or at the grid's finest level) is a leaf.
-//! - **Moments**, in f64, from the leaves up: mass `M`, centre of mass `c` and the traceless
-//!   quadrupole `Q_kl = Σ m (3 s_k s_l − |s|² δ_kl)`, `s = x − c`, and `S = Σ m |s|²` (shifted to the parent's centre
-//!   of mass with the parallel-axis term), monopole + quadrupole as in Bonsai (Bédorf, Gaburov &
-//!   Portegies Zwart 2012, J. Comput. Phys. 231, 2825).
-//! - **Walk**, one per body, parallel over bodies with rayon: a cell of side `l` is *opened*
-//!   (its children, or a leaf's bodies, visited in its place) when `l / d ≥ θ`, where `d` is the
-//!   distance from the body to the cell's **centre of mass** (Barnes & Hut 1986's `l/D < θ`
-//!   acceptance). A cell whose cube contains the body is always opened, so no body ever feels
-//!   itself through a multipole. θ = 0 opens every cell: the direct sum, in another order.
+//!   parallel sort), and the octree made from the sorted keys, one level at a time (the cells of
+//!   a level split in parallel): a cell's bodies are one contiguous run, its children the runs
+//!   sharing the next 3 bits. A cell with at most [`LEAF_BODIES`] bodies (or at the grid's finest
+//!   level) is a leaf. The walk's **groups** are the largest cells of at most [`GROUP_BODIES`]
+//!   bodies.
+//! - **Moments**, in f64, from the leaves up, one level at a time (in parallel within a level):
+//!   mass `M`, centre of mass `c` and the traceless quadrupole `Q_kl = Σ m (3 s_k s_l − |s|²
+//!   δ_kl)`, `s = x − c`, and `S = Σ m |s|²` (shifted to the parent's centre of mass with the
+//!   parallel-axis term), monopole + quadrupole as in Bonsai (Bédorf, Gaburov & Portegies Zwart
+//!   2012, J. Comput. Phys. 231, 2825); then rounded to f32 for the walk.
+//! - **Walk**, one per group, parallel over groups with rayon (as the GPU tree,
+//!   `kernels/README.md` "Tree code"): a cell of side `l` is *opened* (its children, or a leaf's
+//!   bodies, visited in its place) when `l / d ≥ θ`, where `d` is the distance from the cell's
+//!   **centre of mass** to the group's box (Barnes & Hut 1986's `l/D < θ` acceptance), or when its
+//!   cube meets the box. `d` is at most the distance to any body of the group, so the group opens
+//!   every cell that one of its bodies' own walk would open (`l/d ≥ θ` from the body, or its cube
+//!   containing the body): no body feels itself through a multipole, and no body's terms are
+//!   coarser than its own walk's. The accepted cells and the opened leaves' bodies form the
+//!   group's interaction list, which every body of the group evaluates in explicit SIMD
+//!   ([`pulp`], AVX-512 or AVX2 picked at run time; the sources in the lanes). θ = 0 opens every
+//!   cell: the direct sum, in another order.
 //!
 //! # Force law
 //! Body–body terms are the direct sum's, `G m_j (x_j − x_i) / (|x_j − x_i|² + ε²)^{3/2}` (the
-//! term with `r² + ε² = 0` skipped). A cell's terms are the second-order Taylor expansion of the
-//! *softened* potential `−G Σ m / (|d + s|² + ε²)^{1/2}` about its centre of mass
+//! term with `r² + ε² = 0` adds nothing). A cell's terms are the second-order Taylor expansion of
+//! the *softened* potential `−G Σ m / (|d + s|² + ε²)^{1/2}` about its centre of mass
 //! (`d = c − x_i`, `R² = |d|² + ε²`): the monopole `G M d / R³`, softened exactly as the direct
 //! sum, and the quadrupole `G [−Q d / R⁵ + (5/2) (dᵀ Q d − ε² S) d / R⁷]` with `S = Σ m |s|²`.
 //! The `ε² S` term is what softening adds to Bonsai's quadrupole (which uses `R` in place of
 //! `|d|` and drops it); for ε = 0 the two are the same.
-//! Positions arrive as f32; differences, terms and sums are f64, and the result is rounded to
-//! f32 once, `[N][3]` in the units of the direct path (G × mass / length²), so the leapfrog of
-//! [`crate::sim::cpu::CpuF32`] runs on either.
+//!
+//! # Precision
+//! The moments are summed in f64. The grouped walk ([`Octree::accelerations_into`], the CPU
+//! backend's f32 tree) evaluates the terms in f32 with a reciprocal square root good to about
+//! 1e-7 (`simd.rs`): its rounding is 1e-7 to 1e-6 of an acceleration, against the tree's own
+//! 1e-5 to 1e-2 (`docs/results.md`). [`Octree::accelerations_f64`] (the float64 backend's tree)
+//! walks one body at a time in f64, with the same opening test from the body itself.
 
 mod build;
 mod error;
+mod group;
+mod moments;
+mod simd;
 mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use build::{Octree, LEAF_BODIES};
+pub use build::{BuildTimes, Coord, Octree, GROUP_BODIES, LEAF_BODIES};
 pub use error::{relative_errors, ErrorStats};
+pub use simd::isa;
 pub use walk::Interactions;
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -140,11 +159,11 @@ pub fn check_theta(theta: f32) -> Result<f32, String> {
     }
 }
 
-/// Bodies per rayon task of the walks.
-const TASK: usize = 64;
+/// Groups per rayon task of the walks (about 150 bodies).
+const TASK_GROUPS: usize = 8;
 
 /// Accelerations of all bodies of `pos` (`[N][4]`: x, y, z, mass, f32) by the tree with opening
-/// angle `theta`: builds an [`Octree`] and walks it for every body, in parallel (rayon).
+/// angle `theta`: builds an [`Octree`] and runs the grouped walk over it, in parallel (rayon).
 ///
 /// Returns `[N][3]` accelerations (`g` × mass / length², as [`crate::sim::cpu::accelerations_f64`])
 /// and the interactions counted. `eps` is the softening length ε.
@@ -155,16 +174,139 @@ pub fn accelerations_tree(pos: &[[f32; 4]], g: f32, eps: f32, theta: f32) -> (Ve
     (acc, counts)
 }
 
+/// The phases of one force evaluation by the tree on the CPU (ms, host clock): as the GPU
+/// tree's, build (cube, keys, sort, cells, groups), moments, and walk (the walks and putting
+/// the accelerations back in the bodies' order).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TreePhases {
+    /// [`BuildTimes::build_ms`].
+    pub build_ms: f64,
+    /// [`BuildTimes::moments_ms`].
+    pub moments_ms: f64,
+    /// The walks, all ranges together.
+    pub walk_ms: f64,
+}
+
+/// A stop request asked between the walks' tasks.
+pub type Stop<'a> = Option<&'a (dyn Fn() -> bool + Sync)>;
+
+/// The float type a backend steps in, and the tree walk it uses: the grouped SIMD walk for
+/// `f32`, one f64 walk per body for `f64`.
+pub trait TreeReal: Coord + Default {
+    /// The accelerations (× `g`) of the bodies of the groups whose first body lies in `range`
+    /// (Morton order) into `sorted` (`[N][3]`, Morton order): see
+    /// [`Octree::accelerations_sorted`].
+    #[allow(clippy::too_many_arguments)]
+    fn walk(tree: &Octree, range: Range<usize>, sorted: &mut [[Self; 3]], g: f32, eps: f32, theta: f32, stop: Stop<'_>) -> Option<Interactions>;
+}
+
+impl TreeReal for f32 {
+    fn walk(tree: &Octree, range: Range<usize>, sorted: &mut [[f32; 3]], g: f32, eps: f32, theta: f32, stop: Stop<'_>) -> Option<Interactions> {
+        tree.accelerations_sorted(range, sorted, g, eps, theta, stop)
+    }
+}
+
+impl TreeReal for f64 {
+    fn walk(tree: &Octree, range: Range<usize>, sorted: &mut [[f64; 3]], g: f32, eps: f32, theta: f32, stop: Stop<'_>) -> Option<Interactions> {
+        tree.accelerations_f64(range, sorted, g, eps, theta, stop)
+    }
+}
+
 impl Octree {
+    /// The indices in [`Octree::groups`] of the groups whose first body lies in `range`
+    /// (Morton order). Ranges that cover `0..N` in consecutive pieces give every group once.
+    fn group_range(&self, range: Range<usize>) -> Range<usize> {
+        let at = |b: usize| self.groups.partition_point(|g| (g.start as usize) < b);
+        at(range.start)..at(range.end)
+    }
+
+    /// The bodies (Morton order) of the groups whose first body lies in `range`: what
+    /// [`Octree::accelerations_sorted`] writes.
+    pub fn span(&self, range: Range<usize>) -> Range<usize> {
+        let g = &self.groups[self.group_range(range)];
+        match (g.first(), g.last()) {
+            (Some(a), Some(b)) => a.start as usize..b.end as usize,
+            _ => 0..0,
+        }
+    }
+
+    /// Runs `task` over the groups whose first body lies in `range`, in rayon tasks of
+    /// [`TASK_GROUPS`] groups, each with its part of `sorted` (`[N]`, Morton order) and a
+    /// scratch value from `init`; every task first asks `stop` and does nothing when it says so
+    /// (`None` then). Returns the interactions the tasks counted.
+    fn over_groups<T: Send, W>(
+        &self,
+        range: Range<usize>,
+        sorted: &mut [T],
+        stop: Stop<'_>,
+        init: impl Fn() -> W + Sync + Send,
+        task: impl Fn(&mut W, &[build::Group], &mut [T]) -> Interactions + Sync + Send,
+    ) -> Option<Interactions> {
+        let groups = &self.groups[self.group_range(range)];
+        let Some(first) = groups.first() else { return Some(Interactions::default()) };
+        let mut rest = &mut sorted[first.start as usize..];
+        let mut tasks = Vec::with_capacity(groups.len().div_ceil(TASK_GROUPS));
+        for chunk in groups.chunks(TASK_GROUPS) {
+            let len = (chunk[chunk.len() - 1].end - chunk[0].start) as usize;
+            let (out, r) = std::mem::take(&mut rest).split_at_mut(len);
+            tasks.push((chunk, out));
+            rest = r;
+        }
+        tasks
+            .into_par_iter()
+            .map_init(init, |w, (chunk, out)| if stop.is_some_and(|s| s()) { None } else { Some(task(w, chunk, out)) })
+            .try_reduce(Interactions::default, |a, b| Some(a + b))
+    }
+
+    /// The accelerations (× `g`, f32) of the bodies of the groups whose first body lies in
+    /// `range` (Morton order; the bodies [`Octree::span`] gives) into `sorted` (`[N][3]`, Morton
+    /// order: body `k` is the caller's `order[k]`), by the grouped SIMD walk at opening angle
+    /// `theta` with softening `eps`. Every task first asks `stop` and does nothing when it says
+    /// so: returns `None` then (some of the span is not written). Each group's results are the
+    /// same bits however the bodies are split into ranges and tasks.
+    pub fn accelerations_sorted(&self, range: Range<usize>, sorted: &mut [[f32; 3]], g: f32, eps: f32, theta: f32, stop: Stop<'_>) -> Option<Interactions> {
+        let (eps2, theta2) = (eps * eps, theta * theta);
+        self.over_groups(range, sorted, stop, group::Lists::default, |lists, groups, out| {
+            simd::dispatch(group::WalkGroups { tree: self, groups, out, lists, g, eps2, theta2 })
+        })
+    }
+
+    /// As [`Octree::accelerations_sorted`] in f64, one walk per body (the opening test from the
+    /// body itself: `l / d ≥ θ` with `d` to the centre of mass, or the cube containing the
+    /// body), for the float64 backend.
+    pub fn accelerations_f64(&self, range: Range<usize>, sorted: &mut [[f64; 3]], g: f32, eps: f32, theta: f32, stop: Stop<'_>) -> Option<Interactions> {
+        let (g, eps2, theta) = (f64::from(g), f64::from(eps) * f64::from(eps), f64::from(theta));
+        self.over_groups(range, sorted, stop, Vec::new, |stack, groups, out| {
+            let mut counts = Interactions::default();
+            let start = groups[0].start as usize;
+            for (k, a) in out.iter_mut().enumerate() {
+                let b = self.bodies[start + k];
+                let (acc, n) = self.acceleration(stack, [b[0], b[1], b[2]], eps2, theta);
+                *a = acc.map(|x| g * x);
+                counts += n;
+            }
+            counts
+        })
+    }
+
+    /// Puts values in Morton order back in the caller's: `out[order[k]] = sorted[k]`.
+    pub fn unsort<T: Copy>(&self, sorted: &[T], out: &mut [T]) {
+        for (v, &i) in sorted.iter().zip(&self.order) {
+            out[i as usize] = *v;
+        }
+    }
+
     /// Accelerations of bodies `first .. first + out.len()` of `pos` (`[N][4]`, the positions
-    /// the tree was built from) into `out` (`[len][3]`), in rayon tasks of 64 bodies. Returns
-    /// the interactions counted.
+    /// the tree was built from) into `out` (`[len][3]`), by the grouped walk in rayon tasks.
+    /// Returns the interactions counted (of the whole groups the bodies asked for belong to).
     pub fn accelerations_into(&self, pos: &[[f32; 4]], first: usize, out: &mut [[f32; 3]], g: f32, eps: f32, theta: f32) -> Interactions {
         self.accelerations_stoppable(pos, first, out, g, eps, theta, None).unwrap_or_default()
     }
 
     /// As [`Octree::accelerations_into`], but every task first asks `stop` and does nothing when
-    /// it says so: returns `None` then (some of `out` is not written).
+    /// it says so: returns `None` then (some of `out` is not written). A part of the bodies
+    /// costs the whole groups its bodies belong to; the CPU backend steps in parts of whole
+    /// groups instead ([`Octree::accelerations_sorted`]).
     #[allow(clippy::too_many_arguments)]
     pub fn accelerations_stoppable(
         &self,
@@ -174,54 +316,38 @@ impl Octree {
         g: f32,
         eps: f32,
         theta: f32,
-        stop: Option<&(dyn Fn() -> bool + Sync)>,
+        stop: Stop<'_>,
     ) -> Option<Interactions> {
-        let (g, eps2, theta) = (f64::from(g), f64::from(eps) * f64::from(eps), f64::from(theta));
-        // One rayon task: the bodies of chunk `c`, body `k` of it at `at(c * TASK + k)`.
-        let walk = |c: usize, chunk: &mut [[f32; 3]], at: &dyn Fn(usize) -> [f64; 3]| -> Option<Interactions> {
-            if stop.is_some_and(|s| s()) {
-                return None;
-            }
-            let mut counts = Interactions::default();
-            let mut stack = Vec::with_capacity(64);
-            for (k, a) in chunk.iter_mut().enumerate() {
-                let (acc, n) = self.acceleration(&mut stack, at(c * TASK + k), eps2, theta);
-                *a = acc.map(|x| (g * x) as f32);
-                counts += n;
-            }
-            Some(counts)
-        };
-        if first == 0 && out.len() == self.bodies.len() && out.len() > TASK {
-            // All bodies: walked in Morton order (neighbours walk nearly the same cells, which
-            // stay in cache), then put back in the caller's order. Each body's walk and sum are
-            // the same as in any other order, so the bits are too.
-            let sorted_at = |i: usize| {
-                let b = self.bodies[i];
-                [b[0], b[1], b[2]]
-            };
-            let mut sorted = vec![[0.0f32; 3]; out.len()];
-            let counts = sorted
-                .par_chunks_mut(TASK)
-                .enumerate()
-                .map(|(c, chunk)| walk(c, chunk, &sorted_at))
-                .try_reduce(Interactions::default, |a, b| Some(a + b))?;
-            for (a, &i) in sorted.iter().zip(&self.order) {
-                out[i as usize] = *a;
-            }
+        let n = self.len();
+        debug_assert_eq!(pos.len(), n, "the positions the tree was built from");
+        let mut sorted = vec![[0.0f32; 3]; n];
+        if first == 0 && out.len() == n {
+            let counts = self.accelerations_sorted(0..n, &mut sorted, g, eps, theta, stop)?;
+            self.unsort(&sorted, out);
             return Some(counts);
         }
-        let at = |i: usize| {
-            let p = pos[first + i];
-            [p[0], p[1], p[2]].map(f64::from)
-        };
-        let task = |c: usize, chunk: &mut [[f32; 3]]| walk(c, chunk, &at);
-        if out.len() <= TASK {
-            task(0, out)
-        } else {
-            out.par_chunks_mut(TASK)
-                .enumerate()
-                .map(|(c, chunk)| task(c, chunk))
-                .try_reduce(Interactions::default, |a, b| Some(a + b))
+        // Some bodies: the runs of consecutive groups that hold them.
+        let mut rank = vec![0u32; n];
+        self.unsort(&(0..n as u32).collect::<Vec<_>>(), &mut rank);
+        let mut need = vec![false; self.groups.len()];
+        for &k in &rank[first..first + out.len()] {
+            need[self.groups.partition_point(|g| g.end <= k)] = true;
         }
+        let mut counts = Interactions::default();
+        let mut gi = 0;
+        while gi < need.len() {
+            if !need[gi] {
+                gi += 1;
+                continue;
+            }
+            let run = gi..gi + need[gi..].iter().take_while(|&&x| x).count();
+            let bodies = self.groups[run.start].start as usize..self.groups[run.end - 1].start as usize + 1;
+            counts += self.accelerations_sorted(bodies, &mut sorted, g, eps, theta, stop)?;
+            gi = run.end;
+        }
+        for (a, &k) in out.iter_mut().zip(&rank[first..]) {
+            *a = sorted[k as usize];
+        }
+        Some(counts)
     }
 }

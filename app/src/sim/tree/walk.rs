@@ -1,4 +1,5 @@
-//! The walk of one body through the [`Octree`]: the opening test, body–body and body–cell terms.
+//! The walk of one body through the [`Octree`] in f64 (the float64 backend's tree): the opening
+//! test, body–body and body–cell terms.
 
 use std::ops::{Add, AddAssign};
 
@@ -64,13 +65,13 @@ impl Octree {
             if !contains && side * side < theta2 * d2 {
                 cell_term(&mut a, n, d, d2 + eps2, eps2);
                 counts.body_cell += 1;
-            } else if n.leaf {
-                for b in &self.bodies[n.first as usize..(n.first + n.count) as usize] {
+            } else if n.is_leaf() {
+                for b in &self.bodies[n.start as usize..n.end as usize] {
                     body_term(&mut a, b, x, eps2);
                 }
-                counts.body_body += u64::from(n.count);
+                counts.body_body += u64::from(n.end - n.start);
             } else {
-                stack.extend(n.first..n.first + n.count);
+                stack.extend(n.child..n.child + n.children);
             }
         }
         (a, counts)

@@ -1,57 +1,70 @@
-//! [`CpuF32`]: the float32 CPU backend's state and leapfrog steps, multithreaded with rayon, with
-//! steps that an interrupt stops between tasks or that are spread over frames.
+//! [`Cpu`]: the CPU backend's state and leapfrog steps in f32 ([`CpuF32`]) or f64, multithreaded
+//! with rayon, with steps that an interrupt stops between tasks or that are spread over frames.
+
+use std::time::Instant;
 
 use rayon::prelude::*;
 
+use super::simd::Accelerations;
+use super::{for_chunks, Float, Sources, CHUNK};
 use crate::sim::partial::{parts_for, FrameSteps, PartialStep, StepProgress};
-use super::simd::AccelerationsF32;
-use super::{for_chunks, Sources, CHUNK};
-use crate::sim::tree::{Interactions, Octree, Solver};
+use crate::sim::tree::{Interactions, Octree, Solver, TreePhases};
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
-/// Float32 CPU backend, multithreaded with rayon (tasks of 64 bodies `i`): the application's CPU
-/// simulation backend.
+/// The CPU backend's simulation in float type `T` (`f32`: [`CpuF32`], the application's CPU
+/// backend; `f64`: `--precision f64`), multithreaded with rayon (tasks of 64 bodies `i`).
 ///
 /// State in the kernel's layout: positions `[N][4]` (x, y, z, mass) and velocities `[N][4]`
-/// (vx, vy, vz, 0), f32. Between [`CpuF32::step`] calls the velocities lag the positions by half a
-/// step; [`CpuF32::bodies`] synchronises them.
+/// (vx, vy, vz, 0) in `T`. Between [`Cpu::step`] calls the velocities lag the positions by half
+/// a step; [`Cpu::bodies`] synchronises them. The direct sum is the explicit-SIMD loop of
+/// [`crate::sim::cpu`] in `T`; the tree ([`Solver::Tree`]) is the grouped SIMD walk for f32 and
+/// the f64 walk per body for f64 ([`crate::sim::tree::TreeReal`]).
 #[derive(Debug, Clone)]
-pub struct CpuF32 {
-    pub(super) pos: Vec<[f32; 4]>,
-    pub(super) vel: Vec<[f32; 4]>,
+pub struct Cpu<T> {
+    pub(super) pos: Vec<[T; 4]>,
+    pub(super) vel: Vec<[T; 4]>,
     params: PhysParams,
     /// True when `vel` is at the same time as `pos` (the next kick is dt/2).
     pub(super) leap: Leapfrog,
     /// Snapshot of `pos` in SoA form, the sources of the current force evaluation.
-    src: Sources<f32>,
+    src: Sources<T>,
     /// Accelerations of the current force evaluation, `[N][3]` (applied once all are known).
-    acc: Vec<[f32; 3]>,
-    /// The run's stop request ([`CpuF32::set_interrupt`]).
+    acc: Vec<[T; 3]>,
+    /// The run's stop request ([`Cpu::set_interrupt`]).
     interrupt: Option<fn() -> bool>,
-    /// Spread long steps over calls of [`CpuF32::step_frame`], at this rate (interactions/s)
-    /// ([`CpuF32::set_spread`]).
+    /// Spread long steps over calls of [`Cpu::step_frame`], at this rate (interactions/s)
+    /// ([`Cpu::set_spread`]).
     spread: Option<f64>,
     /// The step in progress between two calls: its accelerations are computed range by range
-    /// into `acc` from the sources `src`; no body moves before the last range.
+    /// from the sources (`src` or `tree`); no body moves before the last range.
     partial: Option<PartialStep>,
-    /// How the accelerations are computed ([`CpuF32::set_solver`]).
+    /// How the accelerations are computed ([`Cpu::set_solver`]).
     solver: Solver,
     /// With [`Solver::Tree`]: the octree of the current force evaluation (built from `pos` with
     /// the sources; `pos` does not move before the evaluation's last range).
     tree: Option<Octree>,
-    /// Interactions of the last force evaluation with [`Solver::Tree`] (all its ranges).
+    /// With [`Solver::Tree`]: the accelerations of the current evaluation in the tree's Morton
+    /// order, range by range (put back in the bodies' order into `acc` after the last).
+    acc_sorted: Vec<[T; 3]>,
+    /// Interactions of the current (then the last complete) tree force evaluation.
     tree_interactions: Interactions,
+    /// Phases of the current tree force evaluation, and of the last complete one.
+    phases: (TreePhases, TreePhases),
 }
 
-impl CpuF32 {
-    /// A backend holding a copy of `bodies` (taken as synchronised) and stepping with `params`.
+/// The float32 CPU backend: the application's CPU simulation ([`Cpu`] in f32).
+pub type CpuF32 = Cpu<f32>;
+
+impl<T: Float> Cpu<T> {
+    /// A backend holding a copy of `bodies` (taken as synchronised; converted to `T`) and
+    /// stepping with `params`.
     ///
     /// Velocities missing from `bodies.vel` (a shorter vector) are taken as 0.
     pub fn new(bodies: &Bodies, params: PhysParams) -> Self {
-        let mut vel = bodies.vel.clone();
-        vel.resize(bodies.pos.len(), [0.0; 4]);
+        let mut vel: Vec<[T; 4]> = bodies.vel.iter().map(|v| v.map(T::from_f32)).collect();
+        vel.resize(bodies.pos.len(), [T::ZERO; 4]);
         Self {
-            pos: bodies.pos.clone(),
+            pos: bodies.pos.iter().map(|p| p.map(T::from_f32)).collect(),
             vel,
             params,
             leap: Leapfrog { synchronized: true },
@@ -62,13 +75,16 @@ impl CpuF32 {
             partial: None,
             solver: Solver::Direct,
             tree: None,
+            acc_sorted: Vec::new(),
             tree_interactions: Interactions::default(),
+            phases: Default::default(),
         }
     }
 
     /// Compute the accelerations of the following force evaluations with `solver`: the
-    /// all-pairs sum (the default) or the Barnes–Hut tree ([`crate::sim::tree`]). A step in
-    /// progress is abandoned first (it starts again with the new solver).
+    /// all-pairs sum (the default) or the Barnes–Hut tree ([`crate::sim::tree`]); `auto` picks by
+    /// N ([`Solver::resolve`]). A step in progress is abandoned first (it starts again with the
+    /// new solver).
     pub fn set_solver(&mut self, solver: Solver) {
         let solver = solver.resolve(self.pos.len(), false);
         if solver != self.solver {
@@ -88,10 +104,16 @@ impl CpuF32 {
         self.tree_interactions
     }
 
+    /// The phases (build, moments, walk; ms) of the last complete tree force evaluation; zero
+    /// with [`Solver::Direct`].
+    pub fn tree_phases(&self) -> TreePhases {
+        self.phases.1
+    }
+
     /// Loads the sources of a force evaluation from `pos` (and builds the tree when the solver
     /// is [`Solver::Tree`]); the accelerations are sized to N.
     fn load_sources(&mut self) {
-        self.acc.resize(self.pos.len(), [0.0; 3]);
+        self.acc.resize(self.pos.len(), [T::ZERO; 3]);
         match self.solver {
             // `set_solver` resolves `Auto`: it is never kept.
             Solver::Direct | Solver::Auto { .. } => {
@@ -99,21 +121,26 @@ impl CpuF32 {
                 self.tree = None;
             }
             Solver::Tree { .. } => {
-                self.tree = Some(Octree::build(&self.pos));
+                let tree = Octree::build(&self.pos);
+                let t = tree.times();
+                self.phases.0 = TreePhases { build_ms: t.build_ms, moments_ms: t.moments_ms, walk_ms: 0.0 };
+                self.tree = Some(tree);
+                self.acc_sorted.resize(self.pos.len(), [T::ZERO; 3]);
                 self.tree_interactions = Interactions::default();
             }
         }
     }
 
-    /// Spread steps estimated over [`crate::sim::partial::LONG_STEP_S`] at `rate` interactions/s over calls of
-    /// [`CpuF32::step_frame`]: their force evaluation runs in parts of about
+    /// Spread steps estimated over [`crate::sim::partial::LONG_STEP_S`] at `rate` interactions/s
+    /// over calls of [`Cpu::step_frame`]: their force evaluation runs in parts of about
     /// [`crate::sim::partial::LAUNCH_S`] (body ranges, [`parts_for`]), one per call, and the
-    /// bodies move only after the last (see [`crate::sim::partial`]). `None`: whole steps.
+    /// bodies move only after the last (see [`crate::sim::partial`]). A step's length is
+    /// estimated from the solver's cost ([`crate::sim::tree::step_terms`]). `None`: whole steps.
     pub fn set_spread(&mut self, rate: Option<f64>) {
         self.spread = rate;
     }
 
-    /// The step in progress between two calls of [`CpuF32::step_frame`]: parts done, of all.
+    /// The step in progress between two calls of [`Cpu::step_frame`]: parts done, of all.
     pub fn step_in_progress(&self) -> Option<StepProgress> {
         self.partial.map(|p| p.progress())
     }
@@ -126,13 +153,13 @@ impl CpuF32 {
         Some(p.progress())
     }
 
-    /// One frame's steps: as [`CpuF32::step`], but with [`CpuF32::set_spread`] a long step
-    /// runs one part per call (a call continues the step in progress and ends when that part
-    /// was its last, or runs the steps before it and its first part). Paused (`steps` 0): a
-    /// step in progress waits.
+    /// One frame's steps: as [`Cpu::step`], but with [`Cpu::set_spread`] a long step runs one
+    /// part per call (a call continues the step in progress and ends when that part was its
+    /// last, or runs the steps before it and its first part). Paused (`steps` 0): a step in
+    /// progress waits.
     pub fn step_frame(&mut self, steps: u32) -> FrameSteps {
         let parts = match self.spread {
-            Some(rate) => parts_for((self.len() as f64).powi(2) / rate.max(1.0), self.len(), CHUNK),
+            Some(rate) => parts_for(crate::sim::tree::step_terms(self.solver, self.len(), false) / rate.max(1.0), self.len(), CHUNK),
             None => 1,
         };
         let mut out = FrameSteps::default();
@@ -176,7 +203,8 @@ impl CpuF32 {
                 return None;
             }
             if p.advance() {
-                self.apply(p.kick, p.drift);
+                self.finish_accelerations();
+                self.apply(T::from_f32(p.kick), T::from_f32(p.drift));
                 return Some(p.progress());
             }
         }
@@ -184,9 +212,10 @@ impl CpuF32 {
         Some(p.progress())
     }
 
-    /// Look at `requested` between the tasks of each force evaluation (every 64 bodies) and stop
-    /// a step when it says so: the step's accelerations are all computed before any body moves,
-    /// so a stopped step leaves the state as it was. `None`: never stop.
+    /// Look at `requested` between the tasks of each force evaluation (every 64 bodies, or 8
+    /// groups of the tree) and stop a step when it says so: the step's accelerations are all
+    /// computed before any body moves, so a stopped step leaves the state as it was. `None`:
+    /// never stop.
     pub fn set_interrupt(&mut self, requested: Option<fn() -> bool>) {
         self.interrupt = requested;
     }
@@ -231,16 +260,24 @@ impl CpuF32 {
         self.leap.synchronized
     }
 
-    /// Current positions, `[N][4]` f32 (x, y, z, mass), ready for the vertex-buffer upload.
-    pub fn positions(&self) -> &[[f32; 4]] {
+    /// Current positions, `[N][4]` (x, y, z, mass) in `T`; for f32 ready for the vertex-buffer
+    /// upload.
+    pub fn positions(&self) -> &[[T; 4]] {
         &self.pos
     }
 
-    /// The state with synchronised velocities (applies the half kick if needed; the next
-    /// [`CpuF32::step`] then starts with a half kick).
+    /// Current velocities, `[N][4]` (vx, vy, vz, 0) in `T`: half a step behind the positions
+    /// unless [`Cpu::is_synchronized`].
+    pub fn velocities(&self) -> &[[T; 4]] {
+        &self.vel
+    }
+
+    /// The state with synchronised velocities, rounded to f32 (applies the half kick if needed;
+    /// the next [`Cpu::step`] then starts with a half kick).
     pub fn bodies(&mut self) -> Bodies {
         self.synchronize();
-        Bodies { pos: self.pos.clone(), vel: self.vel.clone() }
+        let f32s = |v: &[[T; 4]]| v.iter().map(|x| x.map(T::to_f32)).collect();
+        Bodies { pos: f32s(&self.pos), vel: f32s(&self.vel) }
     }
 
     /// The physical parameters in use.
@@ -278,21 +315,25 @@ impl CpuF32 {
         if !self.accelerations(0..self.pos.len(), stoppable) {
             return false;
         }
-        self.apply(kick, drift);
+        self.finish_accelerations();
+        self.apply(T::from_f32(kick), T::from_f32(drift));
         true
     }
 
-    /// The accelerations of bodies `bodies` into `acc`, from the sources `src`, in tasks of
-    /// [`CHUNK`] bodies (rayon). With `stoppable` and an interrupt set, a stop request seen by
-    /// any task: returns false (nothing else changes).
+    /// The accelerations of bodies `bodies` into `acc` (the direct sum, in tasks of [`CHUNK`]
+    /// bodies), or of the tree's groups that start in `bodies` (Morton order) into
+    /// `acc_sorted`. With `stoppable` and an interrupt set, a stop request seen by any task:
+    /// returns false (nothing else changes).
     fn accelerations(&mut self, bodies: std::ops::Range<usize>, stoppable: bool) -> bool {
         let (src, g, eps) = (&self.src, self.params.g, self.params.softening);
         let stop = self.interrupt.filter(|_| stoppable);
         if let (Solver::Tree { theta }, Some(tree)) = (self.solver, &self.tree) {
             let asked = stop.map(|f| move || f());
             let asked = asked.as_ref().map(|f| f as &(dyn Fn() -> bool + Sync));
-            let first = bodies.start;
-            return match tree.accelerations_stoppable(&self.pos, first, &mut self.acc[bodies], g, eps, theta, asked) {
+            let t = Instant::now();
+            let done = T::walk(tree, bodies, &mut self.acc_sorted, g, eps, theta, asked);
+            self.phases.0.walk_ms += t.elapsed().as_secs_f64() * 1e3;
+            return match done {
                 Some(n) => {
                     self.tree_interactions += n;
                     true
@@ -303,12 +344,13 @@ impl CpuF32 {
         let stopped = std::sync::atomic::AtomicBool::new(false);
         let arch = pulp::Arch::new();
         let first = bodies.start;
-        let task = |c: usize, out: &mut [[f32; 3]]| {
+        let (g, eps2) = (T::from_f32(g), T::from_f32(eps) * T::from_f32(eps));
+        let task = |c: usize, out: &mut [[T; 3]]| {
             if stop.is_some_and(|requested| requested()) {
                 stopped.store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
-            arch.dispatch(AccelerationsF32 { src, g, eps2: eps * eps, first: first + c * CHUNK, out });
+            arch.dispatch(Accelerations { src, g, eps2, first: first + c * CHUNK, out });
         };
         let acc = &mut self.acc[bodies];
         if acc.len() <= CHUNK {
@@ -319,8 +361,19 @@ impl CpuF32 {
         !stopped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// After a force evaluation's last range: the tree's accelerations go back to the bodies'
+    /// order, and its phases become the last complete ones.
+    fn finish_accelerations(&mut self) {
+        if let Some(tree) = &self.tree {
+            let t = Instant::now();
+            tree.unsort(&self.acc_sorted, &mut self.acc);
+            self.phases.0.walk_ms += t.elapsed().as_secs_f64() * 1e3;
+            self.phases.1 = self.phases.0;
+        }
+    }
+
     /// `v += a * kick; x += v * drift` for every body, with the accelerations in `acc`.
-    fn apply(&mut self, kick: f32, drift: f32) {
+    fn apply(&mut self, kick: T, drift: T) {
         let acc = &self.acc;
         for_chunks(&mut self.pos, &mut self.vel, |c, pos, vel| {
             for ((p, v), a) in pos.iter_mut().zip(vel.iter_mut()).zip(&acc[c * CHUNK..]) {
