@@ -682,3 +682,49 @@ fn the_readme_tour_says_which_commands_need_a_gpu() {
         assert!(!needs_gpu(c), "{c:?} is given as the CPU equivalent but needs a GPU");
     }
 }
+
+/// A frame of more steps than a run should hold is refused before it starts, with its estimate
+/// and the remedies; `--bodies` with the figure-eight (always 3) and an unknown `NBODY_TONEMAP`
+/// are said, not ignored silently; an unknown `NBODY_GL_ROUTE` is refused before any window.
+#[test]
+fn frame_estimates_and_ignored_settings_are_said() {
+    let o = run(&["--headless", "--backend", "cpu", "--bodies", "4096", "--steps-per-frame", "1000000000", "--frames", "1"]);
+    let (_, err) = text(&o);
+    assert_no_panic(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("one frame of --steps-per-frame 1000000000 steps") && err.contains("--allow-slow"), "{err}");
+
+    let o = run(&["--headless", "--backend", "cpu", "--init", "figure-eight", "--bodies", "100000", "--frames", "1", "--width", "64", "--height", "64"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("--bodies (the figure-eight has always 3 bodies)"), "{err}");
+
+    let o = Command::new(BIN)
+        .args(["--headless", "--backend", "cpu", "--bodies", "256", "--frames", "1", "--width", "64", "--height", "64"])
+        .env("RUST_LOG", "warn")
+        .env("NBODY_TONEMAP", "bogus")
+        .output()
+        .expect("spawn nbody-interop");
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("NBODY_TONEMAP=bogus is neither on nor off"), "{err}");
+
+    let o = Command::new(BIN).args(["--backend", "cpu", "--frames", "1"]).env("NBODY_GL_ROUTE", "vulkan").output().expect("spawn nbody-interop");
+    let (_, err) = text(&o);
+    assert!(!o.status.success() && err.contains("NBODY_GL_ROUTE=vulkan: unknown route; use glx or egl"), "{err}");
+}
+
+/// Without a display the windowed demo's error reads as one sentence and names the remedy.
+#[test]
+fn no_display_error_reads_cleanly() {
+    let o = Command::new(BIN)
+        .args(["--backend", "cpu", "--frames", "1"])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .expect("spawn nbody-interop");
+    let (_, err) = text(&o);
+    assert_no_panic(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("use --headless") && !err.contains(".;"), "{err}");
+}

@@ -10,25 +10,14 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 
+#[path = "common/tools.rs"]
+mod tools;
+
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("controls-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    tools::scratch("controls", name)
 }
 
-/// True when one of `tools` is missing here: the test is then skipped (on CI, where `.ci/run`
-/// installs them, a missing tool is a failure naming the Debian `packages`).
-fn missing(tools: &[&str], packages: &str) -> bool {
-    let have = |tool: &&str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
-    let absent: Vec<_> = tools.iter().filter(|t| !have(t)).collect();
-    if absent.is_empty() {
-        return false;
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI needs {absent:?} (apt-get install {packages})");
-    println!("skipped: {absent:?} not installed");
-    true
-}
+use tools::missing;
 
 /// The start of a window script: the demo with `args` in the background (`$pid`), waited for
 /// until its first frame (the ready file), its window found (`$wid`) and focused: real (XTEST)

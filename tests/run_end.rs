@@ -3,7 +3,7 @@
 //! screenshot (the last frame drawn) and exits 3, without a panic. CPU backend, under an Xvfb of
 //! each test's own, driven with xdotool (skipped without them, except in CI).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
@@ -11,25 +11,14 @@ const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 /// The exit status of a run whose display went away (docs/troubleshooting.md).
 const DISPLAY_LOST: i32 = 3;
 
+#[path = "common/tools.rs"]
+mod tools;
+
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-end-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    tools::scratch("run-end", name)
 }
 
-/// True when one of `tools` is missing here: the test is then skipped (on CI, where `.ci/run`
-/// installs them, a missing tool is a failure naming the Debian `packages`).
-fn missing(tools: &[&str], packages: &str) -> bool {
-    let have = |tool: &&str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
-    let absent: Vec<_> = tools.iter().filter(|t| !have(t)).collect();
-    if absent.is_empty() {
-        return false;
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI needs {absent:?} (apt-get install {packages})");
-    println!("skipped: {absent:?} not installed");
-    true
-}
+use tools::missing;
 
 /// One X server at a time (each test starts its own).
 fn x_lock() -> std::sync::MutexGuard<'static, ()> {

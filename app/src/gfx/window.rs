@@ -92,6 +92,18 @@ pub fn routes(display: &RawDisplayHandle) -> anyhow::Result<Vec<Route>> {
     }
 }
 
+/// Checks `NBODY_GL_ROUTE` before any window opens: unset, empty, `glx` or `egl`.
+///
+/// # Errors
+/// Another value, named with the accepted ones.
+pub fn check_route_variable() -> anyhow::Result<()> {
+    match std::env::var("NBODY_GL_ROUTE").ok().as_deref().map(str::trim) {
+        None | Some("") => Ok(()),
+        Some(r) if r.eq_ignore_ascii_case("egl") || r.eq_ignore_ascii_case("glx") => Ok(()),
+        Some(r) => anyhow::bail!("NBODY_GL_ROUTE={r}: unknown route; use glx or egl, or unset it to try both"),
+    }
+}
+
 /// What to do when no route gave a window a GL context.
 pub const REMEDIES: &str = "run without a window with --headless (on NVIDIA it uses the EGL device and needs no display); \
      check that DISPLAY (X11) or WAYLAND_DISPLAY names a running display server; install the GL driver of the GPU that \
