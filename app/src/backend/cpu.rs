@@ -33,7 +33,7 @@ use crate::sim::{Bodies, Diagnostics, PhysParams};
 #[derive(Debug)]
 enum Sim {
     /// f32 state: its positions are what GL draws.
-    F32(CpuF32),
+    F32(Box<CpuF32>),
     /// f64 state, and its positions rounded to f32 for the upload.
     F64(Box<Cpu<f64>>, Vec<[f32; 4]>),
 }
@@ -72,7 +72,7 @@ impl CpuBackend {
     /// direct sum and the tree's walk in float64, the positions rounded to f32 for drawing).
     pub fn with_precision(bodies: &Bodies, params: PhysParams, solver: Solver, precision: Precision) -> Self {
         let sim = match precision {
-            Precision::F32 => Sim::F32(CpuF32::new(bodies, params)),
+            Precision::F32 => Sim::F32(Box::new(CpuF32::new(bodies, params))),
             Precision::F64 => Sim::F64(Box::new(Cpu::new(bodies, params)), bodies.pos.clone()),
         };
         let mut b = Self { sim, front: 0, threads: rayon::current_num_threads() };

@@ -22,7 +22,7 @@ pub enum BackendChoice {
     Auto,
     /// CUDA only: exit with an error when it cannot be used.
     Cuda,
-    /// Multithreaded float32 CPU backend; never touches CUDA.
+    /// Multithreaded CPU backend (float32, or float64 with `--precision f64`); never touches CUDA.
     Cpu,
 }
 

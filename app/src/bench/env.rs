@@ -27,7 +27,7 @@ impl Env {
     /// driver`), so they are reported together.
     pub(super) fn open(args: &BenchArgs, modes: &[BenchMode]) -> Env {
         let mut unavailable = HashMap::new();
-        let needs_cuda = |m: &BenchMode| !matches!(m, BenchMode::Cpu | BenchMode::Draw);
+        let needs_cuda = |m: &BenchMode| !(m.is_cpu() || *m == BenchMode::Draw);
         if modes.iter().any(needs_cuda) {
             if let Err(e) = interop::init(interop::StreamSemantics::Legacy) {
                 for m in modes.iter().filter(|m| needs_cuda(m)) {

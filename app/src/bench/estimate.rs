@@ -14,7 +14,9 @@ use super::modes::Gfx;
 use super::plan::Plan;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::LongSteps as _;
-use crate::sim::cpu::CpuF32;
+use crate::cli::{BenchMode, Precision};
+use crate::sim::cpu::{Cpu, Float};
+use crate::sim::tree::{step_terms, Solver};
 use crate::sim::init::initial_bodies;
 use crate::sim::{Bodies, PhysParams};
 use crate::stop::{stopped, stopped_in_step};
@@ -49,11 +51,19 @@ pub(super) struct CpuEstimate {
 }
 
 impl CpuEstimate {
-    /// Estimated frame time of `n` bodies at `steps` steps per frame, ms: steps × N² / rate, plus
-    /// the probe's rest scaled by N (never below the probe's own).
-    pub(super) fn frame_ms(&self, n: usize, steps: u32) -> f64 {
-        let n = n as f64;
-        f64::from(steps) * n * n / self.rate * 1e3 + self.rest_ms * (n / self.probe_n.max(1) as f64).max(1.0)
+    /// Estimated frame time of `mode` (`cpu`, `cpu-tree` at opening angle `theta`, or `draw`)
+    /// with `n` bodies at `steps` steps per frame, ms: the solver's cost in all-pairs
+    /// interactions ([`step_terms`]: N² for the direct sum) at the calibrated rate, plus the
+    /// probe's rest scaled by N; `draw` the rest alone. `None` for the CUDA modes.
+    pub(super) fn mode_ms(&self, mode: BenchMode, n: usize, steps: u32, theta: f32) -> Option<f64> {
+        let solver = match mode {
+            BenchMode::Cpu => Solver::Direct,
+            BenchMode::CpuTree => Solver::Tree { theta },
+            BenchMode::Draw => return Some(self.rest_ms * (n as f64 / self.probe_n.max(1) as f64).max(1.0)),
+            _ => return None,
+        };
+        let terms = step_terms(solver, n, false);
+        Some(f64::from(steps) * terms / self.rate * 1e3 + self.rest_ms * (n as f64 / self.probe_n.max(1) as f64).max(1.0))
     }
 
     /// The estimate in words, for the run's log.
@@ -80,19 +90,28 @@ pub(super) fn ms_text(ms: f64) -> String {
     }
 }
 
-/// Times the CPU backend's all-pairs sum ([`CpuF32`], one step at a time, a Plummer sphere of
-/// `seed`): from [`CALIBRATION_FIRST_N`] bodies, doubled (up to [`CALIBRATION_MAX_N`]) until a
-/// step takes [`CALIBRATION_MIN_MS`], then the fastest of three steps at that size. Returns
-/// (interactions/s, the size), or `None` when an interrupt arrived (checked inside each step).
+/// Times the CPU backend's all-pairs sum in `precision` ([`Cpu`], one step at a time, a Plummer
+/// sphere of `seed`): from [`CALIBRATION_FIRST_N`] bodies, doubled (up to [`CALIBRATION_MAX_N`])
+/// until a step takes [`CALIBRATION_MIN_MS`], then the fastest of three steps at that size.
+/// Returns (interactions/s, the size), or `None` when an interrupt arrived (checked inside each
+/// step).
 ///
 /// # Errors
 /// The initial condition cannot be made.
-pub(super) fn calibrate(seed: u64) -> anyhow::Result<Option<(f64, usize)>> {
+pub(super) fn calibrate(seed: u64, precision: Precision) -> anyhow::Result<Option<(f64, usize)>> {
+    match precision {
+        Precision::F32 => calibrate_in::<f32>(seed),
+        Precision::F64 => calibrate_in::<f64>(seed),
+    }
+}
+
+/// [`calibrate`] in `T`.
+fn calibrate_in<T: Float>(seed: u64) -> anyhow::Result<Option<(f64, usize)>> {
     let params = PhysParams::default();
     let mut n = CALIBRATION_FIRST_N;
     loop {
         let bodies = initial_bodies(crate::cli::BENCH_INIT, n, seed, params.g)?;
-        let mut sim = CpuF32::new(&bodies, params);
+        let mut sim = Cpu::<T>::new(&bodies, params);
         sim.set_interrupt(Some(stopped_in_step));
         let mut step_ms = || -> Option<f64> {
             let t = Instant::now();
@@ -142,8 +161,8 @@ pub(super) fn probe_rest(plan: &Plan, gfx: &mut Gfx, bodies: &Bodies) -> anyhow:
 ///
 /// # Errors
 /// The initial condition cannot be made; the GL side fails.
-pub(super) fn estimate(plan: &Plan, gfx: &mut Gfx, init: &str, seed: u64) -> anyhow::Result<Option<CpuEstimate>> {
-    let Some((rate, calibrated_n)) = calibrate(seed)? else { return Ok(None) };
+pub(super) fn estimate(plan: &Plan, gfx: &mut Gfx, init: &str, seed: u64, precision: Precision) -> anyhow::Result<Option<CpuEstimate>> {
+    let Some((rate, calibrated_n)) = calibrate(seed, precision)? else { return Ok(None) };
     let largest = plan.bodies.iter().copied().max().unwrap_or(1);
     let k = largest.min(calibrated_n).clamp(1, CPU_PROBE_MAX_N);
     let mut bodies = initial_bodies(init, k, seed, plan.params.g)?;
@@ -154,23 +173,101 @@ pub(super) fn estimate(plan: &Plan, gfx: &mut Gfx, init: &str, seed: u64) -> any
     Ok(Some(CpuEstimate { rate, calibrated_n, rest_ms, probe_n }))
 }
 
+/// How long a default run without a GPU may take by the estimate (s): the (mode, N) pairs beyond
+/// it are left out, smallest N first kept.
+pub(super) const DEFAULT_RUN_S: f64 = 180.0;
+
+/// A (mode, N) the estimate leaves out, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Skip {
+    /// The mode.
+    pub(super) mode: BenchMode,
+    /// The body count.
+    pub(super) n: usize,
+    /// Why, for the log and `bench.json`'s `skipped`.
+    pub(super) reason: String,
+}
+
+/// The (mode, N) of the CPU and GL modes in `modes` the estimate rules out, and the seconds the
+/// rest will take: a cpu or cpu-tree frame over `budget_ms` (`--cpu-budget-ms`), and with
+/// `run_budget_s` (a default run without a GPU) every pair that would take the run past it,
+/// N ascending. `frames` is the frames a pair runs (warm-up included); `theta` the cpu-tree's θ.
+pub(super) fn plan_skips(
+    est: &CpuEstimate,
+    modes: &[BenchMode],
+    bodies: &[usize],
+    (steps, frames, theta): (u32, u64, f32),
+    budget_ms: f64,
+    run_budget_s: Option<f64>,
+) -> (Vec<Skip>, f64) {
+    let mut skips = Vec::new();
+    let mut total_s = 0.0;
+    for &n in bodies {
+        for &mode in modes {
+            let Some(ms) = est.mode_ms(mode, n, steps, theta) else { continue };
+            let solver = if mode == BenchMode::CpuTree { "the tree's terms" } else { "the all-pairs sum" };
+            let pair_s = ms * frames as f64 * 1e-3;
+            let reason = if mode.is_cpu() && ms > budget_ms {
+                Some(format!(
+                    "estimated {} ms per frame ({steps} step(s) of {solver} at {:.3e} interactions/s, timed here) exceeds \
+                     --cpu-budget-ms {budget_ms}",
+                    ms_text(ms),
+                    est.rate,
+                ))
+            } else if run_budget_s.is_some_and(|b| total_s + pair_s > b) {
+                Some(format!(
+                    "estimated {pair_s:.0} s for its {frames} frames would take this default run past {:.0} s (no GPU \
+                     here): give --bodies (and --modes) to measure it",
+                    run_budget_s.unwrap_or_default()
+                ))
+            } else {
+                None
+            };
+            match reason {
+                Some(reason) => skips.push(Skip { mode, n, reason }),
+                None => total_s += pair_s,
+            }
+        }
+    }
+    (skips, total_s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A default run keeps the smallest N of each mode within its budget; a frame over the
+    /// cpu budget is skipped whatever the run's.
+    #[test]
+    fn the_plan_keeps_small_n_within_the_budgets() {
+        // 1e9 interactions/s, 1 ms of rest at 1000 bodies; 100 frames a pair.
+        let e = CpuEstimate { rate: 1e9, calibrated_n: 16384, rest_ms: 1.0, probe_n: 1000 };
+        let modes = [BenchMode::Draw, BenchMode::Cpu];
+        // cpu at 1000: 2 ms (0.2 s), at 10000: 110 ms (11 s), at 100000: 10.1 s a frame.
+        let (skips, total) = plan_skips(&e, &modes, &[1000, 10_000, 100_000], (1, 100, 0.5), 2000.0, Some(5.0));
+        let left: Vec<(BenchMode, usize)> = skips.iter().map(|s| (s.mode, s.n)).collect();
+        assert_eq!(left, [(BenchMode::Cpu, 10_000), (BenchMode::Draw, 100_000), (BenchMode::Cpu, 100_000)]);
+        assert!(skips[2].reason.contains("--cpu-budget-ms"), "{:?}", skips[2]);
+        assert!(skips[0].reason.contains("default run"), "{:?}", skips[0]);
+        // draw 0.1 + cpu 0.2 + draw (10000) 1.0 s.
+        assert!((total - 1.3).abs() < 1e-9, "{total}");
+        let (skips, _) = plan_skips(&e, &modes, &[1000, 10_000, 100_000], (1, 100, 0.5), 2000.0, None);
+        assert_eq!(skips.len(), 1);
+    }
 
     /// The estimate scales the sum by N² and the steps, the rest by N from the probe's size up.
     #[test]
     fn the_estimate_scales_by_n_squared_and_steps() {
         // 1e9 interactions/s: 1e6 interactions take 1 ms.
         let e = CpuEstimate { rate: 1e9, calibrated_n: 16384, rest_ms: 2.0, probe_n: 1000 };
-        assert!((e.frame_ms(1000, 1) - 3.0).abs() < 1e-9);
-        assert!((e.frame_ms(2000, 1) - (4.0 + 4.0)).abs() < 1e-9);
-        assert!((e.frame_ms(1000, 10) - (10.0 + 2.0)).abs() < 1e-9);
+        assert!((e.mode_ms(BenchMode::Cpu, 1000, 1, 0.5).unwrap() - 3.0).abs() < 1e-9);
+        assert!((e.mode_ms(BenchMode::Cpu, 2000, 1, 0.5).unwrap() - (4.0 + 4.0)).abs() < 1e-9);
+        assert!((e.mode_ms(BenchMode::Cpu, 1000, 10, 0.5).unwrap() - (10.0 + 2.0)).abs() < 1e-9);
         // Below the probe's size the rest is the probe's own, not less.
-        assert!((e.frame_ms(10, 1) - (1e-4 + 2.0)).abs() < 1e-9);
+        assert!((e.mode_ms(BenchMode::Cpu, 10, 1, 0.5).unwrap() - (1e-4 + 2.0)).abs() < 1e-9);
         // A billion steps per frame is estimated as such (and skipped by any budget), not run.
-        assert!(e.frame_ms(64, 1_000_000_000) > 1e6);
-        assert_eq!(ms_text(e.frame_ms(64, 1_000_000_000)), "4.10e6");
+        assert!(e.mode_ms(BenchMode::Cpu, 64, 1_000_000_000, 0.5).unwrap() > 1e6);
+        assert_eq!(ms_text(e.mode_ms(BenchMode::Cpu, 64, 1_000_000_000, 0.5).unwrap()), "4.10e6");
     }
 
     /// The calibration settles on a size whose first step took at least 50 ms (or the largest),
@@ -179,7 +276,7 @@ mod tests {
     /// may be faster than the first: a fifth of the minimum is the bound, for a noisy machine.
     #[test]
     fn the_calibration_times_a_step_of_at_least_its_minimum() {
-        let (rate, n) = calibrate(1).expect("plummer").expect("no interrupt");
+        let (rate, n) = calibrate(1, Precision::F32).expect("plummer").expect("no interrupt");
         assert!((CALIBRATION_FIRST_N..=CALIBRATION_MAX_N).contains(&n) && n.is_power_of_two(), "{n}");
         assert!((1e5..1e13).contains(&rate), "{rate}");
         let step_ms = n as f64 * n as f64 / rate * 1e3;

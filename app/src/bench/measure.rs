@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use indicatif::ProgressBar;
 
 use super::env::Env;
-use super::estimate::{estimate, ms_text};
+use super::estimate::{estimate, ms_text, plan_skips, DEFAULT_RUN_S};
 use super::modes::{self, check_count, FrameSample, Gfx, Runner};
 use super::outputs::Timelines;
 use super::plan::{flag_name, frames_in_round, runs_cuda, runs_f64, Plan};
@@ -21,6 +21,7 @@ use crate::backend::{InteropSettings, PositionVbos};
 use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
 use crate::demo::frame::trace_stream;
 use crate::sim::init::initial_bodies;
+use crate::sim::tree::Solver;
 use crate::sim::Bodies;
 use crate::stop::stopped;
 use crate::trace::Recorder;
@@ -139,7 +140,11 @@ pub(super) fn build(
     devices: Option<&[i32]>,
 ) -> anyhow::Result<Runner> {
     Ok(match mode {
-        BenchMode::Cpu => Runner::Cpu(Box::new(CpuBackend::new(bodies, plan.params))),
+        BenchMode::Cpu => Runner::Cpu(Box::new(CpuBackend::with_precision(bodies, plan.params, Solver::Direct, args.precision))),
+        BenchMode::CpuTree => {
+            let tree = Solver::Tree { theta: args.theta };
+            Runner::Cpu(Box::new(CpuBackend::with_precision(bodies, plan.params, tree, args.precision)))
+        }
         BenchMode::Draw => Runner::Draw(modes::StaticBackend::new(bodies)),
         BenchMode::Compute => {
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
@@ -212,7 +217,7 @@ pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta 
         }
     }
     let cuda = match mode {
-        BenchMode::Cpu => None,
+        BenchMode::Cpu | BenchMode::CpuTree => None,
         BenchMode::Compute | BenchMode::Tree => env.compute.as_ref().map(|c| (c.info.name.clone(), c.driver_version())),
         _ => env
             .shared
@@ -266,40 +271,41 @@ pub(super) fn measure(
         Ok(b)
     };
 
-    // Which (cpu, N) the budget rules out, by the estimate measured here.
-    let mut cpu_skip: Vec<usize> = Vec::new();
-    if active.contains(&BenchMode::Cpu) {
+    // Which (mode, N) the estimate measured here rules out: a cpu or cpu-tree frame over
+    // --cpu-budget-ms, and in a default run without a GPU what would take it past DEFAULT_RUN_S.
+    let mut skip: Vec<(BenchMode, usize)> = Vec::new();
+    // One core's FMA peak, which the CPU rows' rates are put against (about 50 ms).
+    let peak = active.iter().any(|m| m.is_cpu()).then(crate::sim::cpu::peak::measure);
+    if active.iter().any(|m| m.is_cpu()) {
         // The initial condition is checked first (a wrong N for a file is said before any timing).
         initial(plan.bodies[0])?;
         let gfx = env.gfx.as_mut().context("cpu mode without a GL context")?;
         let init = args.sim.init_or(crate::cli::BENCH_INIT);
-        let Some(est) = estimate(plan, gfx, init, args.sim.seed).context("the cpu mode's estimate")? else {
+        let Some(est) = estimate(plan, gfx, init, args.sim.seed, args.precision).context("the cpu modes' estimate")? else {
             return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
         };
-        let each: Vec<String> = plan.bodies.iter().map(|&n| format!("N={n} {} ms", ms_text(est.frame_ms(n, steps)))).collect();
-        eprintln!("cpu: estimated frame times: {} ({})", each.join(", "), est.describe());
-        for &n in &plan.bodies {
-            let ms = est.frame_ms(n, steps);
-            if ms > args.cpu_budget_ms {
-                let reason = format!(
-                    "estimated {} ms per frame ({steps} step(s) of the all-pairs sum at {:.3e} interactions/s, timed here) \
-                     exceeds --cpu-budget-ms {}",
-                    ms_text(ms),
-                    est.rate,
-                    args.cpu_budget_ms
-                );
-                eprintln!("cpu N={n}: skipped: {reason}");
-                res.skipped.push(Skipped { mode: mode_name(BenchMode::Cpu), n: Some(n), reason });
-                cpu_skip.push(n);
-            }
+        for m in active.iter().filter(|m| m.is_cpu()) {
+            let each: Vec<String> =
+                plan.bodies.iter().filter_map(|&n| Some(format!("N={n} {} ms", ms_text(est.mode_ms(*m, n, steps, args.theta)?)))).collect();
+            eprintln!("{}: estimated frame times: {} ({})", mode_name(*m), each.join(", "), est.describe());
         }
+        let frames = u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames);
+        let run_budget = (!plan.explicit && args.bodies.is_empty() && !active.iter().any(|m| runs_cuda(*m))).then_some(DEFAULT_RUN_S);
+        let (skips, total_s) = plan_skips(&est, active, &plan.bodies, (steps, frames, args.theta), args.cpu_budget_ms, run_budget);
+        for s in skips {
+            eprintln!("{} N={}: skipped: {}", mode_name(s.mode), s.n, s.reason);
+            res.skipped.push(Skipped { mode: mode_name(s.mode), n: Some(s.n), reason: s.reason });
+            skip.push((s.mode, s.n));
+        }
+        let cuda = if active.iter().any(|m| runs_cuda(*m)) { ", and the CUDA modes' (not estimated)" } else { "" };
+        eprintln!("bench: the CPU and draw rows will take about {total_s:.0} s by the estimate{cuda}");
     }
     // Setup 0 runs every mode; the others only the CUDA ones (draw and cpu have no GPU setup).
     let modes_at = |n: usize, setup: usize| -> Vec<BenchMode> {
         active
             .iter()
             .copied()
-            .filter(|m| !(*m == BenchMode::Cpu && cpu_skip.contains(&n)))
+            .filter(|m| !skip.contains(&(*m, n)))
             // The tree runs on one GPU: in the plain setup only.
             .filter(|m| setup == 0 || (runs_cuda(*m) && *m != BenchMode::Tree))
             .filter(|_| !repeat[setup])
@@ -465,7 +471,11 @@ pub(super) fn measure(
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,
                         precision: if runs_f64(mode) { args.precision.name() } else { "f32" },
-                        meta: row_meta(args, mode, env),
+                        meta: {
+                            let mut m = row_meta(args, mode, env);
+                            m.cpu = peak.filter(|_| mode.is_cpu()).map(|p| (p, rayon::current_num_threads()));
+                            m
+                        },
                         setup: acc.setup,
                     });
                     res.write_tables("running", false).context("writing the results")?;

@@ -277,7 +277,7 @@ fn missing_modes_error(missing: &[(BenchMode, String)]) -> String {
         })
         .collect();
     let mut text = format!("requested mode(s) could not run here: {}; {above}", each.join("; "));
-    if missing.iter().any(|(m, _)| !matches!(m, BenchMode::Cpu | BenchMode::Draw)) {
+    if missing.iter().any(|(m, _)| !(m.is_cpu() || *m == BenchMode::Draw)) {
         text.push_str("; without an NVIDIA GPU and its driver, `nbody-interop bench --modes cpu` measures the CPU backend");
     }
     text

@@ -13,7 +13,7 @@ use crate::sim::PhysParams;
 pub const DEFAULT_BODIES: [usize; 4] = [16384, 65536, 262144, 1048576];
 
 /// Every mode, in the order they run within a round.
-pub const ALL_MODES: [BenchMode; 11] = [
+pub const ALL_MODES: [BenchMode; 12] = [
     BenchMode::Compute,
     BenchMode::Tree,
     BenchMode::Draw,
@@ -25,6 +25,7 @@ pub const ALL_MODES: [BenchMode; 11] = [
     BenchMode::Density,
     BenchMode::DensityCopy,
     BenchMode::Cpu,
+    BenchMode::CpuTree,
 ];
 
 /// The validated plan of a run.
@@ -76,9 +77,9 @@ pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
         let other: Vec<String> = modes.iter().filter(|m| !runs_f64(**m)).map(|m| mode_name(*m)).collect();
         if explicit && !other.is_empty() {
             bail!(
-                "--precision f64: {} cannot run in fp64 (the cpu mode runs the float32 CPU backend, the draw mode simulates \
-                 nothing, the tree mode's GPU tree is float32); leave {} out of --modes (f64 runs in compute, map, map-separate, copy, external, external-semaphore, density and density-copy), or use \
-                 --precision f32",
+                "--precision f64: {} cannot run in fp64 (the draw mode simulates nothing, the tree mode's GPU tree is \
+                 float32); leave {} out of --modes (f64 runs in compute, map, map-separate, copy, external, external-semaphore, \
+                 density, density-copy, cpu and cpu-tree), or use --precision f32",
                 other.join(", "),
                 if other.len() == 1 { "it" } else { "them" }
             );
@@ -151,9 +152,9 @@ pub(super) fn runs_cuda(mode: BenchMode) -> bool {
     mode.is_compute() || mode.interop().is_some()
 }
 
-/// True for the modes that run with `--precision f64` (the CUDA ones but the fp32 tree).
+/// True for the modes that run with `--precision f64` (all but the GPU's fp32 tree and draw).
 pub(super) fn runs_f64(mode: BenchMode) -> bool {
-    !matches!(mode, BenchMode::Cpu | BenchMode::Draw | BenchMode::Tree)
+    !matches!(mode, BenchMode::Draw | BenchMode::Tree)
 }
 
 /// Check a measured count (`--frames`, `--iters`) against `--rounds`: both at least 1, and

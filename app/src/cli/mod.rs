@@ -99,7 +99,7 @@ pub struct AccuracyArgs {
     /// Scenes to measure, comma separated: plummer, galaxies, ball, or a state file of at least
     /// 512 bodies (figure-eight's 3 bodies are too few: refused).
     ///
-    /// Below 512 bodies the tree has few levels (8 bodies a leaf) and each force evaluation takes
+    /// Below 512 bodies the tree has few levels (16 bodies a leaf) and each force evaluation takes
     /// microseconds, so neither the error nor the speedup says how the tree does at work.
     #[arg(long, value_delimiter = ',', default_value = "plummer,galaxies")]
     pub init: Vec<String>,

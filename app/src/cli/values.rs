@@ -226,8 +226,11 @@ pub enum BenchMode {
     Tree,
     /// The GL draw of positions that do not move, no simulation: the GL floor of a frame.
     Draw,
-    /// CPU backend + upload.
+    /// CPU backend + upload (the direct sum; `--precision f64` in float64).
     Cpu,
+    /// The CPU backend with its Barnes–Hut tree (`--theta`) + upload: `cpu` with the tree's
+    /// build, moments and walk in place of the direct sum.
+    CpuTree,
     /// CUDA-allocated buffers imported into GL (GL_EXT_memory_object_fd), event + fence sync.
     External,
     /// `external` ordered on the GPU by two Vulkan-made semaphores (GL_EXT_semaphore_fd,
@@ -243,13 +246,13 @@ pub enum BenchMode {
 
 impl BenchMode {
     /// The interop storage of a CUDA interop mode (`map` and `map-separate` register and map the
-    /// GL buffers); `None` for the modes without one (compute, draw, cpu).
+    /// GL buffers); `None` for the modes without one (compute, tree, draw, cpu, cpu-tree).
     pub fn interop(self) -> Option<InteropMode> {
         match self {
             BenchMode::Map | BenchMode::MapSeparate | BenchMode::Density | BenchMode::DensityCopy => Some(InteropMode::Map),
             BenchMode::Copy => Some(InteropMode::Copy),
             BenchMode::External | BenchMode::ExternalSemaphore => Some(InteropMode::External),
-            BenchMode::Compute | BenchMode::Tree | BenchMode::Draw | BenchMode::Cpu => None,
+            BenchMode::Compute | BenchMode::Tree | BenchMode::Draw | BenchMode::Cpu | BenchMode::CpuTree => None,
         }
     }
 
@@ -257,6 +260,11 @@ impl BenchMode {
     /// (`compute`, `tree`).
     pub fn is_compute(self) -> bool {
         matches!(self, BenchMode::Compute | BenchMode::Tree)
+    }
+
+    /// True for the modes of the CPU backend (`cpu`, `cpu-tree`).
+    pub fn is_cpu(self) -> bool {
+        matches!(self, BenchMode::Cpu | BenchMode::CpuTree)
     }
 
     /// How an external mode orders CUDA and GL (`external`: the host waits; the others ignore it).

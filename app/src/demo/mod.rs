@@ -136,6 +136,11 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
              --solver direct (or auto) with the split, or leave the split out for the tree"
         );
     }
+    if !args.headless {
+        // Checked before the window opens: a misspelt route would otherwise show only as one of
+        // the routes' errors, or not at all where the copy route then works.
+        crate::gfx::window::check_route_variable()?;
+    }
     crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if args.backend != crate::cli::BackendChoice::Cpu {
         // The CPU backend ignores the flags (ignored_notice names them).

@@ -28,7 +28,7 @@ use crate::sim::tree::{relative_errors, ErrorStats, Octree};
 use crate::stop::{stopped, stopped_in_step, Interrupted};
 
 /// The fewest bodies `accuracy` measures: below it the tree has few levels
-/// ([`crate::sim::tree::LEAF_BODIES`] bodies a leaf: 64 leaves at 512) and a force evaluation
+/// ([`crate::sim::tree::LEAF_BODIES`] bodies a leaf: 32 leaves at 512) and a force evaluation
 /// takes microseconds, so neither the error nor the speedup (which rounds to `0.0×` at N = 3)
 /// tells how the tree does at work. Figure-eight (3 bodies) is refused for the same reason.
 pub const MIN_BODIES: usize = 512;

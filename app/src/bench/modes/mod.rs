@@ -48,17 +48,27 @@ pub struct FrameSample {
     pub readback_ms: Option<f64>,
     /// GPU time of the density view's pass (density modes; CUDA events).
     pub density_ms: Option<f64>,
-    /// The GPU tree's last step of the frame (tree mode).
+    /// The tree's last step of the frame (tree and cpu-tree modes).
     pub tree: Option<TreeSample>,
 }
 
-/// The GPU tree's step as the bench records it.
+/// The tree's step as the bench records it (the GPU tree's, or the CPU backend's).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TreeSample {
-    /// Build, moments and walk times (ms; CUDA events).
+    /// Build, moments and walk times (ms; CUDA events, or the CPU's host clock).
     pub phases: crate::cuda::tree::TreePhases,
     /// Terms evaluated per body (leaves and accepted cells).
     pub per_body: f64,
+}
+
+/// The CPU backend's last tree step (`cpu-tree`), as a [`TreeSample`]; `None` with the direct sum.
+fn cpu_tree_sample(b: &CpuBackend) -> Option<TreeSample> {
+    if !matches!(b.solver(), crate::sim::tree::Solver::Tree { .. }) {
+        return None;
+    }
+    let (counts, p) = b.tree_step();
+    let phases = crate::cuda::tree::TreePhases { build_ms: p.build_ms as f32, moments_ms: p.moments_ms as f32, walk_ms: p.walk_ms as f32 };
+    Some(TreeSample { phases, per_body: counts.total() as f64 / b.n().max(1) as f64 })
 }
 
 /// The headless GL side of the bench: one context for the whole run, one renderer whose VBOs
@@ -351,7 +361,11 @@ impl Runner {
             Runner::Compute(c) => c.frame(steps),
             Runner::ComputeF64(c) => c.frame(steps),
             Runner::SplitCompute(c) => c.frame(steps),
-            Runner::Cpu(b) => gfx.context("the cpu mode needs the GL context")?.frame(b.as_mut(), steps, time_span),
+            Runner::Cpu(b) => {
+                let mut s = gfx.context("the cpu modes need the GL context")?.frame(b.as_mut(), steps, time_span)?;
+                s.tree = cpu_tree_sample(b);
+                Ok(s)
+            }
             Runner::Draw(b) => gfx.context("the draw mode needs the GL context")?.frame(b, steps, time_span),
             Runner::Cuda(b) => gfx.context("CUDA interop modes need the GL context")?.frame(&mut b.backend, steps, time_span),
         }

@@ -34,6 +34,9 @@ pub struct Row {
     /// Interactions per second and GFLOP/s.
     #[serde(flatten)]
     pub rates: RateColumns,
+    /// The CPU modes' rate per core against the core's FMA peak.
+    #[serde(flatten)]
+    pub cpu: CpuColumns,
     /// Against other rows and rounds: scaling, overhead, spread, divergence.
     #[serde(flatten)]
     pub comparison: ComparisonColumns,
@@ -195,6 +198,46 @@ pub struct RateColumns {
     pub gflops_frame: f64,
 }
 
+/// `cpu_isa`, `cpu_mhz`, `cpu_threads`, `fma_peak_gflops_per_core`, `interactions_per_s_per_core`,
+/// `fma_peak_fraction`, `fma_peak_fraction_cpuinfo_clock`: the CPU modes (empty for the others;
+/// the last three for the direct sum only).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the columns are documented in the module docs
+pub struct CpuColumns {
+    pub cpu_isa: Option<String>,
+    pub cpu_mhz: Option<f64>,
+    pub cpu_threads: Option<usize>,
+    pub fma_peak_gflops_per_core: Option<f64>,
+    pub interactions_per_s_per_core: Option<f64>,
+    pub fma_peak_fraction: Option<f64>,
+    pub fma_peak_fraction_cpuinfo_clock: Option<f64>,
+}
+
+impl CpuColumns {
+    /// The columns of a CPU row run on `threads` threads against `peak`, whose direct sum (`rate`:
+    /// interactions/s of the whole run; `None` for a tree row) counts 20 flops an interaction.
+    /// The nominal peak at the `/proc/cpuinfo` clock takes two FMA pipes of 8 f32 lanes (256-bit
+    /// datapaths: 32 flops a cycle; an AVX-512 instruction takes a pipe for two cycles where
+    /// its datapath is 256 bits wide, as on AMD's Zen 4).
+    pub fn of(peak: &crate::sim::cpu::peak::FmaPeak, threads: usize, rate: Option<f64>) -> CpuColumns {
+        let per_core = rate.map(|r| r / threads.max(1) as f64);
+        let flops = |r: f64| r * crate::sim::FLOPS_PER_INTERACTION * 1e-9;
+        CpuColumns {
+            cpu_isa: Some(peak.isa.to_string()),
+            cpu_mhz: peak.mhz,
+            cpu_threads: Some(threads),
+            fma_peak_gflops_per_core: Some(peak.gflops),
+            interactions_per_s_per_core: per_core,
+            fma_peak_fraction: per_core.map(|r| flops(r) / peak.gflops),
+            fma_peak_fraction_cpuinfo_clock: per_core.zip(peak.mhz).map(|(r, mhz)| flops(r) / (NOMINAL_FLOPS_PER_CYCLE * mhz * 1e-3)),
+        }
+    }
+}
+
+/// f32 flops per cycle of one core's FMA pipes as [`CpuColumns::of`] counts them for the
+/// nominal peak: 2 pipes × 8 lanes × 2 flops.
+pub const NOMINAL_FLOPS_PER_CYCLE: f64 = 32.0;
+
 /// `speedup`, `scaling_efficiency`, `overhead_us`, `overhead_pct`, `interop_us`, `spread_us`,
 /// `spread_pct`, `diverged`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -270,3 +313,24 @@ pub(super) fn csv_cells(r: &Row) -> anyhow::Result<Vec<(String, String)>> {
         .collect())
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::cpu::peak::FmaPeak;
+
+    /// The per-core rate is the run's over its threads, 20 flops an interaction over the measured
+    /// peak and over 32 flops a cycle at the cpuinfo clock; a tree row (no rate) gets the facts
+    /// only.
+    #[test]
+    fn cpu_columns_put_the_rate_against_the_peak() {
+        let peak = FmaPeak { isa: "avx2", lanes: 8, mhz: Some(2000.0), gflops: 128.0 };
+        let c = CpuColumns::of(&peak, 2, Some(6.4e9));
+        assert_eq!(c.interactions_per_s_per_core, Some(3.2e9));
+        // 3.2e9 × 20 = 64 GFLOP/s: half of 128, and the nominal peak is 32 × 2 GHz = 64.
+        assert!((c.fma_peak_fraction.unwrap() - 0.5).abs() < 1e-12);
+        assert!((c.fma_peak_fraction_cpuinfo_clock.unwrap() - 1.0).abs() < 1e-12);
+        let t = CpuColumns::of(&FmaPeak { mhz: None, ..peak }, 2, None);
+        assert_eq!((t.cpu_isa.as_deref(), t.cpu_threads, t.interactions_per_s_per_core, t.fma_peak_fraction_cpuinfo_clock), (Some("avx2"), Some(2), None, None));
+    }
+}

@@ -27,9 +27,10 @@
 //!   step (CUDA events on the slices' streams, from its kernel's end to its gather's end: with
 //!   the wait for the other slices' kernels, see `cuda::split::SplitFrame`);
 //! - `theta`, `tree_{build,moments,walk}_ms_{median,p99}`, `tree_interactions_per_body`,
-//!   `tree_interactions_per_s` (tree mode): the opening angle; the GPU tree's phases in the last
-//!   step of each frame (CUDA events: box, keys, sort, tree and groups; moments; walk with the
-//!   leapfrog update); the terms evaluated per body (leaves and accepted cells, median); and
+//!   `tree_interactions_per_s` (tree and cpu-tree modes): the opening angle; the tree's phases in
+//!   the last step of each frame (tree: CUDA events: box, keys, sort, tree and groups; moments;
+//!   walk with the leapfrog update; cpu-tree: the host clock: cube, keys, sort, cells and groups;
+//!   moments; the grouped walks and the accelerations put back in the bodies' order); the terms evaluated per body (leaves and accepted cells, median); and
 //!   those terms per second over the median kernel time. A tree row leaves `interactions_per_s`
 //!   empty and gives `effective_interactions_per_s`: `N² · steps` over the same time, what the
 //!   direct sum would need, not a rate of anything evaluated; its `gflops` count 20 flops per
@@ -40,6 +41,17 @@
 //!   always over the median frame time; `effective_interactions_per_s` and
 //!   `effective_interactions_per_s_frame`: the same for tree rows, which leave the two
 //!   `interactions_per_s` columns empty;
+//! - `cpu_isa`, `cpu_mhz`, `cpu_threads`, `fma_peak_gflops_per_core` (cpu and cpu-tree): the
+//!   instruction set the CPU backend's SIMD code runs on (`avx512`, `avx2`, `scalar`: what
+//!   `pulp` dispatched to), `cpu MHz` of `/proc/cpuinfo`, the rayon threads, and one core's FMA
+//!   peak measured on that instruction set (`sim::cpu::peak`: 12 independent chains of vector
+//!   FMAs on one thread, 2 flops per lane and FMA, the best of 5 runs of about 7 ms: what the
+//!   core does at the clock it runs at); `interactions_per_s_per_core` (cpu): `interactions_per_s`
+//!   over the threads (one per core where the CPU has no SMT); `fma_peak_fraction` (cpu): that
+//!   rate × 20 flops over the measured peak; `fma_peak_fraction_cpuinfo_clock`: over the nominal
+//!   peak instead, 2 FMA pipes × 8 f32 lanes × 2 flops × the `cpu MHz` clock
+//!   ([`NOMINAL_FLOPS_PER_CYCLE`]; a core that runs faster than `/proc/cpuinfo` says, as under
+//!   boost, can exceed 1);
 //! - `speedup`, `scaling_efficiency` (CUDA modes): the median frame time of the same mode, N and
 //!   precision on one computing GPU with the render GPU computing and as many slices per GPU,
 //!   over this row's (a rate ratio), and that over `gpus`; empty for that 1-GPU row itself and
@@ -86,7 +98,7 @@ mod columns;
 mod plot;
 mod table;
 
-pub use columns::{ComparisonColumns, LaunchColumns, ProvenanceColumns, RateColumns, Row, SamplingColumns, SetupColumns, TimeColumns, TreeColumns};
+pub use columns::{ComparisonColumns, CpuColumns, LaunchColumns, ProvenanceColumns, RateColumns, Row, SamplingColumns, SetupColumns, TimeColumns, TreeColumns, NOMINAL_FLOPS_PER_CYCLE};
 
 pub use plot::plot;
 pub(crate) use table::opt;
@@ -208,6 +220,8 @@ pub struct RowMeta {
     pub map_flags: Option<String>,
     /// Context scheduling flag.
     pub ctx_sched: Option<String>,
+    /// The CPU modes: the core's FMA peak and the threads the CPU backend ran on.
+    pub cpu: Option<(crate::sim::cpu::peak::FmaPeak, usize)>,
 }
 
 /// Facts of the whole run, the same in every row.
@@ -304,7 +318,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
             let overhead_ms = compute.map(|c| m.times.frame.median - c);
             let draw_frame = measured
                 .iter()
-                .find(|d| d.mode == BenchMode::Draw && d.n == m.n && m.mode != BenchMode::Cpu)
+                .find(|d| d.mode == BenchMode::Draw && d.n == m.n && !m.mode.is_cpu())
                 .map(|d| d.times.frame.median);
             // What the mode costs beyond the kernel alone and the GL frame alone.
             let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
@@ -335,6 +349,7 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                     effective_interactions_per_s_frame: m.tree.is_some().then_some(ips_frame),
                     gflops_frame: ips_frame * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
                 },
+                cpu: m.meta.cpu.as_ref().map_or_else(CpuColumns::default, |(peak, threads)| CpuColumns::of(peak, *threads, m.tree.is_none().then_some(ips))),
                 comparison: ComparisonColumns {
                     speedup,
                     scaling_efficiency,

@@ -88,6 +88,23 @@ pub fn table(rows: &[Row]) -> String {
             let _ = writeln!(s, "{:<w$} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
         }
     }
+    for r in rows.iter().filter(|r| r.cpu.fma_peak_fraction.is_some()) {
+        let (c, peak) = (&r.cpu, r.cpu.fma_peak_gflops_per_core.unwrap_or_default());
+        let _ = write!(
+            s,
+            "{} N={}: {} interactions/s per core, {} % of one core's FMA peak ({peak:.1} GFLOP/s measured, {})",
+            row_label(r, false),
+            r.n,
+            opt(c.interactions_per_s_per_core.map(|v| v * 1e-9), 2) + "e9",
+            opt(c.fma_peak_fraction.map(|f| f * 100.0), 0),
+            c.cpu_isa.as_deref().unwrap_or("?")
+        );
+        let _ = writeln!(
+            s,
+            "{}",
+            c.fma_peak_fraction_cpuinfo_clock.zip(c.cpu_mhz).map_or(String::new(), |(f, mhz)| format!("; {:.0} % of 32 flops a cycle at the cpuinfo clock, {mhz:.0} MHz", f * 100.0))
+        );
+    }
     if rows.iter().any(|r| r.rates.effective_interactions_per_s.is_some()) {
         let _ = writeln!(s, "eff.: effective interactions/s, N² over the tree's step time (what the direct sum would need), not a rate of interactions evaluated");
     }

@@ -16,11 +16,11 @@
 //!
 //! # Summation order
 //! For every body `i` the sum over `j` runs in index order `j = 0, 1, …, N−1`, tile by tile
-//! ([`SUM_TILE`] sources): each tile's terms are summed from zero, then the tile's sum is added to
+//! (`SUM_TILE` sources): each tile's terms are summed from zero, then the tile's sum is added to
 //! the body's total. With one running sum, once a heavy body's term is in it, the terms of light
 //! bodies far away fall below its rounding and are lost (in the two-galaxy scene at N = 1M, a
 //! star's pull from the other galaxy's disk, 0.7 % of its acceleration); a tile's sum of them is
-//! [`SUM_TILE`] times larger and is kept. Several bodies `i` are processed side by side
+//! `SUM_TILE` times larger and is kept. Several bodies `i` are processed side by side
 //! (independent accumulators), one per SIMD lane, so no sum is reordered.
 //!
 //! # SIMD
@@ -38,6 +38,7 @@ use std::ops::{Add, AddAssign, Div, Mul, Sub};
 use rayon::prelude::*;
 
 mod float64;
+pub mod peak;
 mod simd;
 mod stepper;
 
@@ -58,8 +59,10 @@ const CHUNK: usize = 64;
 pub const NOMINAL_RATE_PER_THREAD: f64 = 2.0e9;
 
 /// Nominal all-pairs rate of the float64 [`Cpu`] per thread (interactions/s), for estimates:
-/// half of [`NOMINAL_RATE_PER_THREAD`] (half the lanes per vector).
-pub const NOMINAL_RATE_PER_THREAD_F64: f64 = 1.0e9;
+/// 1.1e9 per thread was measured on the 2-core CI machine with AVX-512 (8 f64 lanes;
+/// `bench --modes cpu --precision f64`, docs/results.md "CPU, 2 cores, 2026-12-05"), halved for
+/// AVX2's 4 lanes.
+pub const NOMINAL_RATE_PER_THREAD_F64: f64 = 5.0e8;
 /// Bodies `i` computed side by side in the inner loop over `j`.
 const LANES: usize = 8;
 

@@ -14,7 +14,7 @@ pub(super) const MAX_LANES: usize = 16;
 pub trait Lane: Real {
     /// A vector of `Self` on the instruction set `S`.
     type V<S: Simd>: Copy;
-    /// Lanes of `S` (at most [`MAX_LANES`] are used).
+    /// Lanes of `S` (the force loop uses at most 16).
     fn v_lanes<S: Simd>() -> usize;
     /// `x` in every lane.
     fn v_splat<S: Simd>(s: S, x: Self) -> Self::V<S>;

@@ -1,5 +1,5 @@
 //! The grouped walk (f32, explicit SIMD): one walk of the tree per group, whose interaction
-//! list every body of the group then evaluates ([`super::simd::acceleration`]).
+//! list every body of the group then evaluates ([`super::simd::accelerations`]).
 
 use super::build::{CellF32, Group, Octree, WalkNode};
 use super::simd::{accelerations, TreeOp, TreeSimd};
@@ -83,9 +83,7 @@ impl TreeOp for WalkGroups<'_> {
         let base = groups.first().map_or(0, |g| g.start as usize);
         let mut counts = Interactions::default();
         for grp in groups {
-            let t = std::time::Instant::now();
             tree.lists(grp, theta2, eps2, lists);
-            LIST_NS.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
             let (start, end) = (grp.start as usize, grp.end as usize);
             accelerations(simd, &lists.bodies, &lists.cells, &tree.sorted[start..end], &mut out[start - base..end - base], g, eps2);
             let len = (end - start) as u64;
@@ -94,5 +92,3 @@ impl TreeOp for WalkGroups<'_> {
         counts
     }
 }
-
-pub(super) static LIST_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -89,34 +89,47 @@ pub enum Solver {
 /// The smallest N from which `--solver auto` runs the tree, by θ (rows: θ at least this), on the
 /// GPU and on the CPU. GPU: the H200's crossovers (`bench --modes compute,tree`, docs/results.md
 /// "H200, 2026-12-04, GPU tree": at θ = 0.75 the tree's step is 0.489 ms against 0.503 at N =
-/// 32768; at θ = 0.5 0.737 against 0.503 at 32768, 0.871 against 1.077 at 49152). CPU: the
-/// `accuracy` table of 2 cores (docs/results.md "CPU, 2 cores, 2026-12-04": the tree 1.0× the
-/// direct sum at 16384 and θ = 0.75; 0.4× at 16384 and 1.4× at 65536 for θ = 0.5). Below θ =
-/// 0.5 (not measured on the GPU; 0.4× on the CPU at 65536 and θ = 0.3) the tree costs about
-/// twice as many terms, so the crossover is put 4× further out.
-pub const AUTO_TREE_FROM: [(f32, usize, usize); 3] = [(0.75, 32768, 16384), (0.5, 49152, 65536), (0.0, 131072, 262144)];
+/// 32768; at θ = 0.5 0.737 against 0.503 at 32768, 0.871 against 1.077 at 49152); below θ = 0.5
+/// (not measured there) the tree costs about twice as many terms, so the crossover is put 4×
+/// further out. CPU: the grouped SIMD tree against the SIMD direct sum on 2 cores (`bench
+/// --modes cpu,cpu-tree`, docs/results.md "CPU, 2 cores, 2026-12-05": the first power of two
+/// from which the tree's step is shorter: 4096 at θ = 0.75 and 1 (1.15× and 1.55× faster
+/// there), 8192 at θ = 0.5 (0.84× at 4096, 1.61× at 8192) and 0.3 (1.04×)); below θ = 0.3 (not
+/// measured) 4× further out.
+pub const AUTO_TREE_FROM: [(f32, usize, usize); 4] = [(0.75, 32768, 4096), (0.5, 49152, 8192), (0.3, 131072, 8192), (0.0, 131072, 32768)];
 
-/// Terms per body of a tree step at opening angle `theta`, for estimates of a step's length (a
-/// bound above the measurements, not one): 3000 (0.5/θ)^2.2, infinite at θ = 0. Measured: the
+/// Terms per body of a GPU tree step at opening angle `theta`, for estimates of a step's length
+/// (a bound above the measurements, not one): 3000 (0.5/θ)^2.2, infinite at θ = 0. Measured: the
 /// H200's GPU tree at N = 1M 7896, 2376, 919 and 513 at θ = 0.3, 0.5, 0.75 and 1 (docs/results.md,
-/// "H200, 2026-12-04, GPU tree"); the CPU octree at N = 65536 5344, 1750, 678 and 368.
+/// "H200, 2026-12-04, GPU tree").
 pub fn tree_terms_per_body(theta: f32) -> f64 {
     3000.0 * (0.5 / f64::from(theta)).powf(2.2)
 }
 
-/// What one term of the CPU tree's walk costs in the CPU backend's all-pairs interactions: the
-/// walk takes one body at a time in float64, about 1.6e8 terms/s on 2 cores against 4.4e9
-/// interactions/s of the SIMD direct sum (docs/results.md, "CPU, 2 cores, 2026-12-04").
-pub const CPU_TREE_TERM_COST: f64 = 27.0;
+/// Terms per body of a CPU tree step (the grouped walk, whose groups open more cells than each
+/// body would) at opening angle `theta`, for estimates: 3600 (0.5/θ)^1.8, at or above the
+/// Plummer sphere's at N = 65536 (8840, 3339, 1378 and 1021 at θ = 0.3, 0.5, 0.75 and 1;
+/// `accuracy`, docs/results.md "CPU, 2 cores, 2026-12-05") and at N = 1M (1463 at θ = 0.75).
+pub fn cpu_tree_terms_per_body(theta: f32) -> f64 {
+    3600.0 * (0.5 / f64::from(theta)).powf(1.8)
+}
+
+/// What one term of the CPU tree costs in the CPU backend's all-pairs interactions, its build
+/// included: a whole tree step evaluates about 2.3e9 terms/s on 2 cores at θ = 0.75 from N =
+/// 262144 to 1M (the walk alone 2.7e9), against 6.6e9 interactions/s of the SIMD direct sum:
+/// 2.9 interactions a term (docs/results.md, "CPU, 2 cores, 2026-12-05"); rounded up.
+pub const CPU_TREE_TERM_COST: f64 = 3.0;
 
 /// The cost of one step of `n` bodies with `solver` on the GPU (`gpu`) or the CPU, in the
 /// backend's all-pairs interactions, for estimates at its nominal rate: N² for the direct sum;
-/// for the tree N × [`tree_terms_per_body`] (at most N²) terms, each [`CPU_TREE_TERM_COST`]
-/// interactions on the CPU; `auto` as [`Solver::resolve`] picks.
+/// for the tree N × [`tree_terms_per_body`] (GPU) or N × [`cpu_tree_terms_per_body`] ×
+/// [`CPU_TREE_TERM_COST`] (CPU), the terms at most N per body; `auto` as [`Solver::resolve`]
+/// picks.
 pub fn step_terms(solver: Solver, n: usize, gpu: bool) -> f64 {
     let n = n as f64;
     match solver.resolve(n as usize, gpu) {
-        Solver::Tree { theta } => n * tree_terms_per_body(theta).min(n) * if gpu { 1.0 } else { CPU_TREE_TERM_COST },
+        Solver::Tree { theta } if gpu => n * tree_terms_per_body(theta).min(n),
+        Solver::Tree { theta } => n * cpu_tree_terms_per_body(theta).min(n) * CPU_TREE_TERM_COST,
         _ => n * n,
     }
 }
@@ -135,7 +148,7 @@ impl Solver {
     /// the tree from [`AUTO_TREE_FROM`]'s N for its θ on, the direct sum below; the others stay.
     pub fn resolve(self, n: usize, gpu: bool) -> Solver {
         let Solver::Auto { theta } = self else { return self };
-        let (_, from_gpu, from_cpu) = AUTO_TREE_FROM.iter().copied().find(|(t, _, _)| theta >= *t).unwrap_or(AUTO_TREE_FROM[2]);
+        let (_, from_gpu, from_cpu) = AUTO_TREE_FROM.iter().copied().find(|(t, _, _)| theta >= *t).unwrap_or(AUTO_TREE_FROM[3]);
         if n >= if gpu { from_gpu } else { from_cpu } {
             Solver::Tree { theta }
         } else {

@@ -92,7 +92,8 @@ pub(super) fn dispatch<O: TreeOp>(op: O) -> O::Output {
     Simd::vectorize(pulp::Scalar, With { op, simd: pulp::Scalar })
 }
 
-/// The name of the instruction set [`dispatch`] runs on here: `avx512`, `avx2` or `scalar`.
+/// The name of the instruction set the CPU backend's SIMD code (the tree's walk and the direct
+/// sum, both dispatched at run time) runs on here: `avx512`, `avx2` or `scalar`.
 pub fn isa() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     match pulp::Arch::new() {

@@ -122,30 +122,13 @@ fn auto_picks_the_tree_from_the_measured_crossover() {
     assert_eq!(auto(0.5).resolve(49152, true), Solver::Tree { theta: 0.5 });
     assert_eq!(auto(0.3).resolve(65536, true), Solver::Direct);
     assert_eq!(auto(1.0).resolve(16384, false), Solver::Tree { theta: 1.0 });
-    assert_eq!(auto(0.5).resolve(16384, false), Solver::Direct);
+    assert_eq!(auto(0.75).resolve(4095, false), Solver::Direct);
+    assert_eq!(auto(0.75).resolve(4096, false), Solver::Tree { theta: 0.75 });
+    assert_eq!(auto(0.5).resolve(8191, false), Solver::Direct);
+    assert_eq!(auto(0.3).resolve(8192, false), Solver::Tree { theta: 0.3 });
+    assert_eq!(auto(0.1).resolve(16384, false), Solver::Direct);
+    assert_eq!(auto(0.1).resolve(32768, false), Solver::Tree { theta: 0.1 });
     // The others are kept whatever N.
     assert_eq!(Solver::Direct.resolve(1 << 24, true), Solver::Direct);
     assert_eq!(Solver::Tree { theta: 0.5 }.resolve(2, false), Solver::Tree { theta: 0.5 });
-}
-
-#[test]
-#[ignore]
-fn zz_timing_probe() {
-    let cpu = || -> f64 { std::fs::read_dir("/proc/self/task").unwrap().map(|e| { let p = e.unwrap().path().join("schedstat"); std::fs::read_to_string(p).ok().and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok())).unwrap_or(0.0) }).sum::<f64>() * 1e-6 };
-    let n: usize = std::env::var("TN").map(|v| v.parse().unwrap()).unwrap_or(262144);
-    let theta: f32 = std::env::var("TT").map(|v| v.parse().unwrap()).unwrap_or(0.75);
-    let scene = std::env::var("TS").unwrap_or("plummer".into());
-    let b = initial_bodies(&scene, n, 1, 1.0).unwrap();
-    for rep in 0..3 {
-        let (t, c0) = (std::time::Instant::now(), cpu());
-        let tree = Octree::build(&b.pos);
-        let (tb, cb) = (t.elapsed().as_secs_f64() * 1e3, cpu() - c0);
-        let mut acc = vec![[0.0f32; 3]; n];
-        let (t2, c1) = (std::time::Instant::now(), cpu());
-        let c = tree.accelerations_into(&b.pos, 0, &mut acc, 1.0, 0.01, theta);
-        let (tw, cw) = (t2.elapsed().as_secs_f64() * 1e3, cpu() - c1);
-        let lists = super::group::LIST_NS.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 * 1e-6;
-        eprintln!("rep {rep} N={n} θ={theta}: wall build {tb:.1} walk {tw:.1} | cpu build {cb:.1} walk {cw:.1} (lists {lists:.1}) ms; terms/body {:.0} (bb {:.0} bc {:.0}); groups {}, cells {}",
-            c.total() as f64 / n as f64, c.body_body as f64 / n as f64, c.body_cell as f64 / n as f64, tree.groups.len(), tree.cells());
-    }
 }
