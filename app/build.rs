@@ -12,7 +12,19 @@ fn main() {
     };
     if let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) {
         println!("cargo:rustc-env=NBODY_GIT_COMMIT={commit}");
-        let dirty = git(&["status", "--porcelain", "--untracked-files=no", "--", ".", "../interop", "../kernels", "../shaders", "../Cargo.toml", "../Cargo.lock"]).is_some_and(|s| !s.is_empty());
+        let dirty = git(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            "../interop",
+            "../kernels",
+            "../shaders",
+            "../Cargo.toml",
+            "../Cargo.lock",
+        ])
+        .is_some_and(|s| !s.is_empty());
         println!("cargo:rustc-env=NBODY_GIT_DIRTY={}", u8::from(dirty));
     }
     // A new commit moves HEAD's branch (or HEAD itself when detached).

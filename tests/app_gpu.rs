@@ -9,10 +9,10 @@
 //! body gives O(1) errors). The fp64 paths are held to 1e-12 (the bound; see
 //! `f64_step_matches_float64_reference` for why the fp64 kernel lands far below it).
 
-#[path = "common/gpu_gate.rs"]
-mod gpu_gate;
 #[path = "app_gpu/density.rs"]
 mod density;
+#[path = "common/gpu_gate.rs"]
+mod gpu_gate;
 #[path = "app_gpu/images.rs"]
 mod images;
 #[path = "app_gpu/kernels.rs"]
@@ -32,18 +32,18 @@ use gpu_gate::ensure;
 use interop::sys::stream_flags;
 use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics};
 use libtest_mimic::Failed;
+use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
 use nbody_app::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SimBackend};
 use nbody_app::cli::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 use nbody_app::cuda::split::SplitStepper;
-use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
 use nbody_app::gfx::context::HeadlessContext;
 
+use nbody_app::cuda::kernels::{Kernels, BODY_BYTES, EQUAL_MASS};
+use nbody_app::cuda::launch_rule::{Launch, Masses, StepLoop};
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use nbody_app::gfx::target::{OffscreenTarget, RenderTarget};
 use nbody_app::sim::cpu::step_reference_f64;
 use nbody_app::sim::diagnostics::potentials_f64;
-use nbody_app::cuda::kernels::{Kernels, BODY_BYTES, EQUAL_MASS};
-use nbody_app::cuda::launch_rule::{Launch, Masses, StepLoop};
 use nbody_app::sim::init::InitialCondition;
 use nbody_app::sim::{Bodies, PhysParams};
 

@@ -364,7 +364,7 @@ fn module_refs(src: &str, module: &str) -> Vec<(Vec<String>, usize)> {
     let t = tokens(&strip(src));
     let base: Vec<String> = module.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
     let mut blocks: Vec<Option<String>> = Vec::new(); // per open brace: the inline module it opens
-    // Child modules declared by this file (`mod name;`): `name::…` paths are relative to it.
+                                                      // Child modules declared by this file (`mod name;`): `name::…` paths are relative to it.
     let children: BTreeSet<&str> = (1..t.len().saturating_sub(1))
         .filter(|&i| text(&t, i - 1) == "mod" && is_ident(text(&t, i)) && text(&t, i + 1) == ";")
         .map(|i| text(&t, i))
@@ -434,7 +434,10 @@ fn file_cycles(label: &str, files: &[(String, String)]) -> Vec<String> {
             // A path relative to a child module the file declares resolves like `self::`.
             let abs = match refs.into_iter().next() {
                 Some((abs, _)) => abs,
-                None if path.first().is_some_and(|f| by_module.contains_key(&format!("{own}{}{}", if own.is_empty() { "" } else { "::" }, f.text))) => {
+                None if path
+                    .first()
+                    .is_some_and(|f| by_module.contains_key(&format!("{own}{}{}", if own.is_empty() { "" } else { "::" }, f.text))) =>
+                {
                     own.split("::").filter(|x| !x.is_empty()).map(str::to_string).chain(path.iter().map(|p| p.text.clone())).collect()
                 }
                 None => continue,
@@ -505,7 +508,8 @@ fn file_cycles(label: &str, files: &[(String, String)]) -> Vec<String> {
             s.components.push(c);
         }
     }
-    let mut s = State { edges: &edges, index: BTreeMap::new(), low: BTreeMap::new(), stack: Vec::new(), on_stack: BTreeSet::new(), components: Vec::new() };
+    let mut s =
+        State { edges: &edges, index: BTreeMap::new(), low: BTreeMap::new(), stack: Vec::new(), on_stack: BTreeSet::new(), components: Vec::new() };
     for (rel, _) in files {
         if !s.index.contains_key(rel.as_str()) {
             connect(rel, &mut s);
@@ -546,10 +550,8 @@ fn workspace_root() -> PathBuf {
 
 /// Every `.rs` file under `dir` as (path relative to `base` with `/`, source), sorted.
 fn rust_files(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
-    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .collect();
+    let mut paths: Vec<PathBuf> =
+        fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display())).map(|e| e.expect("directory entry").path()).collect();
     paths.sort();
     for p in paths {
         if p.is_dir() {
@@ -565,8 +567,7 @@ fn rust_files(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
 fn assert_layering(krate: &str) {
     let root = workspace_root();
     let label = format!("{krate}/src");
-    let md = fs::read_to_string(root.join("ARCHITECTURE.md"))
-        .unwrap_or_else(|e| panic!("cannot read ARCHITECTURE.md in {}: {e}", root.display()));
+    let md = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap_or_else(|e| panic!("cannot read ARCHITECTURE.md in {}: {e}", root.display()));
     let table = parse_table(&md, &label).unwrap_or_else(|e| panic!("{e}"));
     let (src, mut files) = (root.join(&label), Vec::new());
     rust_files(&src, &src, &mut files);
@@ -647,8 +648,7 @@ mod checker {
 
     #[test]
     fn grouped_imports_are_split() {
-        let src =
-            "use crate::{sim::{A, B}, gfx,\n    cuda::{self as c, d::E}, trace::*};\nfn f() { $crate::ui::x(); pub(crate) struct S; }";
+        let src = "use crate::{sim::{A, B}, gfx,\n    cuda::{self as c, d::E}, trace::*};\nfn f() { $crate::ui::x(); pub(crate) struct S; }";
         assert_eq!(heads_of(src, 1), ["sim", "gfx", "cuda", "trace", "ui"]);
         assert_eq!(root_refs(src, 1)[2].line, 2);
     }
@@ -686,7 +686,11 @@ mod checker {
         assert!(file_cycles("x/src", &acyclic).is_empty());
         assert_eq!(module_refs("mod tests { use super::super::z::Y; }", "a::b"), [(vec!["a".to_string(), "z".into(), "Y".into()], 1)]);
         // A folder's mod.rs naming its child relatively: an edge to the child.
-        let parent_uses_child = [("ui/mod.rs".to_string(), "mod a;\npub use a::A;".to_string()), ("ui/a.rs".into(), "use crate::ui::b::B;".into()), ("ui/b.rs".into(), "use crate::ui::a::A;".into())];
+        let parent_uses_child = [
+            ("ui/mod.rs".to_string(), "mod a;\npub use a::A;".to_string()),
+            ("ui/a.rs".into(), "use crate::ui::b::B;".into()),
+            ("ui/b.rs".into(), "use crate::ui::a::A;".into()),
+        ];
         assert_eq!(module_refs(&parent_uses_child[0].1, "ui"), [(vec!["ui".to_string(), "a".into(), "A".into()], 2)]);
         assert_eq!(file_cycles("x/src", &parent_uses_child).len(), 1);
         // A name a folder's mod.rs re-exports counts as the file it comes from.

@@ -211,7 +211,8 @@ fn cpu_mode_writes_json_csv_and_png() {
 
     let png = std::fs::read(dir.join("bench.png")).expect("bench.png");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "bench.png is a PNG");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().contains("tmp")).collect();
+    let leftovers: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().contains("tmp")).collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
 
@@ -349,7 +350,8 @@ fn a_bad_timeline_path_fails_first_and_keeps_earlier_results() {
 #[test]
 fn readback_fills_its_columns() {
     let dir = out_dir("readback");
-    let args = ["--modes", "cpu", "--bodies", "256", "--frames", "6", "--warmup", "1", "--rounds", "1", "--readback", "--width", "320", "--height", "200"];
+    let args =
+        ["--modes", "cpu", "--bodies", "256", "--frames", "6", "--warmup", "1", "--rounds", "1", "--readback", "--width", "320", "--height", "200"];
     let o = bench(&args, &dir, &[]);
     assert!(o.status.success(), "{}", text(&o));
     let (_, rows) = json_rows(&dir);

@@ -213,7 +213,15 @@ fn window_without_gl_lists_every_route_and_the_remedy() {
     assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
     assert_no_panic(&o);
     // `--present auto` goes on to the copy route, whose EGL device list is empty here too.
-    for words in ["tried, in order", "1. native, GLX (X11, glvnd)", "2. native, EGL on the window system", "3. copy: ", "--headless", "DISPLAY", "--present copy"] {
+    for words in [
+        "tried, in order",
+        "1. native, GLX (X11, glvnd)",
+        "2. native, EGL on the window system",
+        "3. copy: ",
+        "--headless",
+        "DISPLAY",
+        "--present copy",
+    ] {
         assert!(err.contains(words), "no {words:?} in:\n{err}");
     }
     assert_eq!(err.matches("tried, in order").count(), 1, "the error is printed once:\n{err}");
@@ -224,8 +232,22 @@ fn window_without_gl_lists_every_route_and_the_remedy() {
 #[test]
 fn auto_steps_per_frame_runs_and_reports_its_steps() {
     let o = run(&[
-        "--headless", "--backend", "cpu", "--bodies", "256", "--frames", "40", "--no-overlay", "--width", "32", "--height", "32",
-        "--steps-per-frame", "auto", "--target-fps", "30",
+        "--headless",
+        "--backend",
+        "cpu",
+        "--bodies",
+        "256",
+        "--frames",
+        "40",
+        "--no-overlay",
+        "--width",
+        "32",
+        "--height",
+        "32",
+        "--steps-per-frame",
+        "auto",
+        "--target-fps",
+        "30",
     ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
@@ -413,7 +435,11 @@ fn save_state_and_diagnostics_interval() {
     assert_eq!(rows, 257, "header + 256 bodies");
     // The summary: the run's counts, its stages and where it came from.
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary written")).expect("JSON");
-    assert_eq!((s["status"].as_str(), s["frames"].as_u64(), s["steps"].as_u64(), s["bodies"].as_u64()), (Some("complete"), Some(4), Some(4), Some(256)), "{s}");
+    assert_eq!(
+        (s["status"].as_str(), s["frames"].as_u64(), s["steps"].as_u64(), s["bodies"].as_u64()),
+        (Some("complete"), Some(4), Some(4), Some(256)),
+        "{s}"
+    );
     assert_eq!(s["stages_ms"]["frame"]["count"].as_u64(), Some(3), "every frame after the first: {s}");
     assert!(s["stages_ms"]["kernel"]["median"].as_f64().is_some_and(|k| k > 0.0), "the CPU step: {s}");
     assert_eq!((s["route"]["headless"].as_bool(), s["route"]["interop"].is_null()), (Some(true), true), "{s}");
@@ -461,8 +487,7 @@ fn switch_probe_without_cuda_names_the_cause() {
     assert_no_panic(&o);
     if o.status.success() {
         // A machine with an NVIDIA GPU: the probe ran and wrote its file.
-        let doc: serde_json::Value =
-            serde_json::from_reader(File::open(out.join("o/switch.json")).expect("switch.json")).expect("JSON");
+        let doc: serde_json::Value = serde_json::from_reader(File::open(out.join("o/switch.json")).expect("switch.json")).expect("JSON");
         assert_eq!(doc["status"], "complete");
         assert_eq!(doc["rounds_done"], 2);
         for v in doc["variants"].as_array().expect("variants") {
@@ -479,11 +504,7 @@ fn switch_probe_without_cuda_names_the_cause() {
 fn info_with_missing_driver_functions_prints_the_whole_report() {
     let so = fake_driver::build("cli", &["cuCtxCreate", "cuLaunchKernel"]);
     // `info` prints the whole report, then fails naming the first missing function.
-    let o = Command::new(BIN)
-        .arg("info")
-        .env("NBODY_CUDA_LIBRARY", &so)
-        .output()
-        .expect("spawn nbody-interop");
+    let o = Command::new(BIN).arg("info").env("NBODY_CUDA_LIBRARY", &so).output().expect("spawn nbody-interop");
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "info with missing functions:\n{out}\n{err}");
     for name in ["cuCtxCreate", "cuLaunchKernel", "cuGraphicsMapResources"] {
@@ -494,11 +515,7 @@ fn info_with_missing_driver_functions_prints_the_whole_report() {
 
 #[test]
 fn info_json_without_a_driver_is_json() {
-    let o = Command::new(BIN)
-        .args(["info", "--json"])
-        .env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
-        .output()
-        .expect("spawn nbody-interop");
+    let o = Command::new(BIN).args(["info", "--json"]).env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1").output().expect("spawn nbody-interop");
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "info without a driver:\n{out}\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{out}"));
@@ -508,7 +525,21 @@ fn info_json_without_a_driver_is_json() {
 #[test]
 fn bench_that_measures_nothing_leaves_no_output_directory() {
     let dir = scratch("bench-nothing").join("out");
-    let o = run(&["bench", "--modes", "cpu", "--init", "figure-eight", "--bodies", "64", "--frames", "2", "--rounds", "1", "--out", dir.to_str().expect("utf-8")]);
+    let o = run(&[
+        "bench",
+        "--modes",
+        "cpu",
+        "--init",
+        "figure-eight",
+        "--bodies",
+        "64",
+        "--frames",
+        "2",
+        "--rounds",
+        "1",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "figure-eight at N = 64 was accepted:\n{err}");
     assert!(err.contains("--bodies 3"), "the error does not suggest --bodies 3:\n{err}");
@@ -620,7 +651,9 @@ fn out_of_range_values_are_refused_with_the_range() {
         assert!(!err.contains("unexpected argument") && !err.contains("got inf") && !err.contains("1000000000000000000000000000000"), "{err}");
     }
     // The range's ends are taken.
-    for args in [&["--headless", "--theta", "2", "--frames", "1", "--bodies", "64"][..], &["--headless", "--dt", "3e38", "--frames", "1", "--bodies", "64"]] {
+    for args in
+        [&["--headless", "--theta", "2", "--frames", "1", "--bodies", "64"][..], &["--headless", "--dt", "3e38", "--frames", "1", "--bodies", "64"]]
+    {
         let o = run(args);
         assert!(!String::from_utf8_lossy(&o.stderr).contains("invalid value"), "{args:?}: {:?}", text(&o));
     }
@@ -676,7 +709,10 @@ fn the_readme_tour_says_which_commands_need_a_gpu() {
         parse(c);
     }
     let instead = commands(gpu, "#   without a GPU: cargo run --release --");
-    assert!(instead.iter().any(|c| c.first().is_some_and(|a| a == "bench")) && instead.iter().any(|c| c.contains(&"--replay".to_string())), "{instead:?}");
+    assert!(
+        instead.iter().any(|c| c.first().is_some_and(|a| a == "bench")) && instead.iter().any(|c| c.contains(&"--replay".to_string())),
+        "{instead:?}"
+    );
     for c in &instead {
         parse(c);
         assert!(!needs_gpu(c), "{c:?} is given as the CPU equivalent but needs a GPU");
@@ -694,7 +730,8 @@ fn frame_estimates_and_ignored_settings_are_said() {
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("one frame of --steps-per-frame 1000000000 steps") && err.contains("--allow-slow"), "{err}");
 
-    let o = run(&["--headless", "--backend", "cpu", "--init", "figure-eight", "--bodies", "100000", "--frames", "1", "--width", "64", "--height", "64"]);
+    let o =
+        run(&["--headless", "--backend", "cpu", "--init", "figure-eight", "--bodies", "100000", "--frames", "1", "--width", "64", "--height", "64"]);
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("--bodies (the figure-eight has always 3 bodies)"), "{err}");

@@ -87,7 +87,8 @@ wait $pid; echo "exit=$?""#,
 /// ZPixmap, 32-bit, LSB-first form that a 24-bit TrueColor server (Xvfb) writes.
 fn read_xwd(bytes: &[u8]) -> (usize, usize, Vec<[u8; 3]>) {
     let field = |i: usize| u32::from_be_bytes(bytes[i * 4..i * 4 + 4].try_into().expect("xwd header")) as usize;
-    let (header, format, width, height, byte_order, bpp, line, ncolors) = (field(0), field(2), field(4), field(5), field(7), field(11), field(12), field(19));
+    let (header, format, width, height, byte_order, bpp, line, ncolors) =
+        (field(0), field(2), field(4), field(5), field(7), field(11), field(12), field(19));
     assert_eq!((format, bpp, byte_order), (2, 32, 0), "an xwd of a 24-bit TrueColor Xvfb screen (ZPixmap, 32 bpp, LSB first)");
     let data = &bytes[header + ncolors * 12..];
     let mut px = Vec::with_capacity(width * height);
@@ -151,7 +152,10 @@ xdotool key s
 until ls nbody-interop-*.png >/dev/null 2>&1; do sleep 0.05; done
 xdotool key Escape
 wait $pid; echo "exit=$?""#,
-        start = launch(&format!("--backend cpu --init figure-eight --bodies 300 --width 320 --height 240 --no-overlay --save-state '{}'", state.display()))
+        start = launch(&format!(
+            "--backend cpu --init figure-eight --bodies 300 --width 320 --height 240 --no-overlay --save-state '{}'",
+            state.display()
+        ))
     );
     let o = under_xvfb(&dir, &script, "warn");
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));

@@ -147,7 +147,9 @@ fn a_link_lands_only_on_its_call_or_definition() {
     // The line of the call passes; the lines around it do not (no slack).
     assert_eq!(check_link(src, 5, "step"), Ok(()));
     assert_eq!(check_link(src, 6, "step"), Ok(()), "a method call with a space before the parenthesis");
-    for (n, why) in [(1, "a doc comment"), (3, "a variable, not a call"), (4, "another identifier and an argument"), (7, "a brace"), (12, "a comment")] {
+    for (n, why) in
+        [(1, "a doc comment"), (3, "a variable, not a call"), (4, "another identifier and an argument"), (7, "a brace"), (12, "a comment")]
+    {
         let e = check_link(src, n, "step").expect_err(why);
         assert!(e.contains("L5, L6"), "{why}: {e}");
     }

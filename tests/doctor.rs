@@ -339,7 +339,10 @@ fn the_fallback_names_the_cause_the_checks_find() {
     let ssh = env(&[("DISPLAY", "localhost:10.0"), ("SSH_CLIENT", "10.0.0.2 52311 22")]);
     let host = root("fallback-host", &[]);
     assert_eq!(fallback::explain(&ssh, &host, &driver, &cuda_ok, ptx, &window, err).map(|f| f.check), Some("remote-display"));
-    assert_eq!(fallback::explain(&env(&[("DISPLAY", ":0")]), &host, &driver, &cuda_ok, ptx, &gl("Intel", "Mesa Intel(R) UHD 620"), err).map(|f| f.check), Some("window-gl"));
+    assert_eq!(
+        fallback::explain(&env(&[("DISPLAY", ":0")]), &host, &driver, &cuda_ok, ptx, &gl("Intel", "Mesa Intel(R) UHD 620"), err).map(|f| f.check),
+        Some("window-gl")
+    );
     assert_eq!(fallback::explain(&Env::default(), &host, &driver, &cuda_ok, ptx, &headless, err).map(|f| f.check), Some("egl-device"));
     let missing = DriverFact::Missing("no CUDA driver library could be loaded".into());
     assert_eq!(fallback::explain(&Env::default(), &wsl, &missing, &CudaFact::NotTried, ptx, &window, err).map(|f| f.check), Some("driver"));

@@ -233,11 +233,7 @@ fn cupti_records_kernels_and_copies() -> Result<(), Failed> {
 
     let records = cupti.flush()?;
     let (unparsed, failed_allocs) = cupti.unparsed_records();
-    eprintln!(
-        "  {} records, {unparsed} unparsed, {failed_allocs} buffers not allocated, dropped: {:?}",
-        records.len(),
-        cupti.dropped_records()?
-    );
+    eprintln!("  {} records, {unparsed} unparsed, {failed_allocs} buffers not allocated, dropped: {:?}", records.len(), cupti.dropped_records()?);
     ensure(unparsed == 0, format!("{unparsed} records could not be parsed"))?;
     // 1 ms of slack on the window: CUPTI converts GPU timestamps to its CPU clock.
     let inside = |s: u64, e: u64| s < e && s + 1_000_000 >= before && e <= after + 1_000_000;
@@ -252,9 +248,7 @@ fn cupti_records_kernels_and_copies() -> Result<(), Failed> {
     let k = touch_rec.ok_or(format!("no nbody_touch kernel record among {} kernel records {names:?}", kernels.len()))?;
     ensure(inside(k.start_ns, k.end_ns), format!("kernel {k:?} outside [{before}, {after}] ns"))?;
     ensure(k.device_id == 0 && k.correlation_id != 0, format!("kernel ids {k:?}"))?;
-    let copy = |dir: &str| {
-        records.iter().find(|r| matches!(&r.kind, ActivityKind::Memcpy { bytes: 1028, copy_kind } if *copy_kind == dir))
-    };
+    let copy = |dir: &str| records.iter().find(|r| matches!(&r.kind, ActivityKind::Memcpy { bytes: 1028, copy_kind } if *copy_kind == dir));
     let h2d = copy("HtoD").ok_or(format!("no 1028-byte HtoD memcpy record among {records:?}"))?;
     ensure(h2d.start_ns <= h2d.end_ns && h2d.context_id == k.context_id, format!("HtoD {h2d:?} vs kernel {k:?}"))?;
     ensure(copy("DtoH").is_some(), "no 1028-byte DtoH memcpy record")?;

@@ -13,9 +13,8 @@ fn include_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("NBODY_CUDA_INCLUDE") {
         return PathBuf::from(p);
     }
-    let out = Command::new("python3")
-        .args(["-c", "import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], 'include'))"])
-        .output();
+    let out =
+        Command::new("python3").args(["-c", "import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], 'include'))"]).output();
     match out {
         Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
         _ => panic!(
@@ -52,9 +51,7 @@ fn every_entry_matches_its_typedef() {
         let pfn = format!("PFN_{}_v{}", e.name, e.version);
         match typedef_params(&h, &pfn) {
             None => problems.push(format!("{pfn}: no such typedef in the headers")),
-            Some(n) if n != e.params.len() => {
-                problems.push(format!("{pfn}: header has {n} parameters, table has {}", e.params.len()))
-            }
+            Some(n) if n != e.params.len() => problems.push(format!("{pfn}: header has {n} parameters, table has {}", e.params.len())),
             Some(_) => {}
         }
         // Under per-thread semantics the table asks for the _ptsz/_ptds typedef's version.

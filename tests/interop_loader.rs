@@ -45,8 +45,7 @@ fn a_library_that_is_not_the_driver_gives_the_missing_bootstrap_error() {
 
 #[test]
 fn first_loadable_candidate_wins_and_all_failures_are_listed() {
-    let err = Driver::open_candidates(&[PathBuf::from("/nonexistent/a.so"), PathBuf::from("/nonexistent/b.so")])
-        .expect_err("neither exists");
+    let err = Driver::open_candidates(&[PathBuf::from("/nonexistent/a.so"), PathBuf::from("/nonexistent/b.so")]).expect_err("neither exists");
     let Error::LibraryNotFound { tried } = err else { panic!("expected LibraryNotFound") };
     assert_eq!(tried.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["/nonexistent/a.so", "/nonexistent/b.so"]);
 }

@@ -83,7 +83,10 @@ fn every_case_against_a_missing_driver_is_reported_in_json() {
     // The first line says where the answers came from: commit, command line, machine (no GPU here).
     let first = rows.remove(0);
     let p = &first["provenance"];
-    assert!(p["commit"].is_string() && p["gpu"].is_null() && p["command_line"].as_array().is_some_and(|a| a.iter().any(|x| x == "--json")), "{first}");
+    assert!(
+        p["commit"].is_string() && p["gpu"].is_null() && p["command_line"].as_array().is_some_and(|a| a.iter().any(|x| x == "--json")),
+        "{first}"
+    );
     assert_eq!(rows.len(), CASES.len());
     for (r, c) in rows.iter().zip(CASES) {
         assert_eq!(r["case"], c.name);
@@ -167,11 +170,8 @@ fn trace_file_gets_the_gl_draw_of_every_frame_on_the_cpu_backend() {
     assert!(o.status.success(), "{err}");
     assert!(err.contains("step mode needs CUDA"), "step mode on the CPU backend says why it cannot run:\n{err}");
     assert!(err.contains("the trace holds only the GL draws"), "{err}");
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
-        .expect("trace written")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&path).expect("trace written").lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     // The CPU backend makes no driver calls: one GL draw per frame.
     assert_eq!(lines.len(), 4, "{lines:?}");
     for (i, l) in lines.iter().enumerate() {
@@ -340,7 +340,9 @@ fn replay_json_prints_the_recorded_objects() {
 fn replay_shows_the_recorded_driver_and_fails_on_a_code_that_is_not_expected() {
     let recorded = std::fs::read_to_string(committed_lab_jsonl()).expect("lab.jsonl");
     let unmap = recorded.lines().find(|l| l.contains(r#""case":"unmap-twice""#)).expect("unmap-twice recorded");
-    let wrong = unmap.replace(r#""got_code":211"#, r#""got_code":208"#).replace(r#""got_name":"CUDA_ERROR_NOT_MAPPED""#, r#""got_name":"CUDA_ERROR_ALREADY_MAPPED""#);
+    let wrong = unmap
+        .replace(r#""got_code":211"#, r#""got_code":208"#)
+        .replace(r#""got_name":"CUDA_ERROR_NOT_MAPPED""#, r#""got_name":"CUDA_ERROR_ALREADY_MAPPED""#);
     let path = scratch_file("wrong.jsonl", &format!("{{\"gpu\":\"NVIDIA H200\",\"driver\":\"580.159.04\"}}\n{wrong}\n"));
     let o = run(&["lab", "--replay", path.to_str().expect("utf-8")], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);

@@ -38,7 +38,8 @@ fn rust_version_is_the_newest_that_a_dependency_asks_for() {
     let (needed, by) = newest.expect("some dependency declares a rust-version");
     let declared = version(env!("CARGO_PKG_RUST_VERSION"));
     assert_eq!(
-        declared, needed,
+        declared,
+        needed,
         "the workspace says rust-version {}, the dependencies need {}.{} ({by}): set rust-version in Cargo.toml (and README's requirements) to that",
         env!("CARGO_PKG_RUST_VERSION"),
         needed.0,

@@ -37,10 +37,7 @@ fn params_for(period: f64, steps: u32, softening: f32) -> PhysParams {
 
 /// Largest |Δ| over the xyz components of two `[N][4]` arrays.
 fn max_abs_diff(a: &[[f32; 4]], b: &[[f32; 4]]) -> f64 {
-    a.iter()
-        .zip(b)
-        .flat_map(|(p, q)| (0..3).map(move |k| (f64::from(p[k]) - f64::from(q[k])).abs()))
-        .fold(0.0, f64::max)
+    a.iter().zip(b).flat_map(|(p, q)| (0..3).map(move |k| (f64::from(p[k]) - f64::from(q[k])).abs())).fold(0.0, f64::max)
 }
 
 /// Largest |Δ| / (1 + |x|) over the xyz components: absolute near the centre, relative far out
@@ -48,9 +45,7 @@ fn max_abs_diff(a: &[[f32; 4]], b: &[[f32; 4]]) -> f64 {
 fn max_scaled_diff(a: &[[f32; 4]], reference: &[[f32; 4]]) -> f64 {
     a.iter()
         .zip(reference)
-        .flat_map(|(p, q)| {
-            (0..3).map(move |k| (f64::from(p[k]) - f64::from(q[k])).abs() / (1.0 + f64::from(q[k]).abs()))
-        })
+        .flat_map(|(p, q)| (0..3).map(move |k| (f64::from(p[k]) - f64::from(q[k])).abs() / (1.0 + f64::from(q[k]).abs())))
         .fold(0.0, f64::max)
 }
 
@@ -187,10 +182,7 @@ fn one_f32_step_matches_the_f64_kernel_reference() {
     }
     // The closing half kick is the call kick = dt/2, dt_drift = 0 from the stepped state; the
     // velocities (≲ 1.5) then agree to f32 rounding, 1e-6 with margin.
-    let half = Bodies {
-        pos: sim.positions().to_vec(),
-        vel: vel_ref.iter().map(|v| [v[0] as f32, v[1] as f32, v[2] as f32, 0.0]).collect(),
-    };
+    let half = Bodies { pos: sim.positions().to_vec(), vel: vel_ref.iter().map(|v| [v[0] as f32, v[1] as f32, v[2] as f32, 0.0]).collect() };
     let (same_pos, vel_sync) = step_reference_f64(&half, params, dt / 2.0, 0.0);
     assert_eq!(same_pos.iter().map(|p| p.map(|c| c as f32)).collect::<Vec<_>>(), half.pos);
     let synced = sim.bodies();
@@ -428,10 +420,7 @@ fn diagnostics_closed_form() {
     // Two bodies m = 2 and 3 at distance 2, ε = 0, G = 0.5; velocities (1,0,0) and (0,1,0) at
     // x = (−1,0,0) and (1,0,0): K = ½·2·1 + ½·3·1 = 2.5, U = −0.5·6/2 = −1.5,
     // P = (2, 3, 0), L = Σ m x × v = (0, 0, 3). Exact in f64 up to one rounding.
-    let bodies = Bodies {
-        pos: vec![[-1.0, 0.0, 0.0, 2.0], [1.0, 0.0, 0.0, 3.0]],
-        vel: vec![[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]],
-    };
+    let bodies = Bodies { pos: vec![[-1.0, 0.0, 0.0, 2.0], [1.0, 0.0, 0.0, 3.0]], vel: vec![[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]] };
     let d = diagnostics(&bodies, PhysParams { g: 0.5, dt: 0.1, softening: 0.0 });
     assert_eq!(d.kinetic, 2.5);
     assert_eq!(d.potential, -1.5);
@@ -578,8 +567,7 @@ fn csv_round_trip_is_bit_exact() {
 #[test]
 fn csv_columns_in_any_order_with_extras_and_whitespace() {
     let path = scratch("order.csv");
-    std::fs::write(&path, "# a comment\n id , mass,vz,vy,vx,z,y,x \n7, 2 ,6,5,4,3,2,1\n8,0,0,0,0,0,0,0\n")
-        .expect("write");
+    std::fs::write(&path, "# a comment\n id , mass,vz,vy,vx,z,y,x \n7, 2 ,6,5,4,3,2,1\n8,0,0,0,0,0,0,0\n").expect("write");
     let b = read_state(&path).expect("read");
     assert_eq!(b.pos, vec![[1.0, 2.0, 3.0, 2.0], [0.0; 4]]);
     assert_eq!(b.vel, vec![[4.0, 5.0, 6.0, 0.0], [0.0; 4]]);
@@ -602,10 +590,7 @@ fn csv_errors_name_file_line_and_column() {
     const HEADER: &str = "x,y,z,vx,vy,vz,mass\n";
 
     let (err, msg, _) = bad_file("missing.csv", "x,y,vx,vy,vz\n1,2,3,4,5\n");
-    assert!(
-        matches!(&err, StateFileError::MissingColumns { missing, line: 1, .. } if missing == &["z", "mass"]),
-        "{msg}"
-    );
+    assert!(matches!(&err, StateFileError::MissingColumns { missing, line: 1, .. } if missing == &["z", "mass"]), "{msg}");
     assert!(msg.contains("line 1") && msg.contains("z, mass"), "{msg}");
 
     let text = format!("{HEADER}1,2,3,4,5,6,1\n1,2,abc,4,5,6,1\n");

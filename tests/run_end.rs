@@ -78,7 +78,8 @@ fn display_goes_away(name: &str, act: &str) {
     let state = read("state.csv");
     let rows = state.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit() || c == '-')).count();
     assert_eq!(rows, N, "--save-state whole:\n{all}");
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(dir.join("shot.png")).unwrap_or_else(|e| panic!("--screenshot: {e}\n{all}"))));
+    let decoder =
+        png::Decoder::new(std::io::BufReader::new(std::fs::File::open(dir.join("shot.png")).unwrap_or_else(|e| panic!("--screenshot: {e}\n{all}"))));
     let mut reader = decoder.read_info().expect("PNG header");
     assert_eq!((reader.info().width, reader.info().height), (480, 320), "{all}");
     let mut px = vec![0; reader.output_buffer_size().expect("PNG size")];

@@ -121,7 +121,10 @@ fn print_text(r: &InfoReport) {
             ("L2 cache", format!("{} KiB", d.l2_cache_bytes >> 10)),
             ("max threads / block", d.max_threads_per_block.to_string()),
             ("max threads / SM", d.max_threads_per_multiprocessor.to_string()),
-            ("shared memory / block", format!("{} KiB (opt-in {} KiB)", d.shared_memory_per_block_bytes >> 10, d.shared_memory_per_block_optin_bytes >> 10)),
+            (
+                "shared memory / block",
+                format!("{} KiB (opt-in {} KiB)", d.shared_memory_per_block_bytes >> 10, d.shared_memory_per_block_optin_bytes >> 10),
+            ),
             ("shared memory / SM", format!("{} KiB", d.shared_memory_per_multiprocessor_bytes >> 10)),
             ("registers / block", d.registers_per_block.to_string()),
             ("warp size", d.warp_size.to_string()),

@@ -180,7 +180,8 @@ pub fn device0() -> Option<GpuFacts> {
 /// line made of digits and dots with at least one dot ("NVRM version: NVIDIA UNIX Open Kernel
 /// Module for x86_64  580.159.04  Release Build …" → `580.159.04`).
 pub fn nvidia_driver_version(text: &str) -> Option<String> {
-    let is_version = |w: &&str| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.') && w.chars().next().is_some_and(|c| c.is_ascii_digit());
+    let is_version =
+        |w: &&str| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.') && w.chars().next().is_some_and(|c| c.is_ascii_digit());
     text.lines().next()?.split_whitespace().find(is_version).map(str::to_string)
 }
 

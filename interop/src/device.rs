@@ -151,14 +151,7 @@ impl Device {
     #[doc(alias = "cuDeviceGetUuid")]
     pub fn uuid(&self) -> Result<String> {
         let h: Vec<String> = self.uuid_bytes()?.iter().map(|b| format!("{b:02x}")).collect();
-        Ok(format!(
-            "GPU-{}-{}-{}-{}-{}",
-            h[0..4].concat(),
-            h[4..6].concat(),
-            h[6..8].concat(),
-            h[8..10].concat(),
-            h[10..16].concat()
-        ))
+        Ok(format!("GPU-{}-{}-{}-{}-{}", h[0..4].concat(), h[4..6].concat(), h[6..8].concat(), h[8..10].concat(), h[10..16].concat()))
     }
 
     /// `cuDeviceGetPCIBusId`.

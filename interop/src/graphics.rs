@@ -53,8 +53,7 @@ pub fn gl_devices(api: &Api) -> Result<Vec<CUdevice>> {
         Err(e)
             if matches!(
                 e.code(),
-                Some(crate::sys::CuResult::CUDA_ERROR_NO_DEVICE)
-                    | Some(crate::sys::CuResult::CUDA_ERROR_INVALID_GRAPHICS_CONTEXT)
+                Some(crate::sys::CuResult::CUDA_ERROR_NO_DEVICE) | Some(crate::sys::CuResult::CUDA_ERROR_INVALID_GRAPHICS_CONTEXT)
             ) =>
         {
             Ok(Vec::new())
@@ -276,10 +275,7 @@ impl DetachedMapping {
     /// [`Error::InvalidArgument`] for an index out of range; the driver's error.
     #[doc(alias = "cuGraphicsResourceGetMappedPointer")]
     pub fn pointer(&self, index: usize) -> Result<MappedPtr<'_>> {
-        let res = *self
-            .raw
-            .get(index)
-            .ok_or_else(|| Error::InvalidArgument(format!("resource index {index} of {}", self.raw.len())))?;
+        let res = *self.raw.get(index).ok_or_else(|| Error::InvalidArgument(format!("resource index {index} of {}", self.raw.len())))?;
         let mut ptr: CUdeviceptr = 0;
         let mut size = 0usize;
         // SAFETY: the resource is mapped (self exists and was not unmapped); writes two values.
@@ -297,10 +293,7 @@ impl DetachedMapping {
     /// layer or level the image does not have (reference).
     #[doc(alias = "cuGraphicsSubResourceGetMappedArray")]
     pub fn array(&self, index: usize, array_index: u32, mip_level: u32) -> Result<MappedArray<'_>> {
-        let res = *self
-            .raw
-            .get(index)
-            .ok_or_else(|| Error::InvalidArgument(format!("resource index {index} of {}", self.raw.len())))?;
+        let res = *self.raw.get(index).ok_or_else(|| Error::InvalidArgument(format!("resource index {index} of {}", self.raw.len())))?;
         let mut raw: CUarray = std::ptr::null_mut();
         // SAFETY: the resource is mapped (self exists and was not unmapped); writes one handle.
         unsafe { self.api.cuGraphicsSubResourceGetMappedArray(&mut raw, res, array_index, mip_level) }?;

@@ -32,7 +32,9 @@ use crate::error::{Error, Result};
 use crate::graphics::{GraphicsResource, MappedArray, OwnedMapping};
 use crate::memory::{DeviceCopy, DevicePtr};
 use crate::stream::Stream;
-use crate::sys::{memory_type, resource_type, texture, CUarray, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC};
+use crate::sys::{
+    memory_type, resource_type, texture, CUarray, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC,
+};
 use crate::Api;
 
 /// A description of the CUDA array `array` (`CU_RESOURCE_TYPE_ARRAY`: `res.array.hArray`, the
@@ -211,9 +213,7 @@ pub unsafe fn copy_device_to_array(src: CUdeviceptr, pitch: usize, array: &Mappe
     let texel = texel_bytes(array)?;
     let row = width * texel;
     if width > aw || height > ah.max(1) || row > pitch {
-        return Err(Error::InvalidArgument(format!(
-            "a {width}×{height} copy ({row} bytes a row, pitch {pitch}) into a {aw}×{ah} array"
-        )));
+        return Err(Error::InvalidArgument(format!("a {width}×{height} copy ({row} bytes a row, pitch {pitch}) into a {aw}×{ah} array")));
     }
     let copy = CUDA_MEMCPY2D {
         src_x_in_bytes: 0,
@@ -252,7 +252,10 @@ pub fn copy_view_to_array<T: DeviceCopy>(src: DevicePtr<'_, T>, pitch: usize, ar
     let texel = texel_bytes(array)?;
     let needed = pitch.saturating_mul(height.saturating_sub(1)).saturating_add(width.saturating_mul(texel));
     if height > 0 && src.bytes() < needed {
-        return Err(Error::InvalidArgument(format!("{} bytes of source for {height} rows of pitch {pitch} ({width} texels of {texel} bytes)", src.bytes())));
+        return Err(Error::InvalidArgument(format!(
+            "{} bytes of source for {height} rows of pitch {pitch} ({width} texels of {texel} bytes)",
+            src.bytes()
+        )));
     }
     // SAFETY: `src` holds at least the region's bytes (checked above) on the array's device (a
     // view of this context's memory); its owner keeps it until the stream has run the copy.
@@ -261,9 +264,7 @@ pub fn copy_view_to_array<T: DeviceCopy>(src: DevicePtr<'_, T>, pitch: usize, ar
 
 /// The texel size of `array`, or an error for a format [`MappedArray::texel_bytes`] does not know.
 fn texel_bytes(array: &MappedArray<'_>) -> Result<usize> {
-    array
-        .texel_bytes()
-        .ok_or_else(|| Error::InvalidArgument(format!("array format 0x{:x}: texel size unknown", array.descriptor().format)))
+    array.texel_bytes().ok_or_else(|| Error::InvalidArgument(format!("array format 0x{:x}: texel size unknown", array.descriptor().format)))
 }
 
 /// Copies the whole of `array` into host memory `dst` (rows tightly packed), synchronously:
@@ -413,7 +414,14 @@ impl HeldImages {
 
     /// Held object `o` as an object of kind `K` that owns nothing (see [`HeldImages::surface`]).
     fn loan<K: ObjectKind>(&self, o: &HeldObject) -> Result<ArrayObject<'_, K>> {
-        Ok(ArrayObject { handle: o.handle, extent: o.extent, owned: false, stream: self.mapping()?.stream().raw(), api: self.api()?, _array: PhantomData })
+        Ok(ArrayObject {
+            handle: o.handle,
+            extent: o.extent,
+            owned: false,
+            stream: self.mapping()?.stream().raw(),
+            api: self.api()?,
+            _array: PhantomData,
+        })
     }
 
     /// Held object `index` as a surface object, lent for as long as `self` is borrowed: the loan
@@ -423,9 +431,7 @@ impl HeldImages {
     /// [`Error::InvalidArgument`] when there is no such object or it is a texture object.
     pub fn surface(&self, index: usize) -> Result<SurfaceObject<'_>> {
         match self.objects.get(index) {
-            Some(o) if o.kind == HeldKind::Surface => {
-                self.loan(o)
-            }
+            Some(o) if o.kind == HeldKind::Surface => self.loan(o),
             _ => Err(Error::InvalidArgument(format!("held object {index} is not a surface object"))),
         }
     }
@@ -436,9 +442,7 @@ impl HeldImages {
     /// [`Error::InvalidArgument`] when there is no such object or it is a surface object.
     pub fn texture(&self, index: usize) -> Result<TextureObject<'_>> {
         match self.objects.get(index) {
-            Some(o) if matches!(o.kind, HeldKind::Texture(_)) => {
-                self.loan(o)
-            }
+            Some(o) if matches!(o.kind, HeldKind::Texture(_)) => self.loan(o),
             _ => Err(Error::InvalidArgument(format!("held object {index} is not a texture object"))),
         }
     }

@@ -158,10 +158,9 @@ impl<'a> Launch<'a> {
     /// number of arguments, or an argument of another type than its parameter.
     pub fn check(&self) -> Result<()> {
         let name = self.function.name();
-        let params = self
-            .function
-            .params()
-            .ok_or_else(|| Error::InvalidArgument(format!("kernel {name}: its module's PTX text has no .entry {name}, so its parameters are unknown")))?;
+        let params = self.function.params().ok_or_else(|| {
+            Error::InvalidArgument(format!("kernel {name}: its module's PTX text has no .entry {name}, so its parameters are unknown"))
+        })?;
         if params.len() != self.values.len() {
             return Err(Error::InvalidArgument(format!(
                 "kernel {name} takes {} parameters ({params:?}), the launch passes {}",

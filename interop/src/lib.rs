@@ -45,9 +45,9 @@ pub mod loader;
 pub mod memory;
 pub mod module;
 pub mod nccl;
-pub mod stream;
-pub mod status;
 pub mod semaphore;
+pub mod status;
+pub mod stream;
 pub mod sys;
 pub mod vmm;
 
@@ -60,13 +60,13 @@ pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_PO
 pub use error::{Error, Result};
 pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedArray, MappedPtr, Mapping, OwnedMapping};
 pub use image::{HeldImages, HeldKind, HeldObject, Sampling, SurfaceObject, TextureObject};
+pub use launch::Launch;
 pub use loader::{BootstrapKind, Driver, StreamSemantics};
 pub use memory::{copy_view_async, DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};
-pub use nccl::{Clique, Nccl, NcclError};
 pub use module::{ptx_entries, Function, FunctionAttributes, Module, PtxParam};
-pub use launch::Launch;
-pub use stream::{Event, Stream, StreamKind};
+pub use nccl::{Clique, Nccl, NcclError};
 pub use semaphore::ExternalSemaphore;
+pub use stream::{Event, Stream, StreamKind};
 pub use vmm::ExportableBuffer;
 
 /// Opens the driver, resolves the table with `semantics` and calls `cuInit(0)`.

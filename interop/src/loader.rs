@@ -17,7 +17,6 @@ use crate::error::{error_chain, Error};
 use crate::library::{open_first, Candidates};
 use crate::sys::*;
 
-
 /// The environment variable naming the driver library to load instead of the default names.
 pub const LIBRARY_ENV: &str = "NBODY_CUDA_LIBRARY";
 
@@ -59,8 +58,7 @@ impl fmt::Display for StreamSemantics {
 }
 
 /// `PFN_cuGetProcAddress_v12000`.
-type GetProcAddressV2 =
-    unsafe extern "system" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut CUdriverProcAddressQueryResult) -> CuResult;
+type GetProcAddressV2 = unsafe extern "system" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut CUdriverProcAddressQueryResult) -> CuResult;
 /// `PFN_cuGetProcAddress_v11030`.
 type GetProcAddressV1 = unsafe extern "system" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CuResult;
 /// `PFN_cuDriverGetVersion_v2020`.
@@ -143,19 +141,13 @@ impl Driver {
         // SAFETY: `cuDriverGetVersion` has had this signature since CUDA 2.2 (PFN_cuDriverGetVersion_v2020).
         let get_version: DriverGetVersion = match unsafe { lib.get::<DriverGetVersion>(b"cuDriverGetVersion\0") } {
             Ok(s) => *s,
-            Err(e) => {
-                return Err(Error::MissingBootstrap { symbol: "cuDriverGetVersion", library: path, detail: error_chain(&e) })
-            }
+            Err(e) => return Err(Error::MissingBootstrap { symbol: "cuDriverGetVersion", library: path, detail: error_chain(&e) }),
         };
         let mut version: c_int = 0;
         // SAFETY: writes one int; callable before cuInit.
         let rc = unsafe { get_version(&mut version) };
         if !rc.is_success() {
-            return Err(Error::MissingBootstrap {
-                symbol: "cuDriverGetVersion",
-                library: path,
-                detail: format!("it returned {rc}"),
-            });
+            return Err(Error::MissingBootstrap { symbol: "cuDriverGetVersion", library: path, detail: format!("it returned {rc}") });
         }
         // SAFETY: `cuGetProcAddress_v2` has the PFN_cuGetProcAddress_v12000 signature in every driver that exports it.
         let bootstrap = if let Ok(s) = unsafe { lib.get::<GetProcAddressV2>(b"cuGetProcAddress_v2\0") } {
@@ -227,14 +219,8 @@ impl Driver {
                 // SAFETY: we only read the symbol's address; it is converted to a typed pointer
                 // by the table, whose declared signature is that of this export.
                 match unsafe { self.lib.get::<*mut c_void>(name.as_bytes()) } {
-                    Ok(s) if !(*s).is_null() => {
-                        ProcQuery { address: *s as usize, result: CuResult::CUDA_SUCCESS, status: SymbolStatus::Found }
-                    }
-                    _ => ProcQuery {
-                        address: 0,
-                        result: CuResult::CUDA_ERROR_NOT_FOUND,
-                        status: SymbolStatus::NotFoundUnknownReason,
-                    },
+                    Ok(s) if !(*s).is_null() => ProcQuery { address: *s as usize, result: CuResult::CUDA_SUCCESS, status: SymbolStatus::Found },
+                    _ => ProcQuery { address: 0, result: CuResult::CUDA_ERROR_NOT_FOUND, status: SymbolStatus::NotFoundUnknownReason },
                 }
             }
         }

@@ -215,7 +215,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// [`Error::InvalidArgument`] when lengths differ; the driver's error (the buffer is then
     /// returned with it).
     #[doc(alias = "cuMemcpyDtoHAsync")]
-    pub fn copy_to_pinned<'a>(&'a self, mut dst: PinnedBuffer<T>, stream: &'a Stream) -> std::result::Result<PendingCopy<'a, T>, (Error, PinnedBuffer<T>)> {
+    pub fn copy_to_pinned<'a>(
+        &'a self,
+        mut dst: PinnedBuffer<T>,
+        stream: &'a Stream,
+    ) -> std::result::Result<PendingCopy<'a, T>, (Error, PinnedBuffer<T>)> {
         // SAFETY: the returned value owns `dst` and borrows `self` until it has waited for the
         // copy (an event recorded after it, or the stream), so `dst` is neither read, written nor
         // freed, and the source is not freed, before the copy completes.
@@ -296,7 +300,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 /// [`Error::InvalidArgument`] when the lengths differ, or the ranges overlap in one context; the
 /// driver's error.
 #[doc(alias = "cuMemcpyPeerAsync")]
-pub fn copy_view_async<T: DeviceCopy>(dst: DevicePtr<'_, T>, dst_ctx: &Context, src: DevicePtr<'_, T>, src_ctx: &Context, stream: &Stream) -> Result<()> {
+pub fn copy_view_async<T: DeviceCopy>(
+    dst: DevicePtr<'_, T>,
+    dst_ctx: &Context,
+    src: DevicePtr<'_, T>,
+    src_ctx: &Context,
+    stream: &Stream,
+) -> Result<()> {
     if dst.len() != src.len() {
         return Err(Error::InvalidArgument(format!("copy of {} values into a view of {}", src.len(), dst.len())));
     }

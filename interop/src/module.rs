@@ -126,13 +126,8 @@ impl Module {
         let image = CString::new(text).map_err(|e| Error::InteriorNul { offset: e.nul_position() })?;
         let mut info = vec![0u8; LOG_BYTES];
         let mut error = vec![0u8; LOG_BYTES];
-        let mut options: [c_uint; 5] = [
-            jit::INFO_LOG_BUFFER,
-            jit::INFO_LOG_BUFFER_SIZE_BYTES,
-            jit::ERROR_LOG_BUFFER,
-            jit::ERROR_LOG_BUFFER_SIZE_BYTES,
-            jit::LOG_VERBOSE,
-        ];
+        let mut options: [c_uint; 5] =
+            [jit::INFO_LOG_BUFFER, jit::INFO_LOG_BUFFER_SIZE_BYTES, jit::ERROR_LOG_BUFFER, jit::ERROR_LOG_BUFFER_SIZE_BYTES, jit::LOG_VERBOSE];
         // Option values are passed as pointer-sized words: buffers by address, sizes and flags by value.
         let mut values: [*mut c_void; 5] = [
             info.as_mut_ptr().cast(),
@@ -145,13 +140,7 @@ impl Module {
         // SAFETY: `image` is NUL-terminated PTX; the option arrays have 5 entries each; the log
         // buffers hold LOG_BYTES bytes and live until after the call.
         let r = unsafe {
-            ctx.api().cuModuleLoadDataEx(
-                &mut raw,
-                image.as_ptr().cast(),
-                options.len() as c_uint,
-                options.as_mut_ptr(),
-                values.as_mut_ptr(),
-            )
+            ctx.api().cuModuleLoadDataEx(&mut raw, image.as_ptr().cast(), options.len() as c_uint, options.as_mut_ptr(), values.as_mut_ptr())
         };
         match r {
             Ok(()) => Ok(Module {
@@ -279,9 +268,7 @@ impl Function {
     pub fn max_active_blocks_per_sm(&self, block_size: u32, dynamic_shared_bytes: usize) -> Result<i32> {
         let mut n = 0;
         // SAFETY: writes one int; the function is live.
-        unsafe {
-            self.module.ctx.api().cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, self.raw, block_size as c_int, dynamic_shared_bytes)
-        }?;
+        unsafe { self.module.ctx.api().cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, self.raw, block_size as c_int, dynamic_shared_bytes) }?;
         Ok(n)
     }
 

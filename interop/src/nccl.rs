@@ -347,10 +347,7 @@ impl Clique {
         }
         let total = count.checked_mul(ranks).ok_or_else(|| NcclError::InvalidArgument("count too large".into()))?;
         if let Some((r, b)) = bufs.iter().enumerate().find(|(_, b)| b.len() < total) {
-            return Err(NcclError::InvalidArgument(format!(
-                "all-gather of {ranks} × {count} bodies: rank {r}'s buffer holds {} bodies",
-                b.len()
-            )));
+            return Err(NcclError::InvalidArgument(format!("all-gather of {ranks} × {count} bodies: rank {r}'s buffer holds {} bodies", b.len())));
         }
         // 4 floats per body.
         let floats = count * 4;
@@ -364,9 +361,8 @@ impl Clique {
             // SAFETY: `recv` is a live device range of ≥ ranks·count bodies (checked; the view
             // borrows its owner) on rank r's device, `send` lies inside it at rank r's offset
             // (NCCL's in-place form); `self.comms[r]` is live; the stream is the caller's.
-            let rc = unsafe {
-                (self.nccl.all_gather)(send as *const c_void, recv as *mut c_void, floats, data_type::FLOAT32, self.comms[r], s.raw())
-            };
+            let rc =
+                unsafe { (self.nccl.all_gather)(send as *const c_void, recv as *mut c_void, floats, data_type::FLOAT32, self.comms[r], s.raw()) };
             if let Err(e) = self.nccl.check("ncclAllGather", rc, self.comms[r]) {
                 first_err.get_or_insert(e);
             }
@@ -423,18 +419,20 @@ mod tests {
 
     #[test]
     fn versions_read_in_both_encodings() {
-        let v = |version| Nccl {
-            get_error_string: dummy_str,
-            get_last_error: None,
-            comm_init_all: dummy_init,
-            comm_destroy: dummy_destroy,
-            all_gather: dummy_gather,
-            group_start: dummy_group,
-            group_end: dummy_group,
-            path: String::new(),
-            version,
-        }
-        .version_string();
+        let v = |version| {
+            Nccl {
+                get_error_string: dummy_str,
+                get_last_error: None,
+                comm_init_all: dummy_init,
+                comm_destroy: dummy_destroy,
+                all_gather: dummy_gather,
+                group_start: dummy_group,
+                group_end: dummy_group,
+                path: String::new(),
+                version,
+            }
+            .version_string()
+        };
         assert_eq!(v(22803), "2.28.3");
         assert_eq!(v(2708), "2.7.8");
     }

@@ -17,7 +17,10 @@ use std::sync::Arc;
 use crate::context::Context;
 use crate::error::Result;
 use crate::stream::Stream;
-use crate::sys::{external_semaphore, CUexternalSemaphore, CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS};
+use crate::sys::{
+    external_semaphore, CUexternalSemaphore, CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS,
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS,
+};
 
 /// A semaphore imported into a CUDA context; destroyed on drop (`cuDestroyExternalSemaphore`).
 #[derive(Debug)]

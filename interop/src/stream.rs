@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::context::Context;
 use crate::error::Result;
-use crate::sys::{CuResult, CUevent, CUstream, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
+use crate::sys::{CUevent, CUstream, CuResult, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
 
 /// Which stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

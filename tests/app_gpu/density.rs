@@ -87,7 +87,16 @@ pub(super) fn density_step_mode_walks_the_image_workflow() -> Result<(), Failed>
         stream_priority: 0,
         block_size: 256,
     };
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
+    let opts = CudaOptions {
+        settings,
+        separate_maps: false,
+        ctx_sched: CtxSched::Auto,
+        kernel: None,
+        step_kernel: None,
+        precision: Precision::F32,
+        split: None,
+        external_sync: nbody_app::cuda::settings::ExternalSync::Auto,
+    };
     let small = OffscreenTarget::new(gl, SIZE[0], SIZE[1])?;
     let large = OffscreenTarget::new(gl, SIZE[0] + 32, SIZE[1] + 16)?;
     let result = (|| -> Result<(), Failed> {
@@ -105,7 +114,10 @@ pub(super) fn density_step_mode_walks_the_image_workflow() -> Result<(), Failed>
         let mut steps = Vec::new();
         for _ in 0..4 + 1 + 9 {
             let (step, state) = frame(&mut backend, &small)?;
-            ensure(state.images_mapped() == matches!(step, MapImages | GetArrays | MakeObjects | Splat | Store | ToneMap | DestroyObjects), format!("{state:?} after {step:?}"))?;
+            ensure(
+                state.images_mapped() == matches!(step, MapImages | GetArrays | MakeObjects | Splat | Store | ToneMap | DestroyObjects),
+                format!("{state:?} after {step:?}"),
+            )?;
             steps.push(step);
         }
         let pass = [MapImages, GetArrays, MakeObjects, Splat, Store, ToneMap, DestroyObjects, UnmapImages, DrawImage];

@@ -75,8 +75,8 @@ pub(super) fn gl_image_round_trip_and_its_mistakes() -> Result<(), Failed> {
         ensure(seen == pattern, "GL read other texels than CUDA wrote")?;
 
         drop(res); // one registration of the texture at a time
-        // Mistakes: a surface over an image registered without SURFACE_LDST (made all the same by
-        // the H200's driver 580: printed, not asserted), and a layer a 2D texture does not have.
+                   // Mistakes: a surface over an image registered without SURFACE_LDST (made all the same by
+                   // the H200's driver 580: printed, not asserted), and a layer a 2D texture does not have.
         let mut plain = vec![GraphicsResource::register_gl_image(&ctx, tex.0.get(), glow::TEXTURE_2D, register_flags::NONE)?];
         {
             let mapping = map_resources(&mut plain, &stream)?;

@@ -11,19 +11,8 @@ pub(super) const U: StepLoop = StepLoop::EqualMass;
 
 /// Every step kernel as (P bodies per thread, S threads per body, loop). The equal-mass ones
 /// run on states whose masses are all equal: the Plummer sphere's are (1/N each).
-pub(super) const VARIANTS: [(u32, u32, StepLoop); 11] = [
-    (1, 1, C),
-    (2, 1, C),
-    (4, 1, C),
-    (1, 4, C),
-    (1, 8, C),
-    (2, 2, M),
-    (2, 4, M),
-    (2, 8, M),
-    (4, 1, M),
-    (2, 4, U),
-    (4, 1, U),
-];
+pub(super) const VARIANTS: [(u32, u32, StepLoop); 11] =
+    [(1, 1, C), (2, 1, C), (4, 1, C), (1, 4, C), (1, 8, C), (2, 2, M), (2, 4, M), (2, 8, M), (4, 1, M), (2, 4, U), (4, 1, U)];
 
 /// True when the PTX ships the stream-K pair of the variant (P, S, loop).
 pub(super) fn has_stream_k((p, split, step_loop): (u32, u32, StepLoop)) -> bool {
@@ -115,10 +104,7 @@ pub(super) fn exact_gravity_with_distinct_bodies_is_finite() -> Result<(), Faile
     for (p, s, m) in VARIANTS {
         for l in launches(p, s, m, 256) {
             let (pos, vel, _) = gpu_step(&ctx, &k, &bodies, params, l, params.dt)?;
-            ensure(
-                pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())),
-                format!("{}: non-finite value with ε = 0", l.describe()),
-            )?;
+            ensure(pos.iter().chain(&vel).all(|v| v.iter().all(|x| x.is_finite())), format!("{}: non-finite value with ε = 0", l.describe()))?;
             let e = rel_err(&pos, &rp);
             ensure(e <= 1e-5, format!("{}: ε = 0 rel. error {e:e}", l.describe()))?;
         }
@@ -158,7 +144,15 @@ pub(super) fn mass_scaled_loop_with_hard_masses_matches_float64_reference() -> R
 
 /// Each launch's kick (velocity change, G a dt) against `dv_ref` within `tol` (relative L2), and
 /// nothing written past N.
-pub(super) fn kick_matches(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, dv_ref: &[[f64; 4]], ls: Vec<Launch>, tol: f64) -> Result<(), Failed> {
+pub(super) fn kick_matches(
+    ctx: &Arc<Context>,
+    k: &Kernels,
+    bodies: &Bodies,
+    params: PhysParams,
+    dv_ref: &[[f64; 4]],
+    ls: Vec<Launch>,
+    tol: f64,
+) -> Result<(), Failed> {
     for l in ls {
         let (_, vel, tail_ok) = gpu_step(ctx, k, bodies, params, l, params.dt)?;
         ensure(tail_ok, format!("{}: wrote past N", l.describe()))?;
@@ -231,12 +225,14 @@ pub(super) fn stream_k_over_a_body_range() -> Result<(), Failed> {
     for (p, s, m) in VARIANTS.into_iter().filter(|v| has_stream_k(*v)) {
         let plain = launch(p, s, m, 256);
         let (pp, pv) = run(plain)?;
-        let untouched = |v: &[[f32; 4]]| {
-            v.iter().enumerate().filter(|(i, _)| !range.contains(i)).all(|(_, b)| b.map(f32::to_bits) == poison.map(f32::to_bits))
-        };
+        let untouched =
+            |v: &[[f32; 4]]| v.iter().enumerate().filter(|(i, _)| !range.contains(i)).all(|(_, b)| b.map(f32::to_bits) == poison.map(f32::to_bits));
         ensure(untouched(&pp), format!("{}: wrote outside the range", plain.describe()))?;
         let (op, ov) = run(Launch { stream_k: Some(1), ..plain })?;
-        ensure(bits(&op) == bits(&pp) && bits(&ov) == bits(&pv), format!("{}: one CTA differs from the plain launch over the range", plain.describe()))?;
+        ensure(
+            bits(&op) == bits(&pp) && bits(&ov) == bits(&pv),
+            format!("{}: one CTA differs from the plain launch over the range", plain.describe()),
+        )?;
         let sk = Launch { stream_k: Some(132), ..plain };
         let (kp, kv) = run(sk)?;
         ensure(untouched(&kp), format!("{}: wrote outside the range", sk.describe()))?;

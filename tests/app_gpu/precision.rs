@@ -74,7 +74,16 @@ pub(super) fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_map
     let vbos = *renderer.vbos();
     let settings = auto_block_settings(interop);
     // Host waits: the test reads this frame's timings (with semaphores they come a frame later).
-    let opts = CudaOptions { settings, separate_maps, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F64, split: None, external_sync: nbody_app::cuda::settings::ExternalSync::Host };
+    let opts = CudaOptions {
+        settings,
+        separate_maps,
+        ctx_sched: CtxSched::Auto,
+        kernel: None,
+        step_kernel: None,
+        precision: Precision::F64,
+        split: None,
+        external_sync: nbody_app::cuda::settings::ExternalSync::Host,
+    };
     let what = format!("f64 {interop:?}{}", if separate_maps { " (separate maps)" } else { "" });
     let result = (|| -> Result<(), Failed> {
         let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;

@@ -55,7 +55,14 @@ pub(super) fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
 /// Which storage a spread test runs on.
 /// `interop` with no flags, the legacy stream and the automatic block size.
 pub(super) fn auto_block_settings(interop: InteropMode) -> InteropSettings {
-    InteropSettings { interop, register_flags: ResourceFlags::None, map_flags: ResourceFlags::None, stream: StreamKind::Legacy, stream_priority: 0, block_size: 0 }
+    InteropSettings {
+        interop,
+        register_flags: ResourceFlags::None,
+        map_flags: ResourceFlags::None,
+        stream: StreamKind::Legacy,
+        stream_priority: 0,
+        block_size: 0,
+    }
 }
 
 pub(super) fn spread_settings(interop: InteropMode, map_flags: ResourceFlags) -> InteropSettings {
@@ -86,7 +93,16 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
     for settings in cases {
         let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
         let vbos = *renderer.vbos();
-        let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
+        let opts = CudaOptions {
+            settings,
+            separate_maps: false,
+            ctx_sched: CtxSched::Auto,
+            kernel: None,
+            step_kernel: None,
+            precision: Precision::F32,
+            split: None,
+            external_sync: nbody_app::cuda::settings::ExternalSync::Auto,
+        };
         let r = (|| -> Result<(), Failed> {
             // Whole steps: 3 frames of one step.
             let whole = {
@@ -203,9 +219,20 @@ pub(super) fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed>
     let mut mixed = bodies.clone();
     mixed.pos[7][3] *= 2.0;
     let api = interop::init(StreamSemantics::Legacy)?;
-    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0], &mixed, 256, Some(launch(4, 1, U, 256)), PhysParams::default(), None, None, GatherChoice::Auto)
-        .err()
-        .ok_or("an equal-mass launch ran on masses that differ")?;
+    let e = SplitStepper::new(
+        &api,
+        SchedFlag::Auto,
+        &[0],
+        &mixed,
+        256,
+        Some(launch(4, 1, U, 256)),
+        PhysParams::default(),
+        None,
+        None,
+        GatherChoice::Auto,
+    )
+    .err()
+    .ok_or("an equal-mass launch ran on masses that differ")?;
     ensure(format!("{e:#}").contains("masses differ"), format!("unclear refusal: {e:#}"))?;
     Ok(())
 }
@@ -251,7 +278,16 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
             upload(gl, &vbos, 0, &bodies.pos);
             let settings = auto_block_settings(interop);
             // Host waits: the test reads this frame's timings (with semaphores they come a frame later).
-            let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: Some(split), external_sync: nbody_app::cuda::settings::ExternalSync::Host };
+            let opts = CudaOptions {
+                settings,
+                separate_maps: false,
+                ctx_sched: CtxSched::Auto,
+                kernel: None,
+                step_kernel: None,
+                precision: Precision::F32,
+                split: Some(split),
+                external_sync: nbody_app::cuda::settings::ExternalSync::Host,
+            };
             let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let panel = backend.device_panel();
             ensure(panel.iter().any(|(k, v)| k == "gather" && v.contains("cuMemcpyDtoDAsync")), format!("{interop:?}: panel {panel:?}"))?;

@@ -13,7 +13,16 @@ pub(super) fn interop_case(ctx: &HeadlessContext, settings: InteropSettings) -> 
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: nbody_app::cuda::settings::ExternalSync::Auto };
+    let opts = CudaOptions {
+        settings,
+        separate_maps: false,
+        ctx_sched: CtxSched::Auto,
+        kernel: None,
+        step_kernel: None,
+        precision: Precision::F32,
+        split: None,
+        external_sync: nbody_app::cuda::settings::ExternalSync::Auto,
+    };
     let result = (|| -> Result<(), Failed> {
         let made = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params);
         if settings.register_flags != ResourceFlags::None && settings.interop == InteropMode::Map {
@@ -82,7 +91,14 @@ pub(super) fn interop_map_and_copy_write_what_gl_reads() -> Result<(), Failed> {
 /// `vbos`: the renderer's, which only give the backend its N (external storage draws from its
 /// own buffers). Made once per test: a renderer per cycle would count GL's shader and buffer
 /// memory in the leak check.
-pub(super) fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodies: &Bodies, params: PhysParams, stream: StreamKind, sync: ExternalSync) -> Result<CudaBackend, Failed> {
+pub(super) fn external_backend(
+    ctx: &HeadlessContext,
+    vbos: &PositionVbos,
+    bodies: &Bodies,
+    params: PhysParams,
+    stream: StreamKind,
+    sync: ExternalSync,
+) -> Result<CudaBackend, Failed> {
     if let Err(why) = &ctx.info.memory_object {
         return Err(format!("this GL cannot import CUDA memory: {why}").into());
     }
@@ -94,7 +110,16 @@ pub(super) fn external_backend(ctx: &HeadlessContext, vbos: &PositionVbos, bodie
         stream_priority: 0,
         block_size: 256,
     };
-    let opts = CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: sync };
+    let opts = CudaOptions {
+        settings,
+        separate_maps: false,
+        ctx_sched: CtxSched::Auto,
+        kernel: None,
+        step_kernel: None,
+        precision: Precision::F32,
+        split: None,
+        external_sync: sync,
+    };
     Ok(CudaBackend::new(&opts, ctx.gl(), &ctx.info, vbos, bodies, params)?)
 }
 
@@ -107,7 +132,13 @@ pub(super) const PROBED: [usize; 6] = [0, 1, 63, 1000, 2049, 4095];
 /// by GL (glCopyBufferSubData) into a GL-owned buffer and read back from there — glGetBufferSubData
 /// straight from an imported buffer was seen returning stale data — and must equal, bit for bit,
 /// what cuMemcpyDtoH reads from the same CUDA allocation.
-pub(super) fn external_frames(ctx: &HeadlessContext, backend: &mut CudaBackend, renderer: &mut Renderer, frames: usize, dt: f32) -> Result<(), Failed> {
+pub(super) fn external_frames(
+    ctx: &HeadlessContext,
+    backend: &mut CudaBackend,
+    renderer: &mut Renderer,
+    frames: usize,
+    dt: f32,
+) -> Result<(), Failed> {
     let gl = ctx.gl();
     let vbos = *renderer.vbos();
     let target = OffscreenTarget::new(gl, 128, 128)?;

@@ -33,4 +33,3 @@ int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned lo
     assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
     so
 }
-

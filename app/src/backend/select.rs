@@ -5,8 +5,8 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 
 use super::cpu::CpuBackend;
-use super::cuda::{CudaBackend, CudaOptions};
 use super::cuda::external::is_unsupported;
+use super::cuda::{CudaBackend, CudaOptions};
 use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend};
 use crate::cuda::settings::InteropMode;
 use crate::gfx::buffers::upload_positions;
@@ -189,7 +189,13 @@ pub fn apply_settings(
 /// `--backend auto` without CUDA: the CPU backend, with the notice that says why: the cause and
 /// remedy the doctor's checks find for `gl_info` ([`crate::doctor::fallback::explain_here`]),
 /// then CUDA's error.
-fn cpu_fallback(err: &anyhow::Error, cfg: &BackendConfig, gl_info: &GlInfo, bodies: &Bodies, params: PhysParams) -> (Box<dyn SimBackend>, Option<String>) {
+fn cpu_fallback(
+    err: &anyhow::Error,
+    cfg: &BackendConfig,
+    gl_info: &GlInfo,
+    bodies: &Bodies,
+    params: PhysParams,
+) -> (Box<dyn SimBackend>, Option<String>) {
     let mut notice = fallback_notice(err, gl_info);
     if let Some(ignored) = ignored_by_cpu(&cuda_only_options(&cfg.cuda, &cfg.typed)) {
         // A line of its own, so that it is not lost at the end of the driver's error.
@@ -288,7 +294,16 @@ mod external_fallback_tests {
         BackendConfig {
             choice,
             solver: crate::sim::tree::Solver::Direct,
-            cuda: CudaOptions { settings, separate_maps: false, ctx_sched: CtxSched::Auto, kernel: None, step_kernel: None, precision: Precision::F32, split: None, external_sync: crate::cuda::settings::ExternalSync::Auto },
+            cuda: CudaOptions {
+                settings,
+                separate_maps: false,
+                ctx_sched: CtxSched::Auto,
+                kernel: None,
+                step_kernel: None,
+                precision: Precision::F32,
+                split: None,
+                external_sync: crate::cuda::settings::ExternalSync::Auto,
+            },
             typed: Vec::new(),
         }
     }

@@ -16,8 +16,8 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::LongSteps as _;
 use crate::cli::{BenchMode, Precision};
 use crate::sim::cpu::{Cpu, Float};
-use crate::sim::tree::{step_terms, Solver};
 use crate::sim::init::initial_bodies;
+use crate::sim::tree::{step_terms, Solver};
 use crate::sim::{Bodies, PhysParams};
 use crate::stop::{stopped, stopped_in_step};
 

@@ -62,7 +62,9 @@ impl Acc {
         self.density.extend(s.density_ms);
         self.gather.extend(s.sim.gather_ms);
         if let Some(t) = &s.tree {
-            for (v, x) in self.tree.iter_mut().zip([t.phases.build_ms, t.phases.moments_ms, t.phases.walk_ms].map(f64::from).into_iter().chain([t.per_body])) {
+            for (v, x) in
+                self.tree.iter_mut().zip([t.phases.build_ms, t.phases.moments_ms, t.phases.walk_ms].map(f64::from).into_iter().chain([t.per_body]))
+            {
                 v.push(x);
             }
         }
@@ -163,9 +165,7 @@ pub(super) fn build(
                 (Precision::F32, None) => {
                     Runner::Compute(Box::new(modes::ComputeRunner::new(cc, stream, kernel, args.sim.step_kernel, block, bodies, plan.params)?))
                 }
-                (Precision::F64, _) => {
-                    Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(cc, stream, kernel, block, bodies, plan.params)?))
-                }
+                (Precision::F64, _) => Runner::ComputeF64(Box::new(modes::ComputeRunnerF64::new(cc, stream, kernel, block, bodies, plan.params)?)),
             }
         }
         BenchMode::Tree => {
@@ -175,7 +175,12 @@ pub(super) fn build(
             r.use_tree(args.theta)?;
             Runner::Compute(Box::new(r))
         }
-        BenchMode::Map | BenchMode::MapSeparate | BenchMode::Copy | BenchMode::External | BenchMode::ExternalSemaphore | BenchMode::Density
+        BenchMode::Map
+        | BenchMode::MapSeparate
+        | BenchMode::Copy
+        | BenchMode::External
+        | BenchMode::ExternalSemaphore
+        | BenchMode::Density
         | BenchMode::DensityCopy => {
             let gfx = env.gfx.as_ref().context("CUDA interop mode without a GL context")?;
             let vbos = vbos.context("CUDA interop mode without VBOs")?;
@@ -219,10 +224,7 @@ pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta 
     let cuda = match mode {
         BenchMode::Cpu | BenchMode::CpuTree => None,
         BenchMode::Compute | BenchMode::Tree => env.compute.as_ref().map(|c| (c.info.name.clone(), c.driver_version())),
-        _ => env
-            .shared
-            .as_ref()
-            .map(|(ctx, info)| (info.name.clone(), interop::entry::cuda_version_string(ctx.api().driver_version()))),
+        _ => env.shared.as_ref().map(|(ctx, info)| (info.name.clone(), interop::entry::cuda_version_string(ctx.api().driver_version()))),
     };
     if let Some((name, driver)) = cuda {
         m.gpu_name = Some(name);
@@ -254,8 +256,7 @@ pub(super) fn measure(
     let cuda_runs = active.iter().any(|m| runs_cuda(*m));
     let repeat: Vec<bool> = (0..plan.setups.len())
         .map(|si| {
-            cuda_runs
-                && (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes)
+            cuda_runs && (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes)
         })
         .collect();
     if repeat.iter().any(|&r| r) {
@@ -312,8 +313,7 @@ pub(super) fn measure(
             .collect()
     };
     let visits = |n: usize| -> u64 { (0..plan.setups.len()).map(|si| modes_at(n, si).len() as u64).sum() };
-    let total: u64 =
-        plan.bodies.iter().map(|&n| visits(n) * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames))).sum();
+    let total: u64 = plan.bodies.iter().map(|&n| visits(n) * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames))).sum();
     let pb = super::outputs::progress_bar(total);
     let say = |pb: &ProgressBar, s: String| pb.suspend(|| eprintln!("{s}"));
 
@@ -324,8 +324,7 @@ pub(super) fn measure(
         }
         let bodies = initial(n)?;
         let mut accs: HashMap<(BenchMode, usize), Acc> = HashMap::new();
-        let visits_n: Vec<(usize, BenchMode)> =
-            (0..plan.setups.len()).flat_map(|si| modes_at(n, si).into_iter().map(move |m| (si, m))).collect();
+        let visits_n: Vec<(usize, BenchMode)> = (0..plan.setups.len()).flat_map(|si| modes_at(n, si).into_iter().map(move |m| (si, m))).collect();
         let label = |si: usize, mode: BenchMode| match (&devices[si], runs_cuda(mode)) {
             (Some(d), true) => format!("{} [{} slice(s) on devices {d:?}]", mode_name(mode), d.len()),
             _ => mode_name(mode),
@@ -463,10 +462,17 @@ pub(super) fn measure(
                             height: size.map(|s| s.1),
                             max_sprite_px: gl_mode.then_some(args.max_sprite_px),
                         },
-                        times: report::TimeColumns { frame, map: Summary::of(&acc.map), kernel: Summary::of(&acc.kernel),
-                            unmap: Summary::of(&acc.unmap), upload: Summary::of(&acc.upload), draw: Summary::of(&acc.draw),
-                            readback: Summary::of(&acc.readback), density: Summary::of(&acc.density),
-                            gather: Summary::of(&acc.gather) },
+                        times: report::TimeColumns {
+                            frame,
+                            map: Summary::of(&acc.map),
+                            kernel: Summary::of(&acc.kernel),
+                            unmap: Summary::of(&acc.unmap),
+                            upload: Summary::of(&acc.upload),
+                            draw: Summary::of(&acc.draw),
+                            readback: Summary::of(&acc.readback),
+                            density: Summary::of(&acc.density),
+                            gather: Summary::of(&acc.gather),
+                        },
                         tree: acc.tree(args.theta),
                         round_medians: acc.round_medians,
                         diverged: acc.diverged,

@@ -68,8 +68,8 @@ use self::env::Env;
 use self::measure::Results;
 use self::outputs::{check_timeline_path, Timelines};
 pub(crate) use self::outputs::{prepare_out, timeline_path, with_write_error};
-use self::plan::{runs_cuda, validate};
 pub(crate) use self::plan::{check_rounds, flag_name, frames_in_round};
+use self::plan::{runs_cuda, validate};
 use self::report::{mode_name, RunMeta, Skipped};
 use crate::cli::{BenchArgs, BenchMode};
 use crate::provenance::{hostname, GpuFacts, Provenance};
@@ -86,7 +86,6 @@ pub struct Interrupted {
     /// The output directory.
     pub out: PathBuf,
 }
-
 
 /// Run `bench` with `args` (see the module docs).
 ///
@@ -115,20 +114,21 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     crate::stop::install();
 
     let env = Env::open(args, &plan.modes);
-    let mut res = Results {
-        measured: Vec::new(),
-        skipped: Vec::new(),
-        run: RunMeta {
-            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
-            date: chrono::Utc::now().to_rfc3339(),
-            host: hostname(),
-        },
-        out: args.out.clone(),
-        tables_written: false,
-        provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
-            env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::entry::cuda_version_string(ctx.api().driver_version())))
-        })),
-    };
+    let mut res =
+        Results {
+            measured: Vec::new(),
+            skipped: Vec::new(),
+            run: RunMeta {
+                build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
+                date: chrono::Utc::now().to_rfc3339(),
+                host: hostname(),
+            },
+            out: args.out.clone(),
+            tables_written: false,
+            provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
+                env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::entry::cuda_version_string(ctx.api().driver_version())))
+            })),
+        };
 
     // Report each unavailable mode once, grouping modes that share a reason.
     let unavailable: Vec<(BenchMode, String)> = plan.modes.iter().filter_map(|m| env.unavailable.get(m).map(|why| (*m, why.clone()))).collect();
@@ -147,7 +147,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let requested_missing: Vec<(BenchMode, String)> = if plan.explicit { unavailable.clone() } else { Vec::new() };
     let missing: Vec<String> = requested_missing.iter().map(|(m, _)| mode_name(*m)).collect();
     if active.is_empty() && !plan.explicit {
-        bail!("no bench mode can run on this machine:\n  {}", groups.iter().map(|g| format!("{}: {}", g.1.join(", "), g.0)).collect::<Vec<_>>().join("\n  "));
+        bail!(
+            "no bench mode can run on this machine:\n  {}",
+            groups.iter().map(|g| format!("{}: {}", g.1.join(", "), g.0)).collect::<Vec<_>>().join("\n  ")
+        );
     }
 
     let mut env = env;
@@ -204,11 +207,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             }
         }
     } else {
-        let earlier: Vec<String> = report::paths(&args.out)
-            .iter()
-            .filter(|p| p.is_file())
-            .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
-            .collect();
+        let earlier: Vec<String> =
+            report::paths(&args.out).iter().filter(|p| p.is_file()).filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned())).collect();
         if earlier.is_empty() {
             eprintln!("no rows were measured; nothing written to {}", args.out.display());
         } else {

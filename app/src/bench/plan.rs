@@ -1,7 +1,6 @@
 //! What a bench run will measure: the validated plan (modes, body counts, GPU setups) from the
 //! command line, with the checks that refuse what cannot run before anything is made.
 
-
 use anyhow::{bail, Context as _};
 
 use super::report::mode_name;

@@ -26,12 +26,7 @@ impl Summary {
             return None;
         }
         v.sort_by(f64::total_cmp);
-        Some(Summary {
-            median: percentile_sorted(&v, 0.50),
-            p95: percentile_sorted(&v, 0.95),
-            p99: percentile_sorted(&v, 0.99),
-            max: v[v.len() - 1],
-        })
+        Some(Summary { median: percentile_sorted(&v, 0.50), p95: percentile_sorted(&v, 0.95), p99: percentile_sorted(&v, 0.99), max: v[v.len() - 1] })
     }
 }
 

@@ -6,7 +6,10 @@ use clap::Args;
 
 use super::gpus::GpuArgs;
 use super::sim::SimArgs;
-use super::values::{parse_count_u32, parse_count_u64, parse_count_usize, parse_f32, parse_theta, parse_whole_u64, Present, SolverChoice, StepsPerFrame, YesNo, DEMO_BODIES, DEMO_INIT};
+use super::values::{
+    parse_count_u32, parse_count_u64, parse_count_usize, parse_f32, parse_theta, parse_whole_u64, Present, SolverChoice, StepsPerFrame, YesNo,
+    DEMO_BODIES, DEMO_INIT,
+};
 use crate::backend::cuda::CudaOptions;
 use crate::backend::select::{BackendChoice, BackendConfig};
 use crate::backend::InteropSettings;

@@ -38,14 +38,10 @@ pub struct GpuArgs {
 impl GpuArgs {
     /// The options given more than one value (`--gpus 1,2`), as typed: the demo runs one setup.
     pub fn lists(&self) -> Vec<&'static str> {
-        [
-            ("--gpus", self.gpus.len()),
-            ("--slices-per-gpu", self.slices_per_gpu.len()),
-            ("--render-gpu-computes", self.render_gpu_computes.len()),
-        ]
-        .into_iter()
-        .filter(|(_, len)| *len > 1)
-        .map(|(name, _)| name)
-        .collect()
+        [("--gpus", self.gpus.len()), ("--slices-per-gpu", self.slices_per_gpu.len()), ("--render-gpu-computes", self.render_gpu_computes.len())]
+            .into_iter()
+            .filter(|(_, len)| *len > 1)
+            .map(|(name, _)| name)
+            .collect()
     }
 }

@@ -19,7 +19,10 @@ pub use self::demo::DemoArgs;
 pub use self::gpus::GpuArgs;
 pub use self::sim::SimArgs;
 use self::values::{parse_count_u32, parse_count_usize, parse_f32, parse_whole_u32, parse_whole_u64};
-pub use self::values::{parse_theta, BenchMode, MAX_THETA, Present, SolverChoice, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT};
+pub use self::values::{
+    parse_theta, BenchMode, Present, SolverChoice, StepsPerFrame, StreamSemantics, YesNo, BENCH_INIT, CPU_DEMO_BODIES, DEMO_BODIES, DEMO_INIT,
+    MAX_THETA,
+};
 pub use crate::backend::select::BackendChoice;
 pub use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
 
@@ -209,4 +212,3 @@ pub struct InfoArgs {
     #[arg(long, value_enum, default_value_t = StreamSemantics::Legacy)]
     pub semantics: StreamSemantics,
 }
-

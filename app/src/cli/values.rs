@@ -269,7 +269,11 @@ impl BenchMode {
 
     /// How an external mode orders CUDA and GL (`external`: the host waits; the others ignore it).
     pub fn external_sync(self) -> ExternalSync {
-        if self == BenchMode::ExternalSemaphore { ExternalSync::Semaphore } else { ExternalSync::Host }
+        if self == BenchMode::ExternalSemaphore {
+            ExternalSync::Semaphore
+        } else {
+            ExternalSync::Host
+        }
     }
 
     /// How a density mode writes its float image (`None`: a mode that draws the bodies).

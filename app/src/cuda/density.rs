@@ -34,7 +34,9 @@ use anyhow::Context as _;
 use glam::Mat4;
 use interop::kernels::DensityKernels;
 use interop::sys::{event_flags, map_flags, register_flags};
-use interop::{map_resources, Context, DeviceBuffer, DevicePtr, Event, GraphicsResource, HeldImages, MappedArray, Sampling, Stream, SurfaceObject, TextureObject};
+use interop::{
+    map_resources, Context, DeviceBuffer, DevicePtr, Event, GraphicsResource, HeldImages, MappedArray, Sampling, Stream, SurfaceObject, TextureObject,
+};
 
 use super::clock::GpuClock;
 use super::settings::DensityPath;
@@ -113,7 +115,8 @@ fn register(ctx: &Arc<Context>, t: &DensityTextures, path: DensityPath) -> anyho
         DensityPath::Surface => register_flags::SURFACE_LDST,
         DensityPath::Copy => register_flags::NONE,
     };
-    let d = GraphicsResource::register_gl_image(ctx, density, glow::TEXTURE_2D, density_flags).context("cuGraphicsGLRegisterImage (GL_R32F density)")?;
+    let d =
+        GraphicsResource::register_gl_image(ctx, density, glow::TEXTURE_2D, density_flags).context("cuGraphicsGLRegisterImage (GL_R32F density)")?;
     let mut i = GraphicsResource::register_gl_image(ctx, image, glow::TEXTURE_2D, register_flags::SURFACE_LDST)
         .context("cuGraphicsGLRegisterImage (GL_RGBA8 image)")?;
     i.set_map_flags(map_flags::WRITE_DISCARD).context("cuGraphicsResourceSetMapFlags (WRITE_DISCARD)")?;
@@ -132,7 +135,15 @@ impl DensityView {
     /// # Errors
     /// GL cannot make the textures or the pass; the driver refuses a registration or an
     /// allocation. Whatever was made is released first.
-    pub fn new(gl: Gl<'_>, is_gles: bool, ctx: &Arc<Context>, kernels: DensityKernels, size: [u32; 2], path: DensityPath, stream: &Stream) -> anyhow::Result<Self> {
+    pub fn new(
+        gl: Gl<'_>,
+        is_gles: bool,
+        ctx: &Arc<Context>,
+        kernels: DensityKernels,
+        size: [u32; 2],
+        path: DensityPath,
+        stream: &Stream,
+    ) -> anyhow::Result<Self> {
         let mut view = DensityView::unregistered(gl, is_gles, ctx, kernels, path)?;
         if let Err(e) = view.resize(gl, size, stream) {
             view.release(gl);
@@ -241,7 +252,13 @@ impl DensityView {
     /// Stores the sum into the density image `density`: through `surface` (a kernel,
     /// `nbody_density_store`, which clears the sum), or without one by `cuMemcpy2DAsync` and a
     /// clear of the sum (`cuMemsetD8Async`); on `stream`, the mapping's.
-    fn store(kernels: &DensityKernels, accum: &mut DeviceBuffer<f32>, density: &MappedArray<'_>, surface: Option<&SurfaceObject<'_>>, stream: &Stream) -> anyhow::Result<()> {
+    fn store(
+        kernels: &DensityKernels,
+        accum: &mut DeviceBuffer<f32>,
+        density: &MappedArray<'_>,
+        surface: Option<&SurfaceObject<'_>>,
+        stream: &Stream,
+    ) -> anyhow::Result<()> {
         let (w, h) = density.size();
         match surface {
             Some(surface) => kernels.store(accum.view(), (w, h), surface, stream).context("nbody_density_store"),

@@ -2,7 +2,6 @@
 //! leapfrog state, with the positions in two caller-provided buffers that ping-pong; long steps
 //! as launches over body ranges, stopped by an interrupt or spread over frames.
 
-
 use anyhow::{bail, Context as _};
 use interop::{DevicePtr, Stream};
 
@@ -429,4 +428,3 @@ impl GpuStepper {
         Ok(())
     }
 }
-

@@ -71,10 +71,7 @@ impl Kernels {
     /// missing or declares other parameters.
     pub fn load(ctx: &Arc<Context>, ptx_path: Option<&Path>) -> anyhow::Result<Kernels> {
         let (text, source) = match ptx_path {
-            Some(p) => (
-                std::fs::read(p).with_context(|| format!("cannot read the PTX file {}", p.display()))?,
-                p.display().to_string(),
-            ),
+            Some(p) => (std::fs::read(p).with_context(|| format!("cannot read the PTX file {}", p.display()))?, p.display().to_string()),
             None => (EMBEDDED_PTX.as_bytes().to_vec(), "embedded kernels/nbody.ptx".to_string()),
         };
         let module = Module::from_ptx(ctx, &text).with_context(|| format!("loading the PTX of {source}"))?;

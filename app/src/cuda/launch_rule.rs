@@ -23,12 +23,26 @@ use interop::kernels::{StepKernel, BODIES_PER_THREAD, EQUAL_MASS, MASS_SCALED, S
 /// reference loop `nbody_step_p1` (`kernels/README.md`, "Which kernels ship"; the GPU test
 /// `the_ptx_ships_what_the_launch_rule_picks` checks the list on a 132-SM GPU).
 pub const STEP_KERNEL_NAMES: [&str; 20] = [
-    "nbody_step_p1", "nbody_step_p2", "nbody_step_p4", "nbody_step_s4", "nbody_step_s8",
-    "nbody_step_m2x2", "nbody_step_m2x4", "nbody_step_m2x8", "nbody_step_m4x1",
-    "nbody_step_u2x4", "nbody_step_u4x1",
-    "nbody_stepk_p1", "nbody_stepk_p4", "nbody_stepk_s4", "nbody_stepk_s8",
-    "nbody_stepk_m2x4", "nbody_stepk_m2x8", "nbody_stepk_m4x1",
-    "nbody_stepk_u2x4", "nbody_stepk_u4x1",
+    "nbody_step_p1",
+    "nbody_step_p2",
+    "nbody_step_p4",
+    "nbody_step_s4",
+    "nbody_step_s8",
+    "nbody_step_m2x2",
+    "nbody_step_m2x4",
+    "nbody_step_m2x8",
+    "nbody_step_m4x1",
+    "nbody_step_u2x4",
+    "nbody_step_u4x1",
+    "nbody_stepk_p1",
+    "nbody_stepk_p4",
+    "nbody_stepk_s4",
+    "nbody_stepk_s8",
+    "nbody_stepk_m2x4",
+    "nbody_stepk_m2x8",
+    "nbody_stepk_m4x1",
+    "nbody_stepk_u2x4",
+    "nbody_stepk_u4x1",
 ];
 
 /// A step kernel chosen by hand (`--step-kernel NAME`, for tuning and comparisons) instead of
@@ -61,8 +75,12 @@ impl ForcedKernel {
     /// # Errors
     /// Another name: the message lists the valid ones.
     pub fn parse(name: &str) -> Result<ForcedKernel, String> {
-        let refused =
-            || format!("{name:?} is not a step kernel; use one of {} (or leave --step-kernel out for the automatic choice)", STEP_KERNEL_NAMES.join(", "));
+        let refused = || {
+            format!(
+                "{name:?} is not a step kernel; use one of {} (or leave --step-kernel out for the automatic choice)",
+                STEP_KERNEL_NAMES.join(", ")
+            )
+        };
         if !STEP_KERNEL_NAMES.contains(&name.trim()) {
             return Err(refused());
         }
@@ -400,7 +418,8 @@ pub fn choose(
             let bpb = k.bodies_per_block(b);
             let plain = Launch { block: b, p: k.p(), split: k.split(), step_loop, stream_k: None };
             if force_k != Some(true) {
-                let score = fill_efficiency(n, bpb, sms) * loop_efficiency(b, k.p(), k.split(), step_loop)
+                let score = fill_efficiency(n, bpb, sms)
+                    * loop_efficiency(b, k.p(), k.split(), step_loop)
                     * latency_efficiency(n, b, bpb, sms, resident as u32);
                 if best.is_none_or(|(s, _)| score > s + 1e-9) {
                     best = Some((score, plain));
@@ -434,7 +453,8 @@ pub fn choose(
             } else {
                 ""
             }
-        )).into()),
+        ))
+        .into()),
         None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1, step_loop: StepLoop::Classic, stream_k: None }),
         None => bail!("no step kernel can be launched with {block} threads per block on this device"),
     }

@@ -27,12 +27,7 @@ pub fn sched_flag(s: CtxSched) -> SchedFlag {
 /// # Errors
 /// No driver, or no CUDA device can share the GL context (the message names GL_VENDOR and
 /// GL_RENDERER and the remedy).
-pub fn open_for_gl(
-    gl_info: &GlInfo,
-    stream: StreamKind,
-    priority: i32,
-    sched: CtxSched,
-) -> anyhow::Result<(Arc<Context>, Stream, DeviceInfo)> {
+pub fn open_for_gl(gl_info: &GlInfo, stream: StreamKind, priority: i32, sched: CtxSched) -> anyhow::Result<(Arc<Context>, Stream, DeviceInfo)> {
     let semantics = if stream == StreamKind::PerThread { StreamSemantics::PerThread } else { StreamSemantics::Legacy };
     let no_share = |why: String| {
         anyhow::anyhow!(
@@ -109,14 +104,6 @@ pub fn ms(a: &Event, b: &Event) -> anyhow::Result<Option<f64>> {
 pub fn entry_rows(api: &interop::Api) -> Vec<[String; 5]> {
     api.report()
         .iter()
-        .map(|r| {
-            [
-                r.name.to_string(),
-                r.version.to_string(),
-                format!("{:#x}", r.flags),
-                r.status.to_string(),
-                r.remedy.clone().unwrap_or_default(),
-            ]
-        })
+        .map(|r| [r.name.to_string(), r.version.to_string(), format!("{:#x}", r.flags), r.status.to_string(), r.remedy.clone().unwrap_or_default()])
         .collect()
 }

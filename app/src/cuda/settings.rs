@@ -259,7 +259,10 @@ impl SplitOptions {
             _ => anyhow::bail!(
                 "--render-gpu-computes no leaves {avail} CUDA device(s) besides the one GL draws on (device {render}), and \
                  --gpus asks for {}; use --render-gpu-computes yes, or fewer --gpus",
-                match self.gpus { GpuCount::All => "all".to_string(), GpuCount::Count(n) => n.to_string() }
+                match self.gpus {
+                    GpuCount::All => "all".to_string(),
+                    GpuCount::Count(n) => n.to_string(),
+                }
             ),
         };
         Ok(order.iter().take(g as usize).flat_map(|&d| std::iter::repeat_n(d, self.slices_per_gpu as usize)).collect())

@@ -59,8 +59,6 @@ pub fn render_view(
     reason
 }
 
-
-
 /// Puts a frame's GPU work on the timeline (the demo's and the bench's frames): the CUDA stream's
 /// spans by interop mode — map, kernel and unmap in `map`; kernel, then copy and upload in
 /// `copy`; the kernel alone in `external` (its map and unmap columns are host waits) and
@@ -110,7 +108,10 @@ impl GlTrack {
     pub fn start(gl: Gl<'_>, renderer: &mut Renderer, r: &Recorder) -> GlTrack {
         let on = renderer.set_timestamps(gl, true);
         if !on {
-            r.note("gl_clock", serde_json::json!("no GL_TIMESTAMP queries in this GL (GLES or no timer queries): GL draws are placed at their draw call"));
+            r.note(
+                "gl_clock",
+                serde_json::json!("no GL_TIMESTAMP queries in this GL (GLES or no timer queries): GL draws are placed at their draw call"),
+            );
         }
         GlTrack { clock: on.then(|| GlClock::calibrate(gl)) }
     }

@@ -81,7 +81,13 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
             last_progress = std::time::Instant::now();
             let s = scene.summary();
             let of = args.frames.map_or_else(String::new, |n| format!(" of {n}"));
-            eprintln!("frame {}{of}: {} steps, {} steps/s, {:.3} ms per frame", s.frames, s.steps, super::steps_per_s_text(s.steps_per_s), s.mean_frame_ms);
+            eprintln!(
+                "frame {}{of}: {} steps, {} steps/s, {:.3} ms per frame",
+                s.frames,
+                s.steps,
+                super::steps_per_s_text(s.steps_per_s),
+                s.mean_frame_ms
+            );
         }
         let input = headless_input(args.width, args.height, scene.time(), scene.ui_zoom_for(args.height, 1.0));
         let r = scene.frame(input, target, 1.0, true);

@@ -122,7 +122,8 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
              GPU, or leave --step-mode out"
         );
     }
-    if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 && args.backend != crate::cli::BackendChoice::Cpu {
+    if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 && args.backend != crate::cli::BackendChoice::Cpu
+    {
         bail!(
             "--solver tree is float32 on the GPU, and --precision f64 runs the direct sum there: use --precision f32 \
              with --solver tree, --solver direct with --precision f64, or --backend cpu (whose tree walks in float64)"
@@ -227,10 +228,7 @@ fn check_precision(args: &DemoArgs) -> anyhow::Result<()> {
 fn check_split(args: &DemoArgs) -> anyhow::Result<()> {
     let lists = args.gpu.lists();
     if !lists.is_empty() {
-        bail!(
-            "{} take(s) one value in the demo (it runs one GPU setup); `bench` and `scale` sweep lists of setups",
-            lists.join(", ")
-        );
+        bail!("{} take(s) one value in the demo (it runs one GPU setup); `bench` and `scale` sweep lists of setups", lists.join(", "));
     }
     let o = args.split_options();
     if o.slices_per_gpu == 0 {

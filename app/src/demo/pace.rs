@@ -169,11 +169,7 @@ impl Pace {
             }
             self.frame_ms.push_back(frame_ms);
         }
-        let frame = if self.frame_ms.is_empty() {
-            self.interval_ms
-        } else {
-            self.frame_ms.iter().sum::<f64>() / self.frame_ms.len() as f64
-        };
+        let frame = if self.frame_ms.is_empty() { self.interval_ms } else { self.frame_ms.iter().sum::<f64>() / self.frame_ms.len() as f64 };
         let wanted = rate_steps(rate, frame, f64::from(dt)) + if ran > 0 { self.carry } else { 0.0 };
         let (steps, limit) = auto_steps(budget, wanted);
         // Only the fraction the rate asked for beyond the whole steps taken carries over: not

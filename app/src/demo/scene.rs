@@ -143,8 +143,7 @@ impl Scene {
     /// drops the scene before the context.
     pub fn new(current: CurrentContext, gl_info: GlInfo, args: &DemoArgs, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Self> {
         let gl = current.gl();
-        let mut painter =
-            egui_glow::Painter::new(current.shared(), "", None, false).map_err(|e| anyhow!("creating the egui painter: {e}"))?;
+        let mut painter = egui_glow::Painter::new(current.shared(), "", None, false).map_err(|e| anyhow!("creating the egui painter: {e}"))?;
         let mut renderer = match Renderer::new(gl, &gl_info, bodies) {
             Ok(r) => r,
             Err(e) => {
@@ -395,7 +394,18 @@ impl Scene {
             }
         }
         let (draw, density_ms) = (self.renderer.draw_time(), self.density_ms());
-        self.overlay.record(&FrameStats { frame: self.frame, host_frame_ms, sim: self.shown_timings(timings), draw_ms: draw.ms, draw_clock: draw.clock, density_ms, n, steps, dt, tree });
+        self.overlay.record(&FrameStats {
+            frame: self.frame,
+            host_frame_ms,
+            sim: self.shown_timings(timings),
+            draw_ms: draw.ms,
+            draw_clock: draw.clock,
+            density_ms,
+            n,
+            steps,
+            dt,
+            tree,
+        });
         let frame_ms = (self.frame > 0).then_some(host_frame_ms);
         self.stages.push(&crate::demo::summary::StageSample { frame: frame_ms, sim: timings, draw: draw.ms, density: density_ms });
 

@@ -272,7 +272,19 @@ impl App {
             Some(scene.max_texture_side()),
         );
         let size = window.inner_size();
-        Ok(WindowState { scene, egui_winit, win, size, cursor: None, drag: None, whole: 0, screenshot_taken: false, shot_next: false, shots: 0, window_gone: false })
+        Ok(WindowState {
+            scene,
+            egui_winit,
+            win,
+            size,
+            cursor: None,
+            drag: None,
+            whole: 0,
+            screenshot_taken: false,
+            shot_next: false,
+            shots: 0,
+            window_gone: false,
+        })
     }
 
     fn redraw(&mut self, event_loop: &ActiveEventLoop) -> anyhow::Result<()> {
@@ -452,10 +464,7 @@ impl ApplicationHandler for App {
             if let WindowEvent::KeyboardInput { event: key, is_synthetic: false, .. } = &event {
                 let typing = st.scene.egui_ctx().egui_wants_keyboard_input();
                 let repeat_ok = key.logical_key == Key::Character(".".into());
-                if key.state == ElementState::Pressed
-                    && (!key.repeat || repeat_ok)
-                    && !typing
-                    && Self::key(st, &key.logical_key) == KeyOutcome::Quit
+                if key.state == ElementState::Pressed && (!key.repeat || repeat_ok) && !typing && Self::key(st, &key.logical_key) == KeyOutcome::Quit
                 {
                     event_loop.exit();
                     return;

@@ -151,7 +151,8 @@ impl GlvndFiles {
 /// The library folders searched: `LD_LIBRARY_PATH`, the folders listed in
 /// `/etc/ld.so.conf.d/*.conf`, then [`LIB_DIRS`].
 fn lib_dirs(env: &Env, root: &Path) -> Vec<String> {
-    let mut dirs: Vec<String> = env.get("LD_LIBRARY_PATH").map(|p| p.split(':').filter(|d| d.starts_with('/')).map(str::to_string).collect()).unwrap_or_default();
+    let mut dirs: Vec<String> =
+        env.get("LD_LIBRARY_PATH").map(|p| p.split(':').filter(|d| d.starts_with('/')).map(str::to_string).collect()).unwrap_or_default();
     if let Ok(it) = std::fs::read_dir(under(root, "/etc/ld.so.conf.d")) {
         let mut confs: Vec<PathBuf> = it.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "conf")).collect();
         confs.sort();

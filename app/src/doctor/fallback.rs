@@ -39,7 +39,15 @@ impl Finding {
 /// container without NVIDIA's GL files, then for a window's context a remote display, PRIME
 /// offload and the GL's vendor, for a headless one its EGL device. `None` when no check finds
 /// one.
-pub fn explain(env: &Env, root: &Path, driver: &DriverFact, cuda: &CudaFact, ptx: Option<PtxHeader>, gl_seen: &GlSeen, error: &str) -> Option<Finding> {
+pub fn explain(
+    env: &Env,
+    root: &Path,
+    driver: &DriverFact,
+    cuda: &CudaFact,
+    ptx: Option<PtxHeader>,
+    gl_seen: &GlSeen,
+    error: &str,
+) -> Option<Finding> {
     let glvnd = GlvndFiles::find(env, root);
     let jit = if error.contains("cuModuleLoadDataEx") { JitFact::Failed(error.to_string()) } else { JitFact::NotTried };
     let context = ContextFact::Made { gl: gl_seen.clone(), shares: SharesFact::NoCuda("see CUDA's error".into()) };

@@ -96,11 +96,7 @@ fn window(f: &Facts, headless: &Route) -> (Route, Route) {
                     Route::new("cpu", format!("CUDA unavailable: {why}")),
                 ),
                 other => {
-                    let why = format!(
-                        "CUDA cannot share {what}, {}: {}",
-                        classify(&gl.vendor, &gl.renderer).describe(),
-                        shares_line(other)
-                    );
+                    let why = format!("CUDA cannot share {what}, {}: {}", classify(&gl.vendor, &gl.renderer).describe(), shares_line(other));
                     copy(why.clone()).unwrap_or_else(|| {
                         (Route::new("native", format!("{why}; the copy route has no headless GL context")), Route::new("cpu", why))
                     })
@@ -117,11 +113,8 @@ pub fn routes(f: &Facts) -> Routes {
     let headless = headless(f);
     let has_display = display_kind(&f.env) != DisplayKind::None;
     let (window, windowed_backend) = window(f, &headless);
-    let backend = if has_display {
-        windowed_backend
-    } else {
-        Route::new(&headless.route, format!("no display, so with --headless: {}", headless.why))
-    };
+    let backend =
+        if has_display { windowed_backend } else { Route::new(&headless.route, format!("no display, so with --headless: {}", headless.why)) };
     let storage = if backend.route == "cuda" {
         Route::new("map", "--interop map (the default): the VBOs registered once, mapped and unmapped every frame")
     } else {

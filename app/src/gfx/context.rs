@@ -59,17 +59,10 @@ fn context_attempts() -> Vec<(Api, glutin::context::ContextAttributes, &'static 
     let all = vec![
         (
             Api::OPENGL,
-            ContextAttributesBuilder::new()
-                .with_context_api(ContextApi::OpenGl(Some(Version::new(3, 3))))
-                .with_profile(GlProfile::Core)
-                .build(None),
+            ContextAttributesBuilder::new().with_context_api(ContextApi::OpenGl(Some(Version::new(3, 3)))).with_profile(GlProfile::Core).build(None),
             "OpenGL 3.3 core",
         ),
-        (
-            Api::GLES3,
-            ContextAttributesBuilder::new().with_context_api(ContextApi::Gles(Some(Version::new(3, 0)))).build(None),
-            "OpenGL ES 3.0",
-        ),
+        (Api::GLES3, ContextAttributesBuilder::new().with_context_api(ContextApi::Gles(Some(Version::new(3, 0)))).build(None), "OpenGL ES 3.0"),
     ];
     all.into_iter().skip(usize::from(force_gles())).collect()
 }

@@ -181,11 +181,8 @@ impl CopyWindow {
         RenderTarget::Offscreen(frame.target).bind(gl);
         // The previous frame goes straight from the mapped pixel-pack buffer into the window's
         // buffer (one pass: flip, reorder).
-        let mut buffer = if frame.readback.pending() {
-            Some(self.surface.buffer_mut().map_err(|e| anyhow!("softbuffer buffer: {e}"))?)
-        } else {
-            None
-        };
+        let mut buffer =
+            if frame.readback.pending() { Some(self.surface.buffer_mut().map_err(|e| anyhow!("softbuffer buffer: {e}"))?) } else { None };
         let readback_ms = frame.readback.push(gl, buffer.as_deref_mut())?;
         gl.flush();
         let (Some(buffer), Some(readback_ms)) = (buffer, readback_ms) else { return Ok(()) };

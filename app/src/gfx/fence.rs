@@ -26,7 +26,7 @@ pub fn wait_for_gl(gl: Gl<'_>) -> anyhow::Result<f64> {
 /// # Errors
 /// As [`wait_for_gl`]; the fence is deleted on every path.
 pub fn wait_fence(gl: Gl<'_>, fence: glow::NativeFence, t0: Instant) -> anyhow::Result<f64> {
-        let mut flags = glow::SYNC_FLUSH_COMMANDS_BIT;
+    let mut flags = glow::SYNC_FLUSH_COMMANDS_BIT;
     let result = loop {
         let r = gl.client_wait_sync(fence, flags, 100_000_000); // 100 ms per call
         flags = 0;

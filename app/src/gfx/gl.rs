@@ -262,9 +262,7 @@ impl<'a> Gl<'a> {
     pub fn tex_image_2d_empty(&self, target: u32, internal_format: u32, width: i32, height: i32, format: u32, ty: u32) {
         // SAFETY: rule 1 (current context); no client memory is read (no data pointer, and the
         // pixel-unpack buffer binding is not used by this renderer).
-        unsafe {
-            self.gl.tex_image_2d(target, 0, internal_format as i32, width, height, 0, format, ty, glow::PixelUnpackData::Slice(None))
-        }
+        unsafe { self.gl.tex_image_2d(target, 0, internal_format as i32, width, height, 0, format, ty, glow::PixelUnpackData::Slice(None)) }
     }
 
     /// glGetQueryObjectuiv. Needs the query-object entry points (`GlInfo::timer_query`);
@@ -433,9 +431,7 @@ impl<'a> Gl<'a> {
     /// The pack state glReadPixels writes by: rows tightly packed (alignment 1, no row length,
     /// no skipped pixels or rows), so a read writes exactly width · height · bytes per pixel.
     fn tightly_packed_rows(&self) {
-        for (pname, value) in
-            [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)]
-        {
+        for (pname, value) in [(glow::PACK_ALIGNMENT, 1), (glow::PACK_ROW_LENGTH, 0), (glow::PACK_SKIP_PIXELS, 0), (glow::PACK_SKIP_ROWS, 0)] {
             // SAFETY: rule 1; pixel-store state only.
             unsafe { self.gl.pixel_store_i32(pname, value) };
         }

@@ -143,7 +143,8 @@ impl GpuTimer {
 
     pub(super) fn destroy(&mut self, gl: &Gl<'_>) {
         let pairs = self.in_flight.drain(..).chain(self.active.take());
-        let all: Vec<glow::NativeQuery> = pairs.flat_map(|(q, t)| std::iter::once(q).chain(t)).chain(self.free.drain(..)).chain(self.free_stamps.drain(..)).collect();
+        let all: Vec<glow::NativeQuery> =
+            pairs.flat_map(|(q, t)| std::iter::once(q).chain(t)).chain(self.free.drain(..)).chain(self.free_stamps.drain(..)).collect();
         for q in all {
             gl.delete_query(q);
         }

@@ -270,7 +270,8 @@ pub fn import_exported(gl: Gl<'_>, fns: &MemoryObjectFns, buf: &ExportableBuffer
     // (`gl` proves it).
     if let Err(e) = unsafe { fns.import_fd(gl, memory, size, fd) } {
         fns.delete_memory_object(gl, memory);
-        bail!("{e} (memory object {memory}, {size} bytes, dedicated {dedicated})"); // e.fd closes here
+        bail!("{e} (memory object {memory}, {size} bytes, dedicated {dedicated})");
+        // e.fd closes here
     }
     let buffer = match gl.create_buffer() {
         Ok(b) => b,

@@ -72,11 +72,8 @@ impl GlInfo {
         let v = gl.raw().version();
         let is_gles = v.is_embedded;
         let ext = gl.raw().supported_extensions();
-        let timer_ext = if is_gles {
-            ext.contains("GL_EXT_disjoint_timer_query")
-        } else {
-            (v.major, v.minor) >= (3, 3) || ext.contains("GL_ARB_timer_query")
-        };
+        let timer_ext =
+            if is_gles { ext.contains("GL_EXT_disjoint_timer_query") } else { (v.major, v.minor) >= (3, 3) || ext.contains("GL_ARB_timer_query") };
         Self {
             vendor,
             renderer,

@@ -106,8 +106,7 @@ impl Readback {
             PixelOrder::Bgra => glow::BGRA,
             PixelOrder::Rgba => glow::RGBA,
         };
-        gl.read_pixels_to_pack_buffer(self.pbos[this], self.width, self.height, format)
-            .context("reading the frame into a pixel-pack buffer")?;
+        gl.read_pixels_to_pack_buffer(self.pbos[this], self.width, self.height, format).context("reading the frame into a pixel-pack buffer")?;
         let fence = gl.fence_sync(glow::SYNC_GPU_COMMANDS_COMPLETE, 0).map_err(|e| anyhow!("glFenceSync: {e}"))?;
         self.fences[this] = Some(fence);
         self.next = other;

@@ -23,19 +23,17 @@
 //! after each draw) and draws them before the bodies, the older the fainter. They live in world
 //! space, so orbiting the camera does not smear them.
 
-
 use glam::Vec3;
 
+use super::buffers::{copy_buffer, copy_vbos, create_empty_vbos, create_vbos, delete_vbos, PositionVbos};
 use super::camera::OrbitCamera;
 use super::gl::Gl;
-use super::GlInfo;
-use super::buffers::{copy_buffer, copy_vbos, create_empty_vbos, create_vbos, delete_vbos, PositionVbos};
 use super::gpu_timer::{DrawClock, DrawTime, GpuTimer, TimedDraw};
 use super::shaders::build_program;
 use super::target::{RenderTarget, BACKGROUND};
 use super::tonemap::{tonemap_wanted, Tonemap};
+use super::GlInfo;
 use crate::sim::Bodies;
-
 
 /// What the renderer needs from the frame loop to draw one frame.
 #[derive(Debug, Clone, Copy)]
@@ -201,9 +199,9 @@ impl Renderer {
             max_point_px,
             sprite_cap: 64.0,
             snapshot: None,
-            tonemap: tonemap_wanted(is_gles, &info.renderer).then(|| Tonemap::new(gl)).and_then(|t| {
-                t.map_err(|e| tracing::warn!("no tone mapping (the light adds into the target directly): {e:#}")).ok()
-            }),
+            tonemap: tonemap_wanted(is_gles, &info.renderer)
+                .then(|| Tonemap::new(gl))
+                .and_then(|t| t.map_err(|e| tracing::warn!("no tone mapping (the light adds into the target directly): {e:#}")).ok()),
             trails: false,
             trail: None,
             destroyed: false,
@@ -222,8 +220,7 @@ impl Renderer {
             m += w;
         }
         let center = if m > 0.0 { (c / m).as_vec3() } else { Vec3::ZERO };
-        let mut r: Vec<f32> =
-            bodies.pos.iter().map(|p| (Vec3::new(p[0], p[1], p[2]) - center).length()).filter(|r| r.is_finite()).collect();
+        let mut r: Vec<f32> = bodies.pos.iter().map(|p| (Vec3::new(p[0], p[1], p[2]) - center).length()).filter(|r| r.is_finite()).collect();
         r.sort_by(f32::total_cmp);
         let radius = r.get(r.len() * 9 / 10).copied().unwrap_or(1.0).max(1e-3);
         let v2: f64 = bodies.vel.iter().map(|v| f64::from(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])).sum::<f64>() / n as f64;

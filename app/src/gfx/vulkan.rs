@@ -80,14 +80,18 @@ impl VulkanDevice {
             unsafe { instance.get_physical_device_external_semaphore_properties(pd, &info, &mut ext) };
             let need = vk::ExternalSemaphoreFeatureFlags::EXPORTABLE | vk::ExternalSemaphoreFeatureFlags::IMPORTABLE;
             if !ext.external_semaphore_features.contains(need) {
-                bail!("{name}: binary semaphores cannot be exported and imported as opaque fds (features 0x{:x})", ext.external_semaphore_features.as_raw());
+                bail!(
+                    "{name}: binary semaphores cannot be exported and imported as opaque fds (features 0x{:x})",
+                    ext.external_semaphore_features.as_raw()
+                );
             }
             let priorities = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(0).queue_priorities(&priorities)];
             let extensions = [ash::khr::external_semaphore_fd::NAME.as_ptr()];
             let create = vk::DeviceCreateInfo::default().queue_create_infos(&queues).enabled_extension_names(&extensions);
             // SAFETY: `pd` belongs to `instance`; the create-info and its arrays live for the call.
-            let device = unsafe { instance.create_device(pd, &create, None) }.with_context(|| format!("vkCreateDevice on {name} with VK_KHR_external_semaphore_fd"))?;
+            let device = unsafe { instance.create_device(pd, &create, None) }
+                .with_context(|| format!("vkCreateDevice on {name} with VK_KHR_external_semaphore_fd"))?;
             Ok((device, name))
         })();
         match made {

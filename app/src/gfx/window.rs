@@ -194,8 +194,7 @@ impl WindowContext {
         let sattrs = window.build_surface_attributes(Default::default()).context("window surface attributes")?;
         // SAFETY: the surface attributes hold the handle of `window`, which outlives the surface
         // (dropped after it, by field order).
-        let surface =
-            unsafe { display.create_window_surface(&config, &sattrs) }.map_err(|e| anyhow!("creating the window surface: {e}"))?;
+        let surface = unsafe { display.create_window_surface(&config, &sattrs) }.map_err(|e| anyhow!("creating the window surface: {e}"))?;
         let context = not_current.make_current(&surface).map_err(|e| anyhow!("making the GL context current: {e}"))?;
         let interval = if vsync { SwapInterval::Wait(std::num::NonZeroU32::MIN) } else { SwapInterval::DontWait };
         if let Err(e) = surface.set_swap_interval(&context, interval) {

@@ -94,9 +94,7 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
     let gpu = match args.backend {
         BackendChoice::Cpu => None,
         BackendChoice::Cuda => Some(GpuAccuracy::open()?),
-        BackendChoice::Auto => GpuAccuracy::open()
-            .map_err(|e| eprintln!("CUDA unavailable, measuring on the CPU: {e:#}"))
-            .ok(),
+        BackendChoice::Auto => GpuAccuracy::open().map_err(|e| eprintln!("CUDA unavailable, measuring on the CPU: {e:#}")).ok(),
     };
     // After the backend is chosen (a missing GPU is said first), before anything is measured.
     let takes_n = args.init.iter().any(|s| !matches!(InitialCondition::parse(s), Ok(InitialCondition::Csv(_) | InitialCondition::Tipsy(_))));
@@ -216,7 +214,17 @@ fn line(r: &AccuracyRow) -> String {
     let build = r.build_ms.map_or("—".to_string(), ms);
     format!(
         "| {} | {} | {} | {} | {:.2e} | {:.2e} | {:.2e} | {:.0} | {} | {} | {:.1}× |",
-        r.scene, r.n, r.solver, theta, r.err_median, r.err_p99, r.err_max, r.interactions_per_body, build, ms(r.force_ms), r.speedup
+        r.scene,
+        r.n,
+        r.solver,
+        theta,
+        r.err_median,
+        r.err_p99,
+        r.err_max,
+        r.interactions_per_body,
+        build,
+        ms(r.force_ms),
+        r.speedup
     )
 }
 
@@ -224,7 +232,19 @@ fn line(r: &AccuracyRow) -> String {
 /// renamed over it), and the provenance sidecar beside it (`PATH.provenance.json`).
 fn write_csv(path: &Path, rows: &[AccuracyRow], provenance: &Provenance) -> anyhow::Result<()> {
     let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
-    w.write_record(["scene", "n", "solver", "theta", "err_median", "err_p99", "err_max", "interactions_per_body", "build_ms", "force_ms", "speedup"])?;
+    w.write_record([
+        "scene",
+        "n",
+        "solver",
+        "theta",
+        "err_median",
+        "err_p99",
+        "err_max",
+        "interactions_per_body",
+        "build_ms",
+        "force_ms",
+        "speedup",
+    ])?;
     for r in rows {
         w.serialize(r)?;
     }

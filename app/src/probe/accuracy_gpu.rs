@@ -78,7 +78,10 @@ impl GpuAccuracy {
         let out = DeviceBuffer::<[f64; 4]>::alloc(&self.ctx, n)?;
         let vel = DeviceBuffer::from_slice(&self.ctx, &vec![[0.0f64; 4]; n])?;
         let s = StepScalarsF64 { dt_drift: 0.0, kick: 1.0, eps2: eps2_f64(eps), g: 1.0 };
-        self.kernels.step_f64(true)?.launch(F64_BLOCK, n, 0..n, input.view(), out.view(), vel.view(), s, &self.stream).context("nbody_step_f64_lib")?;
+        self.kernels
+            .step_f64(true)?
+            .launch(F64_BLOCK, n, 0..n, input.view(), out.view(), vel.view(), s, &self.stream)
+            .context("nbody_step_f64_lib")?;
         self.stream.synchronize().context("cuStreamSynchronize")?;
         Ok(vel.to_vec()?.iter().map(|v| [v[0], v[1], v[2]]).collect())
     }

@@ -112,7 +112,9 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     }
     crate::cuda::settings::check_slices_per_gpu(&args.gpu.slices_per_gpu, args.gpu.gather)?;
     if args.gpu.render_gpu_computes.contains(&crate::cli::YesNo::No) {
-        bail!("--render-gpu-computes no: scale draws nothing, so every GPU it uses computes; `bench --render-gpu-computes yes,no` measures that setup");
+        bail!(
+            "--render-gpu-computes no: scale draws nothing, so every GPU it uses computes; `bench --render-gpu-computes yes,no` measures that setup"
+        );
     }
     let mut slices_list = args.gpu.slices_per_gpu.clone();
     slices_list.sort_unstable();
@@ -245,9 +247,10 @@ impl Baseline {
     /// records its rate and (the first time) its positions for the rows after it.
     fn compare_and_record(&mut self, gpus: u32, slices_per_gpu: u32, rate: f64, pos: Vec<[f32; 4]>) -> (Option<f64>, Option<f64>) {
         let speedup = if gpus > 1 { self.rates.iter().find(|(s, _)| *s == slices_per_gpu).map(|(_, r1)| rate / r1) } else { None };
-        let diff = self.positions.as_ref().map(|p1| {
-            pos.iter().flatten().zip(p1.iter().flatten()).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max)
-        });
+        let diff = self
+            .positions
+            .as_ref()
+            .map(|p1| pos.iter().flatten().zip(p1.iter().flatten()).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max));
         if gpus == 1 {
             self.rates.push((slices_per_gpu, rate));
             self.positions.get_or_insert(pos);
@@ -272,8 +275,18 @@ fn measure_row(
     launch: &mut Option<crate::cuda::launch_rule::Launch>,
 ) -> anyhow::Result<Option<ScaleRow>> {
     let n = bodies.len();
-    let mut s =
-        SplitStepper::new(api, interop::SchedFlag::Auto, devices, bodies, args.sim.block_size, *launch, params, args.sim.kernel.as_deref(), args.sim.step_kernel, args.gpu.gather)?;
+    let mut s = SplitStepper::new(
+        api,
+        interop::SchedFlag::Auto,
+        devices,
+        bodies,
+        args.sim.block_size,
+        *launch,
+        params,
+        args.sim.kernel.as_deref(),
+        args.sim.step_kernel,
+        args.gpu.gather,
+    )?;
     // Every row of this N runs the first row's kernel launch, so that rows differ only in the split.
     launch.get_or_insert(s.launch());
     let mut step_ms = Vec::new();

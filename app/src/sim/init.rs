@@ -228,13 +228,8 @@ impl System {
 
     /// Round to f32 bodies, scaling velocities by `vscale`.
     fn into_bodies(self, vscale: f64) -> Bodies {
-        let pos =
-            self.pos.iter().zip(&self.mass).map(|(x, &m)| [x[0] as f32, x[1] as f32, x[2] as f32, m as f32]).collect();
-        let vel = self
-            .vel
-            .iter()
-            .map(|v| [(v[0] * vscale) as f32, (v[1] * vscale) as f32, (v[2] * vscale) as f32, 0.0])
-            .collect();
+        let pos = self.pos.iter().zip(&self.mass).map(|(x, &m)| [x[0] as f32, x[1] as f32, x[2] as f32, m as f32]).collect();
+        let vel = self.vel.iter().map(|v| [(v[0] * vscale) as f32, (v[1] * vscale) as f32, (v[2] * vscale) as f32, 0.0]).collect();
         Bodies { pos, vel }
     }
 }
@@ -289,15 +284,7 @@ fn rot_x(v: [f64; 3], angle: f64) -> [f64; 3] {
 
 /// One disk galaxy of `n ≥ 1` bodies and total mass `mass`, centred at the origin, tilted by
 /// `tilt` about x, rotating with `sense` (±1) about its axis.
-fn disk_galaxy(
-    sys: &mut System,
-    n: usize,
-    mass: f64,
-    tilt: f64,
-    sense: f64,
-    offset: ([f64; 3], [f64; 3]),
-    rng: &mut Pcg64,
-) {
+fn disk_galaxy(sys: &mut System, n: usize, mass: f64, tilt: f64, sense: f64, offset: ([f64; 3], [f64; 3]), rng: &mut Pcg64) {
     const CENTRAL_FRACTION: f64 = 0.6;
     const R_IN: f64 = 0.1;
     const R_OUT: f64 = 1.0;
@@ -318,11 +305,7 @@ fn disk_galaxy(
         let (s, c) = phi.sin_cos();
         let x = rot_x([r * c, r * s, z], tilt);
         let v = rot_x([-sense * vc * s, sense * vc * c, 0.0], tilt);
-        sys.push(
-            [x0[0] + x[0], x0[1] + x[1], x0[2] + x[2]],
-            [v0[0] + v[0], v0[1] + v[1], v0[2] + v[2]],
-            m_disk / n_disk as f64,
-        );
+        sys.push([x0[0] + x[0], x0[1] + x[1], x0[2] + x[2]], [v0[0] + v[0], v0[1] + v[1], v0[2] + v[2]], m_disk / n_disk as f64);
     }
 }
 

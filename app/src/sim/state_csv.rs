@@ -256,12 +256,7 @@ pub fn read_state_with(path: &Path, limits: &ReadLimits) -> Result<Bodies, State
                 return Err(StateFileError::NonFinite { path, line, column, name, value });
             }
             if name == "mass" && v < 0.0 {
-                return Err(StateFileError::NegativeMass {
-                    path: path.to_owned(),
-                    line,
-                    column: k + 1,
-                    value: text.to_owned(),
-                });
+                return Err(StateFileError::NegativeMass { path: path.to_owned(), line, column: k + 1, value: text.to_owned() });
             }
             *value = v;
         }

@@ -266,7 +266,8 @@ pub fn looks_like_tipsy(path: &Path) -> bool {
     let Ok((mut file, len)) = open_regular(path) else { return false };
     let mut head = [0u8; HEADER_PADDED];
     let Ok(got) = read_up_to(&mut file, &mut head) else { return false };
-    sniff(&head[..got]).is_some_and(|h| len.checked_sub(h.body_bytes()).is_some_and(|rest| rest == HEADER_FIELDS as u64 || rest == HEADER_PADDED as u64))
+    sniff(&head[..got])
+        .is_some_and(|h| len.checked_sub(h.body_bytes()).is_some_and(|rest| rest == HEADER_FIELDS as u64 || rest == HEADER_PADDED as u64))
 }
 
 /// Reads into `buf` until it is full or the input ends; the bytes read.
@@ -404,15 +405,7 @@ fn read_from(path: &Path, input: &mut impl Read, len: u64, limits: &ReadLimits) 
                 let value = f32::from_bits(read_u32(&record[4 * k..], header.order));
                 let (field, at) = (FIELDS[k], offset + 4 * k);
                 if !value.is_finite() {
-                    return Err(TipsyError::NonFinite {
-                        path: path.to_owned(),
-                        particle,
-                        kind,
-                        index,
-                        field,
-                        offset: at,
-                        value,
-                    });
+                    return Err(TipsyError::NonFinite { path: path.to_owned(), particle, kind, index, field, offset: at, value });
                 }
                 if k == 0 && value < 0.0 {
                     return Err(TipsyError::NegativeMass { path: path.to_owned(), particle, kind, index, offset: at, value });

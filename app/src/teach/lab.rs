@@ -334,12 +334,7 @@ impl<E: std::fmt::Display> From<E> for SetupFailed {
 
 fn got_from(r: Result<(), Error>) -> Result<Got, SetupFailed> {
     match r {
-        Ok(()) => Ok(Got {
-            code: 0,
-            name: "CUDA_SUCCESS".into(),
-            text: "the driver accepted the call".into(),
-            detail: None,
-        }),
+        Ok(()) => Ok(Got { code: 0, name: "CUDA_SUCCESS".into(), text: "the driver accepted the call".into(), detail: None }),
         Err(Error::Driver { code, name, text, .. }) => Ok(Got { code: code.0, name, text, detail: None }),
         Err(Error::Jit { code, name, text, log }) => Ok(Got { code: code.0, name, text, detail: Some(format!("JIT error log: {log}")) }),
         Err(e) => Err(SetupFailed(e.to_string())),
@@ -439,9 +434,11 @@ pub fn run_in_process(cases: &[&Case]) -> Vec<Outcome> {
     let gl_cuda: Result<Arc<Context>, String> = match &headless {
         None => Err("not needed".into()),
         Some(Err(e)) => Err(format!("no headless GL context: {e:#}")),
-        Some(Ok(h)) => crate::cuda::session::open_for_gl(&h.info, crate::cuda::settings::StreamKind::Legacy, 0, crate::cuda::settings::CtxSched::Auto)
-            .map(|(ctx, _, _)| ctx)
-            .map_err(|e| format!("{e:#}")),
+        Some(Ok(h)) => {
+            crate::cuda::session::open_for_gl(&h.info, crate::cuda::settings::StreamKind::Legacy, 0, crate::cuda::settings::CtxSched::Auto)
+                .map(|(ctx, _, _)| ctx)
+                .map_err(|e| format!("{e:#}"))
+        }
     };
     let cuda: Result<Arc<Context>, String> = if need >= Needs::Context {
         match &gl_cuda {

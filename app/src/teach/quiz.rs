@@ -87,8 +87,7 @@ const DATA_WORDS: [&str; 3] = ["STALE", "GARBLED", "CURRENT"];
 const CRASH_WORDS: [&str; 5] = ["PROCESS_KILLED_BY_A_SIGNAL", "CHILD_CRASHED", "CRASH", "CRASHED", "SIGSEGV"];
 
 /// The `symbolStatus` names of `cuGetProcAddress` (`CUdriverProcAddressQueryResult`).
-const STATUS_NAMES: [&str; 3] =
-    ["CU_GET_PROC_ADDRESS_SUCCESS", "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND", "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT"];
+const STATUS_NAMES: [&str; 3] = ["CU_GET_PROC_ADDRESS_SUCCESS", "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND", "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT"];
 
 /// The answer's kind a name's prefix gives: a `CUresult` (`CUDA_…`), a `symbolStatus`
 /// (`CU_GET_PROC_ADDRESS_…`), or none (a bare name such as `NOT_MAPPED`, which may be either).
@@ -142,7 +141,13 @@ pub fn judge_prediction(prediction: &str, o: &Outcome) -> Verdict {
         let words: Vec<&str> = DATA_WORDS.iter().copied().filter(|w| p.contains(w)).collect();
         let name = o.got_name.to_ascii_uppercase();
         return match words.as_slice() {
-            [w] => if name.contains(w) { Verdict::Right } else { wrong() },
+            [w] => {
+                if name.contains(w) {
+                    Verdict::Right
+                } else {
+                    wrong()
+                }
+            }
             [] if number.is_some() || core(&p) == "SUCCESS" => Verdict::Unclear(
                 "every call of this case returns 0 (CUDA_SUCCESS): its answer is what the data read back shows, STALE, \
                  GARBLED or CURRENT"

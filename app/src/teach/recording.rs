@@ -88,8 +88,8 @@ impl Recording {
     /// # Errors
     /// The file cannot be read (the message says how to record one), or [`Recording::parse`] fails.
     pub fn read(path: &Path) -> anyhow::Result<Recording> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the recorded lab results {}; {RECORD_HINT}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read the recorded lab results {}; {RECORD_HINT}", path.display()))?;
         Recording::parse(path, &text)
     }
 
@@ -126,10 +126,9 @@ impl Recording {
             if !m.contains_key("case") {
                 match driver_line(m) {
                     Some(d) => drivers.push(d),
-                    None => bail!(
-                        "{file} line {line} is neither a lab result (no \"case\") nor driver information (none of {})",
-                        DRIVER_KEYS.join(", ")
-                    ),
+                    None => {
+                        bail!("{file} line {line} is neither a lab result (no \"case\") nor driver information (none of {})", DRIVER_KEYS.join(", "))
+                    }
                 }
                 continue;
             }
@@ -168,11 +167,7 @@ impl Recording {
             let ours = CASES.iter().any(|c| c.name == n);
             let known = if ours { "a case of this build" } else { "not a case of this build either" };
             let newest = if ours && !self.path.ends_with(RECORDED) { format!("; {RECORDED} holds every case") } else { String::new() };
-            bail!(
-                "lab case `{n}` is not recorded in {} ({known}); it holds: {} (or `all`){newest}",
-                self.path.display(),
-                held.join(", ")
-            );
+            bail!("lab case `{n}` is not recorded in {} ({known}); it holds: {} (or `all`){newest}", self.path.display(), held.join(", "));
         }
         Ok(chosen)
     }

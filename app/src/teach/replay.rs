@@ -25,9 +25,9 @@ use std::path::Path;
 use anyhow::bail;
 
 use super::lab::{Outcome, CASES};
-use super::quiz::{ask, judge_prediction, Verdict};
 #[cfg(test)]
 use super::quiz::is_known_answer;
+use super::quiz::{ask, judge_prediction, Verdict};
 use super::recording::{Recording, RECORDED};
 
 fn mark(o: &Outcome) -> &'static str {
@@ -472,7 +472,13 @@ mod tests {
         assert!(err.contains(&format!("lab --replay {RECORDED} NAME")) && !err.contains("failed"), "{err}");
         // One case: its name in the remedy; every case: `all`.
         let err = verdict(&outcomes[..1], None, false).expect_err("a case that could not run fails").to_string();
-        assert!(err.contains(&format!("could not run here (no CUDA driver): replay the recorded answers with `nbody-interop lab --replay {RECORDED} {}`", CASES[0].name)), "{err}");
+        assert!(
+            err.contains(&format!(
+                "could not run here (no CUDA driver): replay the recorded answers with `nbody-interop lab --replay {RECORDED} {}`",
+                CASES[0].name
+            )),
+            "{err}"
+        );
         let all: Vec<Outcome> = CASES.iter().map(|c| Outcome::unavailable(c, why)).collect();
         let err = verdict(&all, None, true).expect_err("cases that could not run fail").to_string();
         assert!(err.contains(&format!("lab --quiz --replay {RECORDED} all`")), "{err}");

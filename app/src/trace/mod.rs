@@ -108,7 +108,9 @@ impl Inner {
         };
         // The file's arguments only when there is a file (the panel needs the span alone).
         let args = match self.timeline {
-            Some(_) => serde_json::json!({ "result": call.result, "version": call.version, "export": call.export, "args": call.args, "step": call.step.label() }),
+            Some(_) => {
+                serde_json::json!({ "result": call.result, "version": call.version, "export": call.export, "args": call.args, "step": call.step.label() })
+            }
             None => serde_json::Value::Null,
         };
         self.add_span(span, args);
@@ -197,8 +199,12 @@ impl Recorder {
         for (name, ms) in spans {
             if let Some(ms) = ms {
                 let d = ms * 1e3;
-                let span = Span { track: Track::Cuda, name: (*name).to_string(), start_us: t, dur_us: d, detail: format!("{ms:.3} ms (CUDA events)") };
-                i.add_span(span, serde_json::json!({ "gpu_ms": ms, "placed_by": if placed { "reference event" } else { "end of the frame's wait" } }));
+                let span =
+                    Span { track: Track::Cuda, name: (*name).to_string(), start_us: t, dur_us: d, detail: format!("{ms:.3} ms (CUDA events)") };
+                i.add_span(
+                    span,
+                    serde_json::json!({ "gpu_ms": ms, "placed_by": if placed { "reference event" } else { "end of the frame's wait" } }),
+                );
                 t += d;
             }
         }
@@ -464,10 +470,7 @@ mod tests {
         assert_eq!(calls[7].code, 211);
         assert_eq!(calls[8].api, "gl");
         let steps: Vec<Step> = group(&calls).iter().map(|g| g.step).collect();
-        assert_eq!(
-            steps,
-            [Step::Register, Step::Timing, Step::Map, Step::Timing, Step::GetPointer, Step::Launch, Step::Unmap, Step::Draw]
-        );
+        assert_eq!(steps, [Step::Register, Step::Timing, Step::Map, Step::Timing, Step::GetPointer, Step::Launch, Step::Unmap, Step::Draw]);
         assert_eq!(group(&calls)[4].calls.len(), 2);
         // The next frame starts empty.
         r.begin_frame(1);

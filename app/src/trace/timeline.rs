@@ -59,7 +59,15 @@ pub struct Timeline {
 impl Timeline {
     /// A timeline to be written to `path`.
     pub fn new(path: &Path) -> Timeline {
-        Timeline { path: path.to_path_buf(), events: Vec::new(), frame: None, notes: Map::new(), cupti: false, residuals: Vec::new(), seen: Default::default() }
+        Timeline {
+            path: path.to_path_buf(),
+            events: Vec::new(),
+            frame: None,
+            notes: Map::new(),
+            cupti: false,
+            residuals: Vec::new(),
+            seen: Default::default(),
+        }
     }
 
     /// A span of any track; `args` are shown by the viewer.
@@ -72,7 +80,9 @@ impl Timeline {
             Track::Gl => "gl",
             Track::Cupti => "cupti",
         };
-        self.events.push(json!({ "name": s.name, "cat": cat, "ph": "X", "pid": 1, "tid": tid(s.track), "ts": s.start_us, "dur": s.dur_us.max(0.0), "args": args }));
+        self.events.push(
+            json!({ "name": s.name, "cat": cat, "ph": "X", "pid": 1, "tid": tid(s.track), "ts": s.start_us, "dur": s.dur_us.max(0.0), "args": args }),
+        );
     }
 
     /// Frame `frame` begins at `t` (µs).

@@ -70,11 +70,9 @@ pub fn draw_label(clock: DrawClock) -> &'static str {
 pub fn timing_rows(mode: Option<InteropMode>, draw: DrawClock) -> Vec<Row> {
     let mut rows = match mode {
         None => vec![row("CPU step (host clock)", Measure::Kernel), row("upload (glBufferSubData)", Measure::Upload)],
-        Some(InteropMode::Map) => vec![
-            row("map (CUDA events)", Measure::Map),
-            row("kernel (CUDA events)", Measure::Kernel),
-            row("unmap (CUDA events)", Measure::Unmap),
-        ],
+        Some(InteropMode::Map) => {
+            vec![row("map (CUDA events)", Measure::Map), row("kernel (CUDA events)", Measure::Kernel), row("unmap (CUDA events)", Measure::Unmap)]
+        }
         Some(InteropMode::Copy) => vec![row("kernel (CUDA events)", Measure::Kernel), row("copy + upload", Measure::Upload)],
         // External memory maps nothing: its two host waits stand where map and unmap are.
         Some(InteropMode::External) => vec![

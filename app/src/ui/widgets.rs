@@ -69,7 +69,11 @@ pub(super) fn solver_ui(ui: &mut egui::Ui, solver: &mut Solver, theta: &mut f32,
         Solver::Direct => "direct",
         Solver::Tree { theta: t } | Solver::Auto { theta: t } => {
             *theta = t;
-            if matches!(solver, Solver::Tree { .. }) { "tree" } else { "auto" }
+            if matches!(solver, Solver::Tree { .. }) {
+                "tree"
+            } else {
+                "auto"
+            }
         }
     };
     ui.horizontal(|ui| {

@@ -34,7 +34,16 @@ pub struct WorkflowView<'a> {
 
 impl Default for WorkflowView<'_> {
     fn default() -> Self {
-        WorkflowView { calls: &[], frame: None, spans: &[], tracing: false, step: None, step_unavailable: Some("no backend"), cuda: false, mode: None }
+        WorkflowView {
+            calls: &[],
+            frame: None,
+            spans: &[],
+            tracing: false,
+            step: None,
+            step_unavailable: Some("no backend"),
+            cuda: false,
+            mode: None,
+        }
     }
 }
 
@@ -59,7 +68,9 @@ impl WorkflowPanel {
     /// Builds the panel (a collapsing section of the overlay).
     pub fn ui(&mut self, ui: &mut egui::Ui, view: &WorkflowView<'_>, stats: &FrameStats, actions: &mut Vec<Action>) {
         // Open from the start in step mode (--step-mode): the panel is the lesson then.
-        let r = egui::CollapsingHeader::new("Workflow").default_open(self.step_mode || self.open_at_start).show(ui, |ui| self.body(ui, view, stats, actions));
+        let r = egui::CollapsingHeader::new("Workflow")
+            .default_open(self.step_mode || self.open_at_start)
+            .show(ui, |ui| self.body(ui, view, stats, actions));
         self.open = r.body_returned.is_some();
     }
 
@@ -110,7 +121,11 @@ impl WorkflowPanel {
             ui.label(RichText::new("(the frame runs whole; tick step mode to pause between its steps)").small());
             return;
         };
-        ui.label(format!("state: {:?} — {}", s.state, if s.state.mapped() { "CUDA owns the buffers, GL must not touch them (body draw skipped)" } else { "GL may use the buffers" }));
+        ui.label(format!(
+            "state: {:?} — {}",
+            s.state,
+            if s.state.mapped() { "CUDA owns the buffers, GL must not touch them (body draw skipped)" } else { "GL may use the buffers" }
+        ));
         // A grid lays its columns out at the widths of its last frame; one per state (a new id
         // gets egui's sizing pass), so a step's new cells ("unmapped") do not overlap.
         egui::Grid::new(("workflow_buffers", format!("{:?}", s.state))).striped(true).show(ui, |ui| {
@@ -279,10 +294,7 @@ mod tests {
     fn run_body(panel: &mut WorkflowPanel, view: &WorkflowView<'_>) -> Vec<Action> {
         let ctx = egui::Context::default();
         let mut actions = Vec::new();
-        let raw = egui::RawInput {
-            screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(800.0, 600.0))),
-            ..Default::default()
-        };
+        let raw = egui::RawInput { screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(800.0, 600.0))), ..Default::default() };
         let mut out = ctx.run_ui(raw, |ui| panel.body(ui, view, &FrameStats::default(), &mut actions));
         out.textures_delta.clear(); // no painter here
         actions
@@ -330,7 +342,16 @@ mod tests {
         };
         let mut panel = WorkflowPanel { step_mode: true, ..Default::default() };
         panel.lab.push(crate::teach::lab::Outcome::unavailable(&crate::teach::lab::CASES[0], "no GPU"));
-        let view = WorkflowView { calls: &calls, frame: Some(1), spans: &[], tracing: true, step: Some(&step), step_unavailable: None, cuda: true, mode: Some(crate::cuda::settings::InteropMode::Map) };
+        let view = WorkflowView {
+            calls: &calls,
+            frame: Some(1),
+            spans: &[],
+            tracing: true,
+            step: Some(&step),
+            step_unavailable: None,
+            cuda: true,
+            mode: Some(crate::cuda::settings::InteropMode::Map),
+        };
         assert!(run_body(&mut panel, &view).is_empty(), "nothing clicked, nothing asked");
     }
 }

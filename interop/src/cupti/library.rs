@@ -32,8 +32,9 @@ pub fn candidates_from(env: Option<&OsStr>, toolkit_roots: &[PathBuf]) -> (Vec<P
             roots.push(r);
         }
     }
-    let under_roots =
-        roots.into_iter().flat_map(|root| TOOLKIT_LIBRARY_DIRS.iter().flat_map(move |dir| TOOLKIT_LIBRARY_FILES.iter().map(move |f| root.join(dir).join(f))));
+    let under_roots = roots
+        .into_iter()
+        .flat_map(|root| TOOLKIT_LIBRARY_DIRS.iter().flat_map(move |dir| TOOLKIT_LIBRARY_FILES.iter().map(move |f| root.join(dir).join(f))));
     let c = Candidates::new(env, DEFAULT_LIBRARY_NAMES, under_roots);
     (c.paths, c.from_env)
 }

@@ -219,10 +219,7 @@ pub struct ParseOptions {
 impl ParseOptions {
     /// The options for CUPTI API version `api_version`.
     pub fn for_version(api_version: u32) -> ParseOptions {
-        ParseOptions {
-            kernel_name: name_offset_verified(api_version),
-            context_switch: (CTX_SWITCH_MIN_VERSION..1_000_000).contains(&api_version),
-        }
+        ParseOptions { kernel_name: name_offset_verified(api_version), context_switch: (CTX_SWITCH_MIN_VERSION..1_000_000).contains(&api_version) }
     }
 }
 

@@ -61,13 +61,7 @@ impl CuptiResult {
 
     /// True for the codes that mean "this CUPTI or GPU does not provide that activity kind".
     pub fn means_not_provided(self) -> bool {
-        matches!(
-            self,
-            Self::ERROR_NOT_COMPATIBLE
-                | Self::ERROR_NOT_SUPPORTED
-                | Self::ERROR_INVALID_KIND
-                | Self::ERROR_LEGACY_PROFILER_NOT_SUPPORTED
-        )
+        matches!(self, Self::ERROR_NOT_COMPATIBLE | Self::ERROR_NOT_SUPPORTED | Self::ERROR_INVALID_KIND | Self::ERROR_LEGACY_PROFILER_NOT_SUPPORTED)
     }
 }
 

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::error::Error;
-pub use crate::status::{cuda_version_string, SymbolStatus};
 use crate::loader::{Driver, StreamSemantics};
+pub use crate::status::{cuda_version_string, SymbolStatus};
 use crate::sys::*;
 
 mod decl;
@@ -451,10 +451,7 @@ impl Api {
         let row = self.report.iter().find(|r| r.name == name);
         let version = row.map_or(version, |r| r.version);
         let address = row.map_or(0, |r| r.address);
-        let export = ENTRY_POINTS
-            .iter()
-            .find(|d| d.name == name)
-            .map_or_else(|| name.to_string(), |d| d.export_for(self.semantics));
+        let export = ENTRY_POINTS.iter().find(|d| d.name == name).map_or_else(|| name.to_string(), |d| d.export_for(self.semantics));
         if let Ok(t) = self.tracer.lock() {
             if let Some(t) = t.as_ref() {
                 t(&TraceRecord { name, version, export, address, args, returned, result, host_us });
@@ -483,9 +480,7 @@ impl Api {
 
     /// `cuGetErrorName` of a code, or its `cuda.h` name, or `"CUDA_ERROR_<n>"`.
     pub fn error_name(&self, r: CuResult) -> String {
-        self.lookup_text(self.fns.cuGetErrorName, r)
-            .or_else(|| r.known_name().map(str::to_string))
-            .unwrap_or_else(|| format!("CUDA_ERROR_{}", r.0))
+        self.lookup_text(self.fns.cuGetErrorName, r).or_else(|| r.known_name().map(str::to_string)).unwrap_or_else(|| format!("CUDA_ERROR_{}", r.0))
     }
 
     /// `cuGetErrorString` of a code, or `"unknown error"`.
@@ -516,15 +511,51 @@ mod tests {
     #[test]
     fn every_readable_pointer_argument_is_one_value() {
         const READABLE: &[&str] = &[
-            "CUdeviceptr", "CUmemGenericAllocationHandle", "u64", "usize", "c_int", "CUdevice", "c_uint", "f32",
-            "CUcontext", "CUstream", "CUevent", "CUgraphicsResource", "CUmodule", "CUfunction",
+            "CUdeviceptr",
+            "CUmemGenericAllocationHandle",
+            "u64",
+            "usize",
+            "c_int",
+            "CUdevice",
+            "c_uint",
+            "f32",
+            "CUcontext",
+            "CUstream",
+            "CUevent",
+            "CUgraphicsResource",
+            "CUmodule",
+            "CUfunction",
         ];
         const SKIPPED: &[&str] = &["resources", "options", "p_cuda_devices"];
         const SINGLE: &[&str] = &[
-            "pctx", "flags", "pi", "ph_stream", "device", "total", "ptr", "priority", "ph_event", "p_size",
-            "p_milliseconds", "p_dev_ptr", "p_cuda_resource", "p_cuda_device_count", "module", "num_blocks",
-            "least_priority", "hfunc", "handle", "greatest_priority", "granularity", "free", "driver_version",
-            "dptr", "count", "bytes", "active", "can_access_peer",
+            "pctx",
+            "flags",
+            "pi",
+            "ph_stream",
+            "device",
+            "total",
+            "ptr",
+            "priority",
+            "ph_event",
+            "p_size",
+            "p_milliseconds",
+            "p_dev_ptr",
+            "p_cuda_resource",
+            "p_cuda_device_count",
+            "module",
+            "num_blocks",
+            "least_priority",
+            "hfunc",
+            "handle",
+            "greatest_priority",
+            "granularity",
+            "free",
+            "driver_version",
+            "dptr",
+            "count",
+            "bytes",
+            "active",
+            "can_access_peer",
         ];
         let table = include_str!("mod.rs");
         let table = &table[table.find("entry_points! {").expect("the table")..];

@@ -35,9 +35,9 @@ impl EntryReport {
                 cuda_version_string(version),
                 cuda_version_string(driver_version)
             )),
-            SymbolStatus::VersionNotSufficient => Some(format!(
-                "this build asks for version {version}, older than the function itself: fix the entry-point table"
-            )),
+            SymbolStatus::VersionNotSufficient => {
+                Some(format!("this build asks for version {version}, older than the function itself: fix the entry-point table"))
+            }
             SymbolStatus::Other(_) => Some("unexpected status from cuGetProcAddress".into()),
         }
     }

@@ -154,7 +154,14 @@ impl DensityKernels {
     /// [`Error::InvalidArgument`] when either array is smaller than `width × height` or not 4
     /// bytes a texel; the driver's launch error.
     #[doc(alias = "cuLaunchKernel")]
-    pub fn tonemap(&self, density: &TextureObject<'_>, (width, height): (usize, usize), gain: f32, image: &SurfaceObject<'_>, stream: &Stream) -> Result<()> {
+    pub fn tonemap(
+        &self,
+        density: &TextureObject<'_>,
+        (width, height): (usize, usize),
+        gain: f32,
+        image: &SurfaceObject<'_>,
+        stream: &Stream,
+    ) -> Result<()> {
         let (w, h, grid) = image_grid(width, height)?;
         check_extent("density texture", density.extent(), width, height)?;
         check_extent("image surface", image.extent(), width, height)?;

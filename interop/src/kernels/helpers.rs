@@ -9,7 +9,6 @@ use crate::memory::DevicePtr;
 use crate::module::{Function, Module, PtxParam};
 use crate::stream::Stream;
 
-
 /// `nbody_to_float4` of a loaded module, its parameters checked against [`TO_FLOAT4_PARAMS`]: the
 /// fp64 path's conversion of the double4 positions into the float4 vertex buffer GL draws
 /// (`kernels/README.md`, fp64).
@@ -49,8 +48,8 @@ impl ToFloat4Kernel {
         if pos.overlaps(&out) {
             return Err(Error::InvalidArgument("pos and out must not overlap".into()));
         }
-        let grid = u32::try_from(n.div_ceil(block as usize))
-            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        let grid =
+            u32::try_from(n.div_ceil(block as usize)).map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
         let launch = Launch::new(&self.function).grid(grid).block(block).ptr(pos).ptr(out).i32(nn);
         // SAFETY: the parameter list is TO_FLOAT4_PARAMS (checked at `new` against the PTX, and by
         // `launch` against the arguments). Per kernels/README.md the kernel reads pos[0..n) (32
@@ -100,10 +99,9 @@ impl PotentialKernel {
         if pos.overlaps(&phi) {
             return Err(Error::InvalidArgument("pos and phi must not overlap".into()));
         }
-        let grid = u32::try_from(n.div_ceil(block as usize))
-            .map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
-        let launch =
-            Launch::new(&self.function).grid(grid).block(block).shared_bytes(block * BODY_BYTES as u32).ptr(pos).ptr(phi).i32(nn).f32(eps2);
+        let grid =
+            u32::try_from(n.div_ceil(block as usize)).map_err(|_| Error::InvalidArgument(format!("N = {n} needs more blocks than a grid holds")))?;
+        let launch = Launch::new(&self.function).grid(grid).block(block).shared_bytes(block * BODY_BYTES as u32).ptr(pos).ptr(phi).i32(nn).f32(eps2);
         // SAFETY: the parameter list is POTENTIAL_PARAMS (checked at `new` and by `launch`). Per
         // kernels/README.md the kernel reads pos[0..n) and writes phi[0..n) only, for a valid
         // block size, grid ceil(n / B) and B·16 bytes of shared memory (checked or computed here);

@@ -341,7 +341,9 @@ mod tests {
         }
         let e = entries.iter().find(|(n, _)| n == "nbody_to_float4").expect("nbody_to_float4");
         assert_eq!(e.1, TO_FLOAT4_PARAMS);
-        for (name, want) in [("nbody_density_splat", &SPLAT_PARAMS[..]), ("nbody_density_store", &STORE_PARAMS[..]), ("nbody_density_tonemap", &TONEMAP_PARAMS[..])] {
+        for (name, want) in
+            [("nbody_density_splat", &SPLAT_PARAMS[..]), ("nbody_density_store", &STORE_PARAMS[..]), ("nbody_density_tonemap", &TONEMAP_PARAMS[..])]
+        {
             let e = entries.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, want, "{name}");
         }

@@ -2,8 +2,8 @@
 //! `nbody_stepk_finish`): one typed, checked launch function each.
 
 use super::{
-    check_block, check_step_args, launch_step, lookup, valid_block, StepLoop, StepScalars, StepShape, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS, FINISH_BLOCK, MASS_SCALED,
-    MASS_SCALED_TILE_BYTES, SPLITS, STEPK_FINISH_PARAMS, STEPK_PARAMS, STEP_PARAMS,
+    check_block, check_step_args, launch_step, lookup, valid_block, StepLoop, StepScalars, StepShape, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS,
+    FINISH_BLOCK, MASS_SCALED, MASS_SCALED_TILE_BYTES, SPLITS, STEPK_FINISH_PARAMS, STEPK_PARAMS, STEP_PARAMS,
 };
 use crate::error::{Error, Result};
 use crate::launch::Launch;

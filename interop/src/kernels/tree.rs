@@ -328,7 +328,8 @@ impl TreeKernels {
     /// A kernel is missing or takes other parameters (the `*_PARAMS` constants).
     #[doc(alias = "cuModuleGetFunction")]
     pub fn new(module: &Module) -> Result<Self> {
-        let [bounds, keys, sort_count, sort_scan, sort_scatter, build, groups, moments, walk] = ENTRIES.map(|(name, params)| lookup(module, name, params));
+        let [bounds, keys, sort_count, sort_scan, sort_scatter, build, groups, moments, walk] =
+            ENTRIES.map(|(name, params)| lookup(module, name, params));
         Ok(TreeKernels {
             bounds: bounds?,
             keys: keys?,
@@ -384,12 +385,7 @@ impl TreeKernels {
 
     /// `nbody_tree_keys`: keys[0] and idx[0] of every body.
     fn launch_keys(&self, ws: &TreeWorkspace, pos: DevicePtr<'_, [f32; 4]>, stream: &Stream) -> Result<()> {
-        let launch = per_item(&self.keys, ws.n)?
-            .ptr(pos)
-            .i32(ws.n as i32)
-            .ptr(ws.header.view())
-            .ptr(ws.keys[0].view())
-            .ptr(ws.idx[0].view());
+        let launch = per_item(&self.keys, ws.n)?.ptr(pos).i32(ws.n as i32).ptr(ws.header.view()).ptr(ws.keys[0].view()).ptr(ws.idx[0].view());
         // SAFETY: KEYS_PARAMS (checked). Reads pos[0..n) (≥ n: checked by `build`) and
         // header[0..6); writes keys[0][0..n) and idx[0][0..n): each buffer holds n.
         unsafe { launch.launch(stream) }
@@ -398,8 +394,14 @@ impl TreeKernels {
     /// `nbody_tree_sort_count` of pass `shift` over keys[src].
     fn launch_sort_count(&self, ws: &TreeWorkspace, src: usize, shift: i32, stream: &Stream) -> Result<()> {
         let tiles = ws.n.div_ceil(SORT_TILE);
-        let launch =
-            Launch::new(&self.sort_count).grid(grid_of(tiles)?).block(SORT_THREADS).ptr(ws.keys[src].view()).i32(ws.n as i32).i32(shift).ptr(ws.hist.view()).i32(tiles as i32);
+        let launch = Launch::new(&self.sort_count)
+            .grid(grid_of(tiles)?)
+            .block(SORT_THREADS)
+            .ptr(ws.keys[src].view())
+            .i32(ws.n as i32)
+            .i32(shift)
+            .ptr(ws.hist.view())
+            .i32(tiles as i32);
         // SAFETY: SORT_COUNT_PARAMS (checked). Block t reads keys[t·2048 ..) below n and writes
         // hist[d·tiles + t], d < 256: hist holds 256·tiles.
         unsafe { launch.launch(stream) }

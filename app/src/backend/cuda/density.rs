@@ -4,8 +4,8 @@
 //! time instead (`image_steps`); a frame then only draws.
 
 use anyhow::Context as _;
-use interop::{map_resources, DevicePtr, GraphicsResource, Stream};
 use interop::sys::map_flags;
+use interop::{map_resources, DevicePtr, GraphicsResource, Stream};
 
 use super::{CudaBackend, Storage};
 use crate::cuda::density::DensityView;

@@ -75,17 +75,17 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use interop::{Context, DevicePtr, Event, ExportableBuffer, Stream};
 
+use super::external_sync::SemaphoreSync;
 use crate::backend::{PositionVbos, SimTimings};
 use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::FrameSteps;
 use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::settings::ExternalSync;
 use crate::cuda::stepper::Stepper;
 use crate::gfx::fence::{wait_fence, wait_for_gl};
 use crate::gfx::gl::Gl;
 use crate::gfx::gl_semaphore::SemaphoreFns;
 use crate::gfx::memory_object::{import_exported, Imported, MemoryObjectFns};
-use super::external_sync::SemaphoreSync;
-use crate::cuda::settings::ExternalSync;
 use crate::sim::Bodies;
 
 /// Environment variable: `1` imports only as a dedicated memory object, `0` only as a
@@ -161,12 +161,17 @@ impl ExternalStorage {
     /// [`Unsupported`] (in the chain) when exportable allocations fail or GL refuses the import;
     /// a failed copy of the initial positions; `--external-sync semaphore` where the semaphores
     /// cannot be made (the message names what is missing; `auto` keeps the host waits then).
-    pub fn new(ctx: &Arc<Context>, gl: Gl<'_>, fns: Arc<MemoryObjectFns>, bodies: &Bodies, sync: (ExternalSync, &Result<Arc<SemaphoreFns>, String>)) -> anyhow::Result<Self> {
+    pub fn new(
+        ctx: &Arc<Context>,
+        gl: Gl<'_>,
+        fns: Arc<MemoryObjectFns>,
+        bodies: &Bodies,
+        sync: (ExternalSync, &Result<Arc<SemaphoreFns>, String>),
+    ) -> anyhow::Result<Self> {
         let n = bodies.len();
         let bytes = n * BODY_BYTES;
-        let alloc = || {
-            ExportableBuffer::new(ctx, bytes).map_err(|e| Unsupported(format!("cuMemCreate of {bytes} bytes exportable as a POSIX fd: {e}")))
-        };
+        let alloc =
+            || ExportableBuffer::new(ctx, bytes).map_err(|e| Unsupported(format!("cuMemCreate of {bytes} bytes exportable as a POSIX fd: {e}")));
         let mut bufs = [alloc()?, alloc()?];
         for b in &mut bufs {
             // Both hold the initial positions: the first draw shows every body at rest colour.

@@ -25,9 +25,9 @@ use anyhow::Context as _;
 use interop::{Context, ExternalSemaphore, Stream};
 
 use crate::gfx::gl::Gl;
-use crate::gfx::GlInfo;
 use crate::gfx::gl_semaphore::SemaphoreFns;
 use crate::gfx::vulkan::ExportableSemaphores;
+use crate::gfx::GlInfo;
 
 /// Why GPU-side ordering cannot run for `ctx` with the GL context of `gl` (`None`: it can): GL
 /// lacks `GL_EXT_semaphore_fd`, or there is no Vulkan device of `ctx`'s GPU that exports

@@ -13,9 +13,9 @@ use crate::backend::{InteropSettings, PositionVbos, SimTimings};
 use crate::cuda::gpu_stepper::FrameSteps;
 use crate::cuda::gpu_stepper_f64::narrow;
 use crate::cuda::kernels::BODY_BYTES;
-use crate::cuda::stepper::Stepper;
 use crate::cuda::session::ms;
 use crate::cuda::settings::{InteropMode, Precision, ResourceFlags};
+use crate::cuda::stepper::Stepper;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::fence::wait_for_gl;
 use crate::gfx::gl::Gl;
@@ -27,7 +27,13 @@ impl CudaBackend {
     /// the potential of the front buffer, then a stream sync, and with `out` a copy of the front
     /// positions into it. External storage waits for GL first when the half kick writes (rule 2
     /// of its module).
-    pub(super) fn sync_storage(&mut self, gl: Gl<'_>, storage: &mut Storage, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> anyhow::Result<()> {
+    pub(super) fn sync_storage(
+        &mut self,
+        gl: Gl<'_>,
+        storage: &mut Storage,
+        phi: Option<&DeviceBuffer<f32>>,
+        out: Option<&mut [[f32; 4]]>,
+    ) -> anyhow::Result<()> {
         // The potential kernel's block size: the step's (fp32), or the fp64 one's (≤ 256).
         let (n, block, eps) = (self.n, self.gpu.launch_config().block, self.gpu.params().softening);
         let stream = &self.stream;

@@ -82,7 +82,10 @@ impl CudaBackend {
             FrameStep::UnregisterImages => {
                 let old = v.size();
                 v.unregister_images(gl, &stream)?;
-                Ok(format!("both images unregistered, then deleted by GL (they were {}×{}, the target is {}×{})", old[0], old[1], t.size[0], t.size[1]))
+                Ok(format!(
+                    "both images unregistered, then deleted by GL (they were {}×{}, the target is {}×{})",
+                    old[0], old[1], t.size[0], t.size[1]
+                ))
             }
             FrameStep::RegisterImages => {
                 v.resize(gl, t.size, &stream)?;

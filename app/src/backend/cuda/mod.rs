@@ -52,8 +52,8 @@ use interop::sys::{event_flags, map_flags};
 use interop::{Context, DeviceBuffer, DeviceInfo, DevicePtr, Event, ExportableBuffer, GraphicsResource, Mapping, PinnedBuffer, Stream};
 
 use self::external::{ExternalStorage, Unsupported};
-use self::stepwise::StepwiseFrame;
 use self::frame::make_storage;
+use self::stepwise::StepwiseFrame;
 use super::{InteropSettings, PositionVbos};
 use crate::cuda::clock::GpuClock;
 use crate::cuda::density::DensityView;
@@ -61,10 +61,10 @@ use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
 use crate::cuda::kernels::{check_fits, Kernels};
 use crate::cuda::launch_rule::{validate_block_size, ForcedKernel};
-use crate::cuda::stepper::{SplitRender, Stepper};
-use crate::cuda::split::SplitStepper;
 use crate::cuda::session::{open_for_gl, sched_flag};
 use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, ResourceFlags, SplitOptions};
+use crate::cuda::split::SplitStepper;
+use crate::cuda::stepper::{SplitRender, Stepper};
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
 use crate::sim::{Bodies, PhysParams};
@@ -217,7 +217,9 @@ impl CudaBackend {
         // f32 velocities, and no backup (an fp64 step is never split).
         let storage_bufs = if s.interop == InteropMode::Map { 0 } else { 2 };
         let state_bufs = match opts.precision {
-            Precision::F32 => 2 + usize::from((n as f64) * (n as f64) / crate::cuda::gpu_stepper::nominal_rate(&info) > crate::cuda::gpu_stepper::LONG_STEP_S),
+            Precision::F32 => {
+                2 + usize::from((n as f64) * (n as f64) / crate::cuda::gpu_stepper::nominal_rate(&info) > crate::cuda::gpu_stepper::LONG_STEP_S)
+            }
             Precision::F64 => 6,
         };
         check_fits(&ctx, n, storage_bufs + state_bufs)?;
@@ -239,7 +241,18 @@ impl CudaBackend {
                 let render = ctx.device().ordinal();
                 let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
                 let devices = o.devices(count.max(0) as u32, render)?;
-                let split = SplitStepper::new(ctx.api(), sched_flag(opts.ctx_sched), &devices, bodies, s.block_size, None, params, opts.kernel.as_deref(), opts.step_kernel, o.gather)?;
+                let split = SplitStepper::new(
+                    ctx.api(),
+                    sched_flag(opts.ctx_sched),
+                    &devices,
+                    bodies,
+                    s.block_size,
+                    None,
+                    params,
+                    opts.kernel.as_deref(),
+                    opts.step_kernel,
+                    o.gather,
+                )?;
                 ctx.make_current().context("cuCtxSetCurrent")?;
                 Stepper::Split(Box::new(SplitRender { split, kernels, ctx: Arc::clone(&ctx), render, shown: 0 }))
             }
@@ -397,7 +410,6 @@ impl CudaBackend {
         }
         Ok(())
     }
-
 }
 
 impl Drop for CudaBackend {
@@ -415,7 +427,6 @@ impl Drop for CudaBackend {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {

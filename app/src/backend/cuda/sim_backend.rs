@@ -9,12 +9,12 @@ use interop::Context;
 use super::frame::make_storage;
 use super::{check_register_flags, CudaBackend, Storage};
 use crate::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SettingsChange, SimBackend, SimTimings};
+use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::gpu_stepper::StepProgress;
 use crate::cuda::launch_rule::validate_block_size;
-use crate::cuda::stepper::Stepper;
 use crate::cuda::session::entry_rows;
-use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::settings::{DensityPath, InteropMode, Precision};
+use crate::cuda::stepper::Stepper;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
 use crate::sim::{diagnostics, Bodies, Diagnostics, PhysParams};
@@ -88,12 +88,8 @@ impl SimBackend for CudaBackend {
             Precision::F32 => String::new(),
             Precision::F64 => format!(", × {} for the fp64 kernel", crate::cuda::gpu_stepper_f64::F64_RATE_FRACTION),
         };
-        let what = format!(
-            "{} ({} SMs at {} MHz; the H200's measured 2.0e12 scaled by SMs × clock{scale})",
-            i.name,
-            i.multiprocessors,
-            i.clock_khz / 1000
-        );
+        let what =
+            format!("{} ({} SMs at {} MHz; the H200's measured 2.0e12 scaled by SMs × clock{scale})", i.name, i.multiprocessors, i.clock_khz / 1000);
         (crate::cuda::gpu_stepper_f64::nominal_rate_for(i, self.gpu.precision()), what)
     }
 
@@ -125,7 +121,6 @@ impl SimBackend for CudaBackend {
         let phi = phi.context("potential not computed")?;
         Ok(diagnostics::from_parts(&b.pos, &b.vel, &phi, f64::from(self.gpu.params().g)))
     }
-
 
     fn long_steps(&self) -> Option<&dyn LongSteps> {
         Some(self)
@@ -240,7 +235,10 @@ impl CudaSide for CudaBackend {
             ("memory".into(), format!("{:.1} GiB", i.total_memory_bytes as f64 / (1u64 << 30) as f64)),
             ("SMs × clock".into(), format!("{} × {} MHz", i.multiprocessors, i.clock_khz / 1000)),
             ("L2".into(), format!("{} MiB", i.l2_cache_bytes >> 20)),
-            ("shared / block, / SM".into(), format!("{} KiB, {} KiB", i.shared_memory_per_block_bytes >> 10, i.shared_memory_per_multiprocessor_bytes >> 10)),
+            (
+                "shared / block, / SM".into(),
+                format!("{} KiB, {} KiB", i.shared_memory_per_block_bytes >> 10, i.shared_memory_per_multiprocessor_bytes >> 10),
+            ),
             ("max threads / block".into(), i.max_threads_per_block.to_string()),
             ("warp size".into(), i.warp_size.to_string()),
             ("unified addressing".into(), i.unified_addressing.to_string()),
@@ -263,20 +261,12 @@ impl CudaSide for CudaBackend {
                 (format!("{} · {}{auto}", g.kernels.source(), l.describe()), f.map(|f| f.attributes()))
             }
             Stepper::F64(g) => (
-                format!(
-                    "{} · fp64 {} + nbody_to_float4 · block {}{auto}",
-                    g.kernels.source(),
-                    g.step_kernel().function().name(),
-                    g.block
-                ),
+                format!("{} · fp64 {} + nbody_to_float4 · block {}{auto}", g.kernels.source(), g.step_kernel().function().name(), g.block),
                 Some(g.step_kernel().function().attributes()),
             ),
             Stepper::Split(r) => {
                 let l = r.split.launch();
-                (
-                    format!("{} · {}{auto}", r.kernels.source(), l.describe()),
-                    r.kernels.step_kernel(l).map(|k| k.function().attributes()),
-                )
+                (format!("{} · {}{auto}", r.kernels.source(), l.describe()), r.kernels.step_kernel(l).map(|k| k.function().attributes()))
             }
         };
         if let Stepper::Split(r) = &self.gpu {
@@ -332,4 +322,3 @@ impl CudaSide for CudaBackend {
         self.stepwise_view()
     }
 }
-

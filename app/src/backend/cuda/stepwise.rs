@@ -187,7 +187,9 @@ impl CudaBackend {
                 gpu.launch_steps(pos, steps, &self.stream)?;
                 let what = match gpu.tree().map(|t| t.theta()) {
                     // The tree step: 28 launches of its build, then the moments and the walk.
-                    Some(theta) => format!("{steps} tree step(s) launched (θ = {theta}: box, keys, 8 sort passes, tree, groups, moments, walk; 30 launches a step)"),
+                    Some(theta) => format!(
+                        "{steps} tree step(s) launched (θ = {theta}: box, keys, 8 sort passes, tree, groups, moments, walk; 30 launches a step)"
+                    ),
                     None => format!("{steps} step(s) launched"),
                 };
                 Ok(format!("{what}: buffer {} → buffer {}", gpu.front ^ (steps as usize & 1), gpu.front))

@@ -221,7 +221,14 @@ impl ComputeRunnerF64 {
         e1.synchronize().context("cuEventSynchronize")?;
         let frame_ms = t0.elapsed().as_secs_f64() * 1e3;
         let kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
-        Ok(FrameSample { frame_ms, sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() }, draw_ms: None, readback_ms: None, density_ms: None, tree: None })
+        Ok(FrameSample {
+            frame_ms,
+            sim: SimTimings { host_ms: frame_ms, kernel_ms, ..SimTimings::default() },
+            draw_ms: None,
+            readback_ms: None,
+            density_ms: None,
+            tree: None,
+        })
     }
 
     /// True when the newest positions and the velocities are all finite.

@@ -111,7 +111,15 @@ impl Gfx {
         } else {
             None
         };
-        Ok(Gfx { renderer: None, sprite_cap, target: Some(target), readback, camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0), density: None, ctx })
+        Ok(Gfx {
+            renderer: None,
+            sprite_cap,
+            target: Some(target),
+            readback,
+            camera: OrbitCamera::framing(glam::Vec3::ZERO, 1.0),
+            density: None,
+            ctx,
+        })
     }
 
     /// Shows the density view (`Some`: a density mode, with its path) or the bodies in the

@@ -129,7 +129,16 @@ impl Serialize for TimeColumns {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        let parts = [("frame", Some(self.frame)), ("map", self.map), ("kernel", self.kernel), ("unmap", self.unmap), ("upload", self.upload), ("draw", self.draw), ("readback", self.readback), ("density", self.density)];
+        let parts = [
+            ("frame", Some(self.frame)),
+            ("map", self.map),
+            ("kernel", self.kernel),
+            ("unmap", self.unmap),
+            ("upload", self.upload),
+            ("draw", self.draw),
+            ("readback", self.readback),
+            ("density", self.density),
+        ];
         for (part, s) in parts {
             for (stat, get) in STATS {
                 map.serialize_entry(&format!("{part}_ms_{stat}"), &s.map(get))?;
@@ -313,7 +322,6 @@ pub(super) fn csv_cells(r: &Row) -> anyhow::Result<Vec<(String, String)>> {
         .collect())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +339,9 @@ mod tests {
         assert!((c.fma_peak_fraction.unwrap() - 0.5).abs() < 1e-12);
         assert!((c.fma_peak_fraction_cpuinfo_clock.unwrap() - 1.0).abs() < 1e-12);
         let t = CpuColumns::of(&FmaPeak { mhz: None, ..peak }, 2, None);
-        assert_eq!((t.cpu_isa.as_deref(), t.cpu_threads, t.interactions_per_s_per_core, t.fma_peak_fraction_cpuinfo_clock), (Some("avx2"), Some(2), None, None));
+        assert_eq!(
+            (t.cpu_isa.as_deref(), t.cpu_threads, t.interactions_per_s_per_core, t.fma_peak_fraction_cpuinfo_clock),
+            (Some("avx2"), Some(2), None, None)
+        );
     }
 }

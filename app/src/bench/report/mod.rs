@@ -98,7 +98,10 @@ mod columns;
 mod plot;
 mod table;
 
-pub use columns::{ComparisonColumns, CpuColumns, LaunchColumns, ProvenanceColumns, RateColumns, Row, SamplingColumns, SetupColumns, TimeColumns, TreeColumns, NOMINAL_FLOPS_PER_CYCLE};
+pub use columns::{
+    ComparisonColumns, CpuColumns, LaunchColumns, ProvenanceColumns, RateColumns, Row, SamplingColumns, SetupColumns, TimeColumns, TreeColumns,
+    NOMINAL_FLOPS_PER_CYCLE,
+};
 
 pub use plot::plot;
 pub(crate) use table::opt;
@@ -307,19 +310,13 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
             let speedup = m.setup.as_ref().and_then(|s| {
                 let per_gpu = s.slices / s.gpus.max(1);
                 let base = measured.iter().find(|b| {
-                    b.mode == m.mode
-                        && b.n == m.n
-                        && b.precision == m.precision
-                        && b.setup.as_ref().is_some_and(|t| t.key() == (1, per_gpu, true))
+                    b.mode == m.mode && b.n == m.n && b.precision == m.precision && b.setup.as_ref().is_some_and(|t| t.key() == (1, per_gpu, true))
                 })?;
                 (!std::ptr::eq(base, m)).then(|| base.times.frame.median / m.times.frame.median)
             });
             let scaling_efficiency = speedup.zip(m.setup.as_ref()).map(|(x, s)| x / f64::from(s.gpus.max(1)));
             let overhead_ms = compute.map(|c| m.times.frame.median - c);
-            let draw_frame = measured
-                .iter()
-                .find(|d| d.mode == BenchMode::Draw && d.n == m.n && !m.mode.is_cpu())
-                .map(|d| d.times.frame.median);
+            let draw_frame = measured.iter().find(|d| d.mode == BenchMode::Draw && d.n == m.n && !m.mode.is_cpu()).map(|d| d.times.frame.median);
             // What the mode costs beyond the kernel alone and the GL frame alone.
             let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
             let spread_ms = super::stats::spread(&m.round_medians);
@@ -349,7 +346,11 @@ pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
                     effective_interactions_per_s_frame: m.tree.is_some().then_some(ips_frame),
                     gflops_frame: ips_frame * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
                 },
-                cpu: m.meta.cpu.as_ref().map_or_else(CpuColumns::default, |(peak, threads)| CpuColumns::of(peak, *threads, m.tree.is_none().then_some(ips))),
+                cpu: m
+                    .meta
+                    .cpu
+                    .as_ref()
+                    .map_or_else(CpuColumns::default, |(peak, threads)| CpuColumns::of(peak, *threads, m.tree.is_none().then_some(ips))),
                 comparison: ComparisonColumns {
                     speedup,
                     scaling_efficiency,
@@ -489,7 +490,10 @@ mod tests {
         assert!(r[0].comparison.speedup.is_none() && r[6].comparison.speedup.is_none() && r[6].setup.gpus.is_none());
         assert!(close(r[2].comparison.speedup, 2.0) && close(r[2].comparison.scaling_efficiency, 1.0));
         assert!(close(r[3].comparison.scaling_efficiency, 10.5 / 5.2 / 2.0));
-        assert_eq!((r[5].setup.gpus, r[5].setup.slices, r[5].setup.render_gpu_computes, r[5].setup.gather.as_deref()), (Some(2), Some(2), Some(false), Some("peer")));
+        assert_eq!(
+            (r[5].setup.gpus, r[5].setup.slices, r[5].setup.render_gpu_computes, r[5].setup.gather.as_deref()),
+            (Some(2), Some(2), Some(false), Some("peer"))
+        );
         assert!(close(r[3].times.gather.map(|g| g.median), 0.01) && r[1].times.gather.is_none());
         let t = table(&r);
         assert!(t.contains("map [2 GPUs + render GPU]") && t.contains("compute [1 GPU]") && t.contains("eff. %"), "{t}");

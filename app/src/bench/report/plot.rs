@@ -14,10 +14,8 @@ use super::{has_setups, row_label, Row};
 /// font is Ubuntu Light from `epaint_default_fonts` (the crate egui takes its fonts from).
 fn register_font() -> anyhow::Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
-    let ok = *REGISTERED.get_or_init(|| {
-        plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT)
-            .is_ok()
-    });
+    let ok = *REGISTERED
+        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT).is_ok());
     if ok {
         Ok(())
     } else {
@@ -108,9 +106,7 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
                 .map_err(|e| anyhow!("plot: {e}"))?
                 .label(mode.to_string())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-            chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))
-                .map_err(|e| anyhow!("plot: {e}"))?;
+            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled()))).map_err(|e| anyhow!("plot: {e}"))?;
         }
         chart
             .configure_series_labels()

@@ -38,19 +38,7 @@ pub fn table(rows: &[Row]) -> String {
     let _ = write!(
         s,
         "{:<w$} {:>8} {:>10} {:>10} {:>8} {:>10} {:>8} {:>8} {:>11} {:>9} {:>12} {:>9} {:>8}",
-        "mode",
-        "N",
-        "frame med",
-        "frame p99",
-        "map",
-        "kernel",
-        "unmap",
-        "draw",
-        "overhead µs",
-        "overhead",
-        "interact/s",
-        "GFLOP/s",
-        "spread"
+        "mode", "N", "frame med", "frame p99", "map", "kernel", "unmap", "draw", "overhead µs", "overhead", "interact/s", "GFLOP/s", "spread"
     );
     let _ = writeln!(s, "{}", if setups { format!(" {:>8} {:>10}", "gather", "scaling") } else { String::new() });
     let _ = write!(
@@ -82,7 +70,11 @@ pub fn table(rows: &[Row]) -> String {
         let _ = writeln!(
             s,
             "{}",
-            if setups { format!(" {:>8} {:>10}", opt(r.times.gather.map(|s| s.median), 3), opt(r.comparison.scaling_efficiency.map(|e| e * 100.0), 1)) } else { String::new() }
+            if setups {
+                format!(" {:>8} {:>10}", opt(r.times.gather.map(|s| s.median), 3), opt(r.comparison.scaling_efficiency.map(|e| e * 100.0), 1))
+            } else {
+                String::new()
+            }
         );
         if r.comparison.diverged {
             let _ = writeln!(s, "{:<w$} {:>8} ↑ diverged: NaN or ∞ in the state; these timings are of non-finite arithmetic", "", "");
@@ -102,11 +94,16 @@ pub fn table(rows: &[Row]) -> String {
         let _ = writeln!(
             s,
             "{}",
-            c.fma_peak_fraction_cpuinfo_clock.zip(c.cpu_mhz).map_or(String::new(), |(f, mhz)| format!("; {:.0} % of 32 flops a cycle at the cpuinfo clock, {mhz:.0} MHz", f * 100.0))
+            c.fma_peak_fraction_cpuinfo_clock
+                .zip(c.cpu_mhz)
+                .map_or(String::new(), |(f, mhz)| format!("; {:.0} % of 32 flops a cycle at the cpuinfo clock, {mhz:.0} MHz", f * 100.0))
         );
     }
     if rows.iter().any(|r| r.rates.effective_interactions_per_s.is_some()) {
-        let _ = writeln!(s, "eff.: effective interactions/s, N² over the tree's step time (what the direct sum would need), not a rate of interactions evaluated");
+        let _ = writeln!(
+            s,
+            "eff.: effective interactions/s, N² over the tree's step time (what the direct sum would need), not a rate of interactions evaluated"
+        );
     }
     s
 }

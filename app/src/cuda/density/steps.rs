@@ -80,7 +80,11 @@ impl DensityView {
         let d = h.array(0).context("cuGraphicsSubResourceGetMappedArray (density)")?;
         let i = h.array(1).context("cuGraphicsSubResourceGetMappedArray (image)")?;
         let (dw, dh) = d.size();
-        let msg = format!("arrays {:#x} (density, {dw}×{dh}) and {:#x} (shown image): no device pointer, kernels reach them through objects", d.raw() as usize, i.raw() as usize);
+        let msg = format!(
+            "arrays {:#x} (density, {dw}×{dh}) and {:#x} (shown image): no device pointer, kernels reach them through objects",
+            d.raw() as usize,
+            i.raw() as usize
+        );
         self.step.arrays = Some([d.raw() as usize as u64, i.raw() as usize as u64]);
         Ok(msg)
     }

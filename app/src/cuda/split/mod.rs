@@ -49,8 +49,8 @@ use super::launch_rule::{validate_block_size, ForcedKernel, Launch, Masses, Step
 use super::settings::GatherChoice;
 use crate::sim::{Bodies, Leapfrog, PhysParams};
 
-pub use layout::{GatherPath, SliceLayout, SplitFrame};
 use layout::Slice;
+pub use layout::{GatherPath, SliceLayout, SplitFrame};
 
 /// The leapfrog integrator over slices on one or more devices (see the module docs).
 pub struct SplitStepper {
@@ -132,17 +132,15 @@ impl SplitStepper {
         // slices must give the bits of one slice.
         let launch = match launch {
             // The equal-mass loop takes every body's mass from one body: wrong for these.
-            Some(l) if l.step_loop == StepLoop::EqualMass && !masses.equal => bail!(
-                "the launch {} is for bodies of one mass, and these masses differ: let the rule choose the launch for them",
-                l.kernel_name()
-            ),
+            Some(l) if l.step_loop == StepLoop::EqualMass && !masses.equal => {
+                bail!("the launch {} is for bodies of one mass, and these masses differ: let the rule choose the launch for them", l.kernel_name())
+            }
             Some(l) => l.plain(),
             None => first.choose_launch(n.div_ceil(devices.len()), block, masses, false)?,
         };
-        let align = first
-            .step_kernel(launch)
-            .with_context(|| format!("the PTX has no step kernel {}", launch.kernel_name()))?
-            .bodies_per_block(launch.block) as usize;
+        let align =
+            first.step_kernel(launch).with_context(|| format!("the PTX has no step kernel {}", launch.kernel_name()))?.bodies_per_block(launch.block)
+                as usize;
         let layout = SliceLayout::new(n, devices.len(), align)?;
         let padded = layout.padded();
         for (d, ctx) in &ctxs {
@@ -204,7 +202,18 @@ impl SplitStepper {
         if gather != GatherPath::None {
             tracing::info!(slices = devices.len(), len = layout.len, "split step: {}", gather.describe());
         }
-        Ok(SplitStepper { clique, copied: None, peer_to_render: false, slices, layout, gather, launch, leap: Leapfrog { synchronized: true }, front: 0, params })
+        Ok(SplitStepper {
+            clique,
+            copied: None,
+            peer_to_render: false,
+            slices,
+            layout,
+            gather,
+            launch,
+            leap: Leapfrog { synchronized: true },
+            front: 0,
+            params,
+        })
     }
 
     /// The slices' layout.

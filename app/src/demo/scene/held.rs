@@ -73,7 +73,14 @@ impl Scene {
             if h.is_none() {
                 let others = [("--summary", &a.summary), ("--trace", &a.trace), ("--timeline", &a.timeline)];
                 let others = others.iter().filter_map(|(f, p)| p.as_ref().map(|p| format!("{f} {}", p.display()))).collect();
-                *h = Some(Held { screenshot: a.screenshot.clone(), save_state: a.save_state.clone(), others, pixels: None, state: None, read_at: None });
+                *h = Some(Held {
+                    screenshot: a.screenshot.clone(),
+                    save_state: a.save_state.clone(),
+                    others,
+                    pixels: None,
+                    state: None,
+                    read_at: None,
+                });
             }
         }
         if self.args.screenshot.is_some() && self.frame > 0 {

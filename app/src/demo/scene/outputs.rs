@@ -3,17 +3,15 @@
 
 use std::path::Path;
 
-
 use anyhow::{anyhow, Context as _};
 
-use crate::demo::{EnergyChange, Summary};
-use crate::gfx::target::RenderTarget;
-use crate::gfx::screenshot;
-use crate::sim::Bodies;
 use crate::backend::SimBackend;
 use crate::demo::summary::{Route, SummaryFile};
+use crate::demo::{EnergyChange, Summary};
+use crate::gfx::screenshot;
+use crate::gfx::target::RenderTarget;
 use crate::sim::tree::Solver;
-
+use crate::sim::Bodies;
 
 use super::Scene;
 

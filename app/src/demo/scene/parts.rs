@@ -147,7 +147,13 @@ mod tests {
     /// Two parts of a frame: times add up, the later call's progress and stop stand.
     #[test]
     fn a_frames_parts_merge_into_one_timing() {
-        let a = SimTimings { host_ms: 5.0, kernel_ms: Some(4.0), stopped_after: Some(0), spread: Some(StepProgress { done: 3, of: 9 }), ..SimTimings::default() };
+        let a = SimTimings {
+            host_ms: 5.0,
+            kernel_ms: Some(4.0),
+            stopped_after: Some(0),
+            spread: Some(StepProgress { done: 3, of: 9 }),
+            ..SimTimings::default()
+        };
         let b = SimTimings { host_ms: 6.0, kernel_ms: Some(4.5), upload_ms: Some(1.0), spread: Some(StepProgress { done: 4, of: 9 }), ..a };
         let m = merged(a, b);
         assert_eq!((m.host_ms, m.kernel_ms, m.upload_ms), (11.0, Some(8.5), Some(1.0)));

@@ -7,12 +7,12 @@ use std::time::Instant;
 use anyhow::{anyhow, Context as _};
 
 use super::Scene;
-use crate::backend::{PositionVbos, SimTimings};
-use crate::gfx::gl::Gl;
-use crate::demo::frame::{trace_density, GlTrack};
-use crate::trace::{Recorder, Span};
 use crate::backend::step::FrameStep;
 use crate::backend::SimBackend;
+use crate::backend::{PositionVbos, SimTimings};
+use crate::demo::frame::{trace_density, GlTrack};
+use crate::gfx::gl::Gl;
+use crate::trace::{Recorder, Span};
 
 impl Scene {
     /// `--trace PATH`: a recorder writing every call, active before the backend is made.
@@ -175,12 +175,7 @@ impl Scene {
 
     /// `simulate`, or in step mode the next step of the frame when one was asked for (headless
     /// `--step-mode` runs take one step every frame).
-    pub(super) fn simulate_or_step(
-        &mut self,
-        gl: Gl<'_>,
-        vbos: &PositionVbos,
-        steps: u32,
-    ) -> anyhow::Result<SimTimings> {
+    pub(super) fn simulate_or_step(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         let per_frame = self.overlay.controls.steps_per_frame.max(1);
         let auto = self.args.headless && self.args.step_mode;
         let next = std::mem::take(&mut self.step_next) || auto;

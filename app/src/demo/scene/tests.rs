@@ -3,11 +3,11 @@
 use clap::Parser as _;
 
 use super::*;
-use crate::sim::init::initial_bodies;
 use crate::backend::{CudaSide, PositionVbos, SettingsChange, SimTimings};
 use crate::cli::Cli;
-use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::demo::headless::headless_input;
+use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
+use crate::sim::init::initial_bodies;
 
 fn args(extra: &[&str]) -> DemoArgs {
     let mut v = vec!["nbody-interop", "--headless", "--backend", "cpu", "--bodies", "200"];
@@ -148,7 +148,6 @@ impl SimBackend for Fake {
         Ok(crate::sim::Diagnostics::default())
     }
 
-
     fn cuda(&self) -> Option<&dyn CudaSide> {
         Some(self)
     }
@@ -163,12 +162,7 @@ impl CudaSide for Fake {
         self.0
     }
 
-    fn apply_settings(
-        &mut self,
-        _: Gl<'_>,
-        _: &PositionVbos,
-        s: crate::backend::InteropSettings,
-    ) -> anyhow::Result<SettingsChange> {
+    fn apply_settings(&mut self, _: Gl<'_>, _: &PositionVbos, s: crate::backend::InteropSettings) -> anyhow::Result<SettingsChange> {
         self.0 = Some(s);
         Ok(SettingsChange::Applied)
     }
@@ -196,7 +190,6 @@ impl CudaSide for Fake {
         None
     }
 }
-
 
 #[test]
 fn overlay_with_cuda_panels_and_settings_change() {

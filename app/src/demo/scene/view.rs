@@ -15,5 +15,4 @@ impl Scene {
         let on = self.overlay.controls.view == View::Density;
         self.backend.as_deref_mut().and_then(|b| b.cuda_mut()).filter(|_| on).and_then(|c| c.density_ms())
     }
-
 }

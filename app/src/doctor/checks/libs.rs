@@ -14,7 +14,11 @@ pub fn vulkan(c: &CudaFact, v: &VulkanFact) -> Check {
         (VulkanFact::NotTried, Some(d)) => Check::not_applicable("vulkan", format!("{} has no UUID to match (cuDeviceGetUuid missing)", d.label())),
         (VulkanFact::Found(name), Some(d)) => Check::ok(
             "vulkan",
-            format!("Vulkan device {name} has the UUID of CUDA {} ({}): --external-sync semaphore can order CUDA and GL on the GPU", d.label(), d.uuid_string().unwrap_or_default()),
+            format!(
+                "Vulkan device {name} has the UUID of CUDA {} ({}): --external-sync semaphore can order CUDA and GL on the GPU",
+                d.label(),
+                d.uuid_string().unwrap_or_default()
+            ),
         ),
         (VulkanFact::Failed(e), Some(d)) => Check::problem(
             "vulkan",
@@ -30,7 +34,9 @@ pub fn vulkan(c: &CudaFact, v: &VulkanFact) -> Check {
 /// toolkit's `extras/CUPTI/lib64`).
 pub fn cupti(l: &LibFact) -> Check {
     match l {
-        LibFact::Loaded { path, version } => Check::ok("cupti", format!("{path}, CUPTI API version {version}: --timeline gets the GPU's kernel and copy records")),
+        LibFact::Loaded { path, version } => {
+            Check::ok("cupti", format!("{path}, CUPTI API version {version}: --timeline gets the GPU's kernel and copy records"))
+        }
         LibFact::Missing(e) => Check::problem(
             "cupti",
             format!("{e} (only --timeline uses it; the timeline is written without the GPU's records)"),
@@ -44,10 +50,9 @@ pub fn cupti(l: &LibFact) -> Check {
 pub fn nccl(l: &LibFact, devices: usize) -> Check {
     match l {
         LibFact::Loaded { path, version } => Check::ok("nccl", format!("{path}, NCCL {version}: --gather nccl can gather a split's slices")),
-        LibFact::Missing(e) if devices < 2 => Check::not_applicable(
-            "nccl",
-            format!("{e} (only a split over several GPUs gathers with NCCL; {devices} CUDA device(s) here)"),
-        ),
+        LibFact::Missing(e) if devices < 2 => {
+            Check::not_applicable("nccl", format!("{e} (only a split over several GPUs gathers with NCCL; {devices} CUDA device(s) here)"))
+        }
         LibFact::Missing(e) => Check::problem(
             "nccl",
             format!("{e} (--gather auto takes peer copies instead; --gather nccl fails)"),

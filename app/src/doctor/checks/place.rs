@@ -143,9 +143,7 @@ pub fn remote_display(env: &Env, w: &ContextFact) -> Check {
         Some(false) if kind == Some(GlKind::Nvidia) => {
             return Check::ok("remote-display", format!("VirtualGL with its GLX back end ({vars}): the window's GL is NVIDIA's ({renderer})"))
         }
-        Some(false) => {
-            return Check::problem("remote-display", format!("VirtualGL with its GLX back end ({vars}; {renderer})"), COPY_ROUTE)
-        }
+        Some(false) => return Check::problem("remote-display", format!("VirtualGL with its GLX back end ({vars}; {renderer})"), COPY_ROUTE),
         None => {}
     }
     if ssh_forwarding(env) {
@@ -172,7 +170,10 @@ pub fn remote_display(env: &Env, w: &ContextFact) -> Check {
 /// device for a GL context. Not applicable on Linux, which has no driver models.
 pub fn tcc(os: &str) -> Check {
     if os == "windows" {
-        Check::not_applicable("tcc", "not read by this build: nvidia-smi shows each GPU's driver model (TCC or WDDM); a GPU in TCC serves no GL context")
+        Check::not_applicable(
+            "tcc",
+            "not read by this build: nvidia-smi shows each GPU's driver model (TCC or WDDM); a GPU in TCC serves no GL context",
+        )
     } else {
         Check::not_applicable("tcc", format!("TCC and WDDM are Windows driver models: not applicable on {os}"))
     }

@@ -60,16 +60,8 @@ use self::rig::Rig;
 const VBO_BYTES: usize = 4096;
 
 /// The variants, in the order they run within a round (see the module docs).
-pub const VARIANTS: [Variant; 8] = [
-    Variant::Cuda,
-    Variant::Gl,
-    Variant::CudaGl,
-    Variant::CudaGlAsync,
-    Variant::CudaFence,
-    Variant::Map,
-    Variant::MapGl,
-    Variant::GlMap,
-];
+pub const VARIANTS: [Variant; 8] =
+    [Variant::Cuda, Variant::Gl, Variant::CudaGl, Variant::CudaGlAsync, Variant::CudaFence, Variant::Map, Variant::MapGl, Variant::GlMap];
 
 /// One probe loop (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

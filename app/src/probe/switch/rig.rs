@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use interop::sys::event_flags;
 use interop::kernels::TouchKernel;
+use interop::sys::event_flags;
 use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, Event, GraphicsResource, Stream};
 
 use crate::cli::SwitchArgs;
@@ -77,19 +77,7 @@ impl Rig {
         }
         let events: [Event; 4] = events.try_into().map_err(|_| anyhow::anyhow!("four events"))?;
         let scratch = DeviceBuffer::alloc(&ctx, 1).context("cuMemAlloc (4 bytes)")?;
-        let mut rig = Rig {
-            resource: None,
-            scratch,
-            events,
-            touch,
-            stream,
-            ctx,
-            info,
-            vbo: None,
-            query: None,
-            target: None,
-            gl: gl_ctx,
-        };
+        let mut rig = Rig { resource: None, scratch, events, touch, stream, ctx, info, vbo: None, query: None, target: None, gl: gl_ctx };
         // From here on, Rig's Drop releases what was made, in order, on every error path.
         rig.target = Some(OffscreenTarget::new(rig.gl.gl(), 16, 16).context("offscreen framebuffer")?);
         let gl = rig.gl.gl();
@@ -99,8 +87,7 @@ impl Rig {
         gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbo));
         gl.buffer_data_u8_slice(glow::ARRAY_BUFFER, &[0u8; VBO_BYTES], glow::DYNAMIC_DRAW);
         gl.bind_buffer(glow::ARRAY_BUFFER, None);
-        rig.resource =
-            Some(GraphicsResource::register_gl_buffer(&rig.ctx, vbo.0.get(), 0).context("cuGraphicsGLRegisterBuffer")?);
+        rig.resource = Some(GraphicsResource::register_gl_buffer(&rig.ctx, vbo.0.get(), 0).context("cuGraphicsGLRegisterBuffer")?);
         Ok(rig)
     }
 

@@ -43,10 +43,10 @@ mod simd;
 mod stepper;
 
 pub use float64::CpuF64;
-pub use simd::Lane;
-pub use stepper::{Cpu, CpuF32};
 #[cfg(test)]
 use simd::Accelerations;
+pub use simd::Lane;
+pub use stepper::{Cpu, CpuF32};
 
 use super::{Bodies, PhysParams};
 
@@ -71,15 +71,7 @@ const SUM_TILE: usize = 1024;
 
 /// The float operations the force loop needs, for `f32` and `f64`.
 pub trait Real:
-    Copy
-    + Send
-    + Sync
-    + PartialOrd
-    + Add<Output = Self>
-    + Sub<Output = Self>
-    + Mul<Output = Self>
-    + Div<Output = Self>
-    + AddAssign
+    Copy + Send + Sync + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> + AddAssign
 {
     /// 0.
     const ZERO: Self;
@@ -253,9 +245,7 @@ pub fn accelerations_f64(pos: &[[f64; 4]], g: f64, eps: f64) -> Vec<[f64; 3]> {
     if pos.len() <= CHUNK {
         accelerations_range(&src, g, eps * eps, 0, &mut acc);
     } else {
-        acc.par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, out)| accelerations_range(&src, g, eps * eps, c * CHUNK, out));
+        acc.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| accelerations_range(&src, g, eps * eps, c * CHUNK, out));
     }
     acc
 }
@@ -269,9 +259,7 @@ pub fn accelerations_f32(pos: &[[f32; 4]], g: f32, eps: f32) -> Vec<[f32; 3]> {
     let mut acc = vec![[0.0f32; 3]; pos.len()];
     let arch = pulp::Arch::new();
     let src = &src;
-    acc.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(c, out)| arch.dispatch(simd::Accelerations { src, g, eps2: eps * eps, first: c * CHUNK, out }));
+    acc.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| arch.dispatch(simd::Accelerations { src, g, eps2: eps * eps, first: c * CHUNK, out }));
     acc
 }
 
@@ -282,12 +270,7 @@ pub fn accelerations_f32(pos: &[[f32; 4]], g: f32, eps: f32) -> Vec<[f32; 3]> {
 /// (x, y, z, mass, the mass copied through), `vel` is `[N][3]` (the kicked velocities).
 /// A GPU test compares one launch of the kernel with it; the closing half kick is
 /// `kick = dt/2, dt_drift = 0`.
-pub fn step_reference_f64(
-    bodies: &Bodies,
-    params: PhysParams,
-    kick: f64,
-    dt_drift: f64,
-) -> (Vec<[f64; 4]>, Vec<[f64; 3]>) {
+pub fn step_reference_f64(bodies: &Bodies, params: PhysParams, kick: f64, dt_drift: f64) -> (Vec<[f64; 4]>, Vec<[f64; 3]>) {
     let mut pos: Vec<[f64; 4]> = bodies.pos.iter().map(|p| p.map(f64::from)).collect();
     let acc = accelerations_f64(&pos, f64::from(params.g), f64::from(params.softening));
     let mut vel = Vec::with_capacity(pos.len());
@@ -306,7 +289,6 @@ pub fn step_reference_f64(
 mod tests {
     use super::*;
     use crate::sim::partial::{FrameSteps, StepProgress};
-    
 
     static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     fn stop_requested() -> bool {

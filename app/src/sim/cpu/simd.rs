@@ -92,8 +92,38 @@ macro_rules! lane {
     };
 }
 
-lane!(f32, f32s, F32_LANES, splat_f32s, add_f32s, sub_f32s, mul_f32s, div_f32s, sqrt_f32s, min_f32s, greater_than_f32s, select_f32s, partial_load_f32s, partial_store_f32s);
-lane!(f64, f64s, F64_LANES, splat_f64s, add_f64s, sub_f64s, mul_f64s, div_f64s, sqrt_f64s, min_f64s, greater_than_f64s, select_f64s, partial_load_f64s, partial_store_f64s);
+lane!(
+    f32,
+    f32s,
+    F32_LANES,
+    splat_f32s,
+    add_f32s,
+    sub_f32s,
+    mul_f32s,
+    div_f32s,
+    sqrt_f32s,
+    min_f32s,
+    greater_than_f32s,
+    select_f32s,
+    partial_load_f32s,
+    partial_store_f32s
+);
+lane!(
+    f64,
+    f64s,
+    F64_LANES,
+    splat_f64s,
+    add_f64s,
+    sub_f64s,
+    mul_f64s,
+    div_f64s,
+    sqrt_f64s,
+    min_f64s,
+    greater_than_f64s,
+    select_f64s,
+    partial_load_f64s,
+    partial_store_f64s
+);
 
 /// [`super::accelerations_range`] in explicit SIMD: one `pulp` vector of bodies `i`, each source
 /// `j` broadcast to every lane. The same operations per lane as the scalar loop (see the module
@@ -138,7 +168,8 @@ impl<T: Lane> WithSimd for Accelerations<'_, T> {
                     let dx = T::v_sub(simd, T::v_splat(simd, xj), xi);
                     let dy = T::v_sub(simd, T::v_splat(simd, yj), yi);
                     let dz = T::v_sub(simd, T::v_splat(simd, zj), zi);
-                    let r2 = T::v_add(simd, T::v_add(simd, T::v_add(simd, T::v_mul(simd, dx, dx), T::v_mul(simd, dy, dy)), T::v_mul(simd, dz, dz)), eps2v);
+                    let r2 =
+                        T::v_add(simd, T::v_add(simd, T::v_add(simd, T::v_mul(simd, dx, dx), T::v_mul(simd, dy, dy)), T::v_mul(simd, dz, dz)), eps2v);
                     // As the scalar loop: m/r³ capped at MAX (min returns MAX for a NaN quotient,
                     // as IEEE minNum does), and 0 where r² + ε² = 0.
                     let s = T::v_div(simd, T::v_splat(simd, mj), T::v_mul(simd, r2, T::v_sqrt(simd, r2)));

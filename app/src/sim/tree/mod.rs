@@ -48,9 +48,9 @@ mod error;
 mod group;
 mod moments;
 mod simd;
-mod walk;
 #[cfg(test)]
 mod tests;
+mod walk;
 
 pub use build::{BuildTimes, Coord, Octree, GROUP_BODIES, LEAF_BODIES};
 pub use error::{relative_errors, ErrorStats};
@@ -277,7 +277,15 @@ impl Octree {
     /// `theta` with softening `eps`. Every task first asks `stop` and does nothing when it says
     /// so: returns `None` then (some of the span is not written). Each group's results are the
     /// same bits however the bodies are split into ranges and tasks.
-    pub fn accelerations_sorted(&self, range: Range<usize>, sorted: &mut [[f32; 3]], g: f32, eps: f32, theta: f32, stop: Stop<'_>) -> Option<Interactions> {
+    pub fn accelerations_sorted(
+        &self,
+        range: Range<usize>,
+        sorted: &mut [[f32; 3]],
+        g: f32,
+        eps: f32,
+        theta: f32,
+        stop: Stop<'_>,
+    ) -> Option<Interactions> {
         let (eps2, theta2) = (eps * eps, theta * theta);
         self.over_groups(range, sorted, stop, group::Lists::default, |lists, groups, out| {
             simd::dispatch(group::WalkGroups { tree: self, groups, out, lists, g, eps2, theta2 })
@@ -287,7 +295,15 @@ impl Octree {
     /// As [`Octree::accelerations_sorted`] in f64, one walk per body (the opening test from the
     /// body itself: `l / d ≥ θ` with `d` to the centre of mass, or the cube containing the
     /// body), for the float64 backend.
-    pub fn accelerations_f64(&self, range: Range<usize>, sorted: &mut [[f64; 3]], g: f32, eps: f32, theta: f32, stop: Stop<'_>) -> Option<Interactions> {
+    pub fn accelerations_f64(
+        &self,
+        range: Range<usize>,
+        sorted: &mut [[f64; 3]],
+        g: f32,
+        eps: f32,
+        theta: f32,
+        stop: Stop<'_>,
+    ) -> Option<Interactions> {
         let (g, eps2, theta) = (f64::from(g), f64::from(eps) * f64::from(eps), f64::from(theta));
         self.over_groups(range, sorted, stop, Vec::new, |stack, groups, out| {
             let mut counts = Interactions::default();

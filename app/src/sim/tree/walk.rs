@@ -98,11 +98,7 @@ fn body_term(a: &mut [f64; 3], b: &[f64; 4], x: [f64; 3], eps2: f64) {
 fn cell_term(a: &mut [f64; 3], n: &Node, d: [f64; 3], r2: f64, eps2: f64) {
     let [qxx, qyy, qzz, qxy, qxz, qyz] = n.quad;
     let mass = n.mass;
-    let qd = [
-        qxx * d[0] + qxy * d[1] + qxz * d[2],
-        qxy * d[0] + qyy * d[1] + qyz * d[2],
-        qxz * d[0] + qyz * d[1] + qzz * d[2],
-    ];
+    let qd = [qxx * d[0] + qxy * d[1] + qxz * d[2], qxy * d[0] + qyy * d[1] + qyz * d[2], qxz * d[0] + qyz * d[1] + qzz * d[2]];
     let dqd = d[0] * qd[0] + d[1] * qd[1] + d[2] * qd[2];
     let inv2 = 1.0 / r2;
     let inv3 = inv2 * inv2.sqrt();

@@ -32,14 +32,12 @@ struct Printed {
 pub fn run(case: &Case) -> Outcome {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
-        Err(e) => return Outcome::new(case, None, "setup failed".into(), format!("cannot find this program to run the case in a child process: {e}"), None),
+        Err(e) => {
+            return Outcome::new(case, None, "setup failed".into(), format!("cannot find this program to run the case in a child process: {e}"), None)
+        }
     };
-    let spawned = Command::new(&exe)
-        .args(["lab", case.name, "--json", "--child"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+    let spawned =
+        Command::new(&exe).args(["lab", case.name, "--json", "--child"]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {

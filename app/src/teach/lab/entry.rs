@@ -4,8 +4,8 @@
 
 use std::ffi::c_int;
 
-use interop::sys::{CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
 use interop::loader::ProcQuery;
+use interop::sys::{CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
 use interop::{Driver, SymbolStatus};
 
 use super::{status_name, Case, Got, SetupFailed};
@@ -27,9 +27,7 @@ fn status_got(q: &ProcQuery) -> (i32, String, String) {
     match q.status {
         SymbolStatus::Found => (0, status_name(0), "found: the driver returned a function pointer".to_string()),
         SymbolStatus::SymbolNotFound => (1, status_name(1), "the driver has no symbol of this name".to_string()),
-        SymbolStatus::VersionNotSufficient => {
-            (2, status_name(2), "the symbol exists, but only in versions newer than the one asked for".to_string())
-        }
+        SymbolStatus::VersionNotSufficient => (2, status_name(2), "the symbol exists, but only in versions newer than the one asked for".to_string()),
         SymbolStatus::NotFoundUnknownReason => (
             q.result.0,
             crate::trace::result_name(q.result),

@@ -43,8 +43,15 @@ pub(super) fn run(case: &Case, gl: Gl<'_>, ctx: &Arc<Context>, owner: Option<&He
         "map-wrong-context" => wrong_context(gl, ctx),
         "unregister-while-mapped" => unregister_while_mapped(gl, ctx),
         "register-no-gl-context" => register_without_gl(gl, ctx),
-        "image-pointer" | "image-layer-out-of-range" | "surface-without-ldst" | "register-rgb8-texture" | "buffer-as-array"
-        | "map-flags-invalid" | "texture-deleted-while-registered" | "map-no-gl-context" | "unmap-no-gl-context"
+        "image-pointer"
+        | "image-layer-out-of-range"
+        | "surface-without-ldst"
+        | "register-rgb8-texture"
+        | "buffer-as-array"
+        | "map-flags-invalid"
+        | "texture-deleted-while-registered"
+        | "map-no-gl-context"
+        | "unmap-no-gl-context"
         | "unregister-no-gl-context" => super::image::run(case, gl, ctx, owner),
         "register-every-frame" => super::cost::run(gl, ctx),
         _ => super::silent::run(case, gl, ctx),
@@ -194,11 +201,8 @@ fn unregister_while_mapped(gl: Gl<'_>, ctx: &Arc<Context>) -> Result<Got, SetupF
     let (words, gl_err) = buffer.read_words(4);
     let refused = r.is_err();
     let mut g = got_from(r)?;
-    g.detail = Some(format!(
-        "{then}; cuStreamSynchronize: {}; GL reads the buffer afterwards: {:#x?} (GL error {gl_err:#x})",
-        result_words(&sync),
-        words
-    ));
+    g.detail =
+        Some(format!("{then}; cuStreamSynchronize: {}; GL reads the buffer afterwards: {:#x?} (GL error {gl_err:#x})", result_words(&sync), words));
     if refused {
         // Still registered and mapped: neither the GL buffer nor the stream is destroyed under
         // it; the child process ends right after this case.

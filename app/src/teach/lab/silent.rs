@@ -38,11 +38,7 @@ fn words(got: &[u32]) -> String {
     let first: Vec<String> = got.iter().take(4).map(|w| format!("{w:#010x}")).collect();
     let written = got.iter().filter(|&&w| w == PATTERN).count();
     let old = got.iter().filter(|&&w| w == OLD).count();
-    format!(
-        "first words {}; {written} of {} words as written ({PATTERN:#010x}), {old} as before ({OLD:#010x})",
-        first.join(" "),
-        got.len()
-    )
+    format!("first words {}; {written} of {} words as written ({PATTERN:#010x}), {old} as before ({OLD:#010x})", first.join(" "), got.len())
 }
 
 /// The short text of a silent answer.
