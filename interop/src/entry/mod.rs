@@ -1,6 +1,6 @@
 //! Layer 2: the entry-point table, resolved through `cuGetProcAddress`, with thin `Result` wrappers.
 //!
-//! [`entry_points!`] below is the single source of truth: for each driver function it declares the
+//! `entry_points!` below is the single source of truth: for each driver function it declares the
 //! C name, the ABI version of the `PFN_<name>_v<version>` typedef in `cudaTypedefs.h` /
 //! `cudaGLTypedefs.h` whose signature the Rust declaration copies, the export a pre-11.3 driver
 //! has under that version, whether the function has a per-thread-default-stream variant

@@ -193,7 +193,7 @@ pub struct TreeCounts {
     pub interactions: u64,
     /// A group's stack overflowed: its bodies' sums miss terms (never expected; a bug).
     pub overflow: bool,
-    /// The most entries a walk's stack held (of [`WALK_STACK`]).
+    /// The most entries a walk's stack held (of `WALK_STACK`).
     pub deepest_stack: u32,
 }
 
@@ -311,7 +311,7 @@ fn grid_of(count: usize) -> Result<u32> {
 
 impl TreeKernels {
     /// The walk's grid on a GPU of `sms` multiprocessors: `sms` × the blocks of
-    /// [`WALK_THREADS`] one multiprocessor holds at once (`cuOccupancyMaxActiveBlocksPerMultiprocessor`),
+    /// `WALK_THREADS` one multiprocessor holds at once (`cuOccupancyMaxActiveBlocksPerMultiprocessor`),
     /// so that every warp is resident and its stack is in use.
     ///
     /// # Errors
