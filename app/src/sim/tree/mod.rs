@@ -93,9 +93,9 @@ pub enum Solver {
 /// (not measured there) the tree costs about twice as many terms, so the crossover is put 4×
 /// further out. CPU: the grouped SIMD tree against the SIMD direct sum on 2 cores (`bench
 /// --modes cpu,cpu-tree`, docs/results.md "CPU, 2 cores, 2026-12-05": the first power of two
-/// from which the tree's step is shorter: 4096 at θ = 0.75 and 1 (1.15× and 1.55× faster
-/// there), 8192 at θ = 0.5 (0.84× at 4096, 1.61× at 8192) and 0.3 (1.04×)); below θ = 0.3 (not
-/// measured) 4× further out.
+/// from which the tree's step is shorter: 4096 at θ = 0.75 and 1 (1.37× and 1.18× faster
+/// there; at 2048, where a step takes about 1 ms, 1.09× and 0.52×), 8192 at θ = 0.5 (0.93× at
+/// 4096, 1.66× at 8192) and 0.3 (1.02×)); below θ = 0.3 (not measured) 4× further out.
 pub const AUTO_TREE_FROM: [(f32, usize, usize); 4] = [(0.75, 32768, 4096), (0.5, 49152, 8192), (0.3, 131072, 8192), (0.0, 131072, 32768)];
 
 /// Terms per body of a GPU tree step at opening angle `theta`, for estimates of a step's length
