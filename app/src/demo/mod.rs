@@ -362,12 +362,19 @@ pub const HOST_BYTES_PER_BODY: u64 = crate::sim::file_io::HOST_BYTES_PER_BODY;
 /// # Errors
 /// The estimate, the rate it assumed and the remedy.
 pub fn check_step_time(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
-    let (rate, what) = if cpu {
-        (CPU_INTERACTIONS_PER_THREAD * rayon::current_num_threads() as f64, format!("the CPU backend on {} threads", rayon::current_num_threads()))
+    let (rate, what) = nominal_rate(cpu);
+    check_step_rate(n, crate::sim::tree::step_terms(solver, n, !cpu), rate, &what, allow_slow)
+}
+
+/// The nominal all-pairs rate (interactions/s) the estimates assume, and whose rate it is: the
+/// CPU backend on this process's threads, or an H200-class GPU.
+fn nominal_rate(cpu: bool) -> (f64, String) {
+    if cpu {
+        let threads = rayon::current_num_threads();
+        (CPU_INTERACTIONS_PER_THREAD * threads as f64, format!("the CPU backend on {threads} threads"))
     } else {
         (GPU_INTERACTIONS_NOMINAL, "an H200-class GPU".to_string())
-    };
-    check_step_rate(n, crate::sim::tree::step_terms(solver, n, !cpu), rate, &what, allow_slow)
+    }
 }
 
 /// [`check_step_time`] before the backend exists: the same refusal, but no warning with
@@ -389,7 +396,7 @@ fn refuse_slow_step(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow
 /// # Errors
 /// The estimate and the remedies.
 fn refuse_slow_frame(n: usize, k: u32, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
-    let rate = if cpu { CPU_INTERACTIONS_PER_THREAD * rayon::current_num_threads() as f64 } else { GPU_INTERACTIONS_NOMINAL };
+    let (rate, _) = nominal_rate(cpu);
     let secs = crate::sim::tree::step_terms(solver, n, !cpu) * f64::from(k) / rate;
     if secs > SLOW_STEP_S && !allow_slow {
         bail!(
