@@ -42,10 +42,10 @@ use nbody_app::cuda::kernels::{Kernels, BODY_BYTES, EQUAL_MASS};
 use nbody_app::cuda::launch_rule::{Launch, Masses, StepLoop};
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use nbody_app::gfx::target::{OffscreenTarget, RenderTarget};
-use nbody_app::sim::cpu::step_reference_f64;
-use nbody_app::sim::diagnostics::potentials_f64;
-use nbody_app::sim::init::InitialCondition;
-use nbody_app::sim::{Bodies, PhysParams};
+use sim::cpu::step_reference_f64;
+use sim::diagnostics::potentials_f64;
+use sim::init::InitialCondition;
+use sim::{Bodies, PhysParams};
 
 fn fresh_seed() -> u64 {
     let s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);

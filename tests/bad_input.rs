@@ -456,12 +456,12 @@ fn a_second_signal_a_second_later_exits_at_once_and_cleanly() {
 #[test]
 fn ctrl_c_stops_a_step_and_keeps_the_state_before_it() {
     let n = 3000;
-    let init = nbody_app::sim::init::InitialCondition::Plummer.generate(n, 5, 1.0).expect("plummer");
+    let init = sim::init::InitialCondition::Plummer.generate(n, 5, 1.0).expect("plummer");
     // Also with one frame: the run did not finish it, so it exits 130 too, not 0.
     for frames in ["1000", "1"] {
         let dir = scratch(&format!("long-step-{frames}"));
         let (start, end) = (dir.join("start.csv"), dir.join("end.csv"));
-        nbody_app::sim::state_csv::write_state(&start, &init).expect("write start.csv");
+        sim::state_csv::write_state(&start, &init).expect("write start.csv");
         let mut cmd = Command::new(BIN);
         cmd.args(["--headless", "--backend", "cpu", "--frames", frames, "--no-overlay", "--width", "32", "--height", "32"])
             .arg("--init")
@@ -480,7 +480,7 @@ fn ctrl_c_stops_a_step_and_keeps_the_state_before_it() {
         if frames == "1" {
             assert!(o.stderr.contains("after 1 of 1 frames (the last one's steps stopped)"), "{all}");
         }
-        let saved = nbody_app::sim::state_csv::read_state(&end).expect("--save-state written");
+        let saved = sim::state_csv::read_state(&end).expect("--save-state written");
         assert_eq!(saved.pos, init.pos, "the stopped step moved bodies:\n{all}");
     }
 }

@@ -453,7 +453,7 @@ fn save_state_and_diagnostics_interval() {
 /// the same state as CSV gives (the two runs save the same CSV).
 #[test]
 fn tipsy_round_trips_through_save_state() {
-    use nbody_app::sim::{state_csv, tipsy};
+    use sim::{state_csv, tipsy};
     let dir = scratch("tipsy");
     let path = |name: &str| dir.join(name).to_str().expect("utf-8 path").to_string();
     let common = ["--headless", "--backend", "cpu", "--frames", "2", "--no-overlay", "--width", "32", "--height", "32"];

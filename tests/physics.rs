@@ -7,11 +7,11 @@
 use std::f64::consts::PI;
 use std::path::{Path, PathBuf};
 
-use nbody_app::sim::cpu::{accelerations_f64, step_reference_f64, CpuF32, CpuF64};
-use nbody_app::sim::diagnostics::{diagnostics, from_parts, potentials_f64};
-use nbody_app::sim::init::{InitError, InitialCondition, FIGURE_EIGHT_PERIOD};
-use nbody_app::sim::state_csv::{read_state, write_state, StateFileError};
-use nbody_app::sim::{Bodies, Diagnostics, PhysParams};
+use sim::cpu::{accelerations_f64, step_reference_f64, CpuF32, CpuF64};
+use sim::diagnostics::{diagnostics, from_parts, potentials_f64};
+use sim::init::{InitError, InitialCondition, FIGURE_EIGHT_PERIOD};
+use sim::state_csv::{read_state, write_state, StateFileError};
+use sim::{Bodies, Diagnostics, PhysParams};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -644,7 +644,7 @@ fn csv_errors_name_file_line_and_column() {
 /// takes a step where the two are comparable.
 #[test]
 fn tree_energy_drift_is_within_twice_the_direct_sums() {
-    use nbody_app::sim::tree::Solver;
+    use sim::tree::Solver;
     let bodies = plummer(256, 42);
     let params = PhysParams { g: 1.0, dt: 0.01, softening: 0.05 };
     let d0 = diagnostics(&bodies, params);
@@ -672,7 +672,7 @@ fn tree_energy_drift_is_within_twice_the_direct_sums() {
 /// its state is [`CpuF64`]'s, bit for bit.
 #[test]
 fn f64_backend_is_the_reference_bit_for_bit() {
-    use nbody_app::sim::cpu::Cpu;
+    use sim::cpu::Cpu;
     let bodies = plummer(1000, 5);
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let (mut a, mut b) = (Cpu::<f64>::new(&bodies, params), CpuF64::new(&bodies, params));
@@ -696,7 +696,7 @@ fn f64_backend_is_the_reference_bit_for_bit() {
 /// 6e-7, 9e-8): a lost half kick or an f32 rounding anywhere in the state fails them.
 #[test]
 fn f64_backend_passes_the_f64_tests() {
-    use nbody_app::sim::cpu::Cpu;
+    use sim::cpu::Cpu;
     let bodies = InitialCondition::UniformBall.generate(1000, 5, 1.0).expect("ball");
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let dt = f64::from(params.dt);
@@ -742,8 +742,8 @@ fn f64_backend_passes_the_f64_tests() {
 /// above asks (within twice the direct sum's drift, same scene and steps).
 #[test]
 fn f64_tree_is_the_direct_sum_at_theta_zero_and_conserves_energy() {
-    use nbody_app::sim::cpu::Cpu;
-    use nbody_app::sim::tree::Solver;
+    use sim::cpu::Cpu;
+    use sim::tree::Solver;
     let bodies = plummer(256, 42);
     let params = PhysParams { g: 1.0, dt: 0.01, softening: 0.05 };
     let (mut direct, mut tree) = (Cpu::<f64>::new(&bodies, params), Cpu::<f64>::new(&bodies, params));

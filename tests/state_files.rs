@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nbody_app::sim::file_io::{never, temporary_path, ReadLimits, SourceError};
-use nbody_app::sim::init::{initial_bodies_with, InitError, InitialCondition};
-use nbody_app::sim::state_csv::{read_state_with, write_state, StateFileError};
-use nbody_app::sim::tipsy::{read_tipsy_with, write_tipsy, TipsyError};
+use sim::file_io::{never, temporary_path, ReadLimits, SourceError};
+use sim::init::{initial_bodies_with, InitError, InitialCondition};
+use sim::state_csv::{read_state_with, write_state, StateFileError};
+use sim::tipsy::{read_tipsy_with, write_tipsy, TipsyError};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
 

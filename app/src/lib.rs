@@ -20,7 +20,6 @@ pub mod gfx;
 pub mod info;
 pub mod probe;
 pub mod provenance;
-pub mod sim;
 pub mod stop;
 pub mod teach;
 pub mod trace;

@@ -12,7 +12,7 @@ use super::*;
 /// sqrt(N)); positions come out unchanged, and slots past N untouched.
 pub(super) fn f64_step_matches_float64_reference() -> Result<(), Failed> {
     use interop::kernels::StepScalarsF64;
-    use nbody_app::sim::cpu::accelerations_f64;
+    use sim::cpu::accelerations_f64;
     let ctx = cuda()?;
     let k = Kernels::load(&ctx, None)?;
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;

@@ -2,8 +2,8 @@
 //! their buffers' order, and its statistics for the record (θ, N, scene).
 
 use nbody_app::cuda::tree::GpuTree;
-use nbody_app::sim::cpu::accelerations_f64;
-use nbody_app::sim::tree::{relative_errors, ErrorStats};
+use sim::cpu::accelerations_f64;
+use sim::tree::{relative_errors, ErrorStats};
 
 use super::*;
 
@@ -141,7 +141,7 @@ pub(super) fn gpu_tree_phases_for_the_record() -> Result<(), Failed> {
 /// floor, when that is tiny).
 pub(super) fn gpu_tree_energy_drift_is_near_the_direct_sums() -> Result<(), Failed> {
     use nbody_app::cuda::gpu_stepper::GpuStepper;
-    use nbody_app::sim::diagnostics::diagnostics;
+    use sim::diagnostics::diagnostics;
     let ctx = cuda()?;
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };

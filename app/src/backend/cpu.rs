@@ -14,8 +14,8 @@
 //! moved the bodies ([`Cpu::step_frame`]).
 //!
 //! The accelerations come from the all-pairs sum or, with `--solver tree`, the Barnes–Hut tree
-//! ([`crate::sim::tree`]); the leapfrog and the upload are the same. The `--allow-slow` check and
-//! the spreading of long steps count the solver's cost ([`crate::sim::tree::step_terms`]).
+//! ([`sim::tree`]); the leapfrog and the upload are the same. The `--allow-slow` check and
+//! the spreading of long steps count the solver's cost ([`sim::tree::step_terms`]).
 
 use std::time::Instant;
 
@@ -23,11 +23,11 @@ use super::{LongSteps, PositionVbos, SimBackend, SimTimings, StepProgress};
 use crate::cuda::settings::Precision;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
-use crate::sim::cpu::{Cpu, CpuF32};
-use crate::sim::diagnostics::diagnostics;
-use crate::sim::partial::FrameSteps;
-use crate::sim::tree::{Interactions, Solver, TreePhases};
-use crate::sim::{Bodies, Diagnostics, PhysParams};
+use sim::cpu::{Cpu, CpuF32};
+use sim::diagnostics::diagnostics;
+use sim::partial::FrameSteps;
+use sim::tree::{Interactions, Solver, TreePhases};
+use sim::{Bodies, Diagnostics, PhysParams};
 
 /// The simulation in the precision asked for.
 #[derive(Debug)]
@@ -97,8 +97,8 @@ impl CpuBackend {
     /// The nominal all-pairs rate of this precision on this many threads (interactions/s).
     fn rate(&self) -> f64 {
         let per_thread = match self.sim {
-            Sim::F32(_) => crate::sim::cpu::NOMINAL_RATE_PER_THREAD,
-            Sim::F64(..) => crate::sim::cpu::NOMINAL_RATE_PER_THREAD_F64,
+            Sim::F32(_) => sim::cpu::NOMINAL_RATE_PER_THREAD,
+            Sim::F64(..) => sim::cpu::NOMINAL_RATE_PER_THREAD_F64,
         };
         per_thread * self.threads as f64
     }

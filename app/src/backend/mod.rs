@@ -27,8 +27,8 @@ use crate::cuda::settings::{DensityPath, InteropMode, ResourceFlags, StreamKind}
 pub use crate::gfx::buffers::PositionVbos;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
-pub use crate::sim::partial::StepProgress;
-use crate::sim::{Bodies, Diagnostics, PhysParams};
+pub use sim::partial::StepProgress;
+use sim::{Bodies, Diagnostics, PhysParams};
 
 /// Timings of the simulate step of one frame, in milliseconds.
 ///
@@ -125,8 +125,8 @@ pub trait SimBackend {
     /// with the old dt, which may launch and so needs the GL context: `gl`).
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);
     /// The force solver the steps use (`auto` resolved to the one it picked).
-    fn solver(&self) -> crate::sim::tree::Solver {
-        crate::sim::tree::Solver::Direct
+    fn solver(&self) -> sim::tree::Solver {
+        sim::tree::Solver::Direct
     }
     /// Steps by `solver` from the next frame (the overlay's solver and θ); a step spread over
     /// frames is abandoned first.
@@ -134,7 +134,7 @@ pub trait SimBackend {
     /// # Errors
     /// The backend has no such solver (fp64, a split, a backend without one); the tree does not
     /// fit. The backend keeps its solver then.
-    fn set_solver(&mut self, _solver: crate::sim::tree::Solver) -> anyhow::Result<()> {
+    fn set_solver(&mut self, _solver: sim::tree::Solver) -> anyhow::Result<()> {
         anyhow::bail!("this backend has one solver, the direct sum")
     }
     /// Index (0 or 1) of the buffer that holds the newest positions.
@@ -160,7 +160,7 @@ pub trait SimBackend {
     /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
     /// Afterwards the backend can only be dropped. Default: nothing to delete.
     fn release_gl(&mut self, _gl: Gl<'_>) {}
-    /// The current state with synchronised velocities (see [`crate::sim`]).
+    /// The current state with synchronised velocities (see [`sim`]).
     ///
     /// # Errors
     /// A CUDA or GL failure.
@@ -190,14 +190,14 @@ pub trait SimBackend {
 }
 
 /// Long steps that an interrupt stops and that a window spreads over frames (see
-/// [`crate::sim::partial`]): the CPU and the CUDA backends have them.
+/// [`sim::partial`]): the CPU and the CUDA backends have them.
 pub trait LongSteps {
     /// Stop a long step when `requested()` says so (Ctrl-C, SIGTERM): the CPU backend looks
     /// between its tasks, the CUDA backend splits a step estimated over half a second into
     /// launches and looks between them. A stopped step leaves the state as before it, and
     /// `simulate` returns early.
     fn set_interrupt(&mut self, requested: fn() -> bool);
-    /// Spread a long step over frames (the windowed demo; see [`crate::sim::partial`]): a step
+    /// Spread a long step over frames (the windowed demo; see [`sim::partial`]): a step
     /// split into parts (CUDA: launches of about `LAUNCH_S`; needs [`LongSteps::set_interrupt`],
     /// which gives the split) runs one part per `simulate` and returns, so the window system's
     /// events are handled between them; the positions flip only after the last part, so the

@@ -12,8 +12,8 @@ use crate::cuda::settings::InteropMode;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
-use crate::sim::tree::Solver;
-use crate::sim::{Bodies, PhysParams};
+use sim::tree::Solver;
+use sim::{Bodies, PhysParams};
 
 /// Simulation backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -277,8 +277,8 @@ mod external_fallback_tests {
     use crate::gfx::context::HeadlessContext;
     use crate::gfx::renderer::Renderer;
     use crate::gfx::GlInfo;
-    use crate::sim::init::initial_bodies;
-    use crate::sim::PhysParams;
+    use sim::init::initial_bodies;
+    use sim::PhysParams;
 
     /// What `--interop external` (with `--backend cuda` for `cuda`, `--block-size` for
     /// `block`) makes, the command line's other defaults kept.
@@ -293,7 +293,7 @@ mod external_fallback_tests {
         };
         BackendConfig {
             choice,
-            solver: crate::sim::tree::Solver::Direct,
+            solver: sim::tree::Solver::Direct,
             cuda: CudaOptions {
                 settings,
                 separate_maps: false,

@@ -15,11 +15,11 @@ use super::plan::Plan;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::LongSteps as _;
 use crate::cli::{BenchMode, Precision};
-use crate::sim::cpu::{Cpu, Float};
-use crate::sim::init::initial_bodies;
-use crate::sim::tree::{step_terms, Solver};
-use crate::sim::{Bodies, PhysParams};
 use crate::stop::{stopped, stopped_in_step};
+use sim::cpu::{Cpu, Float};
+use sim::init::initial_bodies;
+use sim::tree::{step_terms, Solver};
+use sim::{Bodies, PhysParams};
 
 /// The calibration's first body count, doubled until a step takes [`CALIBRATION_MIN_MS`].
 pub(super) const CALIBRATION_FIRST_N: usize = 1024;

@@ -20,11 +20,11 @@ use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::backend::{InteropSettings, PositionVbos};
 use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
 use crate::demo::frame::trace_stream;
-use crate::sim::init::initial_bodies;
-use crate::sim::tree::Solver;
-use crate::sim::Bodies;
 use crate::stop::stopped;
 use crate::trace::Recorder;
+use sim::init::initial_bodies;
+use sim::tree::Solver;
+use sim::Bodies;
 
 /// Per-frame samples of one (mode, N), all rounds.
 #[derive(Debug, Default)]
@@ -276,7 +276,7 @@ pub(super) fn measure(
     // --cpu-budget-ms, and in a default run without a GPU what would take it past DEFAULT_RUN_S.
     let mut skip: Vec<(BenchMode, usize)> = Vec::new();
     // One core's FMA peak, which the CPU rows' rates are put against (about 50 ms).
-    let peak = active.iter().any(|m| m.is_cpu()).then(crate::sim::cpu::peak::measure);
+    let peak = active.iter().any(|m| m.is_cpu()).then(sim::cpu::peak::measure);
     if active.iter().any(|m| m.is_cpu()) {
         // The initial condition is checked first (a wrong N for a file is said before any timing).
         initial(plan.bodies[0])?;
@@ -540,6 +540,6 @@ pub(super) fn trace_frame(rec: &Recorder, mode: BenchMode, s: &FrameSample, n: u
     trace_stream(rec, mode.interop(), &s.sim);
     rec.counter("frame ms", s.frame_ms);
     if let Some(k) = s.sim.kernel_ms.filter(|&k| k > 0.0 && steps > 0) {
-        rec.counter("interactions/s", crate::sim::interactions(n, steps) / (k * 1e-3));
+        rec.counter("interactions/s", sim::interactions(n, steps) / (k * 1e-3));
     }
 }

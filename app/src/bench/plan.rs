@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _};
 use super::report::mode_name;
 use super::STOP_AFTER_ROWS_ENV;
 use crate::cli::{BenchArgs, BenchMode, Precision, SplitOptions, YesNo};
-use crate::sim::PhysParams;
+use sim::PhysParams;
 
 /// Body counts timed when `--bodies` is not given.
 pub const DEFAULT_BODIES: [usize; 4] = [16384, 65536, 262144, 1048576];

@@ -27,7 +27,7 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Precision::F32, help_heading = "Simulation")]
     pub precision: Precision,
     /// Opening angle θ of the `tree` mode (0 to 2; 0 opens every cell: the direct sum).
-    #[arg(long, value_name = "θ", default_value_t = crate::sim::tree::DEFAULT_THETA, value_parser = super::values::parse_theta, allow_negative_numbers = true, help_heading = "Simulation")]
+    #[arg(long, value_name = "θ", default_value_t = sim::tree::DEFAULT_THETA, value_parser = super::values::parse_theta, allow_negative_numbers = true, help_heading = "Simulation")]
     pub theta: f32,
     /// Modes to time, comma separated [default: every mode this machine supports].
     #[arg(long, value_enum, value_delimiter = ',', help_heading = "Measurement")]

@@ -53,7 +53,7 @@ pub struct DemoArgs {
     ///
     /// Smaller is more accurate and slower; `nbody-interop accuracy` measures the force error
     /// per θ.
-    #[arg(long, value_name = "θ", default_value_t = crate::sim::tree::DEFAULT_THETA, value_parser = parse_theta, allow_negative_numbers = true, help_heading = "Simulation")]
+    #[arg(long, value_name = "θ", default_value_t = sim::tree::DEFAULT_THETA, value_parser = parse_theta, allow_negative_numbers = true, help_heading = "Simulation")]
     pub theta: f32,
     /// Start even when one step is estimated to take over 10 s.
     ///

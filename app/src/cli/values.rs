@@ -5,7 +5,7 @@
 use clap::ValueEnum;
 
 use crate::cuda::settings::{DensityPath, ExternalSync, InteropMode};
-use crate::sim::tree::{check_theta, Solver};
+use sim::tree::{check_theta, Solver};
 
 /// `--solver`: how the accelerations are computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,8 +7,8 @@ use interop::{DevicePtr, Stream};
 
 use super::kernels::Kernels;
 use super::launch_rule::{validate_block_size, Launch, Masses};
-use crate::sim::partial::PartialStep;
-use crate::sim::{Leapfrog, PhysParams};
+use sim::partial::PartialStep;
+use sim::{Leapfrog, PhysParams};
 
 /// The GPU side of the integrator: kernels, velocities and leapfrog state, with positions in
 /// two caller-provided buffers (mapped GL buffers, or device buffers) that ping-pong.
@@ -16,7 +16,7 @@ use crate::sim::{Leapfrog, PhysParams};
 /// A step estimated longer than [`LONG_STEP_S`] (with an interrupt set,
 /// [`GpuStepper::set_interrupt`]) runs as several launches over body ranges; with
 /// [`GpuStepper::set_spread`] such a step is spread over calls of [`GpuStepper::launch_frame`]
-/// (frames), its state kept in a [`PartialStep`] (see [`crate::sim::partial`]). Every method
+/// (frames), its state kept in a [`PartialStep`] (see [`sim::partial`]). Every method
 /// that reads or changes the state first finishes ([`GpuStepper::sync_in`], the whole-step
 /// [`GpuStepper::launch_steps`]) or abandons ([`GpuStepper::abandon_step`]) a step in progress.
 pub struct GpuStepper {
@@ -71,7 +71,7 @@ pub struct Interrupt {
     pub rate: f64,
 }
 
-pub use crate::sim::partial::{FrameSteps, StepProgress, LAUNCH_S, LONG_STEP_S};
+pub use sim::partial::{FrameSteps, StepProgress, LAUNCH_S, LONG_STEP_S};
 
 /// The all-pairs rate (interactions/s) to expect from a GPU: the H200's measured 2.0e12
 /// (`bench --modes compute`, N ≥ 131072: 132 SMs at 1980 MHz) scaled by SMs × clock. A lead
@@ -138,7 +138,7 @@ impl GpuStepper {
     }
 
     /// Spread split steps over frames: [`GpuStepper::launch_frame`] then runs one launch
-    /// ([`crate::sim::partial::PARTS_PER_FRAME`]) of a split step per call and keeps the step in
+    /// ([`sim::partial::PARTS_PER_FRAME`]) of a split step per call and keeps the step in
     /// progress for the next call (the windowed demo, so that its event loop runs between the
     /// launches). Off: every call runs whole steps. A step in progress is not touched here.
     pub fn set_spread(&mut self, on: bool) {
@@ -164,8 +164,8 @@ impl GpuStepper {
     }
 
     /// The solver the steps use: the tree with its θ, or the direct sum.
-    pub fn solver(&self) -> crate::sim::tree::Solver {
-        self.tree.as_ref().map_or(crate::sim::tree::Solver::Direct, |t| crate::sim::tree::Solver::Tree { theta: t.theta() })
+    pub fn solver(&self) -> sim::tree::Solver {
+        self.tree.as_ref().map_or(sim::tree::Solver::Direct, |t| sim::tree::Solver::Tree { theta: t.theta() })
     }
 
     /// The tree solver, mutable (θ, phase timing).
@@ -182,7 +182,7 @@ impl GpuStepper {
     /// each (at most one per 1024 bodies).
     pub fn launches_per_step(&self) -> usize {
         let Some(i) = self.interrupt.filter(|_| self.tree.is_none()) else { return 1 };
-        crate::sim::partial::parts_for(self.step_seconds(i.rate), self.n, MIN_LAUNCH_BODIES)
+        sim::partial::parts_for(self.step_seconds(i.rate), self.n, MIN_LAUNCH_BODIES)
     }
 
     /// True when the next frame writes the back buffer in part only: a step is in progress, or
@@ -265,7 +265,7 @@ impl GpuStepper {
             // Paused: a step in progress waits.
             return Ok(out);
         }
-        let budget = if spread { crate::sim::partial::PARTS_PER_FRAME } else { usize::MAX };
+        let budget = if spread { sim::partial::PARTS_PER_FRAME } else { usize::MAX };
         if self.partial.is_some() {
             match self.continue_partial(pos, stream, budget)? {
                 Part::Stopped => return Ok(FrameSteps { stopped: true, ..out }),
@@ -325,7 +325,7 @@ impl GpuStepper {
 
     /// One step's estimated length at `rate` interactions/s (s).
     fn step_seconds(&self, rate: f64) -> f64 {
-        crate::sim::tree::step_terms(self.solver(), self.n, true) / rate.max(1.0)
+        sim::tree::step_terms(self.solver(), self.n, true) / rate.max(1.0)
     }
 
     /// Finishes a step in progress (its remaining launches, an interrupt looked at between

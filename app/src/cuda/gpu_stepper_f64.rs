@@ -11,7 +11,7 @@ use super::gpu_stepper::{nominal_rate, Interrupt, LONG_STEP_S};
 use super::kernels::{eps2_f64, Kernels};
 use super::launch_rule::{validate_block_size, AUTO_BLOCK};
 use super::settings::Precision;
-use crate::sim::{Bodies, Leapfrog, PhysParams};
+use sim::{Bodies, Leapfrog, PhysParams};
 
 /// The fp64 kernels' block size for [`AUTO_BLOCK`]: their launch bound (256).
 pub const F64_AUTO_BLOCK: u32 = interop::kernels::F64_MAX_BLOCK;

@@ -12,7 +12,7 @@ use super::kernels::Kernels;
 use super::launch_rule::Launch;
 use super::settings::Precision;
 use super::split::SplitStepper;
-use crate::sim::PhysParams;
+use sim::PhysParams;
 
 /// The integrator a CUDA backend runs: fp32 ([`GpuStepper`], positions in the two float4
 /// buffers GL draws), fp64 ([`GpuStepperF64`], the state in its own buffers, converted into

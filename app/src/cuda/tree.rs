@@ -11,7 +11,7 @@ use interop::kernels::{StepScalars, TreeCounts, TreeKernels, TreeWorkspace, MAX_
 use interop::{Context, Event, Stream};
 
 use super::kernels::{check_bytes_fit, eps2, Kernels, StepBuffers};
-use crate::sim::PhysParams;
+use sim::PhysParams;
 
 /// The times of a step's three phases on the GPU (ms, from CUDA events).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -52,7 +52,7 @@ impl GpuTree {
     /// workspace does not fit (the message gives the estimate, the free memory and the remedy);
     /// an allocation fails.
     pub fn new(kernels: &Kernels, ctx: &Arc<Context>, n: usize, theta: f32) -> anyhow::Result<Self> {
-        let theta = crate::sim::tree::check_theta(theta).map_err(anyhow::Error::msg)?;
+        let theta = sim::tree::check_theta(theta).map_err(anyhow::Error::msg)?;
         let tree = kernels.tree()?;
         if n == 0 || n > MAX_TREE_BODIES {
             bail!("the GPU tree takes 1 to {MAX_TREE_BODIES} bodies, not {n}: use --solver direct for this N");
@@ -76,7 +76,7 @@ impl GpuTree {
     /// # Errors
     /// θ negative or not finite.
     pub fn set_theta(&mut self, theta: f32) -> anyhow::Result<()> {
-        self.theta = crate::sim::tree::check_theta(theta).map_err(anyhow::Error::msg)?;
+        self.theta = sim::tree::check_theta(theta).map_err(anyhow::Error::msg)?;
         Ok(())
     }
 
@@ -92,7 +92,7 @@ impl GpuTree {
 
     /// One leapfrog step of all bodies by the tree: `bufs.0` (the positions the tree is built
     /// from) → `bufs.1`, velocities `bufs.2` updated in place; `drift` and `kick` as the direct
-    /// kernels' (`crate::sim::Leapfrog`). On `stream`, asynchronous.
+    /// kernels' (`sim::Leapfrog`). On `stream`, asynchronous.
     ///
     /// # Errors
     /// A launch fails or is refused (buffers shorter than N or overlapping).

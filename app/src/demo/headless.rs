@@ -7,7 +7,7 @@ use super::scene::Scene;
 use crate::cli::DemoArgs;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
-use crate::sim::{Bodies, PhysParams};
+use sim::{Bodies, PhysParams};
 
 /// How often a headless run prints a progress line.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);

@@ -21,8 +21,8 @@ pub mod windowed;
 use anyhow::{bail, Context as _};
 
 use crate::cli::DemoArgs;
-use crate::sim::init::{initial_bodies_with, InitError};
-use crate::sim::PhysParams;
+use sim::init::{initial_bodies_with, InitError};
+use sim::PhysParams;
 
 /// Run the demo with `args`: windowed, or headless with `--headless`.
 ///
@@ -344,8 +344,8 @@ fn frames_interrupted(done: u64, n: u64, cut: bool) -> crate::stop::Interrupted 
 pub const EXIT_DISPLAY_LOST: i32 = 3;
 
 /// Nominal all-pairs rate of the CPU backend per thread (interactions/s): see
-/// [`crate::sim::cpu::NOMINAL_RATE_PER_THREAD`].
-pub const CPU_INTERACTIONS_PER_THREAD: f64 = crate::sim::cpu::NOMINAL_RATE_PER_THREAD;
+/// [`sim::cpu::NOMINAL_RATE_PER_THREAD`].
+pub const CPU_INTERACTIONS_PER_THREAD: f64 = sim::cpu::NOMINAL_RATE_PER_THREAD;
 /// Nominal all-pairs rate of the CUDA backend (interactions/s): 2.0e12 measured on an H200
 /// (`bench --modes compute`, N ≥ 131072).
 pub const GPU_INTERACTIONS_NOMINAL: f64 = 2.0e12;
@@ -354,16 +354,16 @@ pub const SLOW_STEP_S: f64 = 10.0;
 /// Host bytes per body the demo needs at most (initial state, the last finite copy, the CPU
 /// backend's arrays, the renderer's scratch, upload staging): the figure the state-file reader
 /// limits N by too.
-pub const HOST_BYTES_PER_BODY: u64 = crate::sim::file_io::HOST_BYTES_PER_BODY;
+pub const HOST_BYTES_PER_BODY: u64 = sim::file_io::HOST_BYTES_PER_BODY;
 
 /// Refuses N whose estimated step time exceeds [`SLOW_STEP_S`] unless `allow_slow`: the step's
-/// terms by `solver` ([`crate::sim::tree::step_terms`]) at the backend's nominal rate.
+/// terms by `solver` ([`sim::tree::step_terms`]) at the backend's nominal rate.
 ///
 /// # Errors
 /// The estimate, the rate it assumed and the remedy.
-pub fn check_step_time(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+pub fn check_step_time(n: usize, solver: sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
     let (rate, what) = nominal_rate(cpu);
-    check_step_rate(n, crate::sim::tree::step_terms(solver, n, !cpu), rate, &what, allow_slow)
+    check_step_rate(n, sim::tree::step_terms(solver, n, !cpu), rate, &what, allow_slow)
 }
 
 /// The nominal all-pairs rate (interactions/s) the estimates assume, and whose rate it is: the
@@ -382,7 +382,7 @@ fn nominal_rate(cpu: bool) -> (f64, String) {
 ///
 /// # Errors
 /// As [`check_step_time`] without `allow_slow`.
-fn refuse_slow_step(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+fn refuse_slow_step(n: usize, solver: sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
     if allow_slow {
         return Ok(());
     }
@@ -395,9 +395,9 @@ fn refuse_slow_step(n: usize, solver: crate::sim::tree::Solver, cpu: bool, allow
 ///
 /// # Errors
 /// The estimate and the remedies.
-fn refuse_slow_frame(n: usize, k: u32, solver: crate::sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
+fn refuse_slow_frame(n: usize, k: u32, solver: sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
     let (rate, _) = nominal_rate(cpu);
-    let secs = crate::sim::tree::step_terms(solver, n, !cpu) * f64::from(k) / rate;
+    let secs = sim::tree::step_terms(solver, n, !cpu) * f64::from(k) / rate;
     if secs > SLOW_STEP_S && !allow_slow {
         bail!(
             "one frame of --steps-per-frame {k} steps of N = {n} bodies is estimated at {}; give fewer steps a frame (or \

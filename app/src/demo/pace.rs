@@ -31,7 +31,7 @@ pub const MAX_STEPS: u32 = 1 << 20;
 pub const WINDOW: usize = 5;
 
 /// Simulated time per wall second of `figure-eight` (N-body time units, G = 1): one period
-/// ([`crate::sim::init::FIGURE_EIGHT_PERIOD`] ≈ 6.33) in about 3 s.
+/// ([`sim::init::FIGURE_EIGHT_PERIOD`] ≈ 6.33) in about 3 s.
 pub const FIGURE_EIGHT_RATE: f64 = 2.0;
 /// Simulated time per wall second of `galaxies`: the disks meet within a few time units and
 /// merge over some 30, so the encounter plays in about a minute.
@@ -207,7 +207,7 @@ pub fn parts_for_share(part_ms: f64, show_ms: f64) -> usize {
     (wanted - 1e-9).ceil().clamp(1.0, most) as usize
 }
 
-/// How many parts of a step spread over frames (see [`crate::sim::partial`]) a windowed frame
+/// How many parts of a step spread over frames (see [`sim::partial`]) a windowed frame
 /// runs: one part per frame would pay a whole frame's showing (on a software renderer, the draw
 /// of every body) per part, so a step of many short parts took many times its own time. The
 /// budget follows the frames' own times: the median time per part and the median time to show a
@@ -353,13 +353,13 @@ mod tests {
     /// the range.
     #[test]
     fn each_scene_has_a_rate_and_the_keys_scale_it() {
-        for name in crate::sim::init::NAMES {
+        for name in sim::init::NAMES {
             assert!(scene_rate(name) > 0.0, "{name}");
         }
         assert!(scene_rate("figure-eight") > scene_rate("galaxies"), "the small orbit runs faster");
         assert_eq!(scene_rate("state.csv"), FILE_RATE);
         // A figure-eight period in a few seconds, a galaxy encounter (about 30 time units) in about a minute.
-        let period_s = crate::sim::init::FIGURE_EIGHT_PERIOD / FIGURE_EIGHT_RATE;
+        let period_s = sim::init::FIGURE_EIGHT_PERIOD / FIGURE_EIGHT_RATE;
         assert!((2.0..6.0).contains(&period_s), "{period_s}");
         assert!((40.0..90.0).contains(&(30.0 / GALAXIES_RATE)));
         assert_eq!(scaled_rate(2.0, 2.0), 4.0);

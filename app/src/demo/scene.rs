@@ -17,11 +17,11 @@ use crate::gfx::gl::{CurrentContext, Gl};
 use crate::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
 use crate::gfx::GlInfo;
-use crate::sim::{Bodies, PhysParams};
 use crate::trace::{Recorder, Span};
 use crate::ui::action::{Action, FrameStats};
 use crate::ui::overlay::{BackendView, Controls, Overlay};
 use crate::ui::workflow::WorkflowView;
+use sim::{Bodies, PhysParams};
 
 mod held;
 mod outputs;
@@ -238,10 +238,10 @@ impl Scene {
         // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
         // GPU's, derived from its SM count and clock.
         let (rate, what) = backend.nominal_rate();
-        let terms = crate::sim::tree::step_terms(backend.solver(), bodies.len(), backend.cuda().is_some());
+        let terms = sim::tree::step_terms(backend.solver(), bodies.len(), backend.cuda().is_some());
         scene.check_step_estimate(bodies.len(), terms, rate, &what)?;
         scene.backend = Some(backend);
-        let preset = crate::sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
+        let preset = sim::init::NAMES.contains(&scene.args.init()) && scene.args.init() != "figure-eight";
         let fell_back = cpu && scene.args.bodies.is_none() && scene.args.default_bodies.is_none();
         if fell_back {
             // `auto` fell back to the CPU: its default N is the one of scene keys and `r` too.
@@ -383,14 +383,14 @@ impl Scene {
             self.diagnostics_due = false;
             self.compute_diagnostics()?;
         }
-        let tree = matches!(self.backend()?.solver(), crate::sim::tree::Solver::Tree { .. });
+        let tree = matches!(self.backend()?.solver(), sim::tree::Solver::Tree { .. });
         if let Some(r) = &self.recorder {
             if self.frame > 0 {
                 r.counter("frame ms", host_frame_ms);
             }
             if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0 && timings.spread.is_none()) {
                 let name = if tree { "effective interactions/s" } else { "interactions/s" };
-                r.counter(name, crate::sim::interactions(n, steps) / (t * 1e-3));
+                r.counter(name, sim::interactions(n, steps) / (t * 1e-3));
             }
         }
         let (draw, density_ms) = (self.renderer.draw_time(), self.density_ms());

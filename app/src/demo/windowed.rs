@@ -36,9 +36,9 @@ use super::scene::Scene;
 use super::Summary;
 use crate::cli::DemoArgs;
 use crate::gfx::present::DemoWindow;
-use crate::sim::{Bodies, PhysParams};
 use crate::ui::action::Action;
 use crate::ui::overlay::RESET_INITS;
+use sim::{Bodies, PhysParams};
 
 /// What a key press did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use anyhow::anyhow;
 
 use super::gl::Gl;
-use crate::sim::Bodies;
+use sim::Bodies;
 
 /// The two GL position vertex buffers, each `[N][4]` f32 (x, y, z, mass), at least `16 * N`
 /// bytes: made by the renderer (`GL_ARRAY_BUFFER`, `GL_DYNAMIC_DRAW`), or imported from CUDA

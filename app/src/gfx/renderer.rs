@@ -33,7 +33,7 @@ use super::shaders::build_program;
 use super::target::{RenderTarget, BACKGROUND};
 use super::tonemap::{tonemap_wanted, Tonemap};
 use super::GlInfo;
-use crate::sim::Bodies;
+use sim::Bodies;
 
 /// What the renderer needs from the frame loop to draw one frame.
 #[derive(Debug, Clone, Copy)]

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::gl::Gl;
-use crate::sim::file_io::{OutputFile, WriteProblem};
+use sim::file_io::{OutputFile, WriteProblem};
 
 /// Read `width` × `height` RGBA8 pixels of the framebuffer bound for reading, top row first
 /// (GL's rows start at the bottom; they are flipped here). Alpha is forced to 255.

@@ -1,4 +1,4 @@
-//! `nbody-interop accuracy`: the Barnes–Hut tree's force error ([`crate::sim::tree`]) against
+//! `nbody-interop accuracy`: the Barnes–Hut tree's force error ([`sim::tree`]) against
 //! the float64 direct sum, per scene, N and θ, with its cost.
 //!
 //! For each scene and N: the float64 all-pairs accelerations of the f32 positions
@@ -22,13 +22,13 @@ use serde::Serialize;
 use super::accuracy_gpu::GpuAccuracy;
 use crate::cli::{AccuracyArgs, BackendChoice};
 use crate::provenance::{write_atomic, Provenance};
-use crate::sim::cpu::{accelerations_f32, accelerations_f64};
-use crate::sim::init::{initial_bodies, InitialCondition, NAMES};
-use crate::sim::tree::{relative_errors, ErrorStats, Octree};
 use crate::stop::{stopped, stopped_in_step, Interrupted};
+use sim::cpu::{accelerations_f32, accelerations_f64};
+use sim::init::{initial_bodies, InitialCondition, NAMES};
+use sim::tree::{relative_errors, ErrorStats, Octree};
 
 /// The fewest bodies `accuracy` measures: below it the tree has few levels
-/// ([`crate::sim::tree::LEAF_BODIES`] bodies a leaf: 32 leaves at 512) and a force evaluation
+/// ([`sim::tree::LEAF_BODIES`] bodies a leaf: 32 leaves at 512) and a force evaluation
 /// takes microseconds, so neither the error nor the speedup (which rounds to `0.0×` at N = 3)
 /// tells how the tree does at work. Figure-eight (3 bodies) is refused for the same reason.
 pub const MIN_BODIES: usize = 512;

@@ -15,7 +15,7 @@ use interop::{Context, Device, DeviceBuffer, Event, SchedFlag, Stream, StreamSem
 use crate::cuda::kernels::{eps2_f64, Kernels};
 use crate::cuda::launch_rule::{Masses, AUTO_BLOCK};
 use crate::cuda::tree::GpuTree;
-use crate::sim::PhysParams;
+use sim::PhysParams;
 
 /// Threads per block of the fp64 reference (the fp64 kernels' largest).
 const F64_BLOCK: u32 = 256;

@@ -20,9 +20,9 @@ use serde::Serialize;
 use crate::bench::stats::median;
 use crate::cli::{GpuCount, ScaleArgs, SplitOptions};
 use crate::cuda::split::SplitStepper;
-use crate::sim::init::initial_bodies;
-use crate::sim::PhysParams;
 use crate::stop::{stopped, Interrupted};
+use sim::init::initial_bodies;
+use sim::PhysParams;
 
 /// Body counts timed when `--bodies` is not given.
 pub const DEFAULT_BODIES: [usize; 1] = [1 << 20];
@@ -266,7 +266,7 @@ impl Baseline {
 fn measure_row(
     api: &Arc<interop::Api>,
     args: &ScaleArgs,
-    bodies: &crate::sim::Bodies,
+    bodies: &sim::Bodies,
     devices: &[i32],
     (gpus, slices_per_gpu): (u32, u32),
     steps: u32,

@@ -4,7 +4,7 @@
 
 use crate::backend::{InteropSettings, SimTimings};
 use crate::gfx::gpu_timer::DrawClock;
-use crate::sim::PhysParams;
+use sim::PhysParams;
 
 /// Measurements of one frame, recorded after it is drawn.
 #[derive(Debug, Clone, Copy, Default)]
@@ -60,5 +60,5 @@ pub enum Action {
     /// Run the mistake-lab case of this name on scratch resources.
     RunLab(String),
     /// Step by another force solver, or the tree with another θ (`backend.set_solver`).
-    SetSolver(crate::sim::tree::Solver),
+    SetSolver(sim::tree::Solver),
 }

@@ -17,8 +17,8 @@ use super::widgets::{keep, settings_ui, solver_ui};
 use crate::backend::{InteropSettings, SimTimings};
 use crate::cuda::settings::{InteropMode, View};
 use crate::gfx::GlInfo;
-use crate::sim::tree::Solver;
-use crate::sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
+use sim::tree::Solver;
+use sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
 
 /// Frames kept in the rolling plots.
 pub const HISTORY: usize = 300;

@@ -6,7 +6,7 @@ use egui::RichText;
 use super::action::Action;
 use crate::backend::InteropSettings;
 use crate::cuda::settings::{InteropMode, ResourceFlags, StreamKind};
-use crate::sim::tree::Solver;
+use sim::tree::Solver;
 
 pub(super) fn combo<T: PartialEq + Copy>(ui: &mut egui::Ui, label: &str, value: &mut T, options: &[(T, &str)]) {
     let current = options.iter().find(|(v, _)| v == value).map_or("?", |(_, n)| n);

@@ -86,7 +86,7 @@ use crate::gfx::fence::{wait_fence, wait_for_gl};
 use crate::gfx::gl::Gl;
 use crate::gfx::gl_semaphore::SemaphoreFns;
 use crate::gfx::memory_object::{import_exported, Imported, MemoryObjectFns};
-use crate::sim::Bodies;
+use sim::Bodies;
 
 /// Environment variable: `1` imports only as a dedicated memory object, `0` only as a
 /// non-dedicated one; unset: dedicated first, then non-dedicated.

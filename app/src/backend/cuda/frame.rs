@@ -19,7 +19,7 @@ use crate::cuda::stepper::Stepper;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::fence::wait_for_gl;
 use crate::gfx::gl::Gl;
-use crate::sim::Bodies;
+use sim::Bodies;
 
 impl CudaBackend {
     /// The rest of a step in progress (spread over frames: its remaining launches), the

@@ -67,7 +67,7 @@ use crate::cuda::split::SplitStepper;
 use crate::cuda::stepper::{SplitRender, Stepper};
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
-use crate::sim::{Bodies, PhysParams};
+use sim::{Bodies, PhysParams};
 
 /// Everything a CUDA backend is made from.
 #[derive(Debug, Clone)]
@@ -304,16 +304,16 @@ impl CudaBackend {
 
     /// Steps by `solver` from the next frame: the direct kernel, or the GPU tree
     /// ([`crate::cuda::tree::GpuTree`], its workspace allocated here) with its θ; `auto` picks by
-    /// N ([`crate::sim::tree::Solver::resolve`]; the direct sum in fp64 and split setups). A
+    /// N ([`sim::tree::Solver::resolve`]; the direct sum in fp64 and split setups). A
     /// step spread over frames is abandoned first (the state goes back to before it).
     ///
     /// # Errors
     /// The tree with `--precision f64` or the bodies split over slices (both keep the direct
     /// sum); the tree's memory does not fit or its kernels are missing; finishing the step fails.
-    pub fn set_solver(&mut self, solver: crate::sim::tree::Solver) -> anyhow::Result<()> {
+    pub fn set_solver(&mut self, solver: sim::tree::Solver) -> anyhow::Result<()> {
         let Stepper::F32(gpu) = &mut self.gpu else {
             // `auto` keeps the direct sum here; only an explicit tree is refused.
-            if let crate::sim::tree::Solver::Tree { .. } = solver {
+            if let sim::tree::Solver::Tree { .. } = solver {
                 bail!(
                     "the GPU tree is float32 and runs on one GPU: --precision f64 and the split over slices (--gpus, \
                      --slices) use the direct sum; use --solver direct with them, or drop them to use the tree"
@@ -323,8 +323,8 @@ impl CudaBackend {
         };
         gpu.abandon_step(&self.stream)?;
         match solver.resolve(self.n, true) {
-            crate::sim::tree::Solver::Direct | crate::sim::tree::Solver::Auto { .. } => gpu.set_tree(None),
-            crate::sim::tree::Solver::Tree { theta } => {
+            sim::tree::Solver::Direct | sim::tree::Solver::Auto { .. } => gpu.set_tree(None),
+            sim::tree::Solver::Tree { theta } => {
                 if let Some(tree) = gpu.tree_mut() {
                     return tree.set_theta(theta);
                 }
@@ -335,10 +335,10 @@ impl CudaBackend {
     }
 
     /// The solver the steps use.
-    pub fn solver(&self) -> crate::sim::tree::Solver {
+    pub fn solver(&self) -> sim::tree::Solver {
         match &self.gpu {
             Stepper::F32(gpu) => gpu.solver(),
-            _ => crate::sim::tree::Solver::Direct,
+            _ => sim::tree::Solver::Direct,
         }
     }
 
@@ -368,7 +368,7 @@ impl CudaBackend {
 
     /// fp64: the f64 positions (newest) and velocities as they are on the device, without the
     /// synchronising half kick (after k ≥ 1 steps the velocities are half a step ahead, as in
-    /// [`crate::sim::Leapfrog`]); `None` for fp32. For tests that compare the state itself with
+    /// [`sim::Leapfrog`]); `None` for fp32. For tests that compare the state itself with
     /// the float64 reference (the readback of [`crate::backend::SimBackend::bodies`] is rounded to f32).
     ///
     /// # Errors

@@ -17,7 +17,7 @@ use crate::cuda::settings::{DensityPath, InteropMode, Precision};
 use crate::cuda::stepper::Stepper;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
-use crate::sim::{diagnostics, Bodies, Diagnostics, PhysParams};
+use sim::{diagnostics, Bodies, Diagnostics, PhysParams};
 
 impl SimBackend for CudaBackend {
     fn label(&self) -> String {
@@ -28,7 +28,7 @@ impl SimBackend for CudaBackend {
             (InteropMode::External, _) => "external",
         };
         match self.solver() {
-            crate::sim::tree::Solver::Tree { theta } => format!("CUDA {mode} {} tree θ={theta} · {}", self.gpu.precision().name(), self.info.name),
+            sim::tree::Solver::Tree { theta } => format!("CUDA {mode} {} tree θ={theta} · {}", self.gpu.precision().name(), self.info.name),
             _ => format!("CUDA {mode} {} · {}", self.gpu.precision().name(), self.info.name),
         }
     }
@@ -37,11 +37,11 @@ impl SimBackend for CudaBackend {
         self.n
     }
 
-    fn solver(&self) -> crate::sim::tree::Solver {
+    fn solver(&self) -> sim::tree::Solver {
         CudaBackend::solver(self)
     }
 
-    fn set_solver(&mut self, solver: crate::sim::tree::Solver) -> anyhow::Result<()> {
+    fn set_solver(&mut self, solver: sim::tree::Solver) -> anyhow::Result<()> {
         CudaBackend::set_solver(self, solver)
     }
 

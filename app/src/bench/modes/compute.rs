@@ -19,7 +19,7 @@ use crate::cuda::launch_rule::{ForcedKernel, Launch, Masses};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, GatherChoice, StreamKind};
 use crate::cuda::split::SplitStepper;
-use crate::sim::{Bodies, PhysParams};
+use sim::{Bodies, PhysParams};
 
 /// The default-stream semantics a stream kind needs.
 fn semantics(stream: StreamKind) -> StreamSemantics {

@@ -28,8 +28,8 @@ use crate::gfx::readback::{PixelOrder, Readback};
 use crate::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
 use crate::gfx::GlInfo;
-use crate::sim::Bodies;
 use crate::trace::Recorder;
+use sim::Bodies;
 
 mod compute;
 
@@ -63,7 +63,7 @@ pub struct TreeSample {
 
 /// The CPU backend's last tree step (`cpu-tree`), as a [`TreeSample`]; `None` with the direct sum.
 fn cpu_tree_sample(b: &CpuBackend) -> Option<TreeSample> {
-    if !matches!(b.solver(), crate::sim::tree::Solver::Tree { .. }) {
+    if !matches!(b.solver(), sim::tree::Solver::Tree { .. }) {
         return None;
     }
     let (counts, p) = b.tree_step();
@@ -424,13 +424,13 @@ pub fn check_count(init: &str, bodies: &Bodies, n: usize) -> anyhow::Result<()> 
 #[derive(Debug)]
 pub struct StaticBackend {
     bodies: Bodies,
-    params: crate::sim::PhysParams,
+    params: sim::PhysParams,
 }
 
 impl StaticBackend {
     /// Holds `bodies` (already in VBO 0).
     pub fn new(bodies: &Bodies) -> Self {
-        StaticBackend { bodies: bodies.clone(), params: crate::sim::PhysParams::default() }
+        StaticBackend { bodies: bodies.clone(), params: sim::PhysParams::default() }
     }
 }
 
@@ -450,13 +450,13 @@ impl SimBackend for StaticBackend {
     fn front(&self) -> usize {
         0
     }
-    fn set_params(&mut self, _gl: Gl<'_>, params: crate::sim::PhysParams) {
+    fn set_params(&mut self, _gl: Gl<'_>, params: sim::PhysParams) {
         self.params = params;
     }
     fn bodies(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
         Ok(self.bodies.clone())
     }
-    fn diagnostics(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
-        Ok(crate::sim::diagnostics::diagnostics(&self.bodies, self.params))
+    fn diagnostics(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<sim::Diagnostics> {
+        Ok(sim::diagnostics::diagnostics(&self.bodies, self.params))
     }
 }

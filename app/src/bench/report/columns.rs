@@ -228,9 +228,9 @@ impl CpuColumns {
     /// The nominal peak at the `/proc/cpuinfo` clock takes two FMA pipes of 8 f32 lanes (256-bit
     /// datapaths: 32 flops a cycle; an AVX-512 instruction takes a pipe for two cycles where
     /// its datapath is 256 bits wide, as on AMD's Zen 4).
-    pub fn of(peak: &crate::sim::cpu::peak::FmaPeak, threads: usize, rate: Option<f64>) -> CpuColumns {
+    pub fn of(peak: &sim::cpu::peak::FmaPeak, threads: usize, rate: Option<f64>) -> CpuColumns {
         let per_core = rate.map(|r| r / threads.max(1) as f64);
-        let flops = |r: f64| r * crate::sim::FLOPS_PER_INTERACTION * 1e-9;
+        let flops = |r: f64| r * sim::FLOPS_PER_INTERACTION * 1e-9;
         CpuColumns {
             cpu_isa: Some(peak.isa.to_string()),
             cpu_mhz: peak.mhz,
@@ -325,7 +325,7 @@ pub(super) fn csv_cells(r: &Row) -> anyhow::Result<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::cpu::peak::FmaPeak;
+    use sim::cpu::peak::FmaPeak;
 
     /// The per-core rate is the run's over its threads, 20 flops an interaction over the measured
     /// peak and over 32 flops a cycle at the cpuinfo clock; a tree row (no rate) gets the facts

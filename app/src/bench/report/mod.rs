@@ -92,7 +92,7 @@ use serde::Serialize;
 use crate::cli::BenchMode;
 pub(crate) use crate::provenance::write_atomic;
 use crate::provenance::Provenance;
-use crate::sim::{interactions, FLOPS_PER_INTERACTION};
+use sim::{interactions, FLOPS_PER_INTERACTION};
 
 mod columns;
 mod plot;
@@ -224,7 +224,7 @@ pub struct RowMeta {
     /// Context scheduling flag.
     pub ctx_sched: Option<String>,
     /// The CPU modes: the core's FMA peak and the threads the CPU backend ran on.
-    pub cpu: Option<(crate::sim::cpu::peak::FmaPeak, usize)>,
+    pub cpu: Option<(sim::cpu::peak::FmaPeak, usize)>,
 }
 
 /// Facts of the whole run, the same in every row.

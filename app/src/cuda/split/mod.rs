@@ -47,7 +47,7 @@ use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 use super::kernels::{check_fits, Kernels};
 use super::launch_rule::{validate_block_size, ForcedKernel, Launch, Masses, StepLoop};
 use super::settings::GatherChoice;
-use crate::sim::{Bodies, Leapfrog, PhysParams};
+use sim::{Bodies, Leapfrog, PhysParams};
 
 use layout::Slice;
 pub use layout::{GatherPath, SliceLayout, SplitFrame};

@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use super::Scene;
 use crate::gfx::screenshot;
 use crate::gfx::target::RenderTarget;
-use crate::sim::Bodies;
+use sim::Bodies;
 
 /// Shortest time (s) between two reads of the state kept for a lost display; a read also waits
 /// for 20 times its own estimated cost (one force evaluation), so it takes at most 5 % of the run.
@@ -112,7 +112,7 @@ impl Scene {
         };
         let cost_s = self.backend.as_deref().map_or(0.0, |b| {
             let (rate, _) = b.nominal_rate();
-            crate::sim::tree::step_terms(b.solver(), b.n(), b.cuda().is_some()) / rate.max(1.0)
+            sim::tree::step_terms(b.solver(), b.n(), b.cuda().is_some()) / rate.max(1.0)
         });
         let every = HOLD_STATE_EVERY_S.max(20.0 * cost_s);
         let read = due.is_some_and(|t| t.elapsed().as_secs_f64() >= every) && self.step_in_progress().is_none();
@@ -184,7 +184,7 @@ pub fn write_held_outputs() -> i32 {
     }
     if let Some(path) = &h.save_state {
         match &h.state {
-            Some((frame, bodies, eps)) => match crate::sim::write_state_file(path, bodies, 0.0, *eps) {
+            Some((frame, bodies, eps)) => match sim::write_state_file(path, bodies, 0.0, *eps) {
                 Ok(()) => eprintln!(
                     "--save-state {}: the state of frame {frame}, the newest the run held (read at the start, at each \
                      diagnostics sample and every {HOLD_STATE_EVERY_S:.0} s or more)",

@@ -10,8 +10,8 @@ use crate::demo::summary::{Route, SummaryFile};
 use crate::demo::{EnergyChange, Summary};
 use crate::gfx::screenshot;
 use crate::gfx::target::RenderTarget;
-use crate::sim::tree::Solver;
-use crate::sim::Bodies;
+use sim::tree::Solver;
+use sim::Bodies;
 
 use super::Scene;
 
@@ -125,7 +125,7 @@ impl Scene {
         if let Some(path) = self.args.save_state.clone() {
             let (which, state) = (self.last_finite.0, &self.last_finite.1);
             // The header's time is 0 (the run does not track simulated time across dt changes).
-            let written = crate::sim::write_state_file(&path, state, 0.0, self.overlay.controls.params.softening);
+            let written = sim::write_state_file(&path, state, 0.0, self.overlay.controls.params.softening);
             match written.with_context(|| format!("writing --save-state {}", path.display())) {
                 Ok(()) => {
                     tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");

@@ -9,8 +9,8 @@ use super::Scene;
 use crate::backend::select::make_backend;
 use crate::demo::pace::Pace;
 use crate::gfx::renderer::framing_camera;
-use crate::sim::init::initial_bodies;
 use crate::ui::action::Action;
+use sim::init::initial_bodies;
 
 impl Scene {
     /// Apply the overlay's requests of the last frame; returns true for a single step.
@@ -86,7 +86,7 @@ impl Scene {
         // rate of the backend in use.
         let rate = self.backend.as_ref().map(|b| b.nominal_rate());
         let gpu = self.backend.as_ref().is_some_and(|b| b.cuda().is_some());
-        let terms = crate::sim::tree::step_terms(self.overlay.controls.solver, n, gpu);
+        let terms = sim::tree::step_terms(self.overlay.controls.solver, n, gpu);
         let preset = !std::path::Path::new(init).is_file();
         let checks = if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
             Err(anyhow!("N must be from 1 to {}", crate::cuda::kernels::MAX_BODIES))

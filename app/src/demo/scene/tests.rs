@@ -7,7 +7,7 @@ use crate::backend::{CudaSide, PositionVbos, SettingsChange, SimTimings};
 use crate::cli::Cli;
 use crate::demo::headless::headless_input;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
-use crate::sim::init::initial_bodies;
+use sim::init::initial_bodies;
 
 fn args(extra: &[&str]) -> DemoArgs {
     let mut v = vec!["nbody-interop", "--headless", "--backend", "cpu", "--bodies", "200"];
@@ -144,8 +144,8 @@ impl SimBackend for Fake {
         anyhow::bail!("fake")
     }
 
-    fn diagnostics(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<crate::sim::Diagnostics> {
-        Ok(crate::sim::Diagnostics::default())
+    fn diagnostics(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<sim::Diagnostics> {
+        Ok(sim::Diagnostics::default())
     }
 
     fn cuda(&self) -> Option<&dyn CudaSide> {
@@ -251,18 +251,18 @@ fn the_overlay_switches_the_solver_live() {
     let a = args(&[]);
     let (mut s, t, ctx) = scene(&a);
     frame(&mut s, t);
-    assert_eq!(s.backend.as_ref().expect("backend").solver(), crate::sim::tree::Solver::Direct);
+    assert_eq!(s.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
     // What the solver row does when "tree" is picked and θ set.
-    let tree = crate::sim::tree::Solver::Tree { theta: 0.7 };
+    let tree = sim::tree::Solver::Tree { theta: 0.7 };
     s.overlay.controls.solver = tree;
     s.pending.push(Action::SetSolver(tree));
     frame(&mut s, t);
     let b = s.backend.as_ref().expect("backend");
     assert_eq!(b.solver(), tree);
     assert!(b.label().contains("tree θ=0.7"), "{}", b.label());
-    s.pending.push(Action::SetSolver(crate::sim::tree::Solver::Direct));
+    s.pending.push(Action::SetSolver(sim::tree::Solver::Direct));
     frame(&mut s, t);
-    assert_eq!(s.backend.as_ref().expect("backend").solver(), crate::sim::tree::Solver::Direct);
+    assert_eq!(s.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
     drop(s);
     drop(ctx);
 }

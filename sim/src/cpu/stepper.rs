@@ -7,9 +7,9 @@ use rayon::prelude::*;
 
 use super::simd::Accelerations;
 use super::{for_chunks, Float, Sources, CHUNK};
-use crate::sim::partial::{parts_for, FrameSteps, PartialStep, StepProgress};
-use crate::sim::tree::{Interactions, Octree, Solver, TreePhases};
-use crate::sim::{Bodies, Leapfrog, PhysParams};
+use crate::partial::{parts_for, FrameSteps, PartialStep, StepProgress};
+use crate::tree::{Interactions, Octree, Solver, TreePhases};
+use crate::{Bodies, Leapfrog, PhysParams};
 
 /// The CPU backend's simulation in float type `T` (`f32`: [`CpuF32`], the application's CPU
 /// backend; `f64`: `--precision f64`), multithreaded with rayon (tasks of 64 bodies `i`).
@@ -17,8 +17,8 @@ use crate::sim::{Bodies, Leapfrog, PhysParams};
 /// State in the kernel's layout: positions `[N][4]` (x, y, z, mass) and velocities `[N][4]`
 /// (vx, vy, vz, 0) in `T`. Between [`Cpu::step`] calls the velocities lag the positions by half
 /// a step; [`Cpu::bodies`] synchronises them. The direct sum is the explicit-SIMD loop of
-/// [`crate::sim::cpu`] in `T`; the tree ([`Solver::Tree`]) is the grouped SIMD walk for f32 and
-/// the f64 walk per body for f64 ([`crate::sim::tree::TreeReal`]).
+/// [`crate::cpu`] in `T`; the tree ([`Solver::Tree`]) is the grouped SIMD walk for f32 and
+/// the f64 walk per body for f64 ([`crate::tree::TreeReal`]).
 #[derive(Debug, Clone)]
 pub struct Cpu<T> {
     pub(super) pos: Vec<[T; 4]>,
@@ -82,7 +82,7 @@ impl<T: Float> Cpu<T> {
     }
 
     /// Compute the accelerations of the following force evaluations with `solver`: the
-    /// all-pairs sum (the default) or the Barnes–Hut tree ([`crate::sim::tree`]); `auto` picks by
+    /// all-pairs sum (the default) or the Barnes–Hut tree ([`crate::tree`]); `auto` picks by
     /// N ([`Solver::resolve`]). A step in progress is abandoned first (it starts again with the
     /// new solver).
     pub fn set_solver(&mut self, solver: Solver) {
@@ -131,11 +131,11 @@ impl<T: Float> Cpu<T> {
         }
     }
 
-    /// Spread steps estimated over [`crate::sim::partial::LONG_STEP_S`] at `rate` interactions/s
+    /// Spread steps estimated over [`crate::partial::LONG_STEP_S`] at `rate` interactions/s
     /// over calls of [`Cpu::step_frame`]: their force evaluation runs in parts of about
-    /// [`crate::sim::partial::LAUNCH_S`] (body ranges, [`parts_for`]), one per call, and the
-    /// bodies move only after the last (see [`crate::sim::partial`]). A step's length is
-    /// estimated from the solver's cost ([`crate::sim::tree::step_terms`]). `None`: whole steps.
+    /// [`crate::partial::LAUNCH_S`] (body ranges, [`parts_for`]), one per call, and the
+    /// bodies move only after the last (see [`crate::partial`]). A step's length is
+    /// estimated from the solver's cost ([`crate::tree::step_terms`]). `None`: whole steps.
     pub fn set_spread(&mut self, rate: Option<f64>) {
         self.spread = rate;
     }
@@ -159,7 +159,7 @@ impl<T: Float> Cpu<T> {
     /// progress waits.
     pub fn step_frame(&mut self, steps: u32) -> FrameSteps {
         let parts = match self.spread {
-            Some(rate) => parts_for(crate::sim::tree::step_terms(self.solver, self.len(), false) / rate.max(1.0), self.len(), CHUNK),
+            Some(rate) => parts_for(crate::tree::step_terms(self.solver, self.len(), false) / rate.max(1.0), self.len(), CHUNK),
             None => 1,
         };
         let mut out = FrameSteps::default();
@@ -171,7 +171,7 @@ impl<T: Float> Cpu<T> {
                 self.load_sources();
                 self.partial = Some(PartialStep::start(self.len(), parts, 0, &mut self.leap, self.params.dt));
             }
-            let budget = if self.spread.is_some() { crate::sim::partial::PARTS_PER_FRAME } else { usize::MAX };
+            let budget = if self.spread.is_some() { crate::partial::PARTS_PER_FRAME } else { usize::MAX };
             match self.continue_partial(budget) {
                 None => out.stopped = true,
                 Some(p) if p.in_progress() => out.spread = Some(p),

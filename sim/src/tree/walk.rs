@@ -37,7 +37,7 @@ impl AddAssign for Interactions {
 
 impl Octree {
     /// The acceleration at `x` (f64, length units) divided by G, and the interactions it took:
-    /// a depth-first walk from the root with the opening test of [`crate::sim::tree`]
+    /// a depth-first walk from the root with the opening test of [`crate::tree`]
     /// (open when `l / d ≥ θ`, `d` to the centre of mass, or when the cube contains `x`).
     /// `eps2` is ε²; `stack` is scratch space (cleared here).
     pub(super) fn acceleration(&self, stack: &mut Vec<u32>, x: [f64; 3], eps2: f64, theta: f64) -> ([f64; 3], Interactions) {

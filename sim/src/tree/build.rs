@@ -12,7 +12,7 @@ pub const LEAF_BODIES: usize = 16;
 /// Most bodies in a walk group: the groups are the cells of at most this many bodies whose
 /// parent has more, with consecutive siblings packed together (a leaf with more, at the grid's
 /// finest level, is a group of its own). The bodies of a group share one interaction list
-/// ([`crate::sim::tree`], "Walk").
+/// ([`crate::tree`], "Walk").
 pub const GROUP_BODIES: usize = 64;
 
 /// Bits of the Morton grid per axis (2²¹ cells along each side of the bounding cube).
@@ -51,7 +51,7 @@ pub(super) struct Node {
     /// `[xx, yy, zz, xy, xz, yz]` (mass × length²).
     pub(super) quad: [f64; 6],
     /// Trace of the second moment about the centre of mass, `Σ m |s|²` (mass × length²): the
-    /// softened expansion's extra term (see [`crate::sim::tree`]).
+    /// softened expansion's extra term (see [`crate::tree`]).
     pub(super) spread: f64,
     /// The cell's bodies: `start .. end` of [`Octree::bodies`] (Morton order).
     pub(super) start: u32,
@@ -126,7 +126,7 @@ pub struct BuildTimes {
     pub moments_ms: f64,
 }
 
-/// A Barnes–Hut octree over N bodies (see [`crate::sim::tree`] for the method and the sources).
+/// A Barnes–Hut octree over N bodies (see [`crate::tree`] for the method and the sources).
 #[derive(Debug, Clone, Default)]
 pub struct Octree {
     /// The cells, level by level; `nodes[0]` is the root (the bounding cube). Empty for N = 0.

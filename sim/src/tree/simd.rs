@@ -109,7 +109,7 @@ pub fn isa() -> &'static str {
 /// ([`CellF32`], its spread already multiplied by ε²). The group's bodies fill the lanes (a short last vector repeats
 /// its last body; those lanes are dropped), every list entry is broadcast to all lanes, and the
 /// body–body and body–cell terms are summed apart, then added. The terms are those of
-/// [`crate::sim::tree`] ("Force law"), in f32: for body–body terms `r² + ε²` is raised to the
+/// [`crate::tree`] ("Force law"), in f32: for body–body terms `r² + ε²` is raised to the
 /// least normal float and `m/r³` is capped at the largest float, so a body's own term (`r = 0`,
 /// ε = 0) and coincident bodies add `0 · MAX = 0`, and a massless source adds 0, as in the
 /// direct sum.

@@ -2,7 +2,7 @@
 //! [`CpuF64`]) and in the CPU backend's [`Cpu`] (float32, [`CpuF32`], or float64 for
 //! `--precision f64`), all parallel over bodies `i` with rayon.
 //!
-//! All follow the convention of [`crate::sim`]: one all-pairs force evaluation per step,
+//! All follow the convention of [`crate`]: one all-pairs force evaluation per step,
 //! `v += a(x_n) * kick` (kick = dt/2 on the first step after a synchronisation, else dt), then
 //! `x_{n+1} = x_n + v * dt`. [`Cpu::bodies`] / [`CpuF64::bodies`] finish with the closing half
 //! kick `v += a(x_n) * dt/2`, so the velocities they return are synchronised with the positions
@@ -86,7 +86,7 @@ pub trait Real:
 }
 
 /// A float type the CPU backend steps in: `f32` or `f64`.
-pub trait Float: Lane + crate::sim::tree::TreeReal {
+pub trait Float: Lane + crate::tree::TreeReal {
     /// The value of an f32 (exact).
     fn from_f32(x: f32) -> Self;
     /// The value rounded to f32.
@@ -288,7 +288,7 @@ pub fn step_reference_f64(bodies: &Bodies, params: PhysParams, kick: f64, dt_dri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::partial::{FrameSteps, StepProgress};
+    use crate::partial::{FrameSteps, StepProgress};
 
     static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     fn stop_requested() -> bool {
@@ -442,7 +442,7 @@ mod tests {
 #[cfg(test)]
 mod summation_tests {
     use super::*;
-    use crate::sim::init::InitialCondition;
+    use crate::init::InitialCondition;
 
     /// The two-galaxy scene at N = 262144: the first galaxy's stars (indices 1 … 64, after its
     /// centre at index 0, 0.3 of the total mass) feel the other galaxy's disk, 5.2 away, through

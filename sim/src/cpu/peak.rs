@@ -36,7 +36,7 @@ impl FmaPeak {
 
 /// Measures one core's FMA peak on the calling thread (about 50 ms).
 pub fn measure() -> FmaPeak {
-    let (isa, lanes) = (crate::sim::tree::isa(), pulp::Arch::new().dispatch(Lanes));
+    let (isa, lanes) = (crate::tree::isa(), pulp::Arch::new().dispatch(Lanes));
     let mut best = 0.0f64;
     for _ in 0..5 {
         let t = Instant::now();

@@ -1,7 +1,7 @@
 //! [`CpuF64`]: the float64 CPU backend, the reference of the tests.
 
 use super::{accelerations_range, for_chunks, Sources, CHUNK};
-use crate::sim::{Bodies, Leapfrog, PhysParams};
+use crate::{Bodies, Leapfrog, PhysParams};
 
 /// Float64 CPU backend: the reference of the tests (same integrator as [`super::CpuF32`] and the kernel),
 /// parallel over bodies `i` with rayon.

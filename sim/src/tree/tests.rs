@@ -1,9 +1,9 @@
-//! Accuracy of the tree against the float64 direct sum ([`crate::sim::cpu::accelerations_f64`]),
+//! Accuracy of the tree against the float64 direct sum ([`crate::cpu::accelerations_f64`]),
 //! on fixed-seed scenes.
 
 use super::*;
-use crate::sim::cpu::accelerations_f64;
-use crate::sim::init::initial_bodies;
+use crate::cpu::accelerations_f64;
+use crate::init::initial_bodies;
 
 /// The float64 direct sum of the same f32 positions.
 fn direct(pos: &[[f32; 4]], eps: f32) -> Vec<[f64; 3]> {
@@ -96,8 +96,8 @@ fn tiny_inputs() {
 /// order 1).
 #[test]
 fn cpu_backend_steps_with_the_tree() {
-    use crate::sim::cpu::CpuF32;
-    use crate::sim::PhysParams;
+    use crate::cpu::CpuF32;
+    use crate::PhysParams;
     let b = initial_bodies("plummer", 256, 2, 1.0).unwrap();
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
     let (mut direct, mut tree) = (CpuF32::new(&b, params), CpuF32::new(&b, params));

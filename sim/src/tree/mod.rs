@@ -1,5 +1,5 @@
 //! Barnes–Hut tree solver (Barnes & Hut 1986, Nature 324, 446): the accelerations of the
-//! direct sum ([`crate::sim::cpu`]) approximated in O(N log N) by an octree whose far cells act
+//! direct sum ([`crate::cpu`]) approximated in O(N log N) by an octree whose far cells act
 //! through their multipole moments.
 //!
 //! # Method
@@ -178,7 +178,7 @@ const TASK_GROUPS: usize = 8;
 /// Accelerations of all bodies of `pos` (`[N][4]`: x, y, z, mass, f32) by the tree with opening
 /// angle `theta`: builds an [`Octree`] and runs the grouped walk over it, in parallel (rayon).
 ///
-/// Returns `[N][3]` accelerations (`g` × mass / length², as [`crate::sim::cpu::accelerations_f64`])
+/// Returns `[N][3]` accelerations (`g` × mass / length², as [`crate::cpu::accelerations_f64`])
 /// and the interactions counted. `eps` is the softening length ε.
 pub fn accelerations_tree(pos: &[[f32; 4]], g: f32, eps: f32, theta: f32) -> (Vec<[f32; 3]>, Interactions) {
     let tree = Octree::build(pos);
