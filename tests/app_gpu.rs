@@ -38,8 +38,8 @@ use nbody_app::cli::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, R
 use nbody_app::cuda::split::SplitStepper;
 use nbody_app::gfx::context::HeadlessContext;
 
-use nbody_app::cuda::kernels::{Kernels, BODY_BYTES, EQUAL_MASS};
-use nbody_app::cuda::launch_rule::{Launch, Masses, StepLoop};
+use ::kernels::launch_rule::{Launch, Masses, StepLoop};
+use nbody_app::cuda::kernel_set::{Kernels, BODY_BYTES, EQUAL_MASS};
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use nbody_app::gfx::target::{OffscreenTarget, RenderTarget};
 use sim::cpu::step_reference_f64;

@@ -242,7 +242,7 @@ fn no_driver_is_named_and_the_routes_say_cpu() {
 
 #[test]
 fn a_driver_too_old_for_the_ptx_is_a_problem_with_the_version_it_needs() {
-    let embedded = PtxHeader::parse(nbody_app::cuda::kernels::EMBEDDED_PTX).expect("the embedded PTX's header");
+    let embedded = PtxHeader::parse(kernels::PTX).expect("the embedded PTX's header");
     let needs = cuda::min_driver_for_ptx(embedded.isa).expect("the embedded PTX's ISA is in the table");
     let old = DriverFact::Loaded { path: "libcuda.so.1".into(), version: needs - 10 };
     let devices = CudaFact::Devices(vec![h200(0)]);

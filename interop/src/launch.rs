@@ -5,9 +5,9 @@
 //! the driver with pointers to the wrong things.
 //!
 //! [`Launch::launch`] stays `unsafe` for the one thing no signature can show: that the kernel's
-//! reads and writes stay inside the views it was given. The project's own kernels, whose
-//! accesses `kernels/README.md` specifies, are wrapped once each in [`crate::kernels`] as safe
-//! functions.
+//! reads and writes stay inside the views it was given. A crate that knows its kernels' accesses
+//! wraps each launch once in a safe function that checks them (the N-body kernels of this
+//! workspace do so in their own crate, `kernels/`).
 
 use std::ffi::c_void;
 use std::marker::PhantomData;

@@ -38,7 +38,6 @@ pub mod entry;
 pub mod error;
 pub mod graphics;
 pub mod image;
-pub mod kernels;
 pub mod launch;
 pub mod library;
 pub mod loader;

@@ -17,7 +17,7 @@ pub(super) const VARIANTS: [(u32, u32, StepLoop); 11] =
 /// True when the PTX ships the stream-K pair of the variant (P, S, loop).
 pub(super) fn has_stream_k((p, split, step_loop): (u32, u32, StepLoop)) -> bool {
     let pair = Launch { stream_k: Some(1), ..launch(p, split, step_loop, 0) };
-    nbody_app::cuda::launch_rule::STEP_KERNEL_NAMES.contains(&pair.kernel_name().as_str())
+    ::kernels::launch_rule::STEP_KERNEL_NAMES.contains(&pair.kernel_name().as_str())
 }
 
 pub(super) fn launch(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Launch {
@@ -328,7 +328,7 @@ pub(super) fn the_ptx_ships_what_the_launch_rule_picks() -> Result<(), Failed> {
     let picks = launch_rule_picks()?;
     let sms = cuda()?.device().attribute(interop::sys::attr::MULTIPROCESSOR_COUNT)?;
     eprintln!("launch rule picks on {sms} SMs (kernel: cases): {picks:?}");
-    let shipped: std::collections::BTreeSet<String> = nbody_app::cuda::launch_rule::STEP_KERNEL_NAMES.iter().map(|s| s.to_string()).collect();
+    let shipped: std::collections::BTreeSet<String> = ::kernels::launch_rule::STEP_KERNEL_NAMES.iter().map(|s| s.to_string()).collect();
     let mut expected: std::collections::BTreeSet<String> = picks.keys().cloned().collect();
     let twins: Vec<String> = expected.iter().filter_map(|k| k.strip_prefix("nbody_stepk_").map(|v| format!("nbody_step_{v}"))).collect();
     expected.extend(twins);

@@ -11,7 +11,7 @@ use super::*;
 /// leaves ≤ 7e-14 per term, the sums differ from the CPU's in rounding order only, ~1e-16 ·
 /// sqrt(N)); positions come out unchanged, and slots past N untouched.
 pub(super) fn f64_step_matches_float64_reference() -> Result<(), Failed> {
-    use interop::kernels::StepScalarsF64;
+    use ::kernels::StepScalarsF64;
     use sim::cpu::accelerations_f64;
     let ctx = cuda()?;
     let k = Kernels::load(&ctx, None)?;
@@ -30,7 +30,7 @@ pub(super) fn f64_step_matches_float64_reference() -> Result<(), Failed> {
                 let mut out = vec![poison; n + tail];
                 let pout = DeviceBuffer::from_slice(&ctx, &out)?;
                 let vel = DeviceBuffer::from_slice(&ctx, &vel64)?;
-                let eps2 = nbody_app::cuda::kernels::eps2_f64(eps);
+                let eps2 = nbody_app::cuda::kernel_set::eps2_f64(eps);
                 let s = StepScalarsF64 { dt_drift: 0.0, kick: 1.0, eps2, g: 1.0 };
                 kernel.launch(256, n, 0..n, pin.view(), pout.view(), vel.view(), s, &stream)?;
                 stream.synchronize()?;

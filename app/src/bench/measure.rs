@@ -45,7 +45,7 @@ pub(super) struct Acc {
     /// The GPU setup the runner ran in (CUDA modes).
     pub(super) setup: Option<report::SetupFacts>,
     /// (block size, bodies per thread) of the kernel, for CUDA modes.
-    pub(super) launch: Option<crate::cuda::launch_rule::Launch>,
+    pub(super) launch: Option<kernels::launch_rule::Launch>,
     /// A visit ended with non-finite positions or velocities.
     pub(super) diverged: bool,
 }

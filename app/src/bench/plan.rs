@@ -43,11 +43,11 @@ pub(super) struct Plan {
 pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     let mut bodies = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
     for &n in &bodies {
-        if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
-            bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernels::MAX_BODIES);
+        if n == 0 || n > crate::cuda::kernel_set::MAX_BODIES {
+            bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernel_set::MAX_BODIES);
         }
     }
-    crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
+    kernels::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
         bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::values::{parse_f32, parse_whole_u32, parse_whole_u64, StepsPerFrame};
-use crate::cuda::launch_rule::{ForcedKernel, STEP_KERNEL_NAMES};
+use kernels::launch_rule::{ForcedKernel, STEP_KERNEL_NAMES};
 
 /// Physics and initial-condition options shared by the demo, `bench` and `scale`.
 #[derive(Debug, Clone, Args)]

@@ -32,11 +32,11 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use glam::Mat4;
-use interop::kernels::DensityKernels;
 use interop::sys::{event_flags, map_flags, register_flags};
 use interop::{
     map_resources, Context, DeviceBuffer, DevicePtr, Event, GraphicsResource, HeldImages, MappedArray, Sampling, Stream, SurfaceObject, TextureObject,
 };
+use kernels::DensityKernels;
 
 use super::clock::GpuClock;
 use super::settings::DensityPath;

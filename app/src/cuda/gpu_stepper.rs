@@ -5,8 +5,8 @@
 use anyhow::{bail, Context as _};
 use interop::{DevicePtr, Stream};
 
-use super::kernels::Kernels;
-use super::launch_rule::{validate_block_size, Launch, Masses};
+use super::kernel_set::Kernels;
+use kernels::launch_rule::{validate_block_size, Launch, Masses};
 use sim::partial::PartialStep;
 use sim::{Leapfrog, PhysParams};
 
@@ -41,7 +41,7 @@ pub struct GpuStepper {
     masses: Masses,
     /// The launch rule may pick a stream-K launch ([`GpuStepper::set_stream_k`]; default true).
     stream_k_ok: bool,
-    /// The block size asked for ([`super::launch_rule::AUTO_BLOCK`]: the rule's), which the launch was chosen with.
+    /// The block size asked for ([`kernels::launch_rule::AUTO_BLOCK`]: the rule's), which the launch was chosen with.
     block_asked: u32,
     /// Physics parameters.
     pub params: PhysParams,
@@ -192,7 +192,7 @@ impl GpuStepper {
         self.partial.is_some() || (self.spread && self.launches_per_step() > 1)
     }
 
-    /// Changes the block size ([`super::launch_rule::AUTO_BLOCK`] for the automatic choice) and re-chooses P.
+    /// Changes the block size ([`kernels::launch_rule::AUTO_BLOCK`] for the automatic choice) and re-chooses P.
     ///
     /// # Errors
     /// Invalid block size; a step is in progress (abandon it first: its launches must all use

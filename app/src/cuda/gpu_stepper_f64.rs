@@ -4,17 +4,17 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use interop::kernels::{StepKernelF64, StepScalarsF64, ToFloat4Kernel};
 use interop::{Context, DeviceBuffer, DevicePtr, Stream};
+use kernels::{StepKernelF64, StepScalarsF64, ToFloat4Kernel};
 
 use super::gpu_stepper::{nominal_rate, Interrupt, LONG_STEP_S};
-use super::kernels::{eps2_f64, Kernels};
-use super::launch_rule::{validate_block_size, AUTO_BLOCK};
+use super::kernel_set::{eps2_f64, Kernels};
 use super::settings::Precision;
+use kernels::launch_rule::{validate_block_size, AUTO_BLOCK};
 use sim::{Bodies, Leapfrog, PhysParams};
 
 /// The fp64 kernels' block size for [`AUTO_BLOCK`]: their launch bound (256).
-pub const F64_AUTO_BLOCK: u32 = interop::kernels::F64_MAX_BLOCK;
+pub const F64_AUTO_BLOCK: u32 = kernels::F64_MAX_BLOCK;
 
 /// Threads per block of the conversion kernel `nbody_to_float4` (memory-bound, any valid size).
 pub const CONVERT_BLOCK: u32 = 256;
@@ -43,11 +43,11 @@ pub fn nominal_rate_for(info: &interop::DeviceInfo, precision: Precision) -> f64
 pub fn f64_block(block: u32) -> anyhow::Result<u32> {
     validate_block_size(block)?;
     let b = if block == AUTO_BLOCK { F64_AUTO_BLOCK } else { block };
-    if b > interop::kernels::F64_MAX_BLOCK {
+    if b > kernels::F64_MAX_BLOCK {
         bail!(
             "block size {b}: the fp64 kernel (--precision f64) takes at most {} threads per block; use a multiple of 32 up to {}, or 0",
-            interop::kernels::F64_MAX_BLOCK,
-            interop::kernels::F64_MAX_BLOCK
+            kernels::F64_MAX_BLOCK,
+            kernels::F64_MAX_BLOCK
         );
     }
     Ok(b)

@@ -8,10 +8,10 @@ use interop::{Context, DevicePtr, Stream};
 
 use super::gpu_stepper::{FrameSteps, GpuStepper, Interrupt, StepProgress};
 use super::gpu_stepper_f64::GpuStepperF64;
-use super::kernels::Kernels;
-use super::launch_rule::Launch;
+use super::kernel_set::Kernels;
 use super::settings::Precision;
 use super::split::SplitStepper;
+use kernels::launch_rule::Launch;
 use sim::PhysParams;
 
 /// The integrator a CUDA backend runs: fp32 ([`GpuStepper`], positions in the two float4
@@ -100,7 +100,7 @@ impl Stepper {
         }
     }
 
-    /// Changes the block size ([`super::launch_rule::AUTO_BLOCK`]: automatic).
+    /// Changes the block size ([`kernels::launch_rule::AUTO_BLOCK`]: automatic).
     ///
     /// # Errors
     /// An invalid block size for this precision's kernels.

@@ -1,5 +1,5 @@
 //! The Barnes–Hut tree solver on the GPU ([`GpuTree`]): the tree code's kernels
-//! (`interop::kernels::TreeKernels`, `kernels/README.md`, "Tree code") and their workspace, run
+//! (`kernels::TreeKernels`, `kernels/README.md`, "Tree code") and their workspace, run
 //! as one leapfrog step: build (box, Morton keys, radix sort, Karras's radix tree), moments
 //! (monopole and quadrupole), then a walk per group of 32 bodies that updates each body at its
 //! own index, so the buffers GL draws keep their order.
@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use interop::kernels::{StepScalars, TreeCounts, TreeKernels, TreeWorkspace, MAX_TREE_BODIES};
 use interop::{Context, Event, Stream};
+use kernels::{StepScalars, TreeCounts, TreeKernels, TreeWorkspace, MAX_TREE_BODIES};
 
-use super::kernels::{check_bytes_fit, eps2, Kernels, StepBuffers};
+use super::kernel_set::{check_bytes_fit, eps2, Kernels, StepBuffers};
 use sim::PhysParams;
 
 /// The times of a step's three phases on the GPU (ms, from CUDA events).

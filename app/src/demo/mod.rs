@@ -142,7 +142,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
         // the routes' errors, or not at all where the copy route then works.
         crate::gfx::window::check_route_variable()?;
     }
-    crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
+    kernels::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if args.backend != crate::cli::BackendChoice::Cpu {
         // The CPU backend ignores the flags (ignored_notice names them).
         crate::backend::cuda::check_register_flags(args.interop, args.register_flags)?;
@@ -155,8 +155,8 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
         );
     }
     check_split(args)?;
-    if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernels::MAX_BODIES {
-        bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernels::MAX_BODIES, args.n_bodies());
+    if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernel_set::MAX_BODIES {
+        bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernel_set::MAX_BODIES, args.n_bodies());
     }
     if args.trace.is_some() && !interop::entry::TRACING_COMPILED {
         bail!("--trace needs driver-call tracing, which this build leaves out: build with the default `trace` feature");

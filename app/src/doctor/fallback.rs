@@ -75,6 +75,6 @@ pub fn explain(
 /// `cuInit` find them, the embedded PTX.
 pub fn explain_here(gl_info: &crate::gfx::GlInfo, error: &str) -> Option<Finding> {
     let (driver, cuda) = super::probe::driver_and_devices();
-    let ptx = PtxHeader::parse(crate::cuda::kernels::EMBEDDED_PTX);
+    let ptx = PtxHeader::parse(kernels::PTX);
     explain(&Env::from_process(), Path::new("/"), &driver, &cuda, ptx, &GlSeen::from(gl_info), error)
 }

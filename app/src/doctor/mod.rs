@@ -7,7 +7,7 @@
 //! container without NVIDIA's GL files, a remote display. Each check ([`checks`]) is a pure
 //! function of [`facts::Facts`] (or of an [`env::Env`] and a root folder), so tests run it on
 //! made-up machines; `probe` gathers the facts of this one: the driver through the interop
-//! crate's loader, the embedded PTX through `cuda::kernels::Kernels::load`, a headless context
+//! crate's loader, the embedded PTX through `cuda::kernel_set::Kernels::load`, a headless context
 //! and a window's context as the demo makes them (`gfx`), the Vulkan device of the GPU's UUID,
 //! CUPTI and NCCL. [`routes`] predicts what `--present auto` and `--backend auto` do on them,
 //! and [`fallback`] puts the same diagnosis into the CPU fallback's notice.

@@ -14,7 +14,7 @@ use interop::{Api, Device, Driver, SchedFlag, StreamSemantics};
 
 use super::env::{Env, GlvndFiles};
 use super::facts::{ContextFact, CudaFact, DeviceFact, DriverFact, Facts, GlSeen, JitFact, LibFact, PtxHeader, SharesFact, VulkanFact};
-use crate::cuda::kernels::{Kernels, EMBEDDED_PTX};
+use crate::cuda::kernel_set::Kernels;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 
 /// Every fact of this machine.
@@ -50,7 +50,7 @@ pub(super) fn gather() -> Facts {
         os: std::env::consts::OS.to_string(),
         driver,
         cuda,
-        ptx: PtxHeader::parse(EMBEDDED_PTX),
+        ptx: PtxHeader::parse(kernels::PTX),
         jit,
         headless,
         window,

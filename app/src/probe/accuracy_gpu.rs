@@ -8,13 +8,13 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use interop::kernels::StepScalarsF64;
 use interop::sys::stream_flags;
 use interop::{Context, Device, DeviceBuffer, Event, SchedFlag, Stream, StreamSemantics};
+use kernels::StepScalarsF64;
 
-use crate::cuda::kernels::{eps2_f64, Kernels};
-use crate::cuda::launch_rule::{Masses, AUTO_BLOCK};
+use crate::cuda::kernel_set::{eps2_f64, Kernels};
 use crate::cuda::tree::GpuTree;
+use kernels::launch_rule::{Masses, AUTO_BLOCK};
 use sim::PhysParams;
 
 /// Threads per block of the fp64 reference (the fp64 kernels' largest).

@@ -120,12 +120,12 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     slices_list.sort_unstable();
     slices_list.dedup();
     let mut bodies_list = if args.bodies.is_empty() { DEFAULT_BODIES.to_vec() } else { args.bodies.clone() };
-    if let Some(n) = bodies_list.iter().find(|&&n| n == 0 || n > crate::cuda::kernels::MAX_BODIES) {
-        bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernels::MAX_BODIES);
+    if let Some(n) = bodies_list.iter().find(|&&n| n == 0 || n > crate::cuda::kernel_set::MAX_BODIES) {
+        bail!("--bodies: N = {n} is not valid; every body count must be from 1 to {}", crate::cuda::kernel_set::MAX_BODIES);
     }
     bodies_list.sort_unstable();
     bodies_list.dedup();
-    crate::cuda::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
+    kernels::launch_rule::validate_block_size(args.sim.block_size).context("--block-size")?;
     if !(args.sim.dt.is_finite() && args.sim.dt > 0.0) {
         bail!("--dt must be a finite number > 0 (got {})", args.sim.dt);
     }
@@ -272,7 +272,7 @@ fn measure_row(
     steps: u32,
     params: PhysParams,
     base: &mut Baseline,
-    launch: &mut Option<crate::cuda::launch_rule::Launch>,
+    launch: &mut Option<kernels::launch_rule::Launch>,
 ) -> anyhow::Result<Option<ScaleRow>> {
     let n = bodies.len();
     let mut s = SplitStepper::new(

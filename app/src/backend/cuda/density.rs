@@ -9,7 +9,7 @@ use interop::{map_resources, DevicePtr, GraphicsResource, Stream};
 
 use super::{CudaBackend, Storage};
 use crate::cuda::density::DensityView;
-use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::settings::DensityPath;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;

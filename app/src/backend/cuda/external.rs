@@ -79,7 +79,7 @@ use super::external_sync::SemaphoreSync;
 use crate::backend::{PositionVbos, SimTimings};
 use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::FrameSteps;
-use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::settings::ExternalSync;
 use crate::cuda::stepper::Stepper;
 use crate::gfx::fence::{wait_fence, wait_for_gl};

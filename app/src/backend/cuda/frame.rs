@@ -12,7 +12,7 @@ use super::{check_register_flags, mapped_views, CudaBackend, Storage};
 use crate::backend::{InteropSettings, PositionVbos, SimTimings};
 use crate::cuda::gpu_stepper::FrameSteps;
 use crate::cuda::gpu_stepper_f64::narrow;
-use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::session::ms;
 use crate::cuda::settings::{InteropMode, Precision, ResourceFlags};
 use crate::cuda::stepper::Stepper;

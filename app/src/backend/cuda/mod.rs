@@ -59,14 +59,14 @@ use crate::cuda::clock::GpuClock;
 use crate::cuda::density::DensityView;
 use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
-use crate::cuda::kernels::{check_fits, Kernels};
-use crate::cuda::launch_rule::{validate_block_size, ForcedKernel};
+use crate::cuda::kernel_set::{check_fits, Kernels};
 use crate::cuda::session::{open_for_gl, sched_flag};
 use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, ResourceFlags, SplitOptions};
 use crate::cuda::split::SplitStepper;
 use crate::cuda::stepper::{SplitRender, Stepper};
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
+use kernels::launch_rule::{validate_block_size, ForcedKernel};
 use sim::{Bodies, PhysParams};
 
 /// Everything a CUDA backend is made from.
@@ -258,7 +258,7 @@ impl CudaBackend {
             }
             Precision::F32 => {
                 let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
-                let masses = crate::cuda::launch_rule::Masses::of(&bodies.pos);
+                let masses = kernels::launch_rule::Masses::of(&bodies.pos);
                 Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params, masses)?)
             }
             Precision::F64 => Stepper::F64(GpuStepperF64::new(&ctx, kernels, bodies, s.block_size, params)?),
@@ -349,7 +349,7 @@ impl CudaBackend {
 
     /// Block size, bodies per thread and threads per body (j-split) of the step kernel in use
     /// (fp64: the block size, 1, 1).
-    pub fn launch_config(&self) -> crate::cuda::launch_rule::Launch {
+    pub fn launch_config(&self) -> kernels::launch_rule::Launch {
         self.gpu.launch_config()
     }
 

@@ -11,12 +11,12 @@ use super::{check_register_flags, CudaBackend, Storage};
 use crate::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SettingsChange, SimBackend, SimTimings};
 use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::gpu_stepper::StepProgress;
-use crate::cuda::launch_rule::validate_block_size;
 use crate::cuda::session::entry_rows;
 use crate::cuda::settings::{DensityPath, InteropMode, Precision};
 use crate::cuda::stepper::Stepper;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
+use kernels::launch_rule::validate_block_size;
 use sim::{diagnostics, Bodies, Diagnostics, PhysParams};
 
 impl SimBackend for CudaBackend {

@@ -10,7 +10,7 @@ use interop::OwnedMapping;
 use super::image_steps::DensityTarget;
 use super::{CudaBackend, Storage};
 use crate::backend::step::{BufferView, FrameStep, ImageView, Side, StepState, StepView};
-use crate::cuda::kernels::BODY_BYTES;
+use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::stepper::Stepper;
 use crate::gfx::gl::Gl;
 

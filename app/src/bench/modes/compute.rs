@@ -14,11 +14,11 @@ use crate::backend::SimTimings;
 use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::GpuStepperF64;
-use crate::cuda::kernels::{check_fits, Kernels};
-use crate::cuda::launch_rule::{ForcedKernel, Launch, Masses};
+use crate::cuda::kernel_set::{check_fits, Kernels};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, GatherChoice, StreamKind};
 use crate::cuda::split::SplitStepper;
+use kernels::launch_rule::{ForcedKernel, Launch, Masses};
 use sim::{Bodies, PhysParams};
 
 /// The default-stream semantics a stream kind needs.

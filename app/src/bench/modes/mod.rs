@@ -18,7 +18,6 @@ use super::report::SetupFacts;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
-use crate::cuda::launch_rule::Launch;
 use crate::cuda::settings::{DensityPath, View};
 use crate::demo::frame::{render_view, GlTrack};
 use crate::gfx::camera::OrbitCamera;
@@ -29,6 +28,7 @@ use crate::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
 use crate::gfx::GlInfo;
 use crate::trace::Recorder;
+use kernels::launch_rule::Launch;
 use sim::Bodies;
 
 mod compute;

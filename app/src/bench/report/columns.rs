@@ -74,8 +74,8 @@ pub struct LaunchColumns {
 impl LaunchColumns {
     /// The columns of `steps_per_frame` steps run by `launch` (`None` for the modes without a
     /// step kernel: draw and cpu).
-    pub fn of(steps_per_frame: u32, launch: Option<crate::cuda::launch_rule::Launch>) -> LaunchColumns {
-        use crate::cuda::launch_rule::StepLoop;
+    pub fn of(steps_per_frame: u32, launch: Option<kernels::launch_rule::Launch>) -> LaunchColumns {
+        use kernels::launch_rule::StepLoop;
         LaunchColumns {
             steps_per_frame,
             block_size: launch.map(|l| l.block),

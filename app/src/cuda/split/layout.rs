@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::bail;
 use interop::{Context, DeviceBuffer, Event, Stream};
 
-use crate::cuda::kernels::Kernels;
+use crate::cuda::kernel_set::Kernels;
 
 /// How the positions are shared after each step.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -44,9 +44,9 @@ use interop::nccl::{Clique, Nccl};
 use interop::sys::event_flags;
 use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 
-use super::kernels::{check_fits, Kernels};
-use super::launch_rule::{validate_block_size, ForcedKernel, Launch, Masses, StepLoop};
+use super::kernel_set::{check_fits, Kernels};
 use super::settings::GatherChoice;
+use kernels::launch_rule::{validate_block_size, ForcedKernel, Launch, Masses, StepLoop};
 use sim::{Bodies, Leapfrog, PhysParams};
 
 use layout::Slice;

@@ -88,8 +88,8 @@ impl Scene {
         let gpu = self.backend.as_ref().is_some_and(|b| b.cuda().is_some());
         let terms = sim::tree::step_terms(self.overlay.controls.solver, n, gpu);
         let preset = !std::path::Path::new(init).is_file();
-        let checks = if n == 0 || n > crate::cuda::kernels::MAX_BODIES {
-            Err(anyhow!("N must be from 1 to {}", crate::cuda::kernels::MAX_BODIES))
+        let checks = if n == 0 || n > crate::cuda::kernel_set::MAX_BODIES {
+            Err(anyhow!("N must be from 1 to {}", crate::cuda::kernel_set::MAX_BODIES))
         } else if preset {
             let step = match &rate {
                 Some((rate, what)) => crate::demo::check_step_rate(n, terms, *rate, what, self.args.allow_slow),

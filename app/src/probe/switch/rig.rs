@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use interop::kernels::TouchKernel;
 use interop::sys::event_flags;
 use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, Event, GraphicsResource, Stream};
+use kernels::TouchKernel;
 
 use crate::cli::SwitchArgs;
 use crate::cuda::session::{ms, open_for_gl};

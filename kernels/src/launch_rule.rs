@@ -11,9 +11,8 @@
 //! `bench --modes compute --steps-per-frame 20`. Rows not measured are derived from measured ones,
 //! as each says.
 
-use anyhow::bail;
-pub use interop::kernels::StepLoop;
-use interop::kernels::{StepKernel, BODIES_PER_THREAD, EQUAL_MASS, MASS_SCALED, SPLITS};
+pub use crate::StepLoop;
+use crate::{StepKernel, BODIES_PER_THREAD, EQUAL_MASS, MASS_SCALED, SPLITS};
 
 /// Every step kernel `--step-kernel` takes, by name: the plain launches (`nbody_step_*`) and the
 /// stream-K pairs (`nbody_stepk_*`, each finished by `nbody_stepk_finish`), in the PTX's order:
@@ -140,12 +139,29 @@ pub const AUTO_BLOCK: u32 = 0;
 ///
 /// # Errors
 /// A message naming the valid values.
-pub fn validate_block_size(block: u32) -> anyhow::Result<()> {
-    if block == AUTO_BLOCK || interop::kernels::valid_block(block) {
+pub fn validate_block_size(block: u32) -> Result<(), LaunchRuleError> {
+    if block == AUTO_BLOCK || crate::valid_block(block) {
         Ok(())
     } else {
-        bail!("block size {block} is not valid: use a multiple of 32 from 32 to 1024 (e.g. 256, 1024), or 0 for the automatic choice")
+        Err(LaunchRuleError::InvalidBlock(block))
     }
+}
+
+/// Why the launch rule gives no launch.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchRuleError {
+    /// A block size outside the kernels' rule ([`validate_block_size`]).
+    #[error("block size {0} is not valid: use a multiple of 32 from 32 to 1024 (e.g. 256, 1024), or 0 for the automatic choice")]
+    InvalidBlock(u32),
+    /// The kernel a user forced cannot run here; the message says why and what to do.
+    #[error(transparent)]
+    Refused(#[from] ForcedKernelRefused),
+    /// No step kernel of the PTX takes this many threads per block on this device.
+    #[error("no step kernel can be launched with {0} threads per block on this device")]
+    NoKernel(u32),
+    /// The occupancy query (`cuOccupancyMaxActiveBlocksPerMultiprocessor`) failed.
+    #[error(transparent)]
+    Driver(#[from] interop::Error),
 }
 
 /// Relative speed of each step kernel and block size when every SM is busy: its rate at
@@ -388,7 +404,7 @@ pub fn choose(
     masses: Masses,
     stream_k_ok: bool,
     forced: Option<ForcedKernel>,
-) -> anyhow::Result<Launch> {
+) -> Result<Launch, LaunchRuleError> {
     let force_p = forced.map(|f| f.p);
     let force_s = forced.map(|f| f.split);
     let force_loop = forced.map(|f| f.step_loop);
@@ -456,7 +472,7 @@ pub fn choose(
         ))
         .into()),
         None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1, step_loop: StepLoop::Classic, stream_k: None }),
-        None => bail!("no step kernel can be launched with {block} threads per block on this device"),
+        None => Err(LaunchRuleError::NoKernel(block)),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The project's own kernels (`kernels/nbody.cu`, loaded as PTX) as safe, typed functions.
 //!
 //! Their ABI and what each kernel reads and writes are specified in `kernels/README.md`; this
-//! module is the one place that restates them. Each kernel is checked against its parameter list
+//! crate is the one place that restates them. Each kernel is checked against its parameter list
 //! when it is looked up ([`StepKernel::new`], [`StepKernelF64::new`], [`ToFloat4Kernel::new`],
 //! [`PotentialKernel::new`]: a PTX file with other parameters is refused), and each launch
 //! checks what the specification needs for the kernel to stay inside its buffers — a valid block
@@ -12,14 +12,11 @@
 //! (`--kernel`, for tuning), which is trusted like the program itself: a kernel with the right
 //! parameters but other accesses is outside what these checks can see.
 
-use crate::error::{Error, Result};
-use crate::launch::Launch;
-use crate::memory::DevicePtr;
-use crate::module::{Function, Module, PtxParam};
-use crate::stream::Stream;
+use interop::{DevicePtr, Error, Function, Launch, Module, PtxParam, Result, Stream};
 
 mod density;
 mod helpers;
+pub mod launch_rule;
 mod step;
 mod step_f64;
 mod tree;
@@ -29,6 +26,11 @@ pub use helpers::{PotentialKernel, ToFloat4Kernel, TouchKernel, TOUCH_PARAMS, TO
 pub use step::StepKernel;
 pub use step_f64::StepKernelF64;
 pub use tree::{TreeCounts, TreeKernels, TreeWorkspace, MAX_TREE_BODIES};
+
+/// The project's kernels as PTX (`kernels/nbody.ptx`, made from `kernels/nbody.cu` by
+/// `kernels/gen_ptx.py`), embedded in the program: the module every kernel here is looked up in
+/// unless a user gives another file (`--kernel`).
+pub const PTX: &str = include_str!("../nbody.ptx");
 
 /// Bytes of one body in a position or velocity buffer (`float4`).
 pub const BODY_BYTES: usize = 16;
@@ -159,7 +161,7 @@ pub fn valid_block(block: u32) -> bool {
 
 /// The float of a step kernel's state and scalars: `f32` (`nbody_step_*`) or `f64`
 /// (`nbody_step_f64*`).
-pub trait StepFloat: Copy + std::fmt::Debug + PartialEq + crate::DeviceCopy + private::Sealed {
+pub trait StepFloat: Copy + std::fmt::Debug + PartialEq + interop::DeviceCopy + private::Sealed {
     /// Appends `self` to a launch's arguments as the kernel's `float` or `double`.
     fn arg(self, launch: Launch<'_>) -> Launch<'_>;
 }
@@ -271,7 +273,7 @@ fn check_block(block: u32) -> Result<()> {
     }
 }
 
-fn check_len<T: crate::DeviceCopy>(what: &str, v: &DevicePtr<'_, T>, n: usize) -> Result<()> {
+fn check_len<T: interop::DeviceCopy>(what: &str, v: &DevicePtr<'_, T>, n: usize) -> Result<()> {
     if v.len() < n {
         return Err(Error::InvalidArgument(format!("{what} holds {} values, the kernel needs N = {n}", v.len())));
     }
@@ -281,7 +283,7 @@ fn check_len<T: crate::DeviceCopy>(what: &str, v: &DevicePtr<'_, T>, n: usize) -
 /// The checks every step launch makes on N, the body range and the three buffers (of any body
 /// type): `1 ≤ n ≤ MAX_BODIES`, `bodies` non-empty within `0..n`, each buffer ≥ n bodies, no two
 /// overlapping. Returns N and the range as the kernels' `int`s.
-fn check_step_args<T: crate::DeviceCopy>(
+fn check_step_args<T: interop::DeviceCopy>(
     n: usize,
     bodies: &std::ops::Range<usize>,
     pos_in: &DevicePtr<'_, T>,
@@ -305,11 +307,11 @@ fn check_step_args<T: crate::DeviceCopy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::module::ptx_entries;
+    use interop::ptx_entries;
 
     #[test]
     fn the_committed_ptx_declares_the_parameters_this_module_launches() {
-        let ptx = include_str!("../../../kernels/nbody.ptx");
+        let ptx = PTX;
         let entries = ptx_entries(ptx);
         for p in BODIES_PER_THREAD {
             let name = format!("nbody_step_p{p}");

@@ -5,11 +5,11 @@ use super::{
     check_block, check_step_args, launch_step, lookup, valid_block, StepLoop, StepScalars, StepShape, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS,
     FINISH_BLOCK, MASS_SCALED, MASS_SCALED_TILE_BYTES, SPLITS, STEPK_FINISH_PARAMS, STEPK_PARAMS, STEP_PARAMS,
 };
-use crate::error::{Error, Result};
-use crate::launch::Launch;
-use crate::memory::DevicePtr;
-use crate::module::{Function, Module};
-use crate::stream::Stream;
+use interop::DevicePtr;
+use interop::Launch;
+use interop::Stream;
+use interop::{Error, Result};
+use interop::{Function, Module};
 
 /// `nbody_step_pP`, `nbody_step_sS`, `nbody_step_mPxS` or `nbody_step_uPxS` of a loaded module, its parameters
 /// checked against [`STEP_PARAMS`], with its stream-K halves (`nbody_stepk_*` and
@@ -35,7 +35,7 @@ pub struct StepKernel {
 fn lookup_stream_k(module: &Module, suffix: &str) -> Result<Option<(Function, Function)>> {
     let name = format!("nbody_stepk_{suffix}");
     match module.function(&name) {
-        Err(e) if e.code() == Some(crate::sys::CuResult::CUDA_ERROR_NOT_FOUND) => return Ok(None),
+        Err(e) if e.code() == Some(interop::sys::CuResult::CUDA_ERROR_NOT_FOUND) => return Ok(None),
         Err(e) => return Err(e),
         Ok(_) => {}
     }

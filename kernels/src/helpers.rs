@@ -3,11 +3,11 @@
 //! for the context-switch probe and the lab).
 
 use super::{check_block, check_len, checked_n, lookup, BODY_BYTES, POTENTIAL_PARAMS, TO_FLOAT4_PARAMS};
-use crate::error::{Error, Result};
-use crate::launch::Launch;
-use crate::memory::DevicePtr;
-use crate::module::{Function, Module, PtxParam};
-use crate::stream::Stream;
+use interop::DevicePtr;
+use interop::Launch;
+use interop::Stream;
+use interop::{Error, Result};
+use interop::{Function, Module, PtxParam};
 
 /// `nbody_to_float4` of a loaded module, its parameters checked against [`TO_FLOAT4_PARAMS`]: the
 /// fp64 path's conversion of the double4 positions into the float4 vertex buffer GL draws
@@ -143,7 +143,7 @@ impl TouchKernel {
     ///
     /// # Errors
     /// The JIT fails; the kernel is missing or has other parameters.
-    pub fn load(ctx: &std::sync::Arc<crate::Context>) -> Result<Self> {
+    pub fn load(ctx: &std::sync::Arc<interop::Context>) -> Result<Self> {
         let module = Module::from_ptx(ctx, TOUCH_PTX.as_bytes())?;
         Ok(TouchKernel { function: lookup(&module, "nbody_touch", &TOUCH_PARAMS)? })
     }

@@ -5,12 +5,12 @@
 //! and written into a mapped RGBA8 GL texture through a surface object).
 
 use super::{check_block, check_len, checked_n, lookup};
-use crate::error::{Error, Result};
-use crate::image::{SurfaceObject, TextureObject};
-use crate::launch::Launch;
-use crate::memory::DevicePtr;
-use crate::module::{Function, Module, PtxParam};
-use crate::stream::Stream;
+use interop::DevicePtr;
+use interop::Launch;
+use interop::Stream;
+use interop::{Error, Result};
+use interop::{Function, Module, PtxParam};
+use interop::{SurfaceObject, TextureObject};
 
 /// Parameters of `nbody_density_splat`: `(const float4* pos, int n, float* accum, int width, int
 /// height, float4 row_x, float4 row_y, float4 row_w)`.
@@ -47,7 +47,7 @@ fn image_grid(width: usize, height: usize) -> Result<(i32, i32, u32)> {
 
 /// Checks that `stream` is the stream of the mapping an object's array belongs to (`what` names
 /// the object): the unmap on that stream is then ordered after the launch.
-fn check_stream(what: &str, object_stream: crate::sys::CUstream, stream: &Stream) -> Result<()> {
+fn check_stream(what: &str, object_stream: interop::sys::CUstream, stream: &Stream) -> Result<()> {
     if object_stream != stream.raw() {
         return Err(Error::InvalidArgument(format!("{what}: launch on the stream its images were mapped on, so that the unmap follows the kernel")));
     }

@@ -1,10 +1,10 @@
 //! The fp64 step kernels (`nbody_step_f64`, `nbody_step_f64_lib`): typed, checked launches.
 
 use super::{check_block, launch_step, lookup, StepScalarsF64, StepShape, BODY_BYTES, F64_MAX_BLOCK, STEP_F64_PARAMS};
-use crate::error::{Error, Result};
-use crate::memory::DevicePtr;
-use crate::module::{Function, Module};
-use crate::stream::Stream;
+use interop::DevicePtr;
+use interop::Stream;
+use interop::{Error, Result};
+use interop::{Function, Module};
 
 /// `nbody_step_f64` (1/sqrt from the fp32 estimate and one Newton step, ≤ 6e-14 relative) or
 /// `nbody_step_f64_lib` (the CUDA math library's double `rsqrt`) of a loaded module, its
