@@ -49,7 +49,7 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ["README.md", "ARCHITECTURE.md", "kernels/README.md", "interop/README.md"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
-SOURCES_WITH_QUOTES = ["app/src", "interop/src", "kernels"]
+SOURCES_WITH_QUOTES = ["app/src", "interop/src", "kernels", "sim/src"]
 HEADERS = ["cuda.h", "cudaGL.h", "cudaEGL.h", "cudaTypedefs.h", "cudaGLTypedefs.h", "cuda_runtime_api.h",
            "cuda_gl_interop.h", "driver_types.h"]
 PROVENANCE_KEYS = ["schema", "date_utc", "host", "gpu"]

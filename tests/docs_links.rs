@@ -164,10 +164,10 @@ fn a_link_lands_only_on_its_call_or_definition() {
 
 #[test]
 fn extracts_links_and_identifiers() {
-    let md = "see [`Mapping::unmap`](../interop/src/graphics.rs#L12) and [the README](../README.md).\n```\n[`x`](nope#L1)\n```\n";
+    let md = "see [`Mapping::unmap`](../interop/src/safe/graphics.rs#L12) and [the README](../README.md).\n```\n[`x`](nope#L1)\n```\n";
     let l = links(md);
     assert_eq!(l.len(), 2);
-    assert_eq!(l[0].target, "../interop/src/graphics.rs#L12");
+    assert_eq!(l[0].target, "../interop/src/safe/graphics.rs#L12");
     assert_eq!(identifier(&l[0].text).as_deref(), Some("unmap"));
     assert_eq!(identifier(&l[1].text), None);
     assert_eq!(identifier("[`map_resources()`]").as_deref(), Some("map_resources"));
@@ -254,7 +254,7 @@ fn every_environment_variable_is_in_the_table() {
     let root = root();
     let table = std::fs::read_to_string(root.join("docs/environment.md")).expect("docs/environment.md");
     let mut files = Vec::new();
-    for dir in ["app/src", "interop/src", "tests", "kernels", ".ci"] {
+    for dir in ["app/src", "interop/src", "sim/src", "tests", "kernels", ".ci"] {
         files_under(&root.join(dir), &[".rs", ".py", ".sh"], &["gpu-check", "gpu-window", "run"], &mut files);
     }
     let mut missing = std::collections::BTreeSet::new();

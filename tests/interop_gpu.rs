@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use gpu_gate::ensure;
-use interop::entry::PtVariant;
+use interop::driver::entry::PtVariant;
 use interop::sys::{event_flags, stream_flags};
 use interop::*;
 use libtest_mimic::Failed;
@@ -264,8 +264,7 @@ fn cupti_records_kernels_and_copies() -> Result<(), Failed> {
 
 /// Why the CUPTI test cannot run here (no libcupti to be found), or None.
 fn cupti_missing() -> Option<String> {
-    let env = std::env::var_os(interop::cupti::LIBRARY_ENV);
-    let (paths, _) = interop::cupti::candidates_from(env.as_deref(), &interop::cupti::toolkit_roots());
+    let (paths, _) = interop::cupti::candidates_from(None, &interop::cupti::toolkit_roots());
     match interop::cupti::locate(&paths) {
         Ok(_) => None,
         Err(e) => Some(format!("no CUPTI ({e})")),

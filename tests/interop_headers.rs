@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use interop::entry::PtVariant;
+use interop::driver::entry::PtVariant;
 use interop::ENTRY_POINTS;
 
 /// The include folder: `$NBODY_CUDA_INCLUDE`, else the installed `nvidia.cuda_runtime` package's.

@@ -40,7 +40,8 @@ fn a_library_that_is_not_the_driver_gives_the_missing_bootstrap_error() {
         Error::MissingBootstrap { symbol, .. } => assert_eq!(*symbol, "cuDriverGetVersion"),
         other => panic!("expected MissingBootstrap, got {other:?}"),
     }
-    assert!(err.to_string().contains("NBODY_CUDA_LIBRARY"), "{err}");
+    assert!(err.to_string().contains("libcuda.so.1 instead"), "{err}");
+    assert!(!err.to_string().contains("NBODY"), "the crate's errors name no application: {err}");
 }
 
 #[test]
@@ -52,7 +53,7 @@ fn first_loadable_candidate_wins_and_all_failures_are_listed() {
 
 #[test]
 fn remedies_name_the_cuda_version_or_the_table_bug() {
-    use interop::entry::{EntryReport, SymbolStatus};
+    use interop::driver::entry::{EntryReport, SymbolStatus};
     let r = EntryReport::remedy_for(SymbolStatus::SymbolNotFound, 12050, 11080).expect("a remedy");
     assert!(r.contains("CUDA 12.5") && r.contains("CUDA 11.8"), "{r}");
     let r = EntryReport::remedy_for(SymbolStatus::VersionNotSufficient, 11010, 13000).expect("a remedy");
@@ -78,25 +79,25 @@ fn missing_required_functions_are_all_reported() {
     }
 }
 
-// CUPTI (interop::cupti): discovery errors without CUPTI installed. No environment variables are
-// set: `Cupti::open_with` takes the value NBODY_CUPTI_LIBRARY would have.
+// CUPTI (interop::cupti): discovery errors without CUPTI installed. `Cupti::open_with` takes the
+// file that replaces the search.
 
 #[test]
-fn cupti_from_the_variable_names_the_path_and_the_variable() {
+fn cupti_from_a_named_file_names_the_path_and_the_remedy() {
     use interop::cupti::{Cupti, CuptiError};
     let bogus = std::ffi::OsStr::new("/nonexistent/cupti/libcupti.so");
     let err = Cupti::open_with(Some(bogus), &[PathBuf::from("/usr/local/cuda")]).expect_err("a missing file cannot load");
     match &err {
-        CuptiError::LibraryNotFound { tried, from_env } => {
-            assert!(*from_env);
-            assert_eq!(tried.len(), 1, "only the variable's path is tried: {tried:?}");
+        CuptiError::LibraryNotFound { tried, named } => {
+            assert!(*named);
+            assert_eq!(tried.len(), 1, "only the named file is tried: {tried:?}");
             assert_eq!(tried[0].name, "/nonexistent/cupti/libcupti.so");
             assert!(!tried[0].error.is_empty(), "the loader's message is kept");
         }
         other => panic!("expected LibraryNotFound, got {other:?}"),
     }
     let msg = err.to_string();
-    assert!(msg.contains("/nonexistent/cupti/libcupti.so") && msg.contains("NBODY_CUPTI_LIBRARY"), "{msg}");
+    assert!(msg.contains("/nonexistent/cupti/libcupti.so") && msg.contains("only the file named"), "{msg}");
 }
 
 #[test]
@@ -107,13 +108,13 @@ fn cupti_lists_every_candidate_tried() {
     // A machine with CUPTI on the loader path may find it; then there is nothing to check here.
     let Err(err) = err else { return };
     // Another error means a CUPTI was found and then failed (e.g. no GPU): nothing to check here.
-    if let CuptiError::LibraryNotFound { tried, from_env } = &err {
-        assert!(!*from_env);
+    if let CuptiError::LibraryNotFound { tried, named } = &err {
+        assert!(!*named);
         let names: Vec<&str> = tried.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(&names[..3], ["libcupti.so", "libcupti.so.13", "libcupti.so.12"]);
         assert!(names.contains(&"/nonexistent/toolkit/extras/CUPTI/lib64/libcupti.so"), "{names:?}");
         assert!(names.contains(&"/nonexistent/toolkit/lib64/libcupti.so.13"), "{names:?}");
-        assert!(err.to_string().contains("NBODY_CUPTI_LIBRARY"), "{err}");
+        assert!(err.to_string().contains("Cupti::open_with"), "{err}");
     }
 }
 
@@ -125,5 +126,5 @@ fn a_library_that_is_not_cupti_names_the_missing_function() {
         CuptiError::MissingSymbol { symbol, .. } => assert_eq!(*symbol, "cuptiGetVersion"),
         other => panic!("expected MissingSymbol, got {other:?}"),
     }
-    assert!(err.to_string().contains("NBODY_CUPTI_LIBRARY"), "{err}");
+    assert!(err.to_string().contains("libcupti.so instead"), "{err}");
 }

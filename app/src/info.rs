@@ -2,8 +2,8 @@
 //! entry-point report (text or `--json`).
 
 use anyhow::Context as _;
-use interop::entry::cuda_version_string;
-use interop::{Api, Device, DeviceInfo, Driver, EntryReport, StreamSemantics};
+use interop::driver::entry::cuda_version_string;
+use interop::{Api, Device, DeviceInfo, EntryReport, StreamSemantics};
 use serde::Serialize;
 
 use crate::cli::{InfoArgs, StreamSemantics as CliSemantics};
@@ -36,7 +36,7 @@ pub struct InfoReport {
 /// # Errors
 /// The driver cannot be loaded.
 pub fn collect(semantics: StreamSemantics) -> anyhow::Result<InfoReport> {
-    let driver = Driver::open().context("loading the CUDA driver")?;
+    let driver = crate::libraries::open_driver().context("loading the CUDA driver")?;
     let (devices, entry_points, error) = match Api::load(driver.clone(), semantics) {
         // A required function is missing: no devices can be queried, but the report of every
         // function (which are missing, and why) is what the user needs.

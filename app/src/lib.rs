@@ -18,6 +18,7 @@ pub mod demo;
 pub mod doctor;
 pub mod gfx;
 pub mod info;
+pub mod libraries;
 pub mod probe;
 pub mod provenance;
 pub mod stop;

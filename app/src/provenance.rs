@@ -171,9 +171,9 @@ impl GpuFacts {
 /// The facts of CUDA device 0 through a driver loaded for the purpose; `None` where no driver
 /// loads or the device does not answer (a run that measured no GPU).
 pub fn device0() -> Option<GpuFacts> {
-    let api = interop::init(interop::StreamSemantics::Legacy).ok()?;
+    let api = crate::libraries::init(interop::StreamSemantics::Legacy).ok()?;
     let info = interop::Device::get(&api, 0).ok()?.info().ok()?;
-    Some(GpuFacts::of(&info, interop::entry::cuda_version_string(api.driver_version())))
+    Some(GpuFacts::of(&info, interop::driver::entry::cuda_version_string(api.driver_version())))
 }
 
 /// The driver version in the text of `/proc/driver/nvidia/version`: the first word of its first

@@ -31,42 +31,18 @@
 //! promises the memory stays mapped until the launch completes.
 //! CUDA calls act on the calling thread's current context; see [`Context`].
 
-pub mod context;
 pub mod cupti;
-pub mod device;
-pub mod entry;
-pub mod error;
-pub mod graphics;
-pub mod image;
-pub mod launch;
-pub mod library;
-pub mod loader;
-pub mod memory;
-pub mod module;
+pub mod driver;
 pub mod nccl;
-pub mod semaphore;
-pub mod status;
-pub mod stream;
+pub mod safe;
 pub mod sys;
-pub mod vmm;
 
 use std::sync::Arc;
 
-pub use context::{Context, ContextKind, SchedFlag};
 pub use cupti::{Cupti, CuptiError};
-pub use device::{Device, DeviceInfo};
-pub use entry::{Api, EntryDecl, EntryReport, SymbolStatus, TraceRecord, ENTRY_POINTS};
-pub use error::{Error, Result};
-pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedArray, MappedPtr, Mapping, OwnedMapping};
-pub use image::{HeldImages, HeldKind, HeldObject, Sampling, SurfaceObject, TextureObject};
-pub use launch::Launch;
-pub use loader::{BootstrapKind, Driver, StreamSemantics};
-pub use memory::{copy_view_async, DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};
-pub use module::{ptx_entries, Function, FunctionAttributes, Module, PtxParam};
+pub use driver::{Api, BootstrapKind, Driver, EntryDecl, EntryReport, Error, Result, StreamSemantics, SymbolStatus, TraceRecord, ENTRY_POINTS};
 pub use nccl::{Clique, Nccl, NcclError};
-pub use semaphore::ExternalSemaphore;
-pub use stream::{Event, Stream, StreamKind};
-pub use vmm::ExportableBuffer;
+pub use safe::*;
 
 /// Opens the driver, resolves the table with `semantics` and calls `cuInit(0)`.
 ///
@@ -75,7 +51,17 @@ pub use vmm::ExportableBuffer;
 /// (`CUDA_ERROR_NO_DEVICE` on a machine with the driver but no GPU).
 #[doc(alias = "cuInit")]
 pub fn init(semantics: StreamSemantics) -> Result<Arc<Api>> {
-    let api = Api::load(Driver::open()?, semantics)?;
+    init_with(Driver::open()?, semantics)
+}
+
+/// As [`init`] on a driver already opened (for example by [`Driver::open_with`], from a path the
+/// application names).
+///
+/// # Errors
+/// Any load error of [`Api::load`], or `cuInit`'s error.
+#[doc(alias = "cuInit")]
+pub fn init_with(driver: Driver, semantics: StreamSemantics) -> Result<Arc<Api>> {
+    let api = Api::load(driver, semantics)?;
     cu_init(&api)?;
     Ok(api)
 }

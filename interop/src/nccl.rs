@@ -2,7 +2,7 @@
 //! all-gather that shares the positions between the GPUs of a split step.
 //!
 //! NCCL is a separate library from the driver, so this module opens it on its own with
-//! `libloading` ([`Nccl::open`]: `NBODY_NCCL_LIBRARY`, else [`DEFAULT_LIBRARY_NAMES`] on the
+//! `libloading` ([`Nccl::open_with`]: a file the caller names, else [`DEFAULT_LIBRARY_NAMES`] on the
 //! loader's search path) and resolves its functions by name (NCCL has no `cuGetProcAddress`). A
 //! machine without NCCL gets [`NcclError::LibraryNotFound`] listing every name tried; the caller
 //! falls back to peer copies (`cuMemcpyPeerAsync`) and says so.
@@ -37,16 +37,13 @@ use std::sync::Arc;
 
 use libloading::Library;
 
-use crate::error::{error_chain, tried_list, LibraryAttempt};
-use crate::library::{open_first, Candidates};
-use crate::memory::DevicePtr;
-use crate::stream::Stream;
+use crate::driver::error::{error_chain, tried_list, LibraryAttempt};
+use crate::driver::library::{open_first, Candidates};
+use crate::safe::memory::DevicePtr;
+use crate::safe::stream::Stream;
 use crate::sys::CUstream;
 
-/// The environment variable naming the NCCL library to load instead of the default names.
-pub const LIBRARY_ENV: &str = "NBODY_NCCL_LIBRARY";
-
-/// Library names tried, in order, when [`LIBRARY_ENV`] is unset (the loader's search path:
+/// Library names tried, in order, when no file is named (the loader's search path:
 /// `LD_LIBRARY_PATH`, the ld.so cache; Debian/Ubuntu's `libnccl2` package installs `libnccl.so.2`).
 pub const DEFAULT_LIBRARY_NAMES: &[&str] = &["libnccl.so.2", "libnccl.so"];
 
@@ -89,21 +86,21 @@ pub enum NcclError {
     #[error(
         "no NCCL library could be loaded; tried: {}. {}",
         tried_list(.tried),
-        if *.from_env {
-            "NBODY_NCCL_LIBRARY names a file that does not load: point it at libnccl.so.2 or unset it"
+        if *.named {
+            "the file named in place of the search does not load: name libnccl.so.2, or name none"
         } else {
-            "Install NCCL (Debian/Ubuntu: the libnccl2 package; or the nvidia-nccl wheel) or point NBODY_NCCL_LIBRARY \
-             at libnccl.so.2; without it the positions are gathered with peer copies"
+            "Install NCCL (Debian/Ubuntu: the libnccl2 package; or the nvidia-nccl wheel), or open libnccl.so.2 \
+             by its path (`Nccl::open_with`)"
         }
     )]
     LibraryNotFound {
         /// Every path or name tried, in order, with the loader's (`dlerror`) message.
         tried: Vec<LibraryAttempt>,
-        /// Whether the only candidate came from [`LIBRARY_ENV`].
-        from_env: bool,
+        /// Whether the only candidate was the file the caller named ([`Nccl::open_with`]).
+        named: bool,
     },
     /// The library loaded but lacks a required NCCL function.
-    #[error("{library} is not a usable NCCL library: {symbol} is missing ({detail}); point NBODY_NCCL_LIBRARY at libnccl.so.2 or unset it")]
+    #[error("{library} is not a usable NCCL library: {symbol} is missing ({detail}); open libnccl.so.2 instead")]
     MissingSymbol {
         /// The function looked up.
         symbol: &'static str,
@@ -165,36 +162,35 @@ pub struct Nccl {
     version: i32,
 }
 
-/// The candidates [`Nccl::open`] tries for `env` (the value of [`LIBRARY_ENV`]): that path
-/// alone when set and not empty (and `true`), else [`DEFAULT_LIBRARY_NAMES`] (and `false`).
-pub fn candidates_from(env: Option<&OsStr>) -> (Vec<PathBuf>, bool) {
-    let c = Candidates::new(env, DEFAULT_LIBRARY_NAMES, []);
-    (c.paths, c.from_env)
+/// The candidates [`Nccl::open_with`] tries for `named`: that path alone when given and not
+/// empty (and `true`), else [`DEFAULT_LIBRARY_NAMES`] (and `false`).
+pub fn candidates_from(named: Option<&OsStr>) -> (Vec<PathBuf>, bool) {
+    let c = Candidates::new(named, DEFAULT_LIBRARY_NAMES, []);
+    (c.paths, c.named)
 }
 
 impl Nccl {
-    /// Opens NCCL: the file named by `NBODY_NCCL_LIBRARY`, else the first of
-    /// [`DEFAULT_LIBRARY_NAMES`] that loads; resolves its functions and asks its version.
+    /// Opens NCCL: the first of [`DEFAULT_LIBRARY_NAMES`] that loads; resolves its functions and asks its version.
     ///
     /// # Errors
     /// [`NcclError::LibraryNotFound`] listing every candidate with the loader's message;
     /// [`NcclError::MissingSymbol`]; [`NcclError::Call`] for `ncclGetVersion`.
     pub fn open() -> Result<Arc<Nccl>, NcclError> {
-        Self::open_with(std::env::var_os(LIBRARY_ENV).as_deref())
+        Self::open_with(None)
     }
 
-    /// As [`Nccl::open`] with `env` standing for the value of `NBODY_NCCL_LIBRARY` (so tests
-    /// need not set environment variables).
+    /// As [`Nccl::open`], but only `named` (a file name or path) when it is given and not empty.
+    /// An application maps its own setting (an environment variable, an option) onto `named`.
     ///
     /// # Errors
     /// As [`Nccl::open`].
-    pub fn open_with(env: Option<&OsStr>) -> Result<Arc<Nccl>, NcclError> {
-        let (candidates, from_env) = candidates_from(env);
-        // SAFETY: the candidates are NCCL (or the library the user named in NBODY_NCCL_LIBRARY),
+    pub fn open_with(named: Option<&OsStr>) -> Result<Arc<Nccl>, NcclError> {
+        let (candidates, named) = candidates_from(named);
+        // SAFETY: the candidates are NCCL (or the file the caller named in its place),
         // which is made to be loaded by applications.
         match unsafe { open_first(&candidates) } {
             Ok((lib, path)) => Self::resolve(lib, path),
-            Err(tried) => Err(NcclError::LibraryNotFound { tried, from_env }),
+            Err(tried) => Err(NcclError::LibraryNotFound { tried, named }),
         }
     }
 
@@ -398,16 +394,16 @@ mod tests {
         let e = Nccl::open_with(Some(OsStr::new("/nonexistent/libnccl.so.2"))).unwrap_err();
         let s = e.to_string();
         assert!(s.contains("/nonexistent/libnccl.so.2"), "{s}");
-        assert!(s.contains("NBODY_NCCL_LIBRARY"), "{s}");
+        assert!(s.contains("name libnccl.so.2"), "{s}");
     }
 
     #[test]
     fn default_candidates_are_the_soname_then_the_dev_link() {
-        let (c, from_env) = candidates_from(None);
-        assert!(!from_env);
+        let (c, named) = candidates_from(None);
+        assert!(!named);
         assert_eq!(c, vec![PathBuf::from("libnccl.so.2"), PathBuf::from("libnccl.so")]);
-        let (c, from_env) = candidates_from(Some(OsStr::new("")));
-        assert!(!from_env && c.len() == 2, "an empty variable is unset");
+        let (c, named) = candidates_from(Some(OsStr::new("")));
+        assert!(!named && c.len() == 2, "an empty name is none");
     }
 
     #[test]

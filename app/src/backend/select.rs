@@ -262,7 +262,7 @@ pub fn ignored_by_cpu(options: &[&str]) -> Option<String> {
 /// `cuDriverGetVersion`, no `cuInit`). Without it `auto` runs the CPU backend; with it `auto` may
 /// still fall back once the backend is made (no device, no GL context on one).
 pub fn driver_library_loads() -> bool {
-    interop::Driver::open().is_ok()
+    crate::libraries::open_driver().is_ok()
 }
 
 #[cfg(test)]

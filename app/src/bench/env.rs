@@ -29,7 +29,7 @@ impl Env {
         let mut unavailable = HashMap::new();
         let needs_cuda = |m: &BenchMode| !(m.is_cpu() || *m == BenchMode::Draw);
         if modes.iter().any(needs_cuda) {
-            if let Err(e) = interop::init(interop::StreamSemantics::Legacy) {
+            if let Err(e) = crate::libraries::init(interop::StreamSemantics::Legacy) {
                 for m in modes.iter().filter(|m| needs_cuda(m)) {
                     unavailable.insert(*m, format!("no usable CUDA driver: {e}"));
                 }

@@ -224,7 +224,7 @@ pub(super) fn row_meta(args: &BenchArgs, mode: BenchMode, env: &Env) -> RowMeta 
     let cuda = match mode {
         BenchMode::Cpu | BenchMode::CpuTree => None,
         BenchMode::Compute | BenchMode::Tree => env.compute.as_ref().map(|c| (c.info.name.clone(), c.driver_version())),
-        _ => env.shared.as_ref().map(|(ctx, info)| (info.name.clone(), interop::entry::cuda_version_string(ctx.api().driver_version()))),
+        _ => env.shared.as_ref().map(|(ctx, info)| (info.name.clone(), interop::driver::entry::cuda_version_string(ctx.api().driver_version()))),
     };
     if let Some((name, driver)) = cuda {
         m.gpu_name = Some(name);

@@ -114,21 +114,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     crate::stop::install();
 
     let env = Env::open(args, &plan.modes);
-    let mut res =
-        Results {
-            measured: Vec::new(),
-            skipped: Vec::new(),
-            run: RunMeta {
-                build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
-                date: chrono::Utc::now().to_rfc3339(),
-                host: hostname(),
-            },
-            out: args.out.clone(),
-            tables_written: false,
-            provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
-                env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::entry::cuda_version_string(ctx.api().driver_version())))
-            })),
-        };
+    let mut res = Results {
+        measured: Vec::new(),
+        skipped: Vec::new(),
+        run: RunMeta {
+            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
+            date: chrono::Utc::now().to_rfc3339(),
+            host: hostname(),
+        },
+        out: args.out.clone(),
+        tables_written: false,
+        provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
+            env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::driver::entry::cuda_version_string(ctx.api().driver_version())))
+        })),
+    };
 
     // Report each unavailable mode once, grouping modes that share a reason.
     let unavailable: Vec<(BenchMode, String)> = plan.modes.iter().filter_map(|m| env.unavailable.get(m).map(|why| (*m, why.clone()))).collect();

@@ -51,7 +51,7 @@ pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
         bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
     }
-    if args.timeline.is_some() && !interop::entry::TRACING_COMPILED {
+    if args.timeline.is_some() && !interop::driver::entry::TRACING_COMPILED {
         bail!("--timeline needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
     }
     bodies.sort_unstable();

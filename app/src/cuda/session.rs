@@ -38,7 +38,7 @@ pub fn open_for_gl(gl_info: &GlInfo, stream: StreamKind, priority: i32, sched: C
             gl_info.renderer
         )
     };
-    let api = interop::init(semantics).map_err(|e| {
+    let api = crate::libraries::init(semantics).map_err(|e| {
         anyhow::anyhow!(
             "CUDA is not available: {e}. CUDA–GL interop needs the NVIDIA driver and the GL context on its GPU; \
              this GL context is GL_VENDOR={}, GL_RENDERER={}",
@@ -68,7 +68,7 @@ pub fn open_for_gl(gl_info: &GlInfo, stream: StreamKind, priority: i32, sched: C
 /// CUDA is not there to ask: no driver library, or `cuInit` failed (no device); the message
 /// says which.
 pub fn cuda_shares_current_gl() -> anyhow::Result<Result<(), String>> {
-    let api = interop::init(StreamSemantics::Legacy).map_err(|e| anyhow::anyhow!("CUDA is not available: {e}"))?;
+    let api = crate::libraries::init(StreamSemantics::Legacy).map_err(|e| anyhow::anyhow!("CUDA is not available: {e}"))?;
     Ok(match interop::gl_devices(&api) {
         Ok(devices) if devices.is_empty() => Err("cuGLGetDevices lists no CUDA device for it".into()),
         Ok(_) => Ok(()),

@@ -158,7 +158,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if args.n_bodies() == 0 || args.n_bodies() > crate::cuda::kernel_set::MAX_BODIES {
         bail!("--bodies must be from 1 to {} (got {})", crate::cuda::kernel_set::MAX_BODIES, args.n_bodies());
     }
-    if args.trace.is_some() && !interop::entry::TRACING_COMPILED {
+    if args.trace.is_some() && !interop::driver::entry::TRACING_COMPILED {
         bail!("--trace needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
     }
     if let Some(p) = &args.screenshot {
@@ -166,7 +166,7 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
             bail!("--screenshot {}: screenshots are written as PNG; give a file name ending in .png", p.display());
         }
     }
-    if args.timeline.is_some() && !interop::entry::TRACING_COMPILED {
+    if args.timeline.is_some() && !interop::driver::entry::TRACING_COMPILED {
         bail!("--timeline needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
     }
     let outputs = [

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use interop::{Api, Device, Driver, SchedFlag, StreamSemantics};
+use interop::{Api, Device, SchedFlag, StreamSemantics};
 
 use super::env::{Env, GlvndFiles};
 use super::facts::{ContextFact, CudaFact, DeviceFact, DriverFact, Facts, GlSeen, JitFact, LibFact, PtxHeader, SharesFact, VulkanFact};
@@ -35,11 +35,11 @@ pub(super) fn gather() -> Facts {
         },
         None => VulkanFact::NotTried,
     };
-    let cupti = match interop::Cupti::open() {
+    let cupti = match crate::libraries::open_cupti() {
         Ok(c) => LibFact::Loaded { path: c.path().to_string(), version: c.version().to_string() },
         Err(e) => LibFact::Missing(e.to_string()),
     };
-    let nccl = match interop::Nccl::open() {
+    let nccl = match crate::libraries::open_nccl() {
         Ok(n) => LibFact::Loaded { path: n.path().to_string(), version: n.version_string() },
         Err(e) => LibFact::Missing(e.to_string()),
     };
@@ -63,7 +63,7 @@ pub(super) fn gather() -> Facts {
 
 /// The driver library as the loader finds it and, where it loads, `cuInit` and the devices.
 pub(super) fn driver_and_devices() -> (DriverFact, CudaFact) {
-    match Driver::open() {
+    match crate::libraries::open_driver() {
         Ok(d) => {
             let fact = DriverFact::Loaded { path: d.path().to_string(), version: d.version() };
             match Api::load(d, StreamSemantics::Legacy) {
@@ -95,7 +95,7 @@ fn devices(api: &Arc<Api>) -> CudaFact {
 fn jit(cuda: &CudaFact) -> JitFact {
     let Some(first) = cuda.devices().first() else { return JitFact::NotTried };
     let loaded = (|| -> anyhow::Result<f64> {
-        let api = interop::init(StreamSemantics::Legacy)?;
+        let api = crate::libraries::init(StreamSemantics::Legacy)?;
         let ctx = interop::Context::primary(&Device::get(&api, first.ordinal)?, SchedFlag::Auto)?;
         let t0 = Instant::now();
         let kernels = Kernels::load(&ctx, None)?;
@@ -111,7 +111,7 @@ fn jit(cuda: &CudaFact) -> JitFact {
 
 /// What `cuGLGetDevices` says about the GL context current on this thread.
 fn shares_now() -> SharesFact {
-    let api = match interop::init(StreamSemantics::Legacy) {
+    let api = match crate::libraries::init(StreamSemantics::Legacy) {
         Ok(a) => a,
         // The driver check says which names were tried.
         Err(interop::Error::LibraryNotFound { .. }) => return SharesFact::NoCuda("no CUDA driver library (see driver)".into()),

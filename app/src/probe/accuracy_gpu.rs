@@ -46,7 +46,8 @@ impl GpuAccuracy {
     /// # Errors
     /// No usable CUDA driver or device; the PTX does not load.
     pub fn open() -> anyhow::Result<GpuAccuracy> {
-        let api = interop::init(StreamSemantics::Legacy).context("accuracy --backend cuda needs a CUDA driver: use --backend cpu without one")?;
+        let api =
+            crate::libraries::init(StreamSemantics::Legacy).context("accuracy --backend cuda needs a CUDA driver: use --backend cpu without one")?;
         let device = Device::get(&api, 0).context("CUDA device 0")?;
         let ctx = Context::primary(&device, SchedFlag::Auto).context("cuDevicePrimaryCtxRetain")?;
         ctx.make_current().context("cuCtxSetCurrent")?;
@@ -59,7 +60,7 @@ impl GpuAccuracy {
     /// does not answer `cuDeviceGet*`).
     pub fn facts(&self) -> Option<crate::provenance::GpuFacts> {
         let info = self.ctx.device().info().ok()?;
-        Some(crate::provenance::GpuFacts::of(&info, interop::entry::cuda_version_string(self.ctx.api().driver_version())))
+        Some(crate::provenance::GpuFacts::of(&info, interop::driver::entry::cuda_version_string(self.ctx.api().driver_version())))
     }
 
     /// The device's name, for the table's title.

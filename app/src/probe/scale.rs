@@ -132,7 +132,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
         bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
     }
-    let api = interop::init(interop::StreamSemantics::Legacy).context("loading the CUDA driver")?;
+    let api = crate::libraries::init(interop::StreamSemantics::Legacy).context("loading the CUDA driver")?;
     let count = interop::Device::count(&api).context("cuDeviceGetCount")?;
     let mut gpus: Vec<u32> = args.gpu.gpus.iter().map(|g| g.resolve(count.max(0) as u32)).collect::<anyhow::Result<_>>()?;
     gpus.sort_unstable();
@@ -153,13 +153,13 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         tool: "nbody-interop scale",
         version: env!("CARGO_PKG_VERSION"),
         provenance: crate::provenance::Provenance::now(
-            first.info().ok().map(|i| crate::provenance::GpuFacts::of(&i, interop::entry::cuda_version_string(api.driver_version()))),
+            first.info().ok().map(|i| crate::provenance::GpuFacts::of(&i, interop::driver::entry::cuda_version_string(api.driver_version()))),
         ),
         status: "running".into(),
         date: chrono::Utc::now().to_rfc3339(),
         gpu_name: first.name().unwrap_or_default(),
         cuda_devices: count,
-        driver_version: interop::entry::cuda_version_string(api.driver_version()),
+        driver_version: interop::driver::entry::cuda_version_string(api.driver_version()),
         build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
         init: init.clone(),
         seed: args.sim.seed,

@@ -2,7 +2,6 @@
 //! process each), quiz on them, or replay recorded results without a GPU.
 
 use anyhow::bail;
-use interop::Driver;
 
 use super::lab::{self, Case};
 use super::replay;
@@ -72,7 +71,7 @@ pub fn run(opts: &LabOptions) -> anyhow::Result<()> {
     let cases: Vec<&Case> = if name == "all" { lab::CASES.iter().collect() } else { vec![lab::find(name)?] };
     if opts.quiz {
         // No predictions for cases that cannot run: say so before asking.
-        if let Err(e) = Driver::open() {
+        if let Err(e) = crate::libraries::open_driver() {
             bail!(
                 "the quiz runs the cases on this machine's CUDA driver, and none loads here ({e}); without a GPU, \
                  quiz on the answers recorded on one: `nbody-interop lab --quiz --replay {} {name}` (from the \

@@ -398,7 +398,7 @@ pub fn run_live(name: &str, gl: Gl<'_>, cuda: Option<&Arc<Context>>) -> Outcome 
     let env = LabEnv {
         driver: match cuda {
             Some(c) => Ok(c.api().driver().clone()),
-            None => Driver::open().map_err(|e| e.to_string()),
+            None => crate::libraries::open_driver().map_err(|e| e.to_string()),
         },
         cuda: cuda.cloned().ok_or_else(|| no_cuda.clone()),
         gl: cuda.map(|c| (gl, c.clone())).ok_or(no_cuda),
@@ -421,7 +421,7 @@ pub fn run_in_process(cases: &[&Case]) -> Vec<Outcome> {
     if cases.is_empty() {
         return Vec::new();
     }
-    let driver = match Driver::open() {
+    let driver = match crate::libraries::open_driver() {
         Ok(d) => d,
         Err(e) => {
             let why = e.to_string();
@@ -466,7 +466,7 @@ pub fn run_in_process(cases: &[&Case]) -> Vec<Outcome> {
 }
 
 fn plain_context() -> anyhow::Result<Arc<Context>> {
-    let api = interop::init(interop::StreamSemantics::Legacy)?;
+    let api = crate::libraries::init(interop::StreamSemantics::Legacy)?;
     crate::trace::attach_active(&api);
     Ok(Context::primary(&Device::get(&api, 0)?, SchedFlag::Auto)?)
 }

@@ -34,7 +34,7 @@ impl CuptiTrack {
     /// `extras/CUPTI/lib64`) and enables its kernel, memcpy, memset and context-switch records.
     /// `None` when it cannot; `r`'s timeline then notes why.
     pub fn start(r: &Recorder) -> Option<CuptiTrack> {
-        let cupti = match Cupti::open() {
+        let cupti = match crate::libraries::open_cupti() {
             Ok(c) => c,
             Err(e) => {
                 tracing::info!("timeline without CUPTI: {e}");

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use interop::entry::Tracer;
+use interop::driver::entry::Tracer;
 use interop::sys::CuResult;
 use interop::{Api, TraceRecord};
 

@@ -6,13 +6,10 @@ use std::path::PathBuf;
 use libloading::Library;
 
 use super::status::{CuptiError, CuptiResult};
-use crate::error::{error_chain, LibraryAttempt};
-use crate::library::{open_first, Candidates};
+use crate::driver::error::{error_chain, LibraryAttempt};
+use crate::driver::library::{open_first, Candidates};
 
-/// The environment variable naming the CUPTI library to load instead of the default names.
-pub const LIBRARY_ENV: &str = "NBODY_CUPTI_LIBRARY";
-
-/// Library names tried first, in order, when [`LIBRARY_ENV`] is unset (the loader's search path).
+/// Library names tried first, in order, when no file is named (the loader's search path).
 pub const DEFAULT_LIBRARY_NAMES: &[&str] = &["libcupti.so", "libcupti.so.13", "libcupti.so.12"];
 
 /// Folders under a CUDA toolkit root that hold `libcupti.so`, tried in order.
@@ -21,11 +18,11 @@ pub const TOOLKIT_LIBRARY_DIRS: &[&str] = &["extras/CUPTI/lib64", "lib64"];
 /// File names tried in each of [`TOOLKIT_LIBRARY_DIRS`].
 pub const TOOLKIT_LIBRARY_FILES: &[&str] = &["libcupti.so", "libcupti.so.13"];
 
-/// The candidates [`super::Cupti::open`] tries, in order: `env` alone when it is set and not empty;
+/// The candidates [`super::Cupti::open_with`] tries, in order: `named` alone when it is given and not empty;
 /// else [`DEFAULT_LIBRARY_NAMES`], then for each toolkit root (duplicates and empty ones skipped)
 /// each of [`TOOLKIT_LIBRARY_DIRS`] × [`TOOLKIT_LIBRARY_FILES`]. The `bool` is true when the list
-/// came from `env`.
-pub fn candidates_from(env: Option<&OsStr>, toolkit_roots: &[PathBuf]) -> (Vec<PathBuf>, bool) {
+/// is the named file alone.
+pub fn candidates_from(named: Option<&OsStr>, toolkit_roots: &[PathBuf]) -> (Vec<PathBuf>, bool) {
     let mut roots: Vec<&PathBuf> = Vec::new();
     for r in toolkit_roots.iter().filter(|r| !r.as_os_str().is_empty()) {
         if !roots.contains(&r) {
@@ -35,8 +32,8 @@ pub fn candidates_from(env: Option<&OsStr>, toolkit_roots: &[PathBuf]) -> (Vec<P
     let under_roots = roots
         .into_iter()
         .flat_map(|root| TOOLKIT_LIBRARY_DIRS.iter().flat_map(move |dir| TOOLKIT_LIBRARY_FILES.iter().map(move |f| root.join(dir).join(f))));
-    let c = Candidates::new(env, DEFAULT_LIBRARY_NAMES, under_roots);
-    (c.paths, c.from_env)
+    let c = Candidates::new(named, DEFAULT_LIBRARY_NAMES, under_roots);
+    (c.paths, c.named)
 }
 
 /// The toolkit roots searched: `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`.
@@ -48,7 +45,7 @@ pub fn toolkit_roots() -> Vec<PathBuf> {
 
 /// Opens the first of `candidates` that loads, or lists every attempt with its `dlerror`.
 pub(super) fn load_first(candidates: &[PathBuf]) -> Result<(Library, String), Vec<LibraryAttempt>> {
-    // SAFETY: the candidates are CUPTI (or the library the user named in NBODY_CUPTI_LIBRARY),
+    // SAFETY: the candidates are CUPTI (or the file the caller named in its place),
     // which is made to be loaded by tools.
     unsafe { open_first(candidates) }
 }
@@ -65,7 +62,7 @@ pub fn locate(candidates: &[PathBuf]) -> Result<PathBuf, CuptiError> {
             std::mem::forget(lib);
             Ok(PathBuf::from(path))
         }
-        Err(tried) => Err(CuptiError::LibraryNotFound { tried, from_env: false }),
+        Err(tried) => Err(CuptiError::LibraryNotFound { tried, named: false }),
     }
 }
 

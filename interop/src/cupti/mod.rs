@@ -3,7 +3,7 @@
 //!
 //! CUPTI (`libcupti.so`, shipped with the CUDA toolkit under `extras/CUPTI/lib64`) is a separate
 //! library from the driver: this module opens it on its own with `libloading`
-//! ([`Cupti::open`]: `NBODY_CUPTI_LIBRARY`, else [`DEFAULT_LIBRARY_NAMES`], else the toolkit
+//! ([`Cupti::open_with`]: a file the caller names, else [`DEFAULT_LIBRARY_NAMES`], else the toolkit
 //! folders) and resolves its functions by name (CUPTI has no `cuGetProcAddress`). A machine
 //! without CUPTI gets a [`CuptiError::LibraryNotFound`] that lists every path tried; the caller
 //! says in its trace what it lacks and carries on.
@@ -68,7 +68,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError};
 
 pub use buffers::{buffer_completed, buffer_requested, BUFFER_BYTES};
-pub use library::{candidates_from, locate, toolkit_roots, DEFAULT_LIBRARY_NAMES, LIBRARY_ENV, TOOLKIT_LIBRARY_DIRS, TOOLKIT_LIBRARY_FILES};
+pub use library::{candidates_from, locate, toolkit_roots, DEFAULT_LIBRARY_NAMES, TOOLKIT_LIBRARY_DIRS, TOOLKIT_LIBRARY_FILES};
 pub use records::{
     copy_kind_name, kind, name_offset_verified, offsets, parse_record, read_name, Activity, ActivityKind, Availability, ParseOptions, ParsedRecord,
     SwitchPhase, Track, ACTIVITY_FLAG_FLUSH_FORCED, CTX_SWITCH_MIN_VERSION, NO_ID,
@@ -98,8 +98,7 @@ impl fmt::Debug for Cupti {
 }
 
 impl Cupti {
-    /// Opens CUPTI: the path in `NBODY_CUPTI_LIBRARY` if set (and only it), else
-    /// [`DEFAULT_LIBRARY_NAMES`], then `extras/CUPTI/lib64` and `lib64` of `$CUDA_HOME`,
+    /// Opens CUPTI: the first of [`DEFAULT_LIBRARY_NAMES`], then `extras/CUPTI/lib64` and `lib64` of `$CUDA_HOME`,
     /// `$CUDA_PATH` and `/usr/local/cuda` ([`candidates_from`]); resolves its functions, reads
     /// `cuptiGetVersion` and registers the buffer callbacks. Enables nothing yet.
     ///
@@ -110,18 +109,18 @@ impl Cupti {
     /// example `CUPTI_ERROR_NOT_INITIALIZED` when this CUPTI is newer than the driver).
     #[doc(alias = "cuptiActivityRegisterCallbacks")]
     pub fn open() -> Result<Cupti, CuptiError> {
-        let env = std::env::var_os(LIBRARY_ENV);
-        Self::open_with(env.as_deref(), &toolkit_roots())
+        Self::open_with(None, &toolkit_roots())
     }
 
-    /// As [`Cupti::open`] with `env` standing for the value of `NBODY_CUPTI_LIBRARY` and
-    /// `toolkit_roots` for [`toolkit_roots`] (so tests need not set environment variables).
+    /// As [`Cupti::open`], but only `named` (a file name or path) when it is given and not
+    /// empty, and `toolkit_roots` in place of [`toolkit_roots`]. An application maps its own
+    /// setting (an environment variable, an option) onto `named`.
     ///
     /// # Errors
     /// As [`Cupti::open`].
-    pub fn open_with(env: Option<&OsStr>, toolkit_roots: &[PathBuf]) -> Result<Cupti, CuptiError> {
-        let (paths, from_env) = candidates_from(env, toolkit_roots);
-        Self::open_paths(&paths, from_env)
+    pub fn open_with(named: Option<&OsStr>, toolkit_roots: &[PathBuf]) -> Result<Cupti, CuptiError> {
+        let (paths, named) = candidates_from(named, toolkit_roots);
+        Self::open_paths(&paths, named)
     }
 
     /// As [`Cupti::open`], trying exactly `candidates` in order.
@@ -132,8 +131,8 @@ impl Cupti {
         Self::open_paths(candidates, false)
     }
 
-    fn open_paths(candidates: &[PathBuf], from_env: bool) -> Result<Cupti, CuptiError> {
-        let (lib, path) = load_first(candidates).map_err(|tried| CuptiError::LibraryNotFound { tried, from_env })?;
+    fn open_paths(candidates: &[PathBuf], named: bool) -> Result<Cupti, CuptiError> {
+        let (lib, path) = load_first(candidates).map_err(|tried| CuptiError::LibraryNotFound { tried, named })?;
         let api = Api::resolve(&lib, &path)?;
         if IN_USE.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return Err(CuptiError::Busy);

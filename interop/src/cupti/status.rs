@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::error::{tried_list, LibraryAttempt};
+use crate::driver::error::{tried_list, LibraryAttempt};
 
 /// A `CUptiResult`: an open newtype over the C enum, so unknown codes stay representable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,13 +74,13 @@ impl fmt::Display for CuptiResult {
     }
 }
 
-fn not_found_remedy(from_env: bool) -> &'static str {
-    if from_env {
-        "NBODY_CUPTI_LIBRARY is set, so only its path was tried: point it at libcupti.so (the CUDA toolkit \
-         has it in extras/CUPTI/lib64) or unset it to search the default places"
+fn not_found_remedy(named: bool) -> &'static str {
+    if named {
+        "only the file named in place of the search was tried: name libcupti.so (the CUDA toolkit \
+         has it in extras/CUPTI/lib64), or name none to search the default places"
     } else {
         "CUPTI ships with the CUDA toolkit (extras/CUPTI/lib64/libcupti.so): install the toolkit's CUPTI, \
-         or set NBODY_CUPTI_LIBRARY to the path of libcupti.so"
+         or open libcupti.so by its path (`Cupti::open_with`)"
     }
 }
 
@@ -88,17 +88,17 @@ fn not_found_remedy(from_env: bool) -> &'static str {
 #[derive(Debug, thiserror::Error)]
 pub enum CuptiError {
     /// No CUPTI library could be opened.
-    #[error("no CUPTI library could be loaded; tried: {}. {}", tried_list(.tried), not_found_remedy(*.from_env))]
+    #[error("no CUPTI library could be loaded; tried: {}. {}", tried_list(.tried), not_found_remedy(*.named))]
     LibraryNotFound {
         /// Every path or name tried, in order, with the loader's (`dlerror`) message.
         tried: Vec<LibraryAttempt>,
-        /// Whether the only candidate came from [`super::LIBRARY_ENV`].
-        from_env: bool,
+        /// Whether the only candidate was the file the caller named ([`super::Cupti::open_with`]).
+        named: bool,
     },
     /// The library loaded but lacks a required CUPTI function.
     #[error(
-        "{library} is not a usable CUPTI library: {symbol} is missing ({detail}); point NBODY_CUPTI_LIBRARY \
-         at the CUDA toolkit's extras/CUPTI/lib64/libcupti.so or unset it"
+        "{library} is not a usable CUPTI library: {symbol} is missing ({detail}); open the CUDA \
+         toolkit's extras/CUPTI/lib64/libcupti.so instead"
     )]
     MissingSymbol {
         /// The function looked up.

@@ -242,7 +242,7 @@ impl CudaSide for CudaBackend {
             ("max threads / block".into(), i.max_threads_per_block.to_string()),
             ("warp size".into(), i.warp_size.to_string()),
             ("unified addressing".into(), i.unified_addressing.to_string()),
-            ("driver".into(), format!("CUDA {}", interop::entry::cuda_version_string(self.ctx.api().driver_version()))),
+            ("driver".into(), format!("CUDA {}", interop::driver::entry::cuda_version_string(self.ctx.api().driver_version()))),
             ("default-stream semantics".into(), self.ctx.api().semantics().to_string()),
             ("context".into(), format!("{:?}, sched {:?}", self.ctx.kind(), self.opts.ctx_sched)),
             ("stream".into(), format!("{:?} (priority {})", s.stream, self.stream.priority().unwrap_or(0))),

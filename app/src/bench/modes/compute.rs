@@ -47,7 +47,7 @@ impl ComputeCtx {
     /// # Errors
     /// No driver, no device, or the context cannot be made.
     pub fn open(stream: StreamKind, sched: CtxSched) -> anyhow::Result<ComputeCtx> {
-        let api = interop::init(semantics(stream)).context("no usable CUDA driver")?;
+        let api = crate::libraries::init(semantics(stream)).context("no usable CUDA driver")?;
         let device = Device::get(&api, 0).context("CUDA device 0")?;
         let ctx = Context::primary(&device, sched_flag(sched)).context("cuDevicePrimaryCtxRetain")?;
         let info = device.info().context("reading device 0's attributes")?;
@@ -56,7 +56,7 @@ impl ComputeCtx {
 
     /// The driver's CUDA version, e.g. `12.8`.
     pub fn driver_version(&self) -> String {
-        interop::entry::cuda_version_string(self.ctx.api().driver_version())
+        interop::driver::entry::cuda_version_string(self.ctx.api().driver_version())
     }
 }
 

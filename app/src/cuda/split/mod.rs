@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
-use interop::nccl::{Clique, Nccl};
+use interop::nccl::Clique;
 use interop::sys::event_flags;
 use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
 
@@ -173,7 +173,7 @@ impl SplitStepper {
             let nccl = match choice {
                 GatherChoice::Peer => Err("--gather peer".to_string()),
                 _ if !distinct => Err("a device holds two slices (NCCL takes one rank per device)".to_string()),
-                _ => Nccl::open().map_err(|e| format!("{e}")),
+                _ => crate::libraries::open_nccl().map_err(|e| format!("{e}")),
             };
             let nccl = nccl.and_then(|lib| match Clique::init_all(&lib, devices) {
                 Ok(c) => Ok((c, lib.version_string())),

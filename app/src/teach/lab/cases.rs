@@ -364,7 +364,7 @@ const BUFFER: [Case; 21] = [
                       PFN_cuLaunchKernel_v4000), and PFN_cuGraphicsMapResources_v7000_ptsz and \
                       PFN_cuGraphicsUnmapResources_v7000_ptsz (legacy _v3000) for the map and the unmap. Asking for \
                       per-thread semantics at 4000 asks for something that did not exist then; interop asks every \
-                      _ptsz/_ptds entry at 7000 or later (interop::entry::PER_THREAD_VERSION). The detail names the \
+                      _ptsz/_ptds entry at 7000 or later (interop::driver::entry::PER_THREAD_VERSION). The detail names the \
                       export the returned address is, and what 7000 gives. Reference (cuGetProcAddress): \
                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM “will enable the search for all driver symbols \
                       that match the requested driver symbol name including the per-thread versions.” [cuda.h: \

@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use interop::loader::ProcQuery;
+use interop::driver::loader::ProcQuery;
 use interop::sys::{CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
 use interop::{Driver, SymbolStatus};
 
@@ -69,7 +69,7 @@ fn lookup(case: &Case, d: &Driver) -> Result<Got, SetupFailed> {
         crate::trace::result_name(q.result),
         if q.address == 0 { "a null pointer".to_string() } else { format!("address {:#x}", q.address) },
         d.bootstrap(),
-        interop::entry::cuda_version_string(d.version())
+        interop::driver::entry::cuda_version_string(d.version())
     );
     if case.name == "proc-address-old-version" {
         let ok = d.get_proc_address(symbol, 11020, CU_GET_PROC_ADDRESS_LEGACY_STREAM, symbol);
@@ -88,7 +88,7 @@ fn above_driver(d: &Driver) -> Result<Got, SetupFailed> {
     let detail = format!(
         "asked cuMemAlloc at {version} (driver {}, CUDA {}): {}; asked at 3020 (PFN_cuMemAlloc_v3020): {} (bootstrap {:?})",
         d.version(),
-        interop::entry::cuda_version_string(d.version()),
+        interop::driver::entry::cuda_version_string(d.version()),
         describe(&q),
         describe(&ok),
         d.bootstrap()
@@ -136,13 +136,13 @@ fn ctx_create_versions(d: &Driver) -> Result<Got, SetupFailed> {
 fn ptsz_at_4000(d: &Driver) -> Result<Got, SetupFailed> {
     let flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     let q = d.get_proc_address("cuLaunchKernel", 4000, flags, "cuLaunchKernel_ptsz");
-    let at_7000 = d.get_proc_address("cuLaunchKernel", interop::entry::PER_THREAD_VERSION, flags, "cuLaunchKernel_ptsz");
+    let at_7000 = d.get_proc_address("cuLaunchKernel", interop::driver::entry::PER_THREAD_VERSION, flags, "cuLaunchKernel_ptsz");
     let exports = ["cuLaunchKernel_ptsz", "cuLaunchKernel"];
     let detail = format!(
         "per-thread lookup at 4000: {}, which is {}; at {}: {}, which is {} (driver {}, bootstrap {:?})",
         describe(&q),
         which_export(d, q.address, &exports),
-        interop::entry::PER_THREAD_VERSION,
+        interop::driver::entry::PER_THREAD_VERSION,
         describe(&at_7000),
         which_export(d, at_7000.address, &exports),
         d.version(),

@@ -14,9 +14,9 @@
 use std::os::fd::{IntoRawFd, OwnedFd};
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::error::Result;
-use crate::stream::Stream;
+use crate::driver::error::Result;
+use crate::safe::context::Context;
+use crate::safe::stream::Stream;
 use crate::sys::{
     external_semaphore, CUexternalSemaphore, CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS,
     CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS,

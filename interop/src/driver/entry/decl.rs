@@ -3,7 +3,7 @@
 
 use std::ffi::c_int;
 
-use crate::loader::StreamSemantics;
+use crate::driver::loader::StreamSemantics;
 
 /// Whether a function has a per-thread-default-stream variant, and which suffix it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

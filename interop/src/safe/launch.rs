@@ -12,11 +12,11 @@
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
-use crate::error::{Error, Result};
-use crate::image::{SurfaceObject, TextureObject};
-use crate::memory::{DeviceCopy, DevicePtr};
-use crate::module::{Function, PtxParam};
-use crate::stream::Stream;
+use crate::driver::error::{Error, Result};
+use crate::safe::image::{SurfaceObject, TextureObject};
+use crate::safe::memory::{DeviceCopy, DevicePtr};
+use crate::safe::module::{Function, PtxParam};
+use crate::safe::stream::Stream;
 
 /// One argument value, kept until the launch so that the pointer array can point at it.
 #[derive(Debug, Clone, Copy)]

@@ -28,10 +28,10 @@ use std::marker::PhantomData;
 
 use std::rc::Rc;
 
-use crate::error::{Error, Result};
-use crate::graphics::{GraphicsResource, MappedArray, OwnedMapping};
-use crate::memory::{DeviceCopy, DevicePtr};
-use crate::stream::Stream;
+use crate::driver::error::{Error, Result};
+use crate::safe::graphics::{GraphicsResource, MappedArray, OwnedMapping};
+use crate::safe::memory::{DeviceCopy, DevicePtr};
+use crate::safe::stream::Stream;
 use crate::sys::{
     memory_type, resource_type, texture, CUarray, CUdeviceptr, CUsurfObject, CUtexObject, CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC,
 };
@@ -137,7 +137,7 @@ impl<'m> SurfaceObject<'m> {
     /// # Errors
     /// The driver's error (the reference: `CUDA_ERROR_INVALID_VALUE` and context errors). An
     /// image registered without `SURFACE_LDST` is not refused here: driver 580 on an H200 made
-    /// the object (`nbody-interop`'s GPU test `gl_image_round_trip_and_its_mistakes`); register
+    /// the object (this workspace's GPU test `gl_image_round_trip_and_its_mistakes`); register
     /// with the flag, as the reference's flag description asks.
     #[doc(alias = "cuSurfObjectCreate")]
     pub fn new(array: &MappedArray<'m>) -> Result<Self> {

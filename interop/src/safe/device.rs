@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::driver::error::Result;
 use crate::sys::{attr, CUdevice, CUuuid};
 use crate::Api;
 

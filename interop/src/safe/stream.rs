@@ -3,8 +3,8 @@
 use std::ffi::c_uint;
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::error::Result;
+use crate::driver::error::Result;
+use crate::safe::context::Context;
 use crate::sys::{CUevent, CUstream, CuResult, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
 
 /// Which stream.

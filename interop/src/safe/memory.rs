@@ -4,9 +4,9 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::stream::Stream;
+use crate::driver::error::{Error, Result};
+use crate::safe::context::Context;
+use crate::safe::stream::Stream;
 use crate::sys::CUdeviceptr;
 
 /// Plain data that may be copied byte-for-byte between host and device.
@@ -26,7 +26,7 @@ device_copy!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
 unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
 
 /// A borrowed view of `len` values of `T` in device memory: what a typed kernel launch takes
-/// ([`crate::launch::Launch::ptr`]). It borrows what owns the memory — a [`DeviceBuffer`]
+/// ([`crate::safe::launch::Launch::ptr`]). It borrows what owns the memory — a [`DeviceBuffer`]
 /// ([`DeviceBuffer::view`]), a mapped GL buffer ([`crate::MappedPtr::view`], so it cannot outlive
 /// the mapping), an [`crate::ExportableBuffer`] — for `'a`.
 #[derive(Debug, Clone, Copy)]
@@ -340,7 +340,7 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
 pub struct PendingCopy<'a, T: DeviceCopy> {
     dst: Option<PinnedBuffer<T>>,
     stream: &'a Stream,
-    event: Option<&'a crate::stream::Event>,
+    event: Option<&'a crate::safe::stream::Event>,
     _src: std::marker::PhantomData<&'a DeviceBuffer<T>>,
 }
 
@@ -353,7 +353,7 @@ impl<'a, T: DeviceCopy> PendingCopy<'a, T> {
     ///
     /// [`wait`]: PendingCopy::wait
     #[doc(alias = "cuEventRecord")]
-    pub fn record(&mut self, event: &'a crate::stream::Event) -> Result<()> {
+    pub fn record(&mut self, event: &'a crate::safe::stream::Event) -> Result<()> {
         event.record(self.stream)?;
         self.event = Some(event);
         Ok(())

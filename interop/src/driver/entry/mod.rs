@@ -20,9 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::error::Error;
-use crate::loader::{Driver, StreamSemantics};
-pub use crate::status::{cuda_version_string, SymbolStatus};
+use crate::driver::error::Error;
+use crate::driver::loader::{Driver, StreamSemantics};
+pub use crate::driver::status::{cuda_version_string, SymbolStatus};
 use crate::sys::*;
 
 mod decl;
@@ -353,7 +353,7 @@ impl fmt::Debug for Api {
 impl Api {
     /// Asks the driver for every entry of [`ENTRY_POINTS`] with `semantics` and reports each
     /// (version asked, flags, result, symbol status, address, remedy), failing on nothing: what
-    /// `nbody-interop info` prints when [`Api::load`] fails. One row per declared function, in
+    /// a tool prints when [`Api::load`] fails. One row per declared function, in
     /// table order.
     pub fn resolve_report(driver: &Driver, semantics: StreamSemantics) -> Vec<EntryReport> {
         let flags = semantics.flags();

@@ -3,7 +3,7 @@
 use std::ffi::c_int;
 use std::fmt;
 
-use crate::status::{cuda_version_string, SymbolStatus};
+use crate::driver::status::{cuda_version_string, SymbolStatus};
 use crate::sys::CuResult;
 
 /// One library name tried while looking for the driver, with the loader's message.
@@ -32,8 +32,8 @@ pub enum Error {
     /// No driver library could be opened.
     #[error(
         "no CUDA driver library could be loaded; tried: {}. An NVIDIA driver is needed (it provides \
-         libcuda.so.1 / nvcuda.dll): install the NVIDIA driver, or point NBODY_CUDA_LIBRARY at the \
-         driver library",
+         libcuda.so.1 / nvcuda.dll): install the NVIDIA driver, or open the driver library by its path \
+         (`Driver::open_with`)",
         tried_list(.tried)
     )]
     LibraryNotFound {
@@ -43,7 +43,7 @@ pub enum Error {
     /// The library loaded but lacks a bootstrap symbol: it is not the CUDA driver.
     #[error(
         "{library} is not a usable CUDA driver library: bootstrap symbol {symbol} is missing or failed ({detail}); \
-         point NBODY_CUDA_LIBRARY at the NVIDIA driver's libcuda.so.1 or unset it"
+         open the NVIDIA driver's libcuda.so.1 instead"
     )]
     MissingBootstrap {
         /// The symbol looked up.
@@ -59,7 +59,7 @@ pub enum Error {
          the driver found supports CUDA {}; {remedy}{}",
         cuda_version_string(*driver_version),
         if *more_missing > 0 {
-            format!(" ({more_missing} more required function(s) missing too: Api::resolve_report, printed by `nbody-interop info`, lists them all)")
+            format!(" ({more_missing} more required function(s) missing too: `Api::resolve_report` lists them all)")
         } else {
             String::new()
         }

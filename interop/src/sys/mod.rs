@@ -3,7 +3,7 @@
 //! Handles are opaque pointers; status codes and enumerations are open newtypes or plain integer
 //! constants, never Rust `enum`s, because the driver may return values this build does not know.
 //! The function-pointer types (`PFN_…`) are generated from the entry-point table in
-//! [`crate::entry`], the single place that lists driver functions.
+//! [`crate::driver::entry`], the single place that lists driver functions.
 
 #![allow(non_camel_case_types)]
 

@@ -9,9 +9,9 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::memory::DeviceCopy;
+use crate::driver::error::{Error, Result};
+use crate::safe::context::Context;
+use crate::safe::memory::DeviceCopy;
 use crate::sys::{vmm, CUdeviceptr, CUmemAccessDesc, CUmemAllocFlags, CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation};
 
 fn prop(ordinal: i32) -> CUmemAllocationProp {
@@ -93,10 +93,10 @@ impl ExportableBuffer {
     }
     /// The requested bytes as `requested / size_of::<T>()` values for kernel launches,
     /// borrowing the buffer.
-    pub fn view<T: DeviceCopy>(&self) -> crate::memory::DevicePtr<'_, T> {
+    pub fn view<T: DeviceCopy>(&self) -> crate::safe::memory::DevicePtr<'_, T> {
         // SAFETY: `ptr` is mapped and readable/writable for `size ≥ requested` bytes while the
         // buffer lives (`new` set the access; `Drop` unmaps), and `self` is borrowed for the view.
-        unsafe { crate::memory::DevicePtr::from_raw_parts(self.ptr, self.requested / std::mem::size_of::<T>().max(1)) }
+        unsafe { crate::safe::memory::DevicePtr::from_raw_parts(self.ptr, self.requested / std::mem::size_of::<T>().max(1)) }
     }
     /// Allocated size, bytes (rounded up to the granularity).
     pub fn size(&self) -> usize {

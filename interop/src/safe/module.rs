@@ -3,9 +3,9 @@
 use std::ffi::{c_int, c_uint, c_void, CString};
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::stream::Stream;
+use crate::driver::error::{Error, Result};
+use crate::safe::context::Context;
+use crate::safe::stream::Stream;
 use crate::sys::{func_attr, jit, CUfunction, CUmodule};
 
 /// Size of each JIT log buffer, bytes.
@@ -52,7 +52,7 @@ pub enum PtxParam {
     /// `.b8 name[N]`: N bytes passed by value (a struct or vector type such as `float4`, N = 16).
     Bytes(usize),
     /// Anything else (8- or 16-bit types, arrays of other types): not launched by
-    /// [`crate::launch::Launch`].
+    /// [`crate::safe::launch::Launch`].
     Other,
 }
 
@@ -226,7 +226,7 @@ impl Function {
     }
 
     /// The kernel's parameter list as its PTX `.entry` declares it; `None` when the module's
-    /// text has no such entry (then [`crate::launch::Launch`] refuses to launch it).
+    /// text has no such entry (then [`crate::safe::launch::Launch`] refuses to launch it).
     pub fn params(&self) -> Option<&[PtxParam]> {
         self.params.as_deref().map(Vec::as_slice)
     }

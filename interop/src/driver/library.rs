@@ -1,8 +1,8 @@
 //! Finding and opening a shared library that the binding loads at run time: the CUDA driver
 //! ([`crate::Driver`]), CUPTI ([`crate::cupti`]) and NCCL ([`crate::nccl`]) all go through here.
 //!
-//! Each has the same three parts: an environment variable that names one file and replaces the
-//! search (`NBODY_CUDA_LIBRARY`, `NBODY_CUPTI_LIBRARY`, `NBODY_NCCL_LIBRARY`), default names
+//! Each has the same three parts: one file the caller may name to replace the search (each
+//! `open_with`; an application maps its own setting onto it), default names
 //! the system loader looks up, and an error that lists every candidate tried with the loader's
 //! own message ([`LibraryAttempt`]), so a user sees at once what is missing and where it was
 //! looked for.
@@ -12,24 +12,24 @@ use std::path::PathBuf;
 
 use libloading::Library;
 
-use crate::error::{error_chain, LibraryAttempt};
+use crate::driver::error::{error_chain, LibraryAttempt};
 
 /// The candidates to try, in order, and whether they came from the override.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidates {
     /// Names (for the system loader's search) or paths, in the order tried.
     pub paths: Vec<PathBuf>,
-    /// True when `paths` is the override alone (the environment variable was set).
-    pub from_env: bool,
+    /// True when `paths` is the named file alone.
+    pub named: bool,
 }
 
 impl Candidates {
-    /// `env` (the override's value) alone when it is set and not empty; else `defaults`, then
-    /// `more` (further paths, e.g. under toolkit roots), in that order.
-    pub fn new(env: Option<&OsStr>, defaults: &[&str], more: impl IntoIterator<Item = PathBuf>) -> Candidates {
-        match env.filter(|p| !p.is_empty()) {
-            Some(p) => Candidates { paths: vec![PathBuf::from(p)], from_env: true },
-            None => Candidates { paths: defaults.iter().map(PathBuf::from).chain(more).collect(), from_env: false },
+    /// `named` (a file that replaces the search) alone when it is given and not empty; else
+    /// `defaults`, then `more` (further paths, e.g. under toolkit roots), in that order.
+    pub fn new(named: Option<&OsStr>, defaults: &[&str], more: impl IntoIterator<Item = PathBuf>) -> Candidates {
+        match named.filter(|p| !p.is_empty()) {
+            Some(p) => Candidates { paths: vec![PathBuf::from(p)], named: true },
+            None => Candidates { paths: defaults.iter().map(PathBuf::from).chain(more).collect(), named: false },
         }
     }
 }
@@ -65,10 +65,10 @@ mod tests {
     fn the_override_replaces_the_search_and_an_empty_one_does_not() {
         let more = || [PathBuf::from("/opt/x/lib64/liby.so")];
         let env = Candidates::new(Some(OsStr::new("/x/liby.so")), &["liby.so.1"], more());
-        assert_eq!(env, Candidates { paths: vec![PathBuf::from("/x/liby.so")], from_env: true });
+        assert_eq!(env, Candidates { paths: vec![PathBuf::from("/x/liby.so")], named: true });
         let empty = Candidates::new(Some(OsStr::new("")), &["liby.so.1"], more());
         assert_eq!(empty.paths, [PathBuf::from("liby.so.1"), PathBuf::from("/opt/x/lib64/liby.so")]);
-        assert!(!empty.from_env);
+        assert!(!empty.named);
     }
 
     #[test]

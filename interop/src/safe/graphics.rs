@@ -17,7 +17,7 @@
 //! `cuGraphicsGLRegisterImage` ([`GraphicsResource::register_gl_image`]) and, instead of a
 //! pointer, get the CUDA array of a layer and mip level with
 //! `cuGraphicsSubResourceGetMappedArray` ([`Mapping::array`] → [`MappedArray`]), which kernels
-//! reach through surface and texture objects ([`crate::image`]) or `cuMemcpy2D` copies.
+//! reach through surface and texture objects ([`crate::safe::image`]) or `cuMemcpy2D` copies.
 //!
 //! While mapped, only CUDA may touch the buffer; GL may use it again after the unmap, which is
 //! ordered on the stream given to it. The guard types make the order a borrow: a [`Mapping`]
@@ -30,9 +30,9 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::stream::Stream;
+use crate::driver::error::{Error, Result};
+use crate::safe::context::Context;
+use crate::safe::stream::Stream;
 use crate::sys::{gl_device_list, CUarray, CUdevice, CUdeviceptr, CUgraphicsResource, GLenum, GLuint, CUDA_ARRAY_DESCRIPTOR};
 use crate::Api;
 
@@ -85,7 +85,7 @@ impl GraphicsResource {
     ///
     /// # Errors
     /// The driver's error: on driver 580, `CUDA_ERROR_INVALID_VALUE` for name 0 and
-    /// `CUDA_ERROR_INVALID_HANDLE` for a deleted buffer (`nbody-interop lab`);
+    /// `CUDA_ERROR_INVALID_HANDLE` for a deleted buffer (seen in this workspace's mistake lab);
     /// `CUDA_ERROR_INVALID_GRAPHICS_CONTEXT` without a current GL context that CUDA can share;
     /// [`Error::Unavailable`] without GL interop.
     #[doc(alias = "cuGraphicsGLRegisterBuffer")]
@@ -400,7 +400,7 @@ impl OwnedMapping {
 
 /// The CUDA array of one mapped image (a layer and mip level); valid only while its
 /// [`Mapping`] lives, which it borrows. Kernels reach it through a surface or texture object
-/// ([`crate::image`]), copies through `cuMemcpy2D`.
+/// ([`crate::safe::image`]), copies through `cuMemcpy2D`.
 #[derive(Debug, Clone, Copy)]
 pub struct MappedArray<'m> {
     raw: CUarray,
@@ -463,10 +463,10 @@ impl<'m> MappedPtr<'m> {
     }
     /// The mapped buffer as `size / size_of::<T>()` values for kernel launches; the view
     /// borrows the mapping, so it cannot outlive the unmap.
-    pub fn view<T: crate::DeviceCopy>(&self) -> crate::DevicePtr<'m, T> {
+    pub fn view<T: crate::safe::memory::DeviceCopy>(&self) -> crate::safe::memory::DevicePtr<'m, T> {
         // SAFETY: the buffer is mapped, `size` bytes at `ptr`, for as long as the mapping is
         // borrowed ('m), and the view holds only whole values inside it.
-        unsafe { crate::DevicePtr::from_raw_parts(self.ptr, self.size / std::mem::size_of::<T>().max(1)) }
+        unsafe { crate::safe::memory::DevicePtr::from_raw_parts(self.ptr, self.size / std::mem::size_of::<T>().max(1)) }
     }
     /// Mapped size, bytes.
     pub fn size(&self) -> usize {
@@ -477,7 +477,7 @@ impl<'m> MappedPtr<'m> {
     /// # Errors
     /// [`Error::MappedSize`] when `dst` is larger than the mapping; the driver's error.
     #[doc(alias = "cuMemcpyDtoH")]
-    pub fn copy_to_host<T: crate::DeviceCopy>(&self, dst: &mut [T]) -> Result<()> {
+    pub fn copy_to_host<T: crate::safe::memory::DeviceCopy>(&self, dst: &mut [T]) -> Result<()> {
         let bytes = std::mem::size_of_val(dst);
         if bytes > self.size {
             return Err(Error::MappedSize { index: self.index, expected: bytes, actual: self.size });

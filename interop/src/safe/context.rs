@@ -4,8 +4,8 @@
 use std::ffi::c_uint;
 use std::sync::Arc;
 
-use crate::device::Device;
-use crate::error::Result;
+use crate::driver::error::Result;
+use crate::safe::device::Device;
 use crate::sys::{ctx_flags, CUcontext};
 use crate::Api;
 

@@ -13,17 +13,14 @@ use std::sync::Arc;
 
 use libloading::Library;
 
-use crate::error::{error_chain, Error};
-use crate::library::{open_first, Candidates};
+use crate::driver::error::{error_chain, Error};
+use crate::driver::library::{open_first, Candidates};
 use crate::sys::*;
 
-/// The environment variable naming the driver library to load instead of the default names.
-pub const LIBRARY_ENV: &str = "NBODY_CUDA_LIBRARY";
-
-/// Library names tried, in order, when [`LIBRARY_ENV`] is unset.
+/// Library names tried, in order, when no file is named ([`Driver::open`]).
 #[cfg(windows)]
 pub const DEFAULT_LIBRARY_NAMES: &[&str] = &["nvcuda.dll"];
-/// Library names tried, in order, when [`LIBRARY_ENV`] is unset.
+/// Library names tried, in order, when no file is named ([`Driver::open`]).
 #[cfg(not(windows))]
 pub const DEFAULT_LIBRARY_NAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
 
@@ -93,7 +90,7 @@ pub struct ProcQuery {
     /// What `cuGetProcAddress` returned.
     pub result: CuResult,
     /// Decoded `symbolStatus`.
-    pub status: crate::status::SymbolStatus,
+    pub status: crate::driver::status::SymbolStatus,
 }
 
 /// The opened driver library with its bootstrap functions. Cheap to clone (the library is in an
@@ -113,14 +110,24 @@ impl fmt::Debug for Driver {
 }
 
 impl Driver {
-    /// Opens the driver: the path in `NBODY_CUDA_LIBRARY` if set, else [`DEFAULT_LIBRARY_NAMES`].
+    /// Opens the driver: the first of [`DEFAULT_LIBRARY_NAMES`] that the system loader finds.
     ///
     /// # Errors
     /// [`Error::LibraryNotFound`] listing every name tried with the loader's message;
     /// [`Error::MissingBootstrap`] when the library lacks `cuDriverGetVersion` or the driver
     /// reports an error for it.
     pub fn open() -> Result<Driver, Error> {
-        let candidates = Candidates::new(std::env::var_os(LIBRARY_ENV).as_deref(), DEFAULT_LIBRARY_NAMES, []);
+        Self::open_with(None)
+    }
+
+    /// Opens the driver from `library` (a file name or path) alone when it is given and not
+    /// empty, else as [`Driver::open`]. An application maps its own setting (an environment
+    /// variable, a command-line option) onto `library`.
+    ///
+    /// # Errors
+    /// As [`Driver::open`].
+    pub fn open_with(library: Option<&std::ffi::OsStr>) -> Result<Driver, Error> {
+        let candidates = Candidates::new(library, DEFAULT_LIBRARY_NAMES, []);
         Self::open_candidates(&candidates.paths)
     }
 
@@ -129,8 +136,8 @@ impl Driver {
     /// # Errors
     /// As [`Driver::open`].
     pub fn open_candidates(candidates: &[PathBuf]) -> Result<Driver, Error> {
-        // SAFETY: the candidates are the CUDA driver (or the library the user named in
-        // NBODY_CUDA_LIBRARY), whose initialisers are designed to run in any process.
+        // SAFETY: the candidates are the CUDA driver (or the file the caller named in its place),
+        // whose initialisers are designed to run in any process.
         match unsafe { open_first(candidates) } {
             Ok((lib, path)) => Self::from_library(lib, path),
             Err(tried) => Err(Error::LibraryNotFound { tried }),
@@ -185,7 +192,7 @@ impl Driver {
     /// older than 11.3. Never fails: a missing symbol is reported in the result.
     #[doc(alias = "cuGetProcAddress")]
     pub fn get_proc_address(&self, symbol: &str, version: c_int, flags: u64, export: &str) -> ProcQuery {
-        use crate::status::SymbolStatus;
+        use crate::driver::status::SymbolStatus;
         let Ok(c) = CString::new(symbol) else {
             return ProcQuery { address: 0, result: CuResult::CUDA_ERROR_INVALID_VALUE, status: SymbolStatus::SymbolNotFound };
         };

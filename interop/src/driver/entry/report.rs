@@ -2,7 +2,7 @@
 
 use std::ffi::c_int;
 
-pub use crate::status::{cuda_version_string, SymbolStatus};
+pub use crate::driver::status::{cuda_version_string, SymbolStatus};
 
 /// One row of the entry-point report: how one function was resolved.
 #[derive(Debug, Clone, serde::Serialize)]
