@@ -4,7 +4,7 @@
 //! [`sim`] (physics, no GL or CUDA) and [`trace`] (the driver-call recorder) → [`gfx`] (GL only)
 //! → [`cuda`] (session, settings, kernels) → [`backend`] (CPU and CUDA backends, selection, step
 //! mode's state machine) → [`teach`] (the mistake lab) → [`ui`] (egui overlay) → [`cli`] (clap
-//! types) → [`demo`] (scene, frame, headless and windowed loops) → [`bench`] → [`probe`]
+//! types) → [`demo`] (scene, frame, headless and windowed loops) → [`bench`](mod@bench) → [`probe`]
 //! (context-switch probe), and [`info`]. [`stop`] (interrupts) and [`provenance`] (where a raw
 //! result came from; atomic writes) sit at the bottom, beside `sim`.
 //!

@@ -383,7 +383,7 @@ impl TreeKernels {
         unsafe { launch.launch(stream) }
     }
 
-    /// `nbody_tree_keys`: keys[0] and idx[0] of every body.
+    /// `nbody_tree_keys`: `keys[0]` and `idx[0]` of every body.
     fn launch_keys(&self, ws: &TreeWorkspace, pos: DevicePtr<'_, [f32; 4]>, stream: &Stream) -> Result<()> {
         let launch = per_item(&self.keys, ws.n)?.ptr(pos).i32(ws.n as i32).ptr(ws.header.view()).ptr(ws.keys[0].view()).ptr(ws.idx[0].view());
         // SAFETY: KEYS_PARAMS (checked). Reads pos[0..n) (≥ n: checked by `build`) and
@@ -391,7 +391,7 @@ impl TreeKernels {
         unsafe { launch.launch(stream) }
     }
 
-    /// `nbody_tree_sort_count` of pass `shift` over keys[src].
+    /// `nbody_tree_sort_count` of pass `shift` over `keys[src]`.
     fn launch_sort_count(&self, ws: &TreeWorkspace, src: usize, shift: i32, stream: &Stream) -> Result<()> {
         let tiles = ws.n.div_ceil(SORT_TILE);
         let launch = Launch::new(&self.sort_count)
@@ -416,7 +416,7 @@ impl TreeKernels {
         unsafe { launch.launch(stream) }
     }
 
-    /// `nbody_tree_sort_scatter`: keys[src], idx[src] → keys[1 − src], idx[1 − src].
+    /// `nbody_tree_sort_scatter`: `keys[src]`, `idx[src]` → `keys[1 − src]`, `idx[1 − src]`.
     fn launch_sort_scatter(&self, ws: &TreeWorkspace, src: usize, shift: i32, stream: &Stream) -> Result<()> {
         let tiles = ws.n.div_ceil(SORT_TILE);
         let launch = Launch::new(&self.sort_scatter)

@@ -447,7 +447,7 @@ fn check_host_memory(args: &DemoArgs) -> anyhow::Result<()> {
     check_host_memory_n(args.n_bodies()).map_err(|e| anyhow::anyhow!("--bodies {}: {e}", args.n_bodies()))
 }
 
-/// [`check_host_memory`] for `n` bodies (the overlay's reset too).
+/// `check_host_memory` for `n` bodies (the overlay's reset too).
 ///
 /// # Errors
 /// The bytes needed and available, and the remedy.

@@ -1,5 +1,5 @@
-//! The windowed loop: a winit `ApplicationHandler` whose state ([`WindowState`]) is made in
-//! `resumed` — the window context ([`WindowContext`]), the scene and egui-winit — and whose
+//! The windowed loop: a winit `ApplicationHandler` whose state (`WindowState`) is made in
+//! `resumed` — the window context ([`crate::gfx::window::WindowContext`]), the scene and egui-winit — and whose
 //! redraws run [`Scene::frame`] and present. Mouse: left drag orbits, right drag pans, the wheel
 //! zooms. Keys: Esc/q quit, space pause, `.` one step (paused), r restart from `--init`, s save a
 //! screenshot (`nbody-interop-PID-K.png`), h hide or show the overlay, t trails, 1–4 the presets

@@ -1,7 +1,7 @@
 //! GL contexts: a headless context on an EGL device, and a windowed context (glutin-winit).
 //!
 //! Both ask for desktop GL 3.3 core first and fall back to OpenGL ES 3.0; the shaders are written
-//! for both (the `#version` line is chosen at load time, see [`super::shaders`]).
+//! for both (the `#version` line is chosen at load time, see `gfx::shaders`).
 //!
 //! # Headless: which EGL device
 //! On a GPU machine the EGL device list holds NVIDIA's devices (extension `EGL_NV_device_cuda`)

@@ -36,7 +36,7 @@ pub struct DrawTime {
 }
 
 /// GL timer queries (`GL_TIME_ELAPSED`) in a small ring, read without stalling; with
-/// timestamps on ([`Renderer::set_timestamps`], desktop GL), a `GL_TIMESTAMP` query before each.
+/// timestamps on ([`super::renderer::Renderer::set_timestamps`], desktop GL), a `GL_TIMESTAMP` query before each.
 #[derive(Debug)]
 pub(super) struct GpuTimer {
     pub(super) free: Vec<glow::NativeQuery>,
@@ -45,7 +45,7 @@ pub(super) struct GpuTimer {
     /// Queries for the `GL_TIMESTAMP`s (made when timestamps are turned on).
     pub(super) free_stamps: Vec<glow::NativeQuery>,
     pub(super) stamps: bool,
-    /// Draws read since the last [`Renderer::take_timed_draws`] (timestamps on only).
+    /// Draws read since the last [`super::renderer::Renderer::take_timed_draws`] (timestamps on only).
     pub(super) finished: Vec<TimedDraw>,
     pub(super) is_gles: bool,
     pub(super) last_ms: Option<f64>,

@@ -1,7 +1,7 @@
 //! The body renderer: the two position VBOs and a point-sprite program, drawn into a
 //! [`super::target::RenderTarget`] with a GL timer query around the draw
-//! ([`super::gpu_timer`]); the programs come from [`super::shaders`], the light buffer and tone
-//! map from [`super::tonemap`].
+//! ([`super::gpu_timer`]); the programs come from `gfx::shaders`, the light buffer and tone
+//! map from `gfx::tonemap`.
 //!
 //! Colour encodes speed: the position buffer holds no velocities, so the vertex shader reads both
 //! VBOs (the front one at attribute 0, the other one, which holds the positions before the last
@@ -16,7 +16,7 @@
 //! white. On GLES, where that buffer cannot be made, and on software rasterizers (Mesa's
 //! llvmpipe blends float buffers about ten times slower than RGBA8: 53 ms instead of 4 for
 //! 16384 sprites at 1280×800) they add directly into the target (the choice:
-//! [`super::tonemap`]).
+//! `gfx::tonemap`).
 //!
 //! Trails (`--trails`, the overlay's box, key `t`): the renderer keeps the positions of the last
 //! [`TRAIL_FRAMES`] frames that moved (GPU copies of the front VBO, `glCopyBufferSubData`, taken

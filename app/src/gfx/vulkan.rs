@@ -111,7 +111,7 @@ impl VulkanDevice {
 }
 
 /// The name of the Vulkan device on the GPU of `uuid` that can export binary semaphores as opaque
-/// fds (made now if it was not yet, and kept: see [`VulkanDevice`]).
+/// fds (made now if it was not yet, and kept: see `VulkanDevice`).
 ///
 /// # Errors
 /// As [`ExportableSemaphores::new`].

@@ -16,7 +16,7 @@
 //!
 //! A case that could crash the process, or leave its CUDA context unusable for the cases after it,
 //! is `isolated`: it runs in a child process, the binary itself re-executed as
-//! `nbody-interop lab NAME --json --child` ([`child`]), from `lab` and from the overlay alike. A
+//! `nbody-interop lab NAME --json --child` (`lab::child`), from `lab` and from the overlay alike. A
 //! child that crashes is reported with its signal; the parent goes on.
 //!
 //! The cases are grouped by what they need: [`cases`] (the one table, [`CASES`], with the image
@@ -408,7 +408,7 @@ pub fn run_live(name: &str, gl: Gl<'_>, cuda: Option<&Arc<Context>>) -> Outcome 
 }
 
 /// Runs `cases` headless, in the order given: isolated ones each in a child process
-/// ([`child::run`]), the others in this process ([`run_in_process`]).
+/// (`child::run`), the others in this process ([`run_in_process`]).
 pub fn run_headless(cases: &[&Case]) -> Vec<Outcome> {
     let here: Vec<&Case> = cases.iter().copied().filter(|c| !c.isolated).collect();
     let mut here_out = run_in_process(&here).into_iter();

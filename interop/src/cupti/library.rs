@@ -79,7 +79,7 @@ type GetTimestampFn = unsafe extern "C" fn(*mut u64) -> CuptiResult;
 type GetResultStringFn = unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult;
 type GetNumDroppedRecordsFn = unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult;
 
-/// The resolved CUPTI functions. The library they come from is never unloaded once a [`Cupti`]
+/// The resolved CUPTI functions. The library they come from is never unloaded once a [`super::Cupti`]
 /// exists (see the module docs), so the pointers stay valid for the process.
 #[derive(Clone, Copy)]
 pub(super) struct Api {

@@ -29,7 +29,7 @@
 //! # Synchronisation rules
 //! Nothing orders CUDA's and GL's work on the shared memory by itself. With
 //! `--external-sync semaphore` (or `auto` where Vulkan, `GL_EXT_semaphore_fd` and the CUDA import
-//! all work) two Vulkan-made semaphores do it on the GPU ([`super::external_sync`]: the stream
+//! all work) two Vulkan-made semaphores do it on the GPU (`external_sync`: the stream
 //! waits for GL's "draw done" before the launches and signals "step done" after them; GL waits
 //! for it in [`crate::backend::SimBackend::before_draw`]). Otherwise, and for the steps that
 //! semaphores do not cover (see that module), the host does, explicitly:

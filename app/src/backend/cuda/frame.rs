@@ -122,7 +122,7 @@ impl CudaBackend {
     }
 
     /// One frame of the backend's own path (`bench --modes compute` times the kernel alone
-    /// instead). See [`SimBackend::simulate`].
+    /// instead). See [`crate::backend::SimBackend::simulate`].
     pub(super) fn frame(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         self.leave_mapped_step()?;
         let t0 = Instant::now();
@@ -250,7 +250,7 @@ impl CudaBackend {
     }
 }
 
-/// The storage `s.interop` asks for (`map` or `copy`; `external` is made by [`ExternalStorage::new`]).
+/// The storage `s.interop` asks for (`map` or `copy`; `external` is made by [`super::external::ExternalStorage::new`]).
 pub(super) fn make_storage(ctx: &Arc<Context>, vbos: &PositionVbos, bodies: &Bodies, s: InteropSettings) -> anyhow::Result<Storage> {
     if vbos.n != bodies.len() {
         bail!("the GL buffers hold {} bodies, the state {}", vbos.n, bodies.len());

@@ -74,7 +74,7 @@ impl Scene {
         &self.scene_init
     }
 
-    /// A scene key: load `init` at its own N ([`scene_key_n`]) at the start of the next frame.
+    /// A scene key: load `init` at its own N (`scene_key_n`) at the start of the next frame.
     pub fn load_scene(&mut self, init: &str) {
         let default_n = self.args.default_bodies.unwrap_or(DEMO_BODIES);
         let n = scene_key_n(init, self.args.bodies, default_n);

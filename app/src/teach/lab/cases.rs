@@ -11,13 +11,13 @@ const BUFFER_ZERO: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_VALUE)]
 const DELETED_BUFFER: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_INVALID_HANDLE)];
 const NOT_MAPPED: &[Expect] = &[Expect::Cu(CuResult::CUDA_ERROR_NOT_MAPPED)];
 
-/// Every case, with its expected answers (the one table: [`BUFFER`], then the image workflow's
-/// [`super::image_cases::IMAGE`]). Each explanation says what happens and why, then, apart, what
+/// Every case, with its expected answers (the one table: `BUFFER`, then the image workflow's
+/// `image_cases::IMAGE`). Each explanation says what happens and why, then, apart, what
 /// NVIDIA's reference says (`Reference (<function>): …`: the CUDA headers quoted as
 /// `“…” [HEADER: FUNCTION]`, the form `.ci/claims.py check` finds in the pinned headers, or the
 /// Programming Guide with its section) and what the H200 showed (`H200: …`; driver 580.159,
 /// `lab.jsonl`). Cases added after that run say so ("not yet recorded") until a GPU run
-/// fills them in. `isolated` cases run in a child process ([`super::child`]).
+/// fills them in. `isolated` cases run in a child process (`lab::child`).
 pub const CASES: &[Case] = &ALL;
 
 /// The two parts of the table, in order.
