@@ -4,13 +4,16 @@
 #[path = "common/gpu_gate.rs"]
 mod gpu_gate;
 
+// The gate (shared with the app's GPU tests) names the crate as the app does.
+extern crate cuda_gl_interop as interop;
+
 use std::ffi::c_void;
 use std::sync::Arc;
 
+use cuda_gl_interop::driver::entry::PtVariant;
+use cuda_gl_interop::sys::{event_flags, stream_flags};
+use cuda_gl_interop::*;
 use gpu_gate::ensure;
-use interop::driver::entry::PtVariant;
-use interop::sys::{event_flags, stream_flags};
-use interop::*;
 use libtest_mimic::Failed;
 
 /// A tiny kernel: `out[i] = 2 * i + 1` for i < n; and a spin kernel that waits `cycles` clocks.
@@ -199,8 +202,9 @@ fn contexts_streams_and_priorities() -> Result<(), Failed> {
 /// CUPTI activity records of this process's own work: a `nbody_touch` launch and copies of a
 /// distinctive size (1028 bytes, used by no other test here; the other GPU tests run in parallel
 /// threads and CUPTI records every context of the process).
+#[cfg(feature = "cupti")]
 fn cupti_records_kernels_and_copies() -> Result<(), Failed> {
-    use interop::cupti::{ActivityKind, Availability, Cupti, CuptiError, Track};
+    use cuda_gl_interop::cupti::{ActivityKind, Availability, Cupti, CuptiError, Track};
     let (_api, ctx) = setup(StreamSemantics::Legacy)?;
     let cupti = Cupti::open()?;
     let tracks = cupti.enable(&Track::ALL)?;
@@ -263,23 +267,26 @@ fn cupti_records_kernels_and_copies() -> Result<(), Failed> {
 }
 
 /// Why the CUPTI test cannot run here (no libcupti to be found), or None.
+#[cfg(feature = "cupti")]
 fn cupti_missing() -> Option<String> {
-    let (paths, _) = interop::cupti::candidates_from(None, &interop::cupti::toolkit_roots());
-    match interop::cupti::locate(&paths) {
+    let (paths, _) = cuda_gl_interop::cupti::candidates_from(None, &cuda_gl_interop::cupti::toolkit_roots());
+    match cuda_gl_interop::cupti::locate(&paths) {
         Ok(_) => None,
         Err(e) => Some(format!("no CUPTI ({e})")),
     }
 }
 
 fn main() {
-    let cupti_skip = cupti_missing();
-    gpu_gate::run_with_skips(&[
-        ("cupti_records_kernels_and_copies", cupti_records_kernels_and_copies, cupti_skip),
+    #[allow(unused_mut)] // without the `cupti` feature nothing is added
+    let mut tests: Vec<(&'static str, gpu_gate::Body, Option<String>)> = vec![
         ("every_entry_resolves_and_device_attributes_read", every_entry_resolves_and_device_attributes_read, None),
         ("per_thread_semantics_resolve_to_ptsz_and_ptds_exports", per_thread_semantics_resolve_to_ptsz_and_ptds_exports, None),
         ("tiny_ptx_launch_and_copy_round_trip", tiny_ptx_launch_and_copy_round_trip, None),
         ("event_timing_and_not_ready", event_timing_and_not_ready, None),
         ("jit_error_returns_its_log_and_interior_nul_is_rejected", jit_error_returns_its_log_and_interior_nul_is_rejected, None),
         ("contexts_streams_and_priorities", contexts_streams_and_priorities, None),
-    ])
+    ];
+    #[cfg(feature = "cupti")]
+    tests.insert(0, ("cupti_records_kernels_and_copies", cupti_records_kernels_and_copies, cupti_missing()));
+    gpu_gate::run_with_skips(&tests)
 }

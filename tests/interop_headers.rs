@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use interop::driver::entry::PtVariant;
-use interop::ENTRY_POINTS;
+use cuda_gl_interop::driver::entry::PtVariant;
+use cuda_gl_interop::ENTRY_POINTS;
 
 /// The include folder: `$NBODY_CUDA_INCLUDE`, else the installed `nvidia.cuda_runtime` package's.
 fn include_dir() -> PathBuf {
@@ -56,7 +56,7 @@ fn every_entry_matches_its_typedef() {
         }
         // Under per-thread semantics the table asks for the _ptsz/_ptds typedef's version.
         if e.pt != PtVariant::None {
-            let v = e.version_for(interop::StreamSemantics::PerThread);
+            let v = e.version_for(cuda_gl_interop::StreamSemantics::PerThread);
             let pt = format!("PFN_{}_v{v}{}", e.name, e.pt.suffix());
             match typedef_params(&h, &pt) {
                 Some(n) if n == e.params.len() => {}
@@ -106,7 +106,7 @@ fn header_knows_newer_variants_we_deliberately_do_not_ask_for() {
 /// Rust ones. A wrong offset would make the driver read a wrong array, pitch or filter mode.
 #[test]
 fn struct_layouts_match_cuda_h() {
-    use interop::sys::{
+    use cuda_gl_interop::sys::{
         CUDA_ARRAY_DESCRIPTOR, CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS,
         CUDA_MEMCPY2D, CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC,
     };

@@ -6,7 +6,7 @@ mod fake_driver;
 
 use std::path::PathBuf;
 
-use interop::{Driver, Error};
+use cuda_gl_interop::{Driver, Error};
 
 #[test]
 fn missing_file_lists_the_path_tried() {
@@ -53,7 +53,7 @@ fn first_loadable_candidate_wins_and_all_failures_are_listed() {
 
 #[test]
 fn remedies_name_the_cuda_version_or_the_table_bug() {
-    use interop::driver::entry::{EntryReport, SymbolStatus};
+    use cuda_gl_interop::driver::entry::{EntryReport, SymbolStatus};
     let r = EntryReport::remedy_for(SymbolStatus::SymbolNotFound, 12050, 11080).expect("a remedy");
     assert!(r.contains("CUDA 12.5") && r.contains("CUDA 11.8"), "{r}");
     let r = EntryReport::remedy_for(SymbolStatus::VersionNotSufficient, 11010, 13000).expect("a remedy");
@@ -65,12 +65,12 @@ fn remedies_name_the_cuda_version_or_the_table_bug() {
 fn missing_required_functions_are_all_reported() {
     let so = fake_driver::build("loader", &["cuCtxCreate", "cuLaunchKernel"]);
     let driver = Driver::open_candidates(&[so]).expect("the stand-in loads");
-    let report = interop::Api::resolve_report(&driver, interop::StreamSemantics::Legacy);
-    assert_eq!(report.len(), interop::ENTRY_POINTS.len());
+    let report = cuda_gl_interop::Api::resolve_report(&driver, cuda_gl_interop::StreamSemantics::Legacy);
+    assert_eq!(report.len(), cuda_gl_interop::ENTRY_POINTS.len());
     let missing: Vec<&str> = report.iter().filter(|r| r.address == 0).map(|r| r.name).collect();
     assert_eq!(missing, ["cuCtxCreate", "cuLaunchKernel"], "table order, both listed");
     assert!(report.iter().filter(|r| r.address == 0).all(|r| r.remedy.is_some()), "each missing one has a remedy");
-    match interop::Api::load(driver, interop::StreamSemantics::Legacy) {
+    match cuda_gl_interop::Api::load(driver, cuda_gl_interop::StreamSemantics::Legacy) {
         Err(e @ Error::MissingEntryPoint { name: "cuCtxCreate", more_missing: 1, .. }) => {
             assert!(e.to_string().contains("1 more required function(s) missing"), "{e}");
         }
@@ -79,12 +79,13 @@ fn missing_required_functions_are_all_reported() {
     }
 }
 
-// CUPTI (interop::cupti): discovery errors without CUPTI installed. `Cupti::open_with` takes the
+// CUPTI (cuda_gl_interop::cupti): discovery errors without CUPTI installed. `Cupti::open_with` takes the
 // file that replaces the search.
 
+#[cfg(feature = "cupti")]
 #[test]
 fn cupti_from_a_named_file_names_the_path_and_the_remedy() {
-    use interop::cupti::{Cupti, CuptiError};
+    use cuda_gl_interop::cupti::{Cupti, CuptiError};
     let bogus = std::ffi::OsStr::new("/nonexistent/cupti/libcupti.so");
     let err = Cupti::open_with(Some(bogus), &[PathBuf::from("/usr/local/cuda")]).expect_err("a missing file cannot load");
     match &err {
@@ -100,9 +101,10 @@ fn cupti_from_a_named_file_names_the_path_and_the_remedy() {
     assert!(msg.contains("/nonexistent/cupti/libcupti.so") && msg.contains("only the file named"), "{msg}");
 }
 
+#[cfg(feature = "cupti")]
 #[test]
 fn cupti_lists_every_candidate_tried() {
-    use interop::cupti::{Cupti, CuptiError};
+    use cuda_gl_interop::cupti::{Cupti, CuptiError};
     let roots = [PathBuf::from("/nonexistent/toolkit")];
     let err = Cupti::open_with(None, &roots);
     // A machine with CUPTI on the loader path may find it; then there is nothing to check here.
@@ -118,9 +120,10 @@ fn cupti_lists_every_candidate_tried() {
     }
 }
 
+#[cfg(feature = "cupti")]
 #[test]
 fn a_library_that_is_not_cupti_names_the_missing_function() {
-    use interop::cupti::{Cupti, CuptiError};
+    use cuda_gl_interop::cupti::{Cupti, CuptiError};
     let err = Cupti::open_candidates(&[not_the_driver()]).expect_err("libm is not CUPTI");
     match &err {
         CuptiError::MissingSymbol { symbol, .. } => assert_eq!(*symbol, "cuptiGetVersion"),

@@ -21,7 +21,7 @@ fn rust_version_is_the_newest_that_a_dependency_asks_for() {
     assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
     let resolved: Vec<&str> = meta["resolve"]["nodes"].as_array().expect("resolve.nodes").iter().filter_map(|n| n["id"].as_str()).collect();
-    let ours = ["nbody-interop", "nbody-interop-cuda"];
+    let ours = ["nbody-interop", "cuda-gl-interop", "nbody-kernels", "nbody-sim"];
     let mut newest: Option<((u32, u32), String)> = None;
     for p in meta["packages"].as_array().expect("packages") {
         let (Some(id), Some(name)) = (p["id"].as_str(), p["name"].as_str()) else { continue };

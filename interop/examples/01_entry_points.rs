@@ -3,14 +3,14 @@
 //! `cuGetProcAddress` gave, and the address. Needs no GPU context and no GL.
 //!
 //! ```text
-//! cargo run -p nbody-interop-cuda --example 01_entry_points [-- --per-thread]
+//! cargo run -p cuda-gl-interop --example 01_entry_points [-- --per-thread]
 //! ```
 //!
 //! Without a driver it prints every library name it tried and exits with status 1.
 
 use std::process::ExitCode;
 
-use interop::{Api, Driver, StreamSemantics};
+use cuda_gl_interop::{Api, Driver, StreamSemantics};
 
 fn main() -> ExitCode {
     // The library: `NBODY_CUDA_LIBRARY` if set, else the system's `libcuda.so.1`, `libcuda.so`.

@@ -10,16 +10,16 @@
 //! draw             glDrawArrays                        (GL)
 //! ```
 //!
-//! `cargo run -p nbody-interop-cuda --example 02_gl_buffer`
+//! `cargo run -p cuda-gl-interop --example 02_gl_buffer`
 
 mod common;
 
 use std::process::ExitCode;
 
 use common::{draw, exit, HeadlessGl, Res};
+use cuda_gl_interop::sys::{register_flags, stream_flags};
+use cuda_gl_interop::{gl_devices, map_resources, Context, Device, GraphicsResource, Launch, Module, SchedFlag, Stream, StreamSemantics};
 use glow::HasContext as _;
-use interop::sys::{register_flags, stream_flags};
-use interop::{gl_devices, map_resources, Context, Device, GraphicsResource, Launch, Module, SchedFlag, Stream, StreamSemantics};
 
 /// `grid(out, side)`: point i of side² goes to the centre of pixel (i % side, i / side), in clip
 /// coordinates (x, y, 0, 1): one `float4` per point.
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res {
-    let api = interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
+    let api = cuda_gl_interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
     let gl = HeadlessGl::new()?;
     // The CUDA device that runs this GL context (cuGLGetDevices): none on Mesa or another vendor's GPU.
     let device = *gl_devices(&api)?.first().ok_or("the GL context does not run on a CUDA device")?;

@@ -11,15 +11,17 @@
 //! unmap            cuGraphicsUnmapResources                  Mapping::unmap
 //! ```
 //!
-//! `cargo run -p nbody-interop-cuda --example 03_gl_texture_surface`
+//! `cargo run -p cuda-gl-interop --example 03_gl_texture_surface`
 
 mod common;
 
 use std::process::ExitCode;
 
 use common::{draw, exit, HeadlessGl, Res};
-use interop::sys::{register_flags, stream_flags};
-use interop::{gl_devices, map_resources, Context, Device, GraphicsResource, Launch, Module, SchedFlag, Stream, StreamSemantics, SurfaceObject};
+use cuda_gl_interop::sys::{register_flags, stream_flags};
+use cuda_gl_interop::{
+    gl_devices, map_resources, Context, Device, GraphicsResource, Launch, Module, SchedFlag, Stream, StreamSemantics, SurfaceObject,
+};
 
 /// `paint(surf, w, h)`: texel (x, y) of a `w` × `h` RGBA8 surface becomes (x, y, 128, 255).
 const PTX: &str = include_str!("ptx/paint.ptx");
@@ -34,7 +36,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res {
-    let api = interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
+    let api = cuda_gl_interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
     let gl = HeadlessGl::new()?;
     // The CUDA device that runs this GL context (cuGLGetDevices): none on Mesa or another vendor's GPU.
     let device = *gl_devices(&api)?.first().ok_or("the GL context does not run on a CUDA device")?;

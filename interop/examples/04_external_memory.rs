@@ -2,7 +2,7 @@
 //! (`ExportableBuffer`: `cuMemCreate` with a POSIX-fd handle type), GL imports it as a memory
 //! object (`GL_EXT_memory_object_fd`), and a binary semaphore made by Vulkan, imported into CUDA
 //! (`ExternalSemaphore`) and GL (`GL_EXT_semaphore_fd`), orders GL's read after CUDA's write on
-//! the GPU: no map, no unmap, no host wait. `cargo run -p nbody-interop-cuda --example 04_external_memory`
+//! the GPU: no map, no unmap, no host wait. `cargo run -p cuda-gl-interop --example 04_external_memory`
 
 mod common;
 
@@ -10,9 +10,9 @@ use std::os::fd::{AsRawFd as _, IntoRawFd as _};
 use std::process::ExitCode;
 
 use common::{exit, vulkan::ExportableSemaphore, HeadlessGl, Res};
+use cuda_gl_interop::sys::stream_flags;
+use cuda_gl_interop::{gl_devices, Context, Device, ExportableBuffer, ExternalSemaphore, Launch, Module, SchedFlag, Stream, StreamSemantics};
 use glow::HasContext as _;
-use interop::sys::stream_flags;
-use interop::{gl_devices, Context, Device, ExportableBuffer, ExternalSemaphore, Launch, Module, SchedFlag, Stream, StreamSemantics};
 
 /// `index(out, n)`: `out[i] = 2 i + 1` for i < n (u32).
 const PTX: &str = include_str!("ptx/index.ptx");
@@ -26,7 +26,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res {
-    let api = interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
+    let api = cuda_gl_interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
     let gl = HeadlessGl::new()?;
     let device = Device::from_raw(&api, *gl_devices(&api)?.first().ok_or("the GL context does not run on a CUDA device")?);
     let ctx = Context::primary(&device, SchedFlag::Auto)?;

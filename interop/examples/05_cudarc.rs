@@ -9,7 +9,7 @@
 //! takes raw driver handles and the address, and launches with `cuLaunchKernel`'s argument array,
 //! the form a driver-API launcher ends in.
 //!
-//! `cargo run -p nbody-interop-cuda --example 05_cudarc`
+//! `cargo run -p cuda-gl-interop --example 05_cudarc`
 
 mod common;
 
@@ -17,9 +17,9 @@ use std::ffi::c_void;
 use std::process::ExitCode;
 
 use common::{exit, HeadlessGl, Res};
+use cuda_gl_interop::sys::{register_flags, stream_flags, CUdeviceptr, CUfunction, CUstream};
+use cuda_gl_interop::{gl_devices, map_resources, Api, Context, Device, GraphicsResource, Module, SchedFlag, Stream, StreamSemantics};
 use glow::HasContext as _;
-use interop::sys::{register_flags, stream_flags, CUdeviceptr, CUfunction, CUstream};
-use interop::{gl_devices, map_resources, Api, Context, Device, GraphicsResource, Module, SchedFlag, Stream, StreamSemantics};
 
 /// `index(out, n)`: `out[i] = 2 i + 1` for i < n (u32).
 const PTX: &str = include_str!("ptx/index.ptx");
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res {
-    let api = interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
+    let api = cuda_gl_interop::init(StreamSemantics::Legacy)?; // without a driver: the names tried
     let gl = HeadlessGl::new()?;
     // The CUDA device that runs this GL context (cuGLGetDevices): none on Mesa or another vendor's GPU.
     let device = *gl_devices(&api)?.first().ok_or("the GL context does not run on a CUDA device")?;
@@ -73,7 +73,7 @@ fn run() -> Res {
 /// # Safety
 /// `f` is `index` of a module of the current context; `out` holds `n` u32 values that `f` may
 /// write in that context until the launch has completed on `stream`.
-unsafe fn foreign_launch(api: &Api, f: CUfunction, stream: CUstream, mut out: CUdeviceptr, mut n: u32) -> interop::Result<()> {
+unsafe fn foreign_launch(api: &Api, f: CUfunction, stream: CUstream, mut out: CUdeviceptr, mut n: u32) -> cuda_gl_interop::Result<()> {
     let blocks = n.div_ceil(256);
     // `kernelParams`: one pointer per parameter of `.entry index(.param .u64 out, .param .u32 n)`.
     let mut params = [(&mut out as *mut CUdeviceptr).cast::<c_void>(), (&mut n as *mut u32).cast::<c_void>()];

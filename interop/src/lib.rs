@@ -31,16 +31,20 @@
 //! promises the memory stays mapped until the launch completes.
 //! CUDA calls act on the calling thread's current context; see [`Context`].
 
+#[cfg(feature = "cupti")]
 pub mod cupti;
 pub mod driver;
+#[cfg(feature = "nccl")]
 pub mod nccl;
 pub mod safe;
 pub mod sys;
 
 use std::sync::Arc;
 
+#[cfg(feature = "cupti")]
 pub use cupti::{Cupti, CuptiError};
 pub use driver::{Api, BootstrapKind, Driver, EntryDecl, EntryReport, Error, Result, StreamSemantics, SymbolStatus, TraceRecord, ENTRY_POINTS};
+#[cfg(feature = "nccl")]
 pub use nccl::{Clique, Nccl, NcclError};
 pub use safe::*;
 
