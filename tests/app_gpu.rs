@@ -84,7 +84,7 @@ type StepOut = (Vec<[f32; 4]>, Vec<[f32; 4]>, bool);
 
 /// Why the NCCL test cannot run here (NCCL does not load), or None.
 fn nccl_missing() -> Option<String> {
-    interop::Nccl::open().err().map(|e| format!("{e}"))
+    interop::nccl::Nccl::open().err().map(|e| format!("{e}"))
 }
 
 fn main() {

@@ -11,6 +11,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cuda_gl_interop::driver::entry::PtVariant;
+use cuda_gl_interop::driver::ENTRY_POINTS;
 use cuda_gl_interop::sys::{event_flags, stream_flags};
 use cuda_gl_interop::*;
 use gpu_gate::ensure;

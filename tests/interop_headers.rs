@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use cuda_gl_interop::driver::entry::PtVariant;
-use cuda_gl_interop::ENTRY_POINTS;
+use cuda_gl_interop::driver::ENTRY_POINTS;
 
 /// The include folder: `$NBODY_CUDA_INCLUDE`, else the installed `nvidia.cuda_runtime` package's.
 fn include_dir() -> PathBuf {

@@ -66,7 +66,7 @@ fn missing_required_functions_are_all_reported() {
     let so = fake_driver::build("loader", &["cuCtxCreate", "cuLaunchKernel"]);
     let driver = Driver::open_candidates(&[so]).expect("the stand-in loads");
     let report = cuda_gl_interop::Api::resolve_report(&driver, cuda_gl_interop::StreamSemantics::Legacy);
-    assert_eq!(report.len(), cuda_gl_interop::ENTRY_POINTS.len());
+    assert_eq!(report.len(), cuda_gl_interop::driver::ENTRY_POINTS.len());
     let missing: Vec<&str> = report.iter().filter(|r| r.address == 0).map(|r| r.name).collect();
     assert_eq!(missing, ["cuCtxCreate", "cuLaunchKernel"], "table order, both listed");
     assert!(report.iter().filter(|r| r.address == 0).all(|r| r.remedy.is_some()), "each missing one has a remedy");

@@ -3,7 +3,7 @@
 
 use anyhow::Context as _;
 use interop::driver::entry::cuda_version_string;
-use interop::{Api, Device, DeviceInfo, EntryReport, StreamSemantics};
+use interop::{driver::EntryReport, safe::DeviceInfo, Api, Device, StreamSemantics};
 use serde::Serialize;
 
 use crate::cli::{InfoArgs, StreamSemantics as CliSemantics};
@@ -18,7 +18,7 @@ pub struct InfoReport {
     /// The same as `major.minor`.
     pub cuda_version: String,
     /// How entry points were looked up.
-    pub bootstrap: interop::BootstrapKind,
+    pub bootstrap: interop::driver::BootstrapKind,
     /// Default-stream semantics of the table.
     pub semantics: StreamSemantics,
     /// Devices and their attributes.

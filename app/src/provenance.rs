@@ -153,7 +153,7 @@ pub struct GpuFacts {
 
 impl GpuFacts {
     /// The facts of `info`, with the driver's CUDA version `cuda` (e.g. `13.0`).
-    pub fn of(info: &interop::DeviceInfo, cuda: String) -> GpuFacts {
+    pub fn of(info: &interop::safe::DeviceInfo, cuda: String) -> GpuFacts {
         let driver = std::fs::read_to_string("/proc/driver/nvidia/version").ok().and_then(|t| nvidia_driver_version(&t));
         GpuFacts {
             name: info.name.clone(),

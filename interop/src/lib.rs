@@ -1,23 +1,26 @@
-//! The CUDA driver API, loaded at run time, with versioned entry points, RAII wrappers and
-//! CUDA–OpenGL interop.
+//! Safe CUDA–OpenGL interop over the CUDA driver API, loaded at run time, with versioned entry
+//! points and RAII types. It reads no environment variable: library files come in through each
+//! `open_with` ([`Driver::open_with`]), the standard names are the defaults.
 //!
-//! # Layers (after `ash` and `cudarc`)
-//! 1. [`sys`]: C types and constants of `cuda.h`/`cudaGL.h`; no logic.
-//! 2. [`entry`]: the one declarative table of driver functions. [`Driver`] opens the library and
-//!    looks up only the bootstrap symbols (`cuGetProcAddress_v2` / `cuGetProcAddress`,
-//!    `cuDriverGetVersion`); [`Api::load`] resolves every other function through
-//!    `cuGetProcAddress` with the ABI version of its `PFN_…_vNNNN` typedef and the chosen
-//!    default-stream semantics, keeping a report row per function. Each function is a method of
-//!    [`Api`] returning `Result`.
-//! 3. RAII types: [`Device`], [`Context`], [`Module`]/[`Function`], [`Stream`], [`Event`],
-//!    [`DeviceBuffer`], [`PinnedBuffer`], [`GraphicsResource`] and the [`Mapping`] guard; the
-//!    image workflow's [`SurfaceObject`], [`TextureObject`] and [`image::HeldImages`]; and
-//!    [`ExternalSemaphore`] (a semaphore another API exported, imported for GPU-side ordering).
+//! # Layers (after `ash` and `cudarc`), one folder each
+//! 1. [`sys`]: C types, constants and handles of `cuda.h`/`cudaGL.h`; no logic.
+//! 2. [`driver`]: finding and opening the library, and the one declarative table of driver
+//!    functions ([`driver::entry`]). [`Driver`] opens the library and looks up only the bootstrap
+//!    symbols (`cuGetProcAddress_v2` / `cuGetProcAddress`, `cuDriverGetVersion`); [`Api::load`]
+//!    resolves every other function through `cuGetProcAddress` with the ABI version of its
+//!    `PFN_…_vNNNN` typedef and the chosen default-stream semantics, keeping a report row per
+//!    function. Each function is an `unsafe` method of [`Api`] returning [`Result`].
+//! 3. [`safe`]: RAII types: [`Device`], [`Context`], [`Module`]/[`Function`], [`Stream`],
+//!    [`Event`], [`DeviceBuffer`], [`PinnedBuffer`], [`GraphicsResource`] with the borrowing
+//!    [`Mapping`] guard and the [`OwnedMapping`] one (for a mapping held across calls); the image
+//!    workflow's [`SurfaceObject`], [`TextureObject`] and [`safe::image::HeldImages`];
+//!    [`ExportableBuffer`] and [`ExternalSemaphore`] (external memory and semaphores).
+//! 4. `cupti` (cargo feature `cupti`): CUPTI activity records (kernels, copies, memsets, context
+//!    switches), loaded on its own beside the driver.
+//! 5. `nccl` (cargo feature `nccl`): NCCL's in-place all-gather of plain-data elements over
+//!    several GPUs, loaded on its own.
 //!
-//! 4. [`cupti`]: CUPTI activity records (kernels, copies, memsets, context switches), loaded
-//!    on its own beside the driver and optional ([`Cupti`]).
-//! 5. [`nccl`]: NCCL's all-gather for the bodies split over several GPUs ([`Nccl`],
-//!    [`Clique`]), loaded on its own and optional (peer copies, `cuMemcpyPeerAsync`, stand in).
+//! The crate root re-exports the types of the interop workflow; the rest is one module down.
 //!
 //! # Safety model
 //! The library outlives every function pointer: [`Api`] owns the [`Driver`], which holds the
@@ -41,12 +44,13 @@ pub mod sys;
 
 use std::sync::Arc;
 
-#[cfg(feature = "cupti")]
-pub use cupti::{Cupti, CuptiError};
-pub use driver::{Api, BootstrapKind, Driver, EntryDecl, EntryReport, Error, Result, StreamSemantics, SymbolStatus, TraceRecord, ENTRY_POINTS};
-#[cfg(feature = "nccl")]
-pub use nccl::{Clique, Nccl, NcclError};
-pub use safe::*;
+// The front: what a program needs to open the driver and do the interop workflow. Everything
+// else is one module down (`driver::`, `safe::`, `cupti::`, `nccl::`).
+pub use driver::{Api, Driver, Error, Result, StreamSemantics};
+pub use safe::{
+    gl_devices, map_resources, Context, Device, DeviceBuffer, DeviceCopy, DevicePtr, Event, ExportableBuffer, ExternalSemaphore, Function,
+    GraphicsResource, Launch, MappedArray, MappedPtr, Mapping, Module, OwnedMapping, PinnedBuffer, SchedFlag, Stream, SurfaceObject, TextureObject,
+};
 
 /// Opens the driver, resolves the table with `semantics` and calls `cuInit(0)`.
 ///

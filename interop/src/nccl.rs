@@ -39,7 +39,7 @@ use libloading::Library;
 
 use crate::driver::error::{error_chain, tried_list, LibraryAttempt};
 use crate::driver::library::{open_first, Candidates};
-use crate::safe::memory::DevicePtr;
+use crate::safe::memory::{DeviceCopy, DevicePtr};
 use crate::safe::stream::Stream;
 use crate::sys::CUstream;
 
@@ -77,6 +77,9 @@ pub mod data_type {
     pub const FLOAT32: i32 = 7;
     /// `ncclFloat64`.
     pub const FLOAT64: i32 = 8;
+    /// `ncclUint8` (nccl.h `ncclDataType_t`): what [`super::Clique::all_gather_in_place`] moves (an all-gather copies
+    /// bits, so any plain-data element goes as its bytes).
+    pub const UINT8: i32 = 1;
 }
 
 /// Errors of the NCCL binding.
@@ -321,8 +324,9 @@ impl Clique {
         &self.nccl
     }
 
-    /// In-place all-gather of `[f32; 4]` bodies: rank *r*'s buffer `bufs[r]` (on device
-    /// `devices()[r]`, at least `ranks · count` bodies) sends its values `r·count..(r+1)·count`
+    /// In-place all-gather of plain-data elements `T` (for instance `[f32; 4]`): rank *r*'s
+    /// buffer `bufs[r]` (on device `devices()[r]`, at least `ranks · count` elements) sends its
+    /// elements `r·count..(r+1)·count`
     /// and receives every other rank's at the same offsets, on `streams[r]` (a stream of that
     /// device's primary context). The calls are enqueued in one `ncclGroupStart`/`ncclGroupEnd`;
     /// each stream holds the complete buffer once its work up to here has run. Afterwards the
@@ -332,7 +336,7 @@ impl Clique {
     /// [`NcclError::InvalidArgument`] for counts of buffers or streams other than the ranks, or
     /// a buffer shorter than `ranks · count`; NCCL's error.
     #[doc(alias = "ncclAllGather")]
-    pub fn all_gather_in_place(&self, bufs: &[DevicePtr<'_, [f32; 4]>], count: usize, streams: &[&Stream]) -> Result<(), NcclError> {
+    pub fn all_gather_in_place<T: DeviceCopy>(&self, bufs: &[DevicePtr<'_, T>], count: usize, streams: &[&Stream]) -> Result<(), NcclError> {
         let ranks = self.ranks();
         if bufs.len() != ranks || streams.len() != ranks {
             return Err(NcclError::InvalidArgument(format!(
@@ -343,22 +347,21 @@ impl Clique {
         }
         let total = count.checked_mul(ranks).ok_or_else(|| NcclError::InvalidArgument("count too large".into()))?;
         if let Some((r, b)) = bufs.iter().enumerate().find(|(_, b)| b.len() < total) {
-            return Err(NcclError::InvalidArgument(format!("all-gather of {ranks} × {count} bodies: rank {r}'s buffer holds {} bodies", b.len())));
+            return Err(NcclError::InvalidArgument(format!("all-gather of {ranks} × {count} elements: rank {r}'s buffer holds {}", b.len())));
         }
-        // 4 floats per body.
-        let floats = count * 4;
+        // Each rank's part as bytes (total · size_of::<T>() fits: the buffers hold that many).
+        let bytes = count * std::mem::size_of::<T>();
         // SAFETY: takes no arguments; the group it opens is closed by the ncclGroupEnd below on
         // every path (NCCL's rule for grouped calls).
         self.nccl.check("ncclGroupStart", unsafe { (self.nccl.group_start)() }, std::ptr::null_mut())?;
         let mut first_err = None;
         for (r, (b, s)) in bufs.iter().zip(streams).enumerate() {
             let recv = b.addr();
-            let send = recv + (r * floats * 4) as u64;
-            // SAFETY: `recv` is a live device range of ≥ ranks·count bodies (checked; the view
+            let send = recv + (r * bytes) as u64;
+            // SAFETY: `recv` is a live device range of ≥ ranks·count elements (checked; the view
             // borrows its owner) on rank r's device, `send` lies inside it at rank r's offset
             // (NCCL's in-place form); `self.comms[r]` is live; the stream is the caller's.
-            let rc =
-                unsafe { (self.nccl.all_gather)(send as *const c_void, recv as *mut c_void, floats, data_type::FLOAT32, self.comms[r], s.raw()) };
+            let rc = unsafe { (self.nccl.all_gather)(send as *const c_void, recv as *mut c_void, bytes, data_type::UINT8, self.comms[r], s.raw()) };
             if let Err(e) = self.nccl.check("ncclAllGather", rc, self.comms[r]) {
                 first_err.get_or_insert(e);
             }

@@ -8,8 +8,8 @@ use super::{check_block, check_len, checked_n, lookup};
 use interop::DevicePtr;
 use interop::Launch;
 use interop::Stream;
+use interop::{safe::PtxParam, Function, Module};
 use interop::{Error, Result};
-use interop::{Function, Module, PtxParam};
 use interop::{SurfaceObject, TextureObject};
 
 /// Parameters of `nbody_density_splat`: `(const float4* pos, int n, float* accum, int width, int

@@ -6,8 +6,8 @@ use super::{check_block, check_len, checked_n, lookup, BODY_BYTES, POTENTIAL_PAR
 use interop::DevicePtr;
 use interop::Launch;
 use interop::Stream;
+use interop::{safe::PtxParam, Function, Module};
 use interop::{Error, Result};
-use interop::{Function, Module, PtxParam};
 
 /// `nbody_to_float4` of a loaded module, its parameters checked against [`TO_FLOAT4_PARAMS`]: the
 /// fp64 path's conversion of the double4 positions into the float4 vertex buffer GL draws

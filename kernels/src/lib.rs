@@ -12,7 +12,7 @@
 //! (`--kernel`, for tuning), which is trusted like the program itself: a kernel with the right
 //! parameters but other accesses is outside what these checks can see.
 
-use interop::{DevicePtr, Error, Function, Launch, Module, PtxParam, Result, Stream};
+use interop::{safe::PtxParam, DevicePtr, Error, Function, Launch, Module, Result, Stream};
 
 mod density;
 mod helpers;
@@ -307,7 +307,7 @@ fn check_step_args<T: interop::DeviceCopy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use interop::ptx_entries;
+    use interop::safe::ptx_entries;
 
     #[test]
     fn the_committed_ptx_declares_the_parameters_this_module_launches() {

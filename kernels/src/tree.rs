@@ -22,9 +22,9 @@ use super::{check_block, check_len, check_step_args, lookup};
 use interop::Context;
 use interop::Launch;
 use interop::Stream;
+use interop::{safe::PtxParam, Function, Module};
 use interop::{DeviceBuffer, DevicePtr};
 use interop::{Error, Result};
-use interop::{Function, Module, PtxParam};
 
 /// Words (u32) of the tree's header before the moments' arrival counters: `[0..6)` the box,
 /// `[8..10)` the walk's interactions (u64), `[10]` its stack-overflow flag, `[11]` its next group, `[12]` its deepest stack, `[13]` the number of

@@ -4,7 +4,7 @@
 //! printed for the record (`image workflow: …` lines).
 
 use interop::sys::{array_format, register_flags};
-use interop::{map_resources, GraphicsResource, Sampling, SurfaceObject, TextureObject};
+use interop::{map_resources, safe::Sampling, GraphicsResource, SurfaceObject, TextureObject};
 
 use super::*;
 
@@ -34,7 +34,7 @@ pub(super) fn gl_image_round_trip_and_its_mistakes() -> Result<(), Failed> {
     let headless = HeadlessContext::new(0)?;
     let gl = headless.gl();
     let ctx = cuda()?;
-    let stream = Stream::special(&ctx, interop::StreamKind::Null);
+    let stream = Stream::special(&ctx, interop::safe::StreamKind::Null);
     let tex = texture(gl, glow::RGBA8, glow::RGBA)?;
     let pattern: Vec<u8> = (0..W * H * 4).map(|i| (i * 7 % 251) as u8).collect();
     let result = (|| -> Result<(), Failed> {
@@ -53,9 +53,9 @@ pub(super) fn gl_image_round_trip_and_its_mistakes() -> Result<(), Failed> {
             let texture_object = TextureObject::new(&array, Sampling::Point)?;
             ensure(surface.handle() != 0 && texture_object.handle() != 0, "object handles are 0")?;
             // SAFETY: `src` holds H rows of W·4 bytes on this device and lives past the sync below.
-            unsafe { interop::image::copy_device_to_array(src.ptr(), W * 4, &array, W, H)? };
+            unsafe { interop::safe::image::copy_device_to_array(src.ptr(), W * 4, &array, W, H)? };
             let mut back = vec![0u8; W * H * 4];
-            interop::image::copy_array_to_host(&array, &mut back)?;
+            interop::safe::image::copy_array_to_host(&array, &mut back)?;
             ensure(back == pattern, "the array read back differs from what was copied in")?;
             let pointer = mapping.pointer(0);
             eprintln!("image workflow: cuGraphicsResourceGetMappedPointer on a mapped image -> {}", answer(&pointer));

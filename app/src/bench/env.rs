@@ -15,7 +15,7 @@ pub(super) struct Env {
     pub(super) compute: Option<ComputeCtx>,
     /// The context sharing the GL context (held so the primary context stays alive between
     /// backends), and the device's attributes.
-    pub(super) shared: Option<(std::sync::Arc<interop::Context>, interop::DeviceInfo)>,
+    pub(super) shared: Option<(std::sync::Arc<interop::Context>, interop::safe::DeviceInfo)>,
     pub(super) gfx: Option<Gfx>,
     /// Why a mode cannot run here.
     pub(super) unavailable: HashMap<BenchMode, String>,

@@ -23,7 +23,7 @@
 //! Events on the stream bound each part of a pass (map, splat, store, tone map, unmap), so the
 //! timeline places them on the CUDA track ([`DensityView::take_spans`]). Step mode takes the
 //! same workflow one call (or one small group) at a time (the `steps` module, on
-//! [`interop::HeldImages`]).
+//! [`interop::safe::HeldImages`]).
 
 mod steps;
 
@@ -34,7 +34,8 @@ use anyhow::Context as _;
 use glam::Mat4;
 use interop::sys::{event_flags, map_flags, register_flags};
 use interop::{
-    map_resources, Context, DeviceBuffer, DevicePtr, Event, GraphicsResource, HeldImages, MappedArray, Sampling, Stream, SurfaceObject, TextureObject,
+    map_resources, safe::HeldImages, safe::Sampling, Context, DeviceBuffer, DevicePtr, Event, GraphicsResource, MappedArray, Stream, SurfaceObject,
+    TextureObject,
 };
 use kernels::DensityKernels;
 
@@ -263,7 +264,7 @@ impl DensityView {
         match surface {
             Some(surface) => kernels.store(accum.view(), (w, h), surface, stream).context("nbody_density_store"),
             None => {
-                interop::image::copy_view_to_array(accum.view(), w * 4, density, w, h).context("cuMemcpy2DAsync (sum → density array)")?;
+                interop::safe::image::copy_view_to_array(accum.view(), w * 4, density, w, h).context("cuMemcpy2DAsync (sum → density array)")?;
                 accum.memset_async(0, stream).context("cuMemsetD8Async (the sum)")
             }
         }
@@ -344,8 +345,8 @@ impl DensityView {
         // The shown image is read, so its WRITE_DISCARD map flag is lifted for this map.
         self.images[1].set_map_flags(map_flags::NONE)?;
         let mapping = map_resources(&mut self.images, stream)?;
-        interop::image::copy_array_to_host(&mapping.array(0, 0, 0)?, &mut density)?;
-        interop::image::copy_array_to_host(&mapping.array(1, 0, 0)?, &mut image)?;
+        interop::safe::image::copy_array_to_host(&mapping.array(0, 0, 0)?, &mut density)?;
+        interop::safe::image::copy_array_to_host(&mapping.array(1, 0, 0)?, &mut image)?;
         mapping.unmap()?;
         self.images[1].set_map_flags(map_flags::WRITE_DISCARD)?;
         let density = density.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();

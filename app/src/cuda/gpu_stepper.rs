@@ -76,7 +76,7 @@ pub use sim::partial::{FrameSteps, StepProgress, LAUNCH_S, LONG_STEP_S};
 /// The all-pairs rate (interactions/s) to expect from a GPU: the H200's measured 2.0e12
 /// (`bench --modes compute`, N ≥ 131072: 132 SMs at 1980 MHz) scaled by SMs × clock. A lead
 /// for estimates (step length, refusals), not a measurement.
-pub fn nominal_rate(info: &interop::DeviceInfo) -> f64 {
+pub fn nominal_rate(info: &interop::safe::DeviceInfo) -> f64 {
     const H200_RATE: f64 = 2.0e12;
     const H200_SM_KHZ: f64 = 132.0 * 1_980_000.0;
     let sm_khz = f64::from(info.multiprocessors.max(1)) * f64::from(info.clock_khz.max(1));

@@ -29,7 +29,7 @@ pub const F64_RSQRT_ENV: &str = "NBODY_F64_RSQRT";
 pub const F64_RATE_FRACTION: f64 = 0.38;
 
 /// [`nominal_rate`] for a precision: the fp64 kernel's is [`F64_RATE_FRACTION`] of it.
-pub fn nominal_rate_for(info: &interop::DeviceInfo, precision: Precision) -> f64 {
+pub fn nominal_rate_for(info: &interop::safe::DeviceInfo, precision: Precision) -> f64 {
     match precision {
         Precision::F32 => nominal_rate(info),
         Precision::F64 => nominal_rate(info) * F64_RATE_FRACTION,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use interop::sys::stream_flags;
-use interop::{Context, Device, DeviceInfo, Event, SchedFlag, Stream, StreamSemantics};
+use interop::{safe::DeviceInfo, Context, Device, Event, SchedFlag, Stream, StreamSemantics};
 
 use super::settings::{CtxSched, StreamKind};
 use crate::gfx::GlInfo;
@@ -84,7 +84,7 @@ pub fn make_stream(ctx: &Arc<Context>, kind: StreamKind, priority: i32) -> anyho
     Ok(match kind {
         // With legacy semantics the null stream is the legacy default stream; with per-thread
         // semantics (the table resolved to _ptsz exports) it is the per-thread default stream.
-        StreamKind::Legacy | StreamKind::PerThread => Stream::special(ctx, interop::StreamKind::Null),
+        StreamKind::Legacy | StreamKind::PerThread => Stream::special(ctx, interop::safe::StreamKind::Null),
         StreamKind::NonBlocking => {
             let (least, greatest) = ctx.stream_priority_range()?;
             if !(greatest..=least).contains(&priority) {

@@ -39,7 +39,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use interop::driver::entry::Tracer;
 use interop::sys::CuResult;
-use interop::{Api, TraceRecord};
+use interop::{driver::TraceRecord, Api};
 
 struct Sink {
     path: PathBuf,

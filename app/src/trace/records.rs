@@ -1,7 +1,7 @@
 //! What the recorder keeps: one driver or GL call ([`Call`]) with its workflow step, the
 //! timeline tracks and spans, and calls grouped as the Workflow panel shows them.
 
-use interop::TraceRecord;
+use interop::driver::TraceRecord;
 use serde::Serialize;
 
 /// Calls kept in memory for the frame in progress; older ones of a frame that never ends are
@@ -100,7 +100,7 @@ pub struct Call {
     pub args: String,
     /// What the call returned through its output parameters (`p_dev_ptr→0x7f…
     /// p_size→1048576`), after a successful call; empty otherwise
-    /// ([`interop::TraceRecord::returned`]). The pointer of each map shows here.
+    /// ([`interop::driver::TraceRecord::returned`]). The pointer of each map shows here.
     pub returned: String,
     /// A query that changes nothing (attributes, priorities, the current context): per-frame
     /// noise a reader may filter out ([`is_noise`]).

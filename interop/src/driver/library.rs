@@ -1,5 +1,5 @@
 //! Finding and opening a shared library that the binding loads at run time: the CUDA driver
-//! ([`crate::Driver`]), CUPTI ([`crate::cupti`]) and NCCL ([`crate::nccl`]) all go through here.
+//! ([`crate::Driver`]), CUPTI (`cupti`, a cargo feature) and NCCL (`nccl`, likewise) all go through here.
 //!
 //! Each has the same three parts: one file the caller may name to replace the search (each
 //! `open_with`; an application maps its own setting onto it), default names

@@ -173,17 +173,17 @@ pub fn map_resources<'a>(resources: &'a mut [GraphicsResource], stream: &'a Stre
     // SAFETY: the mutable borrow of the resources and the borrow of the stream last as long as
     // the returned `Mapping` ('a): the resources stay registered and cannot be mapped by anyone
     // else, and the stream stays alive, until the inner mapping is unmapped or dropped.
-    let inner = unsafe { DetachedMapping::map(resources, stream) }?;
+    let inner = unsafe { RawMapping::map(resources, stream) }?;
     Ok(Mapping { inner, _borrows: PhantomData })
 }
 
 /// Resources mapped for CUDA. Unmaps on drop; its device pointers borrow it.
 ///
-/// A [`DetachedMapping`] that also borrows the resources (mutably) and the stream, which is
+/// The mapping core (`RawMapping`, private) that also borrows the resources (mutably) and the stream, which is
 /// what makes [`map_resources`] safe.
 #[derive(Debug)]
 pub struct Mapping<'a> {
-    inner: DetachedMapping,
+    inner: RawMapping,
     _borrows: PhantomData<(&'a mut [GraphicsResource], &'a Stream)>,
 }
 
@@ -210,7 +210,9 @@ impl Mapping<'_> {
     /// `index` (`cuGraphicsSubResourceGetMappedArray`), with its shape (`cuArrayGetDescriptor`).
     ///
     /// # Errors
-    /// As [`DetachedMapping::array`].
+    /// [`Error::InvalidArgument`] for an index out of range; the driver's error:
+    /// `CUDA_ERROR_NOT_MAPPED_AS_ARRAY` for a buffer resource, `CUDA_ERROR_INVALID_VALUE` for a
+    /// layer or level the image does not have (reference).
     #[doc(alias = "cuGraphicsSubResourceGetMappedArray")]
     pub fn array(&self, index: usize, array_index: u32, mip_level: u32) -> Result<MappedArray<'_>> {
         self.inner.array(index, array_index, mip_level)
@@ -226,20 +228,18 @@ impl Mapping<'_> {
     }
 }
 
-/// Resources mapped for CUDA that do *not* borrow the resources or the stream: for a mapping
-/// that must wait inside a struct between calls (the demo's step mode maps in one frame and
-/// unmaps in a later one), where [`Mapping`]'s borrows cannot be stored next to what they
-/// borrow. The caller keeps the rules the borrows enforce for [`Mapping`] (see
-/// [`DetachedMapping::map`]). Unmaps on [`DetachedMapping::unmap`] or drop.
+/// The core both guards share: mapped resources that do *not* borrow the resources or the
+/// stream. Whoever holds one keeps the rules the borrows enforce for [`Mapping`] (see `map`):
+/// [`Mapping`] by its borrows, [`OwnedMapping`] by owning what it maps. Unmaps on `unmap` or drop.
 #[derive(Debug)]
-pub struct DetachedMapping {
+pub(crate) struct RawMapping {
     api: Arc<Api>,
     raw: Vec<CUgraphicsResource>,
     stream: crate::sys::CUstream,
     mapped: bool,
 }
 
-impl DetachedMapping {
+impl RawMapping {
     /// Maps `resources` with one `cuGraphicsMapResources` ordered on `stream`.
     ///
     /// # Errors
@@ -249,7 +249,7 @@ impl DetachedMapping {
     /// Until the value is unmapped or dropped: the resources stay registered (not dropped), the
     /// stream stays alive, and nothing else maps, unmaps or re-flags the resources.
     #[doc(alias = "cuGraphicsMapResources")]
-    pub unsafe fn map(resources: &[GraphicsResource], stream: &Stream) -> Result<DetachedMapping> {
+    pub(crate) unsafe fn map(resources: &[GraphicsResource], stream: &Stream) -> Result<RawMapping> {
         let Some(first) = resources.first() else {
             return Err(Error::InvalidArgument("no resources to map".into()));
         };
@@ -257,7 +257,7 @@ impl DetachedMapping {
         let mut raw: Vec<CUgraphicsResource> = resources.iter().map(|r| r.raw).collect();
         // SAFETY: `raw` holds `len` registered handles; the stream is live (the caller's contract).
         unsafe { api.cuGraphicsMapResources(raw.len() as c_uint, raw.as_mut_ptr(), stream.raw()) }?;
-        Ok(DetachedMapping { api, raw, stream: stream.raw(), mapped: true })
+        Ok(RawMapping { api, raw, stream: stream.raw(), mapped: true })
     }
 
     /// Number of mapped resources.
@@ -323,7 +323,7 @@ impl DetachedMapping {
     }
 }
 
-impl Drop for DetachedMapping {
+impl Drop for RawMapping {
     fn drop(&mut self) {
         // An error here cannot be returned; callers who care call `unmap`.
         drop(self.unmap_raw());
@@ -338,7 +338,7 @@ impl Drop for DetachedMapping {
 #[derive(Debug)]
 pub struct OwnedMapping {
     // Field order is drop order: unmapped before the resources are unregistered and the stream goes.
-    inner: DetachedMapping,
+    inner: RawMapping,
     resources: Vec<GraphicsResource>,
     stream: Rc<Stream>,
 }
@@ -353,7 +353,7 @@ impl OwnedMapping {
         // SAFETY: the value owns the resources and a share of the stream until it is unmapped
         // (`unmap` unmaps before handing them back; drop unmaps first, by field order), and
         // gives out no mutable access to them, so nothing else maps, unmaps or re-flags them.
-        match unsafe { DetachedMapping::map(&resources, &stream) } {
+        match unsafe { RawMapping::map(&resources, &stream) } {
             Ok(inner) => Ok(OwnedMapping { inner, resources, stream }),
             Err(e) => Err((e, resources)),
         }
@@ -369,10 +369,10 @@ impl OwnedMapping {
     }
 
     /// The CUDA array of layer `array_index`, mip level `mip_level` of mapped image resource
-    /// `index`; as [`DetachedMapping::array`].
+    /// `index`; as [`Mapping::array`].
     ///
     /// # Errors
-    /// As [`DetachedMapping::array`].
+    /// As [`Mapping::array`].
     #[doc(alias = "cuGraphicsSubResourceGetMappedArray")]
     pub fn array(&self, index: usize, array_index: u32, mip_level: u32) -> Result<MappedArray<'_>> {
         self.inner.array(index, array_index, mip_level)

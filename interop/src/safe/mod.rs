@@ -17,7 +17,7 @@ pub mod vmm;
 
 pub use context::{Context, ContextKind, SchedFlag};
 pub use device::{Device, DeviceInfo};
-pub use graphics::{gl_devices, map_resources, DetachedMapping, GraphicsResource, MappedArray, MappedPtr, Mapping, OwnedMapping};
+pub use graphics::{gl_devices, map_resources, GraphicsResource, MappedArray, MappedPtr, Mapping, OwnedMapping};
 pub use image::{HeldImages, HeldKind, HeldObject, Sampling, SurfaceObject, TextureObject};
 pub use launch::Launch;
 pub use memory::{copy_view_async, DeviceBuffer, DeviceCopy, DevicePtr, PendingCopy, PinnedBuffer};

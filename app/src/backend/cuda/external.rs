@@ -188,7 +188,7 @@ impl ExternalStorage {
         match (made, sync.0) {
             (Ok(s), _) => storage.sync = Some(Box::new(s)),
             (Err(e), ExternalSync::Semaphore) => {
-                storage.release_gl(gl, &Stream::special(ctx, interop::StreamKind::Null));
+                storage.release_gl(gl, &Stream::special(ctx, interop::safe::StreamKind::Null));
                 bail!("--external-sync semaphore: {e:#}; use --external-sync host (the host waits) or auto");
             }
             (Err(e), _) => tracing::info!("external storage keeps the host waits (no GPU-side semaphores: {e:#})"),

@@ -1,7 +1,7 @@
 //! The CUDA backend: one context, stream, kernels and velocities, and a storage for the two
 //! position buffers that is one of
 //! - `map`: both GL VBOs registered with CUDA (`cuGraphicsGLRegisterBuffer`) and mapped every
-//!   frame. One frame (the resource-mapping workflow, `interop::graphics`):
+//!   frame. One frame (the resource-mapping workflow, `interop::safe::graphics`):
 //!   `cuGraphicsMapResources` (both buffers, one call, on the frame's stream) →
 //!   `cuGraphicsResourceGetMappedPointer` (each, size checked) → `cuLaunchKernel` (reads the front
 //!   buffer, writes the back one) → `cuGraphicsUnmapResources` (one call, same stream) → GL draws
@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use interop::sys::{event_flags, map_flags};
-use interop::{Context, DeviceBuffer, DeviceInfo, DevicePtr, Event, ExportableBuffer, GraphicsResource, Mapping, PinnedBuffer, Stream};
+use interop::{safe::DeviceInfo, Context, DeviceBuffer, DevicePtr, Event, ExportableBuffer, GraphicsResource, Mapping, PinnedBuffer, Stream};
 
 use self::external::{ExternalStorage, Unsupported};
 use self::frame::make_storage;

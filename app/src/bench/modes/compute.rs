@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use interop::sys::event_flags;
-use interop::{Context, Device, DeviceBuffer, DeviceInfo, Event, Stream, StreamSemantics};
+use interop::{safe::DeviceInfo, Context, Device, DeviceBuffer, Event, Stream, StreamSemantics};
 
 use super::FrameSample;
 use crate::backend::SimTimings;

@@ -1,6 +1,6 @@
 //! The density view one step at a time (step mode): each method is one step of
 //! [`crate::backend::step`]'s image workflow — one driver call, or one small group — and the
-//! mapping, the arrays and the objects wait between the steps in an [`interop::HeldImages`].
+//! mapping, the arrays and the objects wait between the steps in an [`interop::safe::HeldImages`].
 //! Each step that queues stream work records events 0 and 1 around it, for the timeline
 //! ([`DensityView::take_spans`]).
 //!
@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use anyhow::Context as _;
 use glam::Mat4;
-use interop::{DevicePtr, HeldImages, HeldKind, Sampling, Stream};
+use interop::{safe::HeldImages, safe::HeldKind, safe::Sampling, DevicePtr, Stream};
 
 use super::{DensityView, StepHold};
 use crate::cuda::settings::DensityPath;

@@ -358,7 +358,7 @@ impl SplitStepper {
         }
         let dst = dst.slice(0..n).context("the vertex buffer holds fewer than N bodies")?;
         let from = src.pos[self.front].view().slice(0..n)?;
-        interop::copy_view_async(dst, dst_ctx, from, &src.ctx, stream).context("copying the positions to the GL device")?;
+        interop::safe::copy_view_async(dst, dst_ctx, from, &src.ctx, stream).context("copying the positions to the GL device")?;
         let copied = match self.copied.take() {
             Some(e) => e,
             None => Event::new(dst_ctx, event_flags::DISABLE_TIMING).context("cuEventCreate")?,

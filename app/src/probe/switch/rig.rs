@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use interop::sys::event_flags;
-use interop::{map_resources, Context, DeviceBuffer, DeviceInfo, Event, GraphicsResource, Stream};
+use interop::{map_resources, safe::DeviceInfo, Context, DeviceBuffer, Event, GraphicsResource, Stream};
 use kernels::TouchKernel;
 
 use crate::cli::SwitchArgs;

@@ -6,7 +6,7 @@ use std::ffi::c_int;
 
 use interop::driver::loader::ProcQuery;
 use interop::sys::{CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
-use interop::{Driver, SymbolStatus};
+use interop::{driver::SymbolStatus, Driver};
 
 use super::{status_name, Case, Got, SetupFailed};
 

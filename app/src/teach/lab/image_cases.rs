@@ -252,7 +252,7 @@ pub(super) const IMAGE: [Case; 12] = [
                       will overwrite all of it: the driver then need not hand CUDA the texels GL left there. The lab \
                       breaks the promise: GL fills a 16 × 16 RGBA8 texture with 0x3c bytes, the texture is registered, \
                       GL clears it to 0xa5 bytes (its contents from then on), the map flags are set to WRITE_DISCARD, \
-                      and CUDA maps it and copies its array to the host (interop::image::copy_array_to_host). Every \
+                      and CUDA maps it and copies its array to the host (interop::safe::image::copy_array_to_host). Every \
                       call returns CUDA_SUCCESS; what CUDA read decides: SUCCESS_WITH_CURRENT_DATA when it read GL's \
                       last texels (0xa5), SUCCESS_BUT_STALE_DATA when it read the ones of before (0x3c), \
                       SUCCESS_BUT_GARBLED_DATA when neither. The detail adds a second read of the same texture with \

@@ -210,7 +210,7 @@ fn texels_through_cuda(res: &mut [GraphicsResource], stream: &Stream) -> Result<
     let read = mapping.array(0, 0, 0).and_then(|array| {
         let (w, h) = array.size();
         let mut bytes = vec![0xee_u8; w * h.max(1) * array.texel_bytes().unwrap_or(4)];
-        interop::image::copy_array_to_host(&array, &mut bytes)?;
+        interop::safe::image::copy_array_to_host(&array, &mut bytes)?;
         Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<u32>>())
     });
     let unmap = mapping.unmap();

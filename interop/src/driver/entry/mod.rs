@@ -18,6 +18,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+#[cfg(feature = "trace")]
 use std::time::Instant;
 
 use crate::driver::error::Error;
