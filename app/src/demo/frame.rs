@@ -20,7 +20,8 @@ use crate::trace::{Recorder, Track};
 /// images unregistered, its textures deleted). Density (with `show`): the backend's density pass
 /// drawn over `target` ([`crate::backend::CudaSide::draw_density`]). Where the density view
 /// cannot be drawn the bodies are drawn instead, and the reason is returned (the caller turns
-/// the view off and says why).
+/// the view off and says why). Points in step mode with the buffers mapped (`show` false): the
+/// copy the renderer took before the map ([`Renderer::snapshot`]) where it has one.
 #[allow(clippy::too_many_arguments)]
 pub fn render_view(
     gl: Gl<'_>,
@@ -32,6 +33,11 @@ pub fn render_view(
     show: bool,
     (view, path): (View, DensityPath),
 ) -> Option<String> {
+    if let (false, View::Points, Some((snap, front))) = (show, view, renderer.snapshot()) {
+        let p = DrawParams { front, ..*params };
+        renderer.draw_from(gl, target, &p, wait_timer, Some(snap));
+        return None;
+    }
     let reason = match (view, backend.cuda_mut()) {
         (View::Points, cuda) => {
             if let Some(c) = cuda {

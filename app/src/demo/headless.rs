@@ -67,7 +67,7 @@ pub fn run(args: &DemoArgs, bodies: Bodies, params: PhysParams) -> anyhow::Resul
     let mut scene = Scene::new(ctx.current().clone(), ctx.info.clone(), args, &bodies, params)?;
     drop(bodies);
     let fbo = OffscreenTarget::new(ctx.gl(), args.width, args.height).context("offscreen framebuffer")?;
-    scene.offscreen = Some(fbo);
+    scene.set_offscreen(fbo);
     let target = RenderTarget::Offscreen(fbo);
 
     if args.frames.is_none() {

@@ -110,7 +110,7 @@ impl Scene {
             Some(h) => (h.read_at, h.state.as_ref().map(|s| s.0)),
             None => return Ok(()),
         };
-        let cost_s = self.backend.as_deref().map_or(0.0, |b| {
+        let cost_s = self.sim.backend.as_deref().map_or(0.0, |b| {
             let (rate, _) = b.nominal_rate();
             sim::tree::step_terms(b.solver(), b.n(), b.cuda().is_some()) / rate.max(1.0)
         });
@@ -118,8 +118,8 @@ impl Scene {
         let read = due.is_some_and(|t| t.elapsed().as_secs_f64() >= every) && self.step_in_progress().is_none();
         if read {
             let cur = self.current.clone();
-            let vbos = *self.renderer.vbos();
-            if let Some(b) = self.backend.as_deref_mut() {
+            let vbos = *self.view.renderer.vbos();
+            if let Some(b) = self.sim.backend.as_deref_mut() {
                 let bodies = b.bodies(cur.gl(), &vbos).context("reading the state kept for a lost display")?;
                 self.check_finite(self.frame, bodies);
             }
@@ -129,8 +129,8 @@ impl Scene {
         if read || due.is_none() {
             h.read_at = Some(Instant::now());
         }
-        if kept_frame != Some(self.last_finite.0) || h.state.is_none() {
-            h.state = Some((self.last_finite.0, self.last_finite.1.clone(), self.overlay.controls.params.softening));
+        if kept_frame != Some(self.sim.last_finite.0) || h.state.is_none() {
+            h.state = Some((self.sim.last_finite.0, self.sim.last_finite.1.clone(), self.hud.overlay.controls.params.softening));
         }
         Ok(())
     }

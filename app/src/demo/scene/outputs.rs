@@ -73,12 +73,44 @@ impl Scene {
     pub fn finish(&mut self) -> anyhow::Result<Summary> {
         // Every output is attempted, whatever another one did; the error names each that failed.
         let mut failed: Vec<String> = Vec::new();
-        let cur = self.current.clone();
-        let gl = cur.gl();
-        let vbos = *self.renderer.vbos();
-        // A run that ends with a step spread over frames in progress (window closed, Ctrl-C,
-        // Esc) keeps the state of before it, as an interrupted step does.
-        if let Some(b) = self.backend.as_deref_mut() {
+        self.abandon_step_in_progress(&mut failed);
+        self.read_final_state(&mut failed);
+        let mut saved = String::new();
+        if let Some(path) = self.args.save_state.clone() {
+            let (which, state) = (self.sim.last_finite.0, &self.sim.last_finite.1);
+            // The header's time is 0 (the run does not track simulated time across dt changes).
+            let written = sim::write_state_file(&path, state, 0.0, self.hud.overlay.controls.params.softening);
+            match written.with_context(|| format!("writing --save-state {}", path.display())) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");
+                    saved = format!(", saved to {}", path.display());
+                }
+                Err(e) => failed.push(format!("{e:#}")),
+            }
+        }
+        if let Some(r) = &self.telemetry.trace_file {
+            if let Err(e) = r.finish().context("--trace") {
+                failed.push(format!("{e:#}"));
+            }
+        }
+        if let Some(path) = self.args.summary.clone() {
+            if let Err(e) = self.write_summary(&path) {
+                failed.push(format!("{e:#}"));
+            }
+        }
+        if !failed.is_empty() {
+            anyhow::bail!("{} output(s) could not be written: {}", failed.len(), failed.join("; "));
+        }
+        if let Some(at) = self.sim.diverged {
+            return Err(Diverged { frame: at, last_finite: self.sim.last_finite.0, saved }.into());
+        }
+        Ok(self.summary())
+    }
+
+    /// A run that ends with a step spread over frames in progress (window closed, Ctrl-C, Esc)
+    /// keeps the state of before it, as an interrupted step does; a failure joins `failed`.
+    fn abandon_step_in_progress(&mut self, failed: &mut Vec<String>) {
+        if let Some(b) = self.sim.backend.as_deref_mut() {
             let unit = if b.cuda().is_some() { "launches" } else { "parts" };
             let long_steps = b.long_steps_mut();
             if let Some((l, p)) = long_steps.and_then(|l| l.step_in_progress().map(|p| (l, p))) {
@@ -91,12 +123,20 @@ impl Scene {
                 }
             }
         }
+    }
+
+    /// Reads the final state for `--save-state` (and the last divergence check); a failure
+    /// joins `failed`.
+    fn read_final_state(&mut self, failed: &mut Vec<String>) {
+        let cur = self.current.clone();
+        let gl = cur.gl();
+        let vbos = *self.view.renderer.vbos();
         // A backend without long steps cannot say: one force evaluation may be needed.
         let unsynchronized = |b: &dyn SimBackend| b.long_steps().is_none_or(|l| !l.synchronized());
         // The final state is read for --save-state; without it only where reading costs no force
         // evaluation (velocities already synchronised), for the last divergence check.
         let wanted = self.args.save_state.is_some();
-        if let Some(b) = self.backend.as_deref().filter(|b| wanted && crate::stop::stopped() && unsynchronized(*b)) {
+        if let Some(b) = self.sim.backend.as_deref().filter(|b| wanted && crate::stop::stopped() && unsynchronized(*b)) {
             // The state written has synchronised velocities: one more force evaluation, unless
             // they are already (no step finished since the start or the last synchronisation).
             let (rate, _) = b.nominal_rate();
@@ -110,7 +150,7 @@ impl Scene {
                 );
             }
         }
-        let end = match self.backend.as_deref_mut() {
+        let end = match self.sim.backend.as_deref_mut() {
             Some(b) if !wanted && unsynchronized(b) => None,
             Some(b) => Some(b.bodies(gl, &vbos).context("reading the final state")),
             None => Some(Err(anyhow!("no simulation backend (a reset failed)"))),
@@ -121,36 +161,6 @@ impl Scene {
             Some(Err(e)) => failed.push(format!("{e:#}")),
             None => {}
         }
-        let mut saved = String::new();
-        if let Some(path) = self.args.save_state.clone() {
-            let (which, state) = (self.last_finite.0, &self.last_finite.1);
-            // The header's time is 0 (the run does not track simulated time across dt changes).
-            let written = sim::write_state_file(&path, state, 0.0, self.overlay.controls.params.softening);
-            match written.with_context(|| format!("writing --save-state {}", path.display())) {
-                Ok(()) => {
-                    tracing::info!(path = %path.display(), n = state.len(), frame = which, "state saved");
-                    saved = format!(", saved to {}", path.display());
-                }
-                Err(e) => failed.push(format!("{e:#}")),
-            }
-        }
-        if let Some(r) = &self.trace_file {
-            if let Err(e) = r.finish().context("--trace") {
-                failed.push(format!("{e:#}"));
-            }
-        }
-        if let Some(path) = self.args.summary.clone() {
-            if let Err(e) = self.write_summary(&path) {
-                failed.push(format!("{e:#}"));
-            }
-        }
-        if !failed.is_empty() {
-            anyhow::bail!("{} output(s) could not be written: {}", failed.len(), failed.join("; "));
-        }
-        if let Some(at) = self.diverged {
-            return Err(Diverged { frame: at, last_finite: self.last_finite.0, saved }.into());
-        }
-        Ok(self.summary())
     }
 
     /// Writes `--summary` at `path`: the summary, each stage's times, the route, the provenance.
@@ -160,16 +170,16 @@ impl Scene {
     fn write_summary(&self, path: &Path) -> anyhow::Result<()> {
         let name = |v: &dyn Fn() -> Option<clap::builder::PossibleValue>| v().map(|p| p.get_name().to_string());
         let s = self.summary();
-        let cuda = self.backend.as_deref().is_some_and(|b| b.cuda().is_some());
-        let solver = match self.backend.as_deref().map(SimBackend::solver) {
+        let cuda = self.sim.backend.as_deref().is_some_and(|b| b.cuda().is_some());
+        let solver = match self.sim.backend.as_deref().map(SimBackend::solver) {
             Some(Solver::Tree { theta }) => format!("tree θ={theta}"),
             Some(Solver::Auto { .. }) => "auto".to_string(),
             Some(Solver::Direct) | None => "direct".to_string(),
         };
         let a = &self.args;
         let file = SummaryFile {
-            provenance: SummaryFile::provenance(self.stages.started(), if cuda { crate::provenance::device0() } else { None }),
-            status: if self.diverged.is_some() {
+            provenance: SummaryFile::provenance(self.telemetry.stages.started(), if cuda { crate::provenance::device0() } else { None }),
+            status: if self.sim.diverged.is_some() {
                 "error: diverged".to_string()
             } else if crate::stop::stopped() {
                 "interrupted".to_string()
@@ -180,7 +190,7 @@ impl Scene {
             steps: s.steps,
             steps_per_s: s.steps_per_s,
             mean_frame_ms: s.mean_frame_ms,
-            bodies: self.backend.as_deref().map_or(0, SimBackend::n),
+            bodies: self.sim.backend.as_deref().map_or(0, SimBackend::n),
             backend: s.label,
             route: Route {
                 headless: a.headless,
@@ -189,7 +199,7 @@ impl Scene {
                 precision: name(&|| clap::ValueEnum::to_possible_value(&a.precision)).unwrap_or_default(),
                 solver,
             },
-            stages_ms: self.stages.stats(),
+            stages_ms: self.telemetry.stages.stats(),
             energy_change: s.energy.map(|e| e.relative),
         };
         file.write(path)
@@ -201,37 +211,37 @@ impl Scene {
             (Some(a), Some(b)) => (b - a).as_secs_f64() * 1e3,
             _ => 0.0,
         };
-        let label = self.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
-        let steps_per_s = if wall > 0.0 { self.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
+        let label = self.sim.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
+        let steps_per_s = if wall > 0.0 { self.sim.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
         // Relative to |E| at the first sample; where E is near 0 (|E| under a thousandth of
         // |K| + |U|: an unbound or marginal state) to that thousandth instead, so that a tiny E
         // does not make a small change look huge.
-        let energy = self.energy.filter(|e| e.to > e.from).map(|e| EnergyChange {
+        let energy = self.sim.energy.filter(|e| e.to > e.from).map(|e| EnergyChange {
             from: e.from,
             to: e.to,
             relative: (e.e1 - e.e0) / e.e0.abs().max(1e-3 * e.ku0),
-            dt: self.overlay.controls.params.dt,
+            dt: self.hud.overlay.controls.params.dt,
         });
-        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.steps_total, steps_per_s, label, energy }
+        Summary { frames: self.frame, mean_frame_ms: wall / self.frame.max(1) as f64, steps: self.sim.steps_total, steps_per_s, label, energy }
     }
 
     /// Checks the state read at `frame` for non-finite values: keeps it as the last finite
     /// state, or marks the run diverged (once: banner, warning, the simulation paused).
     pub(super) fn check_finite(&mut self, frame: u64, bodies: Bodies) {
         if bodies.is_finite() {
-            self.last_finite = (frame, bodies);
+            self.sim.last_finite = (frame, bodies);
             return;
         }
-        if self.diverged.is_none() {
-            self.diverged = Some(frame);
+        if self.sim.diverged.is_none() {
+            self.sim.diverged = Some(frame);
             let msg = format!(
                 "diverged: non-finite positions or velocities at frame {frame} (last finite state: frame {}); the \
                  simulation is paused. Use a smaller dt or a larger softening ε",
-                self.last_finite.0
+                self.sim.last_finite.0
             );
             tracing::warn!("{msg}");
-            self.overlay.set_message(Some(msg));
-            self.overlay.controls.paused = true;
+            self.hud.overlay.set_message(Some(msg));
+            self.hud.overlay.controls.paused = true;
         }
     }
 
@@ -248,6 +258,6 @@ impl Scene {
     /// The interrupt stopped a step of the last frame, which then ran fewer steps than asked (a
     /// step spread over frames is not stopped: it continues in the next).
     pub fn last_frame_cut(&self) -> bool {
-        self.last_frame_cut
+        self.sim.last_frame_cut
     }
 }

@@ -34,44 +34,44 @@ impl Scene {
     /// [`Scene::pace_frame`] with the frame's work time given, ms (the tests give it, so that
     /// the count does not depend on how busy the machine is).
     pub(super) fn pace_frame_times(&mut self, work_ms: f64, host_frame_ms: f64, steps: u32, timings: &SimTimings) {
-        let c = &mut self.overlay.controls;
-        if !c.auto_steps || self.overlay.workflow.step_mode {
+        let c = &mut self.hud.overlay.controls;
+        if !c.auto_steps || self.hud.overlay.workflow.step_mode {
             return;
         }
         // A frame of a step spread over frames ran a part of a step: it tells the pace nothing
         // about the time per step (and the count is 1 at such N anyway).
         let ran = if timings.spread.is_some() { 0 } else { steps };
-        c.steps_per_frame = self.pace.next_paced(c.steps_per_frame, ran, work_ms, host_frame_ms, c.sim_rate, c.params.dt);
-        c.rate_limited = self.pace.limit() == Limit::Rate;
+        c.steps_per_frame = self.sim.pace.next_paced(c.steps_per_frame, ran, work_ms, host_frame_ms, c.sim_rate, c.params.dt);
+        c.rate_limited = self.sim.pace.limit() == Limit::Rate;
     }
 
     /// Fill frames at the display's refresh rate `hz` with `--steps-per-frame auto`, unless
     /// `--target-fps` was given (the windowed demo calls this once the window exists, with vsync).
     pub fn use_display_rate(&mut self, hz: f64) {
         if self.args.target_fps.is_none() && hz.is_finite() && hz > 0.0 {
-            self.pace.set_interval_ms(1e3 / hz);
+            self.sim.pace.set_interval_ms(1e3 / hz);
         }
     }
 
     /// The frame interval (ms) that `--steps-per-frame auto` fills.
     pub fn pace_interval_ms(&self) -> f64 {
-        self.pace.interval_ms()
+        self.sim.pace.interval_ms()
     }
 
     /// Scale the simulated-time rate of `--steps-per-frame auto` by `factor` (keys `[`: ½, `]`: 2).
     pub fn scale_rate(&mut self, factor: f64) {
-        let c = &mut self.overlay.controls;
+        let c = &mut self.hud.overlay.controls;
         c.sim_rate = scaled_rate(c.sim_rate, factor);
     }
 
     /// The simulated-time rate asked for, time units per wall second.
     pub fn sim_rate(&self) -> f64 {
-        self.overlay.controls.sim_rate
+        self.hud.overlay.controls.sim_rate
     }
 
     /// The scene in force (`--init`, or the last reset's).
     pub fn scene_init(&self) -> &str {
-        &self.scene_init
+        &self.sim.scene_init
     }
 
     /// A scene key: load `init` at its own N (`scene_key_n`) at the start of the next frame.
@@ -84,15 +84,15 @@ impl Scene {
     /// A reset to `init` at `n` succeeded: the overlay's scene box shows it (its N too, where
     /// the scene takes one), and another scene brings its own simulated-time rate.
     pub(super) fn set_scene_in_force(&mut self, init: &str, n: usize) {
-        let c = &mut self.overlay.controls;
+        let c = &mut self.hud.overlay.controls;
         c.reset_init = init.to_owned();
         let fixed_n = init == "figure-eight" || std::path::Path::new(init).is_file();
         if !fixed_n {
             c.reset_n = n;
         }
-        if self.scene_init != init {
+        if self.sim.scene_init != init {
             c.sim_rate = scene_rate(init);
-            self.scene_init = init.to_owned();
+            self.sim.scene_init = init.to_owned();
         }
     }
 }

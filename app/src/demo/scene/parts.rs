@@ -64,12 +64,12 @@ impl Scene {
 
     /// Leapfrog steps completed so far (outside step mode).
     pub fn steps_done(&self) -> u64 {
-        self.steps_total
+        self.sim.steps_total
     }
 
     /// The step spread over frames that the last frame left in progress: parts done, of all.
     pub fn step_in_progress(&self) -> Option<crate::backend::StepProgress> {
-        self.backend.as_ref().and_then(|b| b.long_steps()?.step_in_progress())
+        self.sim.backend.as_ref().and_then(|b| b.long_steps()?.step_in_progress())
     }
 
     /// `simulate` for this frame: in a window, a step spread over frames runs up to the part
@@ -82,10 +82,10 @@ impl Scene {
     /// The backend's failure, with its label.
     pub(super) fn simulate_parts(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         let start = Instant::now();
-        let budget = &mut self.pace.parts;
+        let budget = &mut self.sim.pace.parts;
         budget.frame_started(start);
         let most = budget.parts();
-        let backend = self.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
+        let backend = self.sim.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
         if backend.long_steps().and_then(|l| l.step_in_progress()).is_none() {
             budget.step_dropped();
         }
@@ -119,7 +119,7 @@ impl Scene {
         if t.spread.is_none() {
             return t;
         }
-        SimTimings { kernel_ms: self.pace.parts.step_ms(), ..t }
+        SimTimings { kernel_ms: self.sim.pace.parts.step_ms(), ..t }
     }
 
     /// The backend's step estimate at its nominal `rate` (`terms` interactions a step, the rate
@@ -133,7 +133,7 @@ impl Scene {
         crate::demo::check_step_rate(n, terms, rate, what, self.args.allow_slow)?;
         if let Some(line) = long_first_step_warning(n, terms / rate.max(1.0), what, !self.args.headless) {
             eprintln!("warning: {line}");
-            self.notice = Some(self.notice.take().map_or_else(|| line.clone(), |old| format!("{old}\n{line}")));
+            self.hud.notice = Some(self.hud.notice.take().map_or_else(|| line.clone(), |old| format!("{old}\n{line}")));
         }
         Ok(())
     }

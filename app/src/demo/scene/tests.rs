@@ -9,7 +9,7 @@ use crate::demo::headless::headless_input;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
 use sim::init::initial_bodies;
 
-fn args(extra: &[&str]) -> DemoArgs {
+pub(super) fn args(extra: &[&str]) -> DemoArgs {
     let mut v = vec!["nbody-interop", "--headless", "--backend", "cpu", "--bodies", "200"];
     v.extend_from_slice(extra);
     if !extra.contains(&"--width") {
@@ -19,13 +19,13 @@ fn args(extra: &[&str]) -> DemoArgs {
 }
 
 /// Headless scene on Mesa's software EGL device (or whatever device this machine has).
-fn scene(a: &DemoArgs) -> (Scene, RenderTarget, HeadlessContext) {
+pub(super) fn scene(a: &DemoArgs) -> (Scene, RenderTarget, HeadlessContext) {
     let ctx = HeadlessContext::new(HEADLESS_CUDA_DEVICE).expect("headless GL");
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let bodies = initial_bodies(a.init(), a.n_bodies(), a.sim.seed, params.g).expect("bodies");
     let mut s = Scene::new(ctx.current().clone(), ctx.info.clone(), a, &bodies, params).expect("scene");
     let fbo = OffscreenTarget::new(ctx.gl(), a.width, a.height).expect("fbo");
-    s.offscreen = Some(fbo);
+    s.set_offscreen(fbo);
     (s, RenderTarget::Offscreen(fbo), ctx)
 }
 
@@ -39,16 +39,16 @@ fn reset_recreates_vbos_and_backend_with_the_new_n() {
     let a = args(&[]);
     let (mut s, t, ctx) = scene(&a);
     frame(&mut s, t);
-    s.pending.push(Action::Reset { init: "ball".into(), n: 300 });
+    s.sim.pending.push(Action::Reset { init: "ball".into(), n: 300 });
     frame(&mut s, t);
-    assert_eq!(s.renderer.vbos().n, 300);
-    assert_eq!(s.backend.as_ref().map(|b| b.n()), Some(300));
-    assert_eq!(s.overlay.controls.reset_init, "ball", "the scene box shows the scene in force");
-    assert_eq!(s.overlay.controls.reset_n, 300, "and its N");
+    assert_eq!(s.view.renderer.vbos().n, 300);
+    assert_eq!(s.sim.backend.as_ref().map(|b| b.n()), Some(300));
+    assert_eq!(s.hud.overlay.controls.reset_init, "ball", "the scene box shows the scene in force");
+    assert_eq!(s.hud.overlay.controls.reset_n, 300, "and its N");
     // A bad reset is shown in the overlay and keeps the old state.
-    s.pending.push(Action::Reset { init: "nosuch".into(), n: 10 });
+    s.sim.pending.push(Action::Reset { init: "nosuch".into(), n: 10 });
     frame(&mut s, t);
-    assert_eq!(s.renderer.vbos().n, 300);
+    assert_eq!(s.view.renderer.vbos().n, 300);
     drop(s);
     drop(ctx);
 }
@@ -65,12 +65,12 @@ fn scene_keys_load_each_scene_at_its_own_n() {
     let (mut s, t, ctx) = scene(&a);
     frame(&mut s, t);
     assert_eq!(s.bodies(), 3);
-    assert_eq!(s.overlay.controls.reset_init, "figure-eight", "the box shows the scene at the start");
+    assert_eq!(s.hud.overlay.controls.reset_init, "figure-eight", "the box shows the scene at the start");
     assert_eq!(s.sim_rate(), FIGURE_EIGHT_RATE);
     s.load_scene("galaxies");
     frame(&mut s, t);
     assert_eq!(s.bodies(), 300, "the default N, not the figure-eight's 3");
-    assert_eq!((s.scene_init(), s.overlay.controls.reset_init.as_str()), ("galaxies", "galaxies"));
+    assert_eq!((s.scene_init(), s.hud.overlay.controls.reset_init.as_str()), ("galaxies", "galaxies"));
     assert_eq!(s.sim_rate(), GALAXIES_RATE, "another scene, its own rate");
     s.scale_rate(2.0);
     s.push_action(Action::Reset { init: "galaxies".into(), n: 300 });
@@ -102,10 +102,10 @@ fn auto_steps_keep_to_the_scene_rate() {
     frame(&mut s, t);
     let none = crate::backend::SimTimings::default();
     for _ in 0..32 {
-        let steps = s.overlay.controls.steps_per_frame;
+        let steps = s.hud.overlay.controls.steps_per_frame;
         s.pace_frame_times(0.5 + 0.001 * f64::from(steps), 1000.0 / 60.0, steps, &none);
     }
-    let c = &s.overlay.controls;
+    let c = &s.hud.overlay.controls;
     assert!(c.rate_limited, "the rate limits a three-body scene ({} steps)", c.steps_per_frame);
     // The figure-eight's rate (2 time units per wall second) at dt = 0.001 over 16.7 ms frames.
     assert!((33..=34).contains(&c.steps_per_frame), "{} steps a frame", c.steps_per_frame);
@@ -205,8 +205,8 @@ fn overlay_with_cuda_panels_and_settings_change() {
         stream_priority: -1,
         block_size: 256,
     };
-    s.backend = Some(Box::new(Fake(Some(settings))));
-    s.notice = Some("CUDA unavailable, running the CPU backend: example notice".into());
+    s.sim.backend = Some(Box::new(Fake(Some(settings))));
+    s.hud.notice = Some("CUDA unavailable, running the CPU backend: example notice".into());
     for _ in 0..3 {
         frame(&mut s, t);
     }
@@ -214,9 +214,9 @@ fn overlay_with_cuda_panels_and_settings_change() {
         s.screenshot(&t, std::path::Path::new(&path)).expect("screenshot");
     }
     let changed = InteropSettings { interop: InteropMode::Copy, ..settings };
-    s.pending.push(Action::ApplySettings(changed));
+    s.sim.pending.push(Action::ApplySettings(changed));
     frame(&mut s, t);
-    assert_eq!(s.backend.as_ref().and_then(|b| b.cuda()?.settings()), Some(changed));
+    assert_eq!(s.sim.backend.as_ref().and_then(|b| b.cuda()?.settings()), Some(changed));
     drop(s);
     drop(ctx);
 }
@@ -225,23 +225,23 @@ fn overlay_with_cuda_panels_and_settings_change() {
 fn pause_single_step_and_params() {
     let a = args(&["--steps-per-frame", "2"]);
     let (mut s, t, ctx) = scene(&a);
-    s.overlay.controls.paused = true;
+    s.hud.overlay.controls.paused = true;
     let cur = s.current.clone();
     let gl = cur.gl();
-    let vbos = *s.renderer.vbos();
-    let before = s.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+    let vbos = *s.view.renderer.vbos();
+    let before = s.sim.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
     frame(&mut s, t);
-    let paused = s.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+    let paused = s.sim.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
     assert_eq!(before.pos, paused.pos, "paused frames do not step");
-    s.pending.push(Action::SingleStep);
+    s.sim.pending.push(Action::SingleStep);
     // What the overlay does when dt is edited: new controls, and an action for the backend.
     let p = PhysParams { g: 1.0, dt: 2e-3, softening: 0.02 };
-    s.overlay.controls.params = p;
-    s.pending.push(Action::SetParams(p));
+    s.hud.overlay.controls.params = p;
+    s.sim.pending.push(Action::SetParams(p));
     frame(&mut s, t);
-    let stepped = s.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+    let stepped = s.sim.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
     assert_ne!(before.pos, stepped.pos, "single step advances");
-    assert_eq!(s.time_span, 2.0 * 2e-3, "time span = dt · steps of the last stepping frame");
+    assert_eq!(s.sim.time_span, 2.0 * 2e-3, "time span = dt · steps of the last stepping frame");
     drop(s);
     drop(ctx);
 }
@@ -251,18 +251,18 @@ fn the_overlay_switches_the_solver_live() {
     let a = args(&[]);
     let (mut s, t, ctx) = scene(&a);
     frame(&mut s, t);
-    assert_eq!(s.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
+    assert_eq!(s.sim.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
     // What the solver row does when "tree" is picked and θ set.
     let tree = sim::tree::Solver::Tree { theta: 0.7 };
-    s.overlay.controls.solver = tree;
-    s.pending.push(Action::SetSolver(tree));
+    s.hud.overlay.controls.solver = tree;
+    s.sim.pending.push(Action::SetSolver(tree));
     frame(&mut s, t);
-    let b = s.backend.as_ref().expect("backend");
+    let b = s.sim.backend.as_ref().expect("backend");
     assert_eq!(b.solver(), tree);
     assert!(b.label().contains("tree θ=0.7"), "{}", b.label());
-    s.pending.push(Action::SetSolver(sim::tree::Solver::Direct));
+    s.sim.pending.push(Action::SetSolver(sim::tree::Solver::Direct));
     frame(&mut s, t);
-    assert_eq!(s.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
+    assert_eq!(s.sim.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
     drop(s);
     drop(ctx);
 }
@@ -272,22 +272,22 @@ fn workflow_panel_traces_and_explains_what_needs_cuda() {
     let a = args(&[]);
     let (mut s, t, ctx) = scene(&a);
     frame(&mut s, t);
-    assert!(s.recorder.is_none(), "no tracing while the Workflow panel is closed");
+    assert!(s.telemetry.recorder.is_none(), "no tracing while the Workflow panel is closed");
     // What opening the panel does (the UI pass sets `open` from the collapsing header).
-    s.overlay.workflow.open = true;
+    s.hud.overlay.workflow.open = true;
     frame(&mut s, t);
-    let (_, calls) = s.recorder.as_ref().expect("tracing while the panel is open").last_frame();
+    let (_, calls) = s.telemetry.recorder.as_ref().expect("tracing while the panel is open").last_frame();
     assert!(calls.iter().any(|c| c.name == "glDrawArrays" && c.step == crate::trace::Step::Draw), "{calls:?}");
     // The CPU backend: the lab says what a case needs, step mode says why it cannot run.
-    s.pending.push(Action::RunLab("ptx-version-too-new".into()));
-    s.pending.push(Action::SetStepMode(true));
+    s.sim.pending.push(Action::RunLab("ptx-version-too-new".into()));
+    s.sim.pending.push(Action::SetStepMode(true));
     frame(&mut s, t);
-    let o = s.overlay.workflow.lab.last().expect("a lab outcome");
+    let o = s.hud.overlay.workflow.lab.last().expect("a lab outcome");
     assert!(o.is_unavailable() && o.got_text.contains("CUDA backend"), "{o:?}");
-    assert!(!s.overlay.workflow.step_mode);
+    assert!(!s.hud.overlay.workflow.step_mode);
     // The panel closed again (the test's UI pass leaves it collapsed): tracing stops.
     frame(&mut s, t);
-    assert!(s.recorder.is_none());
+    assert!(s.telemetry.recorder.is_none());
     drop(s);
     drop(ctx);
 }
@@ -302,7 +302,7 @@ fn headless_overlay_fills_the_target_at_any_zoom() {
     // From the first frame on (a headless run of one frame has no other).
     for _ in 0..2 {
         frame(&mut s, t);
-        let r = s.egui_ctx.content_rect();
+        let r = s.hud.egui_ctx.content_rect();
         assert!((r.width() * 1.5 - 300.0).abs() < 0.5 && (r.height() * 1.5 - 200.0).abs() < 0.5, "{r:?}");
     }
     drop(s);
@@ -325,19 +325,19 @@ fn the_timeline_shows_the_last_frame_and_grows_in_step_mode() {
     use crate::trace::{Span, Track};
     let a = args(&[]);
     let (mut s, t, ctx) = scene(&a);
-    s.overlay.workflow.open = true;
+    s.hud.overlay.workflow.open = true;
     frame(&mut s, t);
-    s.overlay.workflow.open = true;
+    s.hud.overlay.workflow.open = true;
     frame(&mut s, t);
-    let has = |track: Track, name: &str| s.timeline_spans.iter().any(|x| x.track == track && x.name == name);
-    assert!(has(Track::Host, "glDrawArrays"), "the draw call on the host row: {:?}", s.timeline_spans);
-    assert!(has(Track::Gl, "draw"), "the draw on the GL row (GL_TIMESTAMP): {:?}", s.timeline_spans);
+    let has = |track: Track, name: &str| s.telemetry.timeline_spans.iter().any(|x| x.track == track && x.name == name);
+    assert!(has(Track::Host, "glDrawArrays"), "the draw call on the host row: {:?}", s.telemetry.timeline_spans);
+    assert!(has(Track::Gl, "draw"), "the draw on the GL row (GL_TIMESTAMP): {:?}", s.telemetry.timeline_spans);
     // Step mode: the spans add up one step at a time (frames without a step add nothing) and
     // start again at the next map of the buffers — not at the density view's map of its images.
     use crate::backend::step::FrameStep;
     let span = |name: &str| Span { track: Track::Host, name: name.into(), start_us: 0.0, dur_us: 1.0, detail: String::new() };
-    s.overlay.workflow.step_mode = true;
-    s.timeline_spans.clear();
+    s.hud.overlay.workflow.step_mode = true;
+    s.telemetry.timeline_spans.clear();
     for (name, stepped, len) in [
         ("cuGraphicsMapResources", Some(FrameStep::Map), 1),
         ("glDrawArrays", None, 1),
@@ -348,11 +348,11 @@ fn the_timeline_shows_the_last_frame_and_grows_in_step_mode() {
         ("cuSurfObjectCreate", Some(FrameStep::MakeObjects), 6),
         ("cuGraphicsMapResources", Some(FrameStep::Map), 1),
     ] {
-        s.stepped = stepped;
+        s.sim.stepped = stepped;
         s.collect_timeline(vec![span(name)]);
-        assert_eq!(s.timeline_spans.len(), len, "after {name} (stepped: {stepped:?})");
+        assert_eq!(s.telemetry.timeline_spans.len(), len, "after {name} (stepped: {stepped:?})");
     }
-    s.overlay.workflow.step_mode = false;
+    s.hud.overlay.workflow.step_mode = false;
     drop(s);
     drop(ctx);
 }
@@ -389,7 +389,7 @@ fn the_end_reads_no_state_when_none_was_asked_for() {
     for save in [false, true] {
         let a = if save { args(&["--save-state", state.to_str().expect("utf-8")]) } else { args(&[]) };
         let (mut s, t, ctx) = scene(&a);
-        s.backend = Some(Box::new(Fake(None)));
+        s.sim.backend = Some(Box::new(Fake(None)));
         frame(&mut s, t);
         let end = s.finish();
         if save {

@@ -1,0 +1,203 @@
+//! The frame's contract with its backend, checked on the CPU with a recording backend: each
+//! frame simulates (or in step mode takes one step of the workflow) before it draws, the body
+//! draw sits between `before_draw` and `after_draw`, no draw touches the buffers while step mode
+//! has them mapped, and the backend's GL objects are released at the end, after the last draw.
+//! In every mode of the scene: headless, windowed (the timer read a frame later), paused, step
+//! mode.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::tests::{args, scene};
+use super::*;
+use crate::backend::step::{FrameStep, Images, StepState, StepView};
+use crate::backend::{CudaSide, PositionVbos, SettingsChange, SimTimings};
+use crate::demo::headless::headless_input;
+
+/// The calls the scene made, in order.
+type Log = Rc<RefCell<Vec<String>>>;
+
+/// A backend that does nothing but write down what it was asked, with a step mode that follows
+/// the real state machine ([`StepState`]).
+struct Recording {
+    log: Log,
+    step: Option<StepState>,
+}
+
+impl Recording {
+    fn note(&self, what: impl Into<String>) {
+        self.log.borrow_mut().push(what.into());
+    }
+}
+
+impl SimBackend for Recording {
+    fn label(&self) -> String {
+        "recording".into()
+    }
+    fn n(&self) -> usize {
+        200
+    }
+    fn nominal_rate(&self) -> (f64, String) {
+        (f64::INFINITY, "a backend that simulates nothing".into())
+    }
+    fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
+        self.note(format!("simulate {steps}"));
+        Ok(SimTimings { host_ms: 0.1, ..SimTimings::default() })
+    }
+    fn front(&self) -> usize {
+        0
+    }
+    fn set_params(&mut self, _: Gl<'_>, _: PhysParams) {}
+    fn draw_buffers(&self) -> Option<PositionVbos> {
+        // Asked by the render step right before the renderer draws.
+        self.note("draw");
+        None
+    }
+    fn before_draw(&mut self, _: Gl<'_>) {
+        self.note("before_draw");
+    }
+    fn after_draw(&mut self, _: Gl<'_>) {
+        self.note("after_draw");
+    }
+    fn release_gl(&mut self, _: Gl<'_>) {
+        self.note("release");
+    }
+    fn bodies(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<Bodies> {
+        anyhow::bail!("a recording backend holds no state")
+    }
+    fn diagnostics(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<sim::Diagnostics> {
+        Ok(sim::Diagnostics::default())
+    }
+    fn cuda(&self) -> Option<&dyn CudaSide> {
+        Some(self)
+    }
+    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
+        Some(self)
+    }
+}
+
+impl CudaSide for Recording {
+    fn settings(&self) -> Option<crate::backend::InteropSettings> {
+        None
+    }
+    fn apply_settings(&mut self, _: Gl<'_>, _: &PositionVbos, _: crate::backend::InteropSettings) -> anyhow::Result<SettingsChange> {
+        Ok(SettingsChange::Applied)
+    }
+    fn device_panel(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    fn entry_points(&self) -> Vec<[String; 5]> {
+        Vec::new()
+    }
+    fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>> {
+        None
+    }
+    fn step_mode_unavailable(&self) -> Option<String> {
+        None
+    }
+    fn set_step_mode(&mut self, on: bool) -> anyhow::Result<()> {
+        self.step = on.then_some(StepState::Unmapped);
+        Ok(())
+    }
+    fn next_step(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<FrameStep> {
+        let state = self.step.ok_or_else(|| anyhow::anyhow!("not in step mode"))?;
+        let step = state.next_step(Images::Off);
+        self.note(step.label());
+        self.step = Some(state.after(step));
+        Ok(step)
+    }
+    fn step_view(&self) -> Option<StepView> {
+        self.step.map(|state| StepView {
+            state,
+            next: state.next_step(Images::Off),
+            buffers: Vec::new(),
+            display_front: (!state.mapped()).then_some(0),
+            pointers: None,
+            last: None,
+            images: Vec::new(),
+            objects: Vec::new(),
+        })
+    }
+}
+
+/// The modes of the scene.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// A headless run: the GL timer read at once.
+    Headless,
+    /// A window's frames: the GL timer read a frame later.
+    Windowed,
+    /// Paused (space): frames take no step.
+    Paused,
+    /// Step mode: one step of the interop workflow a frame (headless: every frame).
+    StepMode,
+}
+
+/// `frames` frames of a scene in `mode` (`--steps-per-frame 3`) on the recording backend, then
+/// its end; the calls made.
+fn record(mode: Mode, frames: usize) -> Vec<String> {
+    let a = args(if mode == Mode::StepMode { &["--step-mode"] } else { &["--steps-per-frame", "3"] });
+    let (step_mode, windowed) = (mode == Mode::StepMode, mode == Mode::Windowed);
+    let (mut s, t, ctx) = scene(&a);
+    let log = Log::default();
+    s.drop_backend();
+    s.sim.backend = Some(Box::new(Recording { log: log.clone(), step: None }));
+    if step_mode {
+        s.set_step_mode(true);
+        assert!(s.hud.overlay.workflow.step_mode, "the recording backend has a step mode");
+    }
+    if mode == Mode::Paused {
+        s.pause();
+    }
+    for _ in 0..frames {
+        let [w, h] = t.size();
+        s.frame(headless_input(w, h, s.time(), s.ui_zoom_for(h, 1.0)), t, 1.0, !windowed).expect("frame");
+        log.borrow_mut().push("—".into());
+    }
+    s.destroy();
+    drop(s);
+    drop(ctx);
+    let calls = log.borrow().clone();
+    calls
+}
+
+/// One frame's calls: simulate, then the draw between its two hooks.
+fn plain_frame(steps: u32) -> Vec<String> {
+    [format!("simulate {steps}"), "before_draw".into(), "draw".into(), "after_draw".into(), "—".into()].into()
+}
+
+#[test]
+fn headless_and_windowed_frames_simulate_then_draw_between_the_hooks_then_release() {
+    for mode in [Mode::Headless, Mode::Windowed] {
+        let calls = record(mode, 2);
+        let mut want = [plain_frame(3), plain_frame(3)].concat();
+        want.push("release".into());
+        assert_eq!(calls, want, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_paused_frame_simulates_no_step_and_still_draws() {
+    let calls = record(Mode::Paused, 2);
+    let mut want = [plain_frame(0), plain_frame(0)].concat();
+    want.push("release".into());
+    assert_eq!(calls, want);
+}
+
+#[test]
+fn step_mode_never_draws_while_the_buffers_are_mapped() {
+    let calls = record(Mode::StepMode, 6);
+    let drawn = |step: &str| vec![step.to_string(), "before_draw".into(), "draw".into(), "after_draw".into(), "—".into()];
+    let hidden = |step: &str| vec![step.to_string(), "—".into()];
+    let mut want = [
+        hidden(FrameStep::Map.label()),
+        hidden(FrameStep::GetPointers.label()),
+        hidden(FrameStep::Launch.label()),
+        drawn(FrameStep::Unmap.label()),
+        drawn(FrameStep::Draw.label()),
+        hidden(FrameStep::Map.label()),
+    ]
+    .concat();
+    want.push("release".into());
+    assert_eq!(calls, want);
+}
