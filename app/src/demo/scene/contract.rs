@@ -130,14 +130,14 @@ enum Mode {
     /// Paused (space): frames take no step.
     Paused,
     /// Step mode: one step of the interop workflow a frame (headless: every frame).
-    StepMode,
+    Stepping,
 }
 
 /// `frames` frames of a scene in `mode` (`--steps-per-frame 3`) on the recording backend, then
 /// its end; the calls made.
 fn record(mode: Mode, frames: usize) -> Vec<String> {
-    let a = args(if mode == Mode::StepMode { &["--step-mode"] } else { &["--steps-per-frame", "3"] });
-    let (step_mode, windowed) = (mode == Mode::StepMode, mode == Mode::Windowed);
+    let a = args(if mode == Mode::Stepping { &["--step-mode"] } else { &["--steps-per-frame", "3"] });
+    let (step_mode, windowed) = (mode == Mode::Stepping, mode == Mode::Windowed);
     let (mut s, t, ctx) = scene(&a);
     let log = Log::default();
     s.drop_backend();
@@ -186,7 +186,7 @@ fn a_paused_frame_simulates_no_step_and_still_draws() {
 
 #[test]
 fn step_mode_never_draws_while_the_buffers_are_mapped() {
-    let calls = record(Mode::StepMode, 6);
+    let calls = record(Mode::Stepping, 6);
     let drawn = |step: &str| vec![step.to_string(), "before_draw".into(), "draw".into(), "after_draw".into(), "—".into()];
     let hidden = |step: &str| vec![step.to_string(), "—".into()];
     let mut want = [
