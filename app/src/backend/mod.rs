@@ -237,7 +237,7 @@ pub trait CudaSide {
     /// Key/value rows for the overlay's device panel.
     fn device_panel(&self) -> Vec<(String, String)>;
     /// Rows of the entry-point report (function, version, flags, status, remedy).
-    fn entry_points(&self) -> Vec<[String; 5]>;
+    fn entry_points(&self) -> Vec<interop::driver::EntryReport>;
     /// The CUDA context the backend runs in (`None` only for a test double without one); the
     /// mistake lab runs its cases on it.
     fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>>;

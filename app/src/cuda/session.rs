@@ -99,11 +99,3 @@ pub fn make_stream(ctx: &Arc<Context>, kind: StreamKind, priority: i32) -> anyho
 pub fn ms(a: &Event, b: &Event) -> anyhow::Result<Option<f64>> {
     Ok(Event::elapsed_ms(a, b)?.map(f64::from))
 }
-
-/// The entry-point report as rows of (function, version, flags, status, remedy).
-pub fn entry_rows(api: &interop::Api) -> Vec<[String; 5]> {
-    api.report()
-        .iter()
-        .map(|r| [r.name.to_string(), r.version.to_string(), format!("{:#x}", r.flags), r.status.to_string(), r.remedy.clone().unwrap_or_default()])
-        .collect()
-}

@@ -38,7 +38,7 @@ pub struct BackendView<'a> {
     /// Device panel rows.
     pub device_panel: &'a [(String, String)],
     /// Entry-point report rows: function, version, flags, status, remedy.
-    pub entry_points: &'a [[String; 5]],
+    pub entry_points: &'a [interop::driver::EntryReport],
     /// The GL context.
     pub gl_info: &'a GlInfo,
     /// How the window shows frames, with the copy route's costs (windowed runs).
@@ -278,8 +278,8 @@ impl Overlay {
                             ui.label(RichText::new(h).strong());
                         }
                         ui.end_row();
-                        for row in view.entry_points {
-                            for cell in row {
+                        for e in view.entry_points {
+                            for cell in entry_row(e) {
                                 ui.label(cell);
                             }
                             ui.end_row();
@@ -567,3 +567,9 @@ mouse: left drag orbits, right drag pans, wheel zooms";
 #[cfg(test)]
 #[path = "overlay_tests.rs"]
 mod tests;
+
+/// One row of the entry-point panel: function, ABI version asked for, `cuGetProcAddress` flags,
+/// symbol status, remedy.
+fn entry_row(e: &interop::driver::EntryReport) -> [String; 5] {
+    [e.name.to_string(), e.version.to_string(), format!("{:#x}", e.flags), e.status.to_string(), e.remedy.clone().unwrap_or_default()]
+}

@@ -11,7 +11,6 @@ use super::{check_register_flags, CudaBackend, Storage};
 use crate::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SettingsChange, SimBackend, SimTimings};
 use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::gpu_stepper::StepProgress;
-use crate::cuda::session::entry_rows;
 use crate::cuda::settings::{DensityPath, InteropMode, Precision};
 use crate::cuda::stepper::Stepper;
 use crate::gfx::gl::Gl;
@@ -298,8 +297,8 @@ impl CudaSide for CudaBackend {
         rows
     }
 
-    fn entry_points(&self) -> Vec<[String; 5]> {
-        entry_rows(self.ctx.api())
+    fn entry_points(&self) -> Vec<interop::driver::EntryReport> {
+        self.ctx.api().report().to_vec()
     }
 
     fn cuda_context(&self) -> Option<Arc<Context>> {

@@ -86,7 +86,7 @@ impl CudaSide for Recording {
     fn device_panel(&self) -> Vec<(String, String)> {
         Vec::new()
     }
-    fn entry_points(&self) -> Vec<[String; 5]> {
+    fn entry_points(&self) -> Vec<interop::driver::EntryReport> {
         Vec::new()
     }
     fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>> {

@@ -18,7 +18,7 @@ use crate::ui::workflow::WorkflowView;
 #[derive(Debug, Default)]
 pub(super) struct Panels {
     pub(super) device: Vec<(String, String)>,
-    pub(super) entry_points: Vec<[String; 5]>,
+    pub(super) entry_points: Vec<interop::driver::EntryReport>,
 }
 
 /// The overlay and what draws it.

@@ -171,8 +171,17 @@ impl CudaSide for Fake {
         vec![("device".into(), "Fake GPU".into()), ("SMs".into(), "132".into())]
     }
 
-    fn entry_points(&self) -> Vec<[String; 5]> {
-        vec![["cuGraphicsMapResources".into(), "3000".into(), "legacy".into(), "found".into(), "".into()]]
+    fn entry_points(&self) -> Vec<interop::driver::EntryReport> {
+        vec![interop::driver::EntryReport {
+            name: "cuGraphicsMapResources",
+            version: 3000,
+            flags: 0,
+            result: 0,
+            status: interop::driver::SymbolStatus::Found,
+            required: true,
+            address: 0x1000,
+            remedy: None,
+        }]
     }
     fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>> {
         None
