@@ -10,7 +10,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use anyhow::{bail, Context as _};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -77,18 +76,41 @@ pub enum InitError {
     /// The path names a device, a pipe or a socket, not a state file.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// `--init` names nothing that can be read; the cause follows.
+    #[error("--init {init}")]
+    Named {
+        /// What `--init` said.
+        init: String,
+        /// Why it cannot be read.
+        #[source]
+        source: Box<InitError>,
+    },
+    /// A generated initial condition failed; the cause follows.
+    #[error("generating the `{name}` initial condition")]
+    Generating {
+        /// The initial condition's name.
+        name: String,
+        /// Why it failed.
+        #[source]
+        source: Box<InitError>,
+    },
+    /// The initial condition holds no bodies (an empty state file).
+    #[error("the initial condition `{0}` has no bodies")]
+    Empty(String),
 }
 
 impl InitError {
     /// True when a file's read was stopped by its "stop requested" callback (an interrupt):
-    /// [`SourceError::Interrupted`] in any format. For an `anyhow::Error` from
-    /// [`initial_bodies_with`]: `e.downcast_ref::<InitError>().is_some_and(InitError::is_interrupted)`.
+    /// [`SourceError::Interrupted`] in any format, here or in the cause it wraps.
     pub fn is_interrupted(&self) -> bool {
-        matches!(
-            self,
-            InitError::State(StateFileError::Source(SourceError::Interrupted { .. }))
-                | InitError::Tipsy(TipsyError::Source(SourceError::Interrupted { .. }))
-        )
+        match self {
+            InitError::Named { source, .. } | InitError::Generating { source, .. } => source.is_interrupted(),
+            e => matches!(
+                e,
+                InitError::State(StateFileError::Source(SourceError::Interrupted { .. }))
+                    | InitError::Tipsy(TipsyError::Source(SourceError::Interrupted { .. }))
+            ),
+        }
     }
 }
 
@@ -360,7 +382,7 @@ fn figure_eight() -> System {
 ///
 /// # Errors
 /// Unknown name, N = 0, bad G, a device or pipe, or an unreadable CSV or tipsy file.
-pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> anyhow::Result<Bodies> {
+pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> Result<Bodies, InitError> {
     initial_bodies_with(init, n, seed, g, &never)
 }
 
@@ -371,15 +393,15 @@ pub fn initial_bodies(init: &str, n: usize, seed: u64, g: f32) -> anyhow::Result
 ///
 /// # Errors
 /// As [`initial_bodies`], and the read stopped by `stop`.
-pub fn initial_bodies_with(init: &str, n: usize, seed: u64, g: f32, stop: &dyn Fn() -> bool) -> anyhow::Result<Bodies> {
-    let ic = InitialCondition::parse(init).with_context(|| format!("--init {init}"))?;
+pub fn initial_bodies_with(init: &str, n: usize, seed: u64, g: f32, stop: &dyn Fn() -> bool) -> Result<Bodies, InitError> {
+    let ic = InitialCondition::parse(init).map_err(|e| InitError::Named { init: init.to_owned(), source: Box::new(e) })?;
     let bodies = match &ic {
         // A file's errors name the file already.
         InitialCondition::Csv(_) | InitialCondition::Tipsy(_) => ic.generate_with(n, seed, g, &ReadLimits::this_machine(stop))?,
-        _ => ic.generate(n, seed, g).with_context(|| format!("generating the `{}` initial condition", ic.name()))?,
+        _ => ic.generate(n, seed, g).map_err(|e| InitError::Generating { name: ic.name(), source: Box::new(e) })?,
     };
     if bodies.is_empty() {
-        bail!("the initial condition `{}` has no bodies", ic.name());
+        return Err(InitError::Empty(ic.name().to_string()));
     }
     Ok(bodies)
 }

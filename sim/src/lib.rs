@@ -68,13 +68,24 @@ impl Bodies {
 /// # Errors
 /// The file cannot be created or written (the message names it, the cause and the remedy), or
 /// too many bodies for a tipsy header.
-pub fn write_state_file(path: &std::path::Path, bodies: &Bodies, time: f64, softening: f32) -> anyhow::Result<()> {
+pub fn write_state_file(path: &std::path::Path, bodies: &Bodies, time: f64, softening: f32) -> Result<(), WriteStateError> {
     if tipsy::has_tipsy_extension(path) {
         tipsy::write_tipsy(path, bodies, time, softening)?;
     } else {
         state_csv::write_state(path, bodies)?;
     }
     Ok(())
+}
+
+/// Why [`write_state_file`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteStateError {
+    /// The tipsy snapshot could not be written.
+    #[error(transparent)]
+    Tipsy(#[from] tipsy::TipsyError),
+    /// The CSV state file could not be written.
+    #[error(transparent)]
+    Csv(#[from] state_csv::StateFileError),
 }
 
 /// Physical parameters of a step.

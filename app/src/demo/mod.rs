@@ -21,7 +21,7 @@ pub mod windowed;
 use anyhow::{bail, Context as _};
 
 use crate::cli::DemoArgs;
-use sim::init::{initial_bodies_with, InitError};
+use sim::init::initial_bodies_with;
 use sim::PhysParams;
 
 /// Run the demo with `args`: windowed, or headless with `--headless`.
@@ -56,10 +56,10 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
     // A state file is read as it streams; Ctrl-C ends the read (exit 130) as it ends a run.
     let bodies = initial_bodies_with(args.init(), args.n_bodies(), args.sim.seed, params.g, &crate::stop::stopped).map_err(|e| {
-        if e.downcast_ref::<InitError>().is_some_and(InitError::is_interrupted) {
+        if e.is_interrupted() {
             anyhow::Error::from(crate::stop::Interrupted(format!("while reading --init {}", args.init())))
         } else {
-            e
+            e.into()
         }
     })?;
     if from_file {
