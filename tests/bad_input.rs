@@ -9,29 +9,14 @@
 //! needed) with small N: no GPU, a few seconds in all.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "common/signals.rs"]
 mod signals;
+use cli::{report, run, scratch, BIN};
 use signals::Signal;
-
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
-
-/// A fresh scratch directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    Command::new(BIN).args(args).env("RUST_LOG", "warn").output().expect("spawn nbody-interop")
-}
-
-fn text(o: &Output) -> String {
-    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// One case: the arguments, the exit code, and words the output (stderr or stdout) must hold.
 struct Case {
@@ -89,7 +74,7 @@ fn tipsy_fixture(dir: &Path, name: &str, cut: usize) -> String {
 
 #[test]
 fn every_bad_input_is_a_clear_error_without_a_panic() {
-    let dir = scratch("inputs");
+    let dir = scratch("bad", "inputs");
     let d = dir.to_str().expect("utf-8 path").to_string();
     let bad_number = write(&dir, "bad-number.csv", "x,y,z,vx,vy,vz,mass\n0,0,0,0,0,0,1\n1,0,zero,0,0,0,1\n");
     let short_row = write(&dir, "short-row.csv", "x,y,z,vx,vy,vz,mass\n0,0,0,0,0,0,1\n1,0,0\n");
@@ -350,7 +335,7 @@ fn every_bad_input_is_a_clear_error_without_a_panic() {
     for c in &cases {
         let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
         let o = run(&args);
-        let all = text(&o);
+        let all = report(&o);
         let mut why = Vec::new();
         if o.status.code() != Some(c.code) {
             why.push(format!("exit code {:?}, expected {}", o.status.code(), c.code));
@@ -405,7 +390,7 @@ fn assert_orderly_stop(end: &signals::Ended, code: i32, state: &Path, shot: &Pat
 #[test]
 fn an_interrupt_keeps_the_state_and_the_screenshot() {
     for (signal, code) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
-        let dir = scratch(&format!("interrupt-{signal}"));
+        let dir = scratch("bad", &format!("interrupt-{signal}"));
         let (run, state, shot) = announced_run(&dir, Some("1000000"), &[]);
         run.signal(signal);
         assert_orderly_stop(&run.wait(), code, &state, &shot);
@@ -418,7 +403,7 @@ fn an_interrupt_keeps_the_state_and_the_screenshot() {
 fn a_signal_burst_like_timeouts_is_one_request_every_time() {
     for i in 0..20 {
         let (signal, code) = if i % 4 == 3 { (Signal::SIGTERM, 143) } else { (Signal::SIGINT, 130) };
-        let dir = scratch(&format!("burst-{i}"));
+        let dir = scratch("bad", &format!("burst-{i}"));
         let (run, state, shot) = announced_run(&dir, Some("1000000"), &[]);
         run.signal_like_timeout(signal);
         let end = run.wait();
@@ -435,7 +420,7 @@ fn a_signal_burst_like_timeouts_is_one_request_every_time() {
 #[test]
 fn a_second_signal_a_second_later_exits_at_once_and_cleanly() {
     for (signal, code) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
-        let dir = scratch(&format!("forced-{signal}"));
+        let dir = scratch("bad", &format!("forced-{signal}"));
         let (mut run, _, _) = announced_run(&dir, Some("1000000"), &[("NBODY_TEST_HOLD", "outputs")]);
         run.signal(signal);
         run.wait_until_held();
@@ -459,7 +444,7 @@ fn ctrl_c_stops_a_step_and_keeps_the_state_before_it() {
     let init = sim::init::InitialCondition::Plummer.generate(n, 5, 1.0).expect("plummer");
     // Also with one frame: the run did not finish it, so it exits 130 too, not 0.
     for frames in ["1000", "1"] {
-        let dir = scratch(&format!("long-step-{frames}"));
+        let dir = scratch("bad", &format!("long-step-{frames}"));
         let (start, end) = (dir.join("start.csv"), dir.join("end.csv"));
         sim::state_csv::write_state(&start, &init).expect("write start.csv");
         let mut cmd = Command::new(BIN);
@@ -489,7 +474,7 @@ fn ctrl_c_stops_a_step_and_keeps_the_state_before_it() {
 /// rows finished printed and in `--csv` (held after the direct row, `NBODY_TEST_HOLD=step`).
 #[test]
 fn ctrl_c_stops_accuracy_between_rows_and_keeps_them() {
-    let dir = scratch("accuracy-interrupt");
+    let dir = scratch("bad", "accuracy-interrupt");
     let csv = dir.join("acc.csv");
     let mut cmd = Command::new(BIN);
     cmd.args(["accuracy", "--init", "plummer", "--bodies", "600", "--theta", "0.5,1"]).arg("--csv").arg(&csv).env("NBODY_TEST_HOLD", "step");
@@ -510,7 +495,7 @@ fn ctrl_c_stops_accuracy_between_rows_and_keeps_them() {
 /// evaluation and none is announced.
 #[test]
 fn ctrl_c_before_any_step_finished_announces_no_closing_force_evaluation() {
-    let dir = scratch("first-step");
+    let dir = scratch("bad", "first-step");
     let end = dir.join("end.csv");
     let mut cmd = Command::new(BIN);
     cmd.args(["--headless", "--backend", "cpu", "--init", "plummer", "--bodies", "300000", "--frames", "1000", "--no-overlay", "--allow-slow"])
@@ -533,7 +518,7 @@ fn ctrl_c_before_any_step_finished_announces_no_closing_force_evaluation() {
 
 #[test]
 fn without_frames_ctrl_c_is_the_normal_end() {
-    let dir = scratch("until-ctrl-c");
+    let dir = scratch("bad", "until-ctrl-c");
     let (run, state, shot) = announced_run(&dir, None, &[]);
     run.signal_like_timeout(Signal::SIGINT);
     let o = run.wait();
@@ -544,11 +529,11 @@ fn without_frames_ctrl_c_is_the_normal_end() {
 
 #[test]
 fn a_diverging_run_fails_and_saves_its_last_finite_state() {
-    let dir = scratch("diverge");
+    let dir = scratch("bad", "diverge");
     let state = dir.join("state.csv");
     let s = state.to_str().expect("utf-8");
     let o = run(&demo(&["--dt", "1e30", "--frames", "20", "--diagnostics-interval", "1", "--save-state", s]));
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "a diverged run exits non-zero:\n{all}");
     assert!(all.contains("diverged") && all.contains("--dt") && all.contains("--softening"), "cause and remedy:\n{all}");
     let rows = state_rows(&state);
@@ -556,7 +541,7 @@ fn a_diverging_run_fails_and_saves_its_last_finite_state() {
     assert!(rows.iter().flatten().all(|v| v.is_finite()), "the saved state is finite (the last finite one)");
     // And it can start the next run.
     let o = run(&demo(&["--init", s, "--frames", "1"]));
-    assert!(o.status.success(), "the saved state is a valid --init:\n{}", text(&o));
+    assert!(o.status.success(), "the saved state is a valid --init:\n{}", report(&o));
 }
 
 /// A `--dt` too large for the closest encounters, though the run stays finite: the summary gives
@@ -566,9 +551,9 @@ fn a_diverging_run_fails_and_saves_its_last_finite_state() {
 fn a_large_dt_that_stays_finite_is_reported_with_its_energy_change() {
     let line = |dt: &str| {
         let o = run(&demo(&["--init", "plummer", "--dt", dt, "--frames", "20", "--diagnostics-interval", "1"]));
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(0), "{}", report(&o));
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        out.lines().find(|l| l.contains("energy change")).unwrap_or_else(|| panic!("no energy change in:\n{}", text(&o))).to_string()
+        out.lines().find(|l| l.contains("energy change")).unwrap_or_else(|| panic!("no energy change in:\n{}", report(&o))).to_string()
     };
     let bad = line("0.2");
     assert!(bad.contains("warning:") && bad.contains("over 10 %") && bad.contains("--dt 0.2") && bad.contains("smaller --dt"), "{bad}");
@@ -580,7 +565,7 @@ fn a_large_dt_that_stays_finite_is_reported_with_its_energy_change() {
 fn the_overlay_never_changes_a_setting() {
     // Values outside the overlay widgets' old ranges (steps 1000, dt 1.0), with and without the
     // overlay: the saved states must be the same bits.
-    let dir = scratch("overlay-bits");
+    let dir = scratch("bad", "overlay-bits");
     let mut saved = Vec::new();
     for (name, overlay) in [("with", true), ("without", false)] {
         let path = dir.join(format!("{name}.csv"));
@@ -591,7 +576,7 @@ fn the_overlay_never_changes_a_setting() {
             extra.push("--no-overlay");
         }
         let o = run(&demo(&extra));
-        assert!(o.status.success(), "{name} the overlay:\n{}", text(&o));
+        assert!(o.status.success(), "{name} the overlay:\n{}", report(&o));
         saved.push(std::fs::read(&path).expect("state"));
     }
     assert_eq!(saved[0], saved[1], "the overlay changed the run");

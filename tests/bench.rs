@@ -5,13 +5,16 @@
 //! The cpu mode runs headless on whatever EGL gives (Mesa llvmpipe on CI). Sizes are small so the
 //! file stays well under 20 s in a debug build on 2 cores.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "common/signals.rs"]
 mod signals;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+use cli::{report, BIN};
 
 /// A fresh, empty directory under the target dir (kept after the test for inspection).
 fn out_dir(name: &str) -> PathBuf {
@@ -20,13 +23,12 @@ fn out_dir(name: &str) -> PathBuf {
     d
 }
 
+/// `bench args --out out` with the variables `env`.
 fn bench(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(BIN);
-    c.arg("bench").args(args).arg("--out").arg(out).env("RUST_LOG", "warn");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("running nbody-interop")
+    let mut all: Vec<&OsStr> = vec![OsStr::new("bench")];
+    all.extend(args.iter().map(OsStr::new));
+    all.extend([OsStr::new("--out"), out.as_os_str()]);
+    cli::run_with(&all, env)
 }
 
 /// `bench args --out out`, killed if it is still running after `guard` seconds: a guard
@@ -40,10 +42,6 @@ fn bench_with_guard(guard_s: u32, args: &[&str], out: &Path) -> Output {
         .env("RUST_LOG", "warn")
         .output()
         .expect("spawn timeout")
-}
-
-fn text(o: &Output) -> String {
-    format!("status {:?}\n--- stdout\n{}\n--- stderr\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// Columns every row has, in both files.
@@ -129,7 +127,7 @@ fn diverged_rows_are_marked_and_fail_the_run() {
     let dir = out_dir("diverged");
     let args = ["--modes", "cpu", "--bodies", "64", "--frames", "3", "--warmup", "1", "--rounds", "1", "--dt", "1e30", "--softening", "0"];
     let o = bench(&args, &dir, &[]);
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("diverged") && all.contains("cpu N=64") && all.contains("--dt"), "{all}");
     assert!(!all.contains("panicked"), "{all}");
@@ -144,9 +142,9 @@ fn cpu_mode_writes_json_csv_and_png() {
     // A generous CPU budget: a loaded CI machine must not make the probe skip N = 4096.
     let args = ["--modes", "cpu", "--bodies", "1024,4096", "--frames", "20", "--warmup", "2", "--rounds", "2", "--cpu-budget-ms", "60000"];
     let o = bench(&args, &dir, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", report(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("GFLOP/s") && stdout.contains("bench.json"), "{}", text(&o));
+    assert!(stdout.contains("GFLOP/s") && stdout.contains("bench.json"), "{}", report(&o));
 
     let (doc, rows) = json_rows(&dir);
     assert_eq!(doc["status"], "complete");
@@ -224,9 +222,9 @@ fn interrupted_run_keeps_finished_rows() {
         &dir,
         &[("NBODY_BENCH_STOP_AFTER_ROWS", "1")],
     );
-    assert!(!o.status.success(), "an interrupted run fails: {}", text(&o));
-    assert_eq!(o.status.code(), Some(130), "interrupted: 128 + SIGINT {}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", text(&o));
+    assert!(!o.status.success(), "an interrupted run fails: {}", report(&o));
+    assert_eq!(o.status.code(), Some(130), "interrupted: 128 + SIGINT {}", report(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", report(&o));
     let (doc, rows) = json_rows(&dir);
     assert_eq!(doc["status"], "interrupted");
     assert_eq!(doc["complete"], false);
@@ -259,10 +257,10 @@ fn compute_without_gpu_fails_cleanly() {
     }
     let dir = out_dir("compute");
     let o = bench(&["--modes", "compute", "--bodies", "1024", "--frames", "2", "--warmup", "0", "--rounds", "1"], &dir, &[]);
-    assert!(!o.status.success(), "{}", text(&o));
+    assert!(!o.status.success(), "{}", report(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("compute: skipped:"), "{}", text(&o));
-    assert!(err.contains("requested mode(s) could not run here") && err.contains("CUDA"), "{}", text(&o));
+    assert!(err.contains("compute: skipped:"), "{}", report(&o));
+    assert!(err.contains("requested mode(s) could not run here") && err.contains("CUDA"), "{}", report(&o));
     assert!(!dir.join("bench.json").exists() && !dir.join("bench.csv").exists(), "no rows, so no files");
 }
 
@@ -276,7 +274,7 @@ fn a_requested_mode_that_cannot_run_marks_the_results_incomplete() {
     }
     let dir = out_dir("draw-compute");
     let o = bench(&["--modes", "draw,compute", "--bodies", "64", "--frames", "2", "--warmup", "0", "--rounds", "1"], &dir, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", report(&o));
     let (doc, rows) = json_rows(&dir);
     assert_eq!(rows.len(), 1, "the draw row is written");
     assert_eq!(doc["complete"], false);
@@ -296,7 +294,7 @@ fn the_cpu_probe_judges_a_large_n_from_a_small_prefix() {
     let dir = out_dir("probe-prefix");
     let args = ["--modes", "cpu", "--bodies", "200000", "--frames", "2", "--rounds", "1", "--cpu-budget-ms", "1"];
     let o = bench_with_guard(600, &args, &dir);
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("cpu N=200000: skipped: estimated") && all.contains("no row was measured"), "{all}");
 }
@@ -327,7 +325,7 @@ fn bad_body_count_is_a_clear_error() {
     let o = bench(&["--bodies", "0"], &dir, &[]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--bodies") && err.contains("N = 0"), "{}", text(&o));
+    assert!(err.contains("--bodies") && err.contains("N = 0"), "{}", report(&o));
     assert!(!dir.join("bench.json").exists());
 }
 
@@ -339,9 +337,9 @@ fn a_bad_timeline_path_fails_first_and_keeps_earlier_results() {
     std::fs::create_dir_all(&dir).expect("out dir");
     std::fs::write(dir.join("bench.json"), "{\"earlier\": true}").expect("earlier results");
     let o = bench(&["--modes", "draw", "--bodies", "64", "--frames", "2", "--rounds", "1", "--timeline", "/nonexistent/dir/t.json"], &dir, &[]);
-    assert!(!o.status.success(), "{}", text(&o));
+    assert!(!o.status.success(), "{}", report(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--timeline") && err.contains("/nonexistent/dir/t-draw-64.json"), "{}", text(&o));
+    assert!(err.contains("--timeline") && err.contains("/nonexistent/dir/t-draw-64.json"), "{}", report(&o));
     assert_eq!(std::fs::read_to_string(dir.join("bench.json")).expect("still there"), "{\"earlier\": true}");
 }
 
@@ -353,7 +351,7 @@ fn readback_fills_its_columns() {
     let args =
         ["--modes", "cpu", "--bodies", "256", "--frames", "6", "--warmup", "1", "--rounds", "1", "--readback", "--width", "320", "--height", "200"];
     let o = bench(&args, &dir, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", report(&o));
     let (_, rows) = json_rows(&dir);
     assert_eq!(rows.len(), 1);
     let (med, max) = (positive(&rows[0], "readback_ms_median"), positive(&rows[0], "readback_ms_max"));
@@ -371,7 +369,7 @@ fn a_run_that_measures_nothing_keeps_the_earlier_results() {
         std::fs::write(dir.join(f), format!("earlier {f}")).expect("earlier results");
     }
     let o = bench(&["--modes", "cpu", "--bodies", "8192", "--cpu-budget-ms", "0.001", "--frames", "2", "--rounds", "1"], &dir, &[]);
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("no rows were measured") && all.contains("are kept"), "{all}");
     for f in earlier {
@@ -379,7 +377,7 @@ fn a_run_that_measures_nothing_keeps_the_earlier_results() {
     }
     // A run with rows replaces all four.
     let o = bench(&["--modes", "cpu", "--bodies", "64", "--frames", "2", "--warmup", "0", "--rounds", "1"], &dir, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", report(&o));
     for f in earlier {
         assert_ne!(std::fs::read(dir.join(f)).expect("written"), format!("earlier {f}").into_bytes(), "{f} was not replaced");
     }
@@ -395,7 +393,7 @@ fn out_that_is_a_file_is_refused_with_the_remedy() {
     std::fs::write(&file, "mine").expect("a file");
     for out in [file.as_path(), Path::new("/dev/full")] {
         let o = bench(&["--modes", "cpu", "--bodies", "64", "--frames", "1", "--rounds", "1"], out, &[]);
-        let all = text(&o);
+        let all = report(&o);
         assert_eq!(o.status.code(), Some(1), "{all}");
         assert!(all.contains(&format!("--out {} is a file, not a directory: give a directory", out.display())), "{all}");
         assert!(!all.contains("os error 17"), "{all}");
@@ -413,7 +411,7 @@ fn the_cpu_estimate_is_measured_here_not_scaled_from_the_smallest_n() {
     let dir = out_dir("estimate");
     let args = ["--modes", "cpu", "--bodies", "4,1024", "--frames", "2", "--warmup", "0", "--rounds", "1", "--cpu-budget-ms", "1000"];
     let o = bench(&args, &dir, &[]);
-    let all = text(&o);
+    let all = report(&o);
     assert!(o.status.success(), "{all}");
     let err = String::from_utf8_lossy(&o.stderr);
     let line = err.lines().find(|l| l.starts_with("cpu: estimated frame times:")).unwrap_or_else(|| panic!("no estimate:\n{all}"));
@@ -438,7 +436,7 @@ fn a_skipped_cpu_n_fails_the_run_unless_skip_slow() {
     let dir = out_dir("skip-slow");
     let args = ["--modes", "cpu", "--bodies", "64,200000", "--frames", "2", "--warmup", "0", "--rounds", "1"];
     let o = bench(&args, &dir, &[]);
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("cpu N=200000: skipped: estimated") && all.contains("--skip-slow"), "{all}");
     let (doc, rows) = json_rows(&dir);
@@ -447,7 +445,7 @@ fn a_skipped_cpu_n_fails_the_run_unless_skip_slow() {
     assert!(doc["status"].as_str().is_some_and(|s| s.starts_with("incomplete:") && s.contains("cpu N=200000")), "{doc}");
 
     let o = bench(&[&args[..], &["--skip-slow"]].concat(), &dir, &[]);
-    let all = text(&o);
+    let all = report(&o);
     assert!(o.status.success(), "{all}");
     assert!(all.contains("cpu N=200000: skipped: estimated"), "the skip is listed:\n{all}");
     let (doc, rows) = json_rows(&dir);
@@ -464,7 +462,7 @@ fn a_billion_steps_per_frame_is_estimated_not_run() {
     let dir = out_dir("billion-steps");
     let args = ["--modes", "cpu", "--bodies", "64", "--steps-per-frame", "1000000000", "--frames", "1", "--warmup", "0", "--rounds", "1"];
     let o = bench_with_guard(300, &args, &dir);
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("cpu N=64: skipped: estimated") && all.contains("1000000000 step(s)"), "{all}");
 }
@@ -476,7 +474,7 @@ fn cuda_modes_without_a_driver_share_one_message_that_points_to_the_cpu_mode() {
     let dir = out_dir("no-driver");
     let args = ["--modes", "compute,map,copy,external,draw", "--bodies", "64", "--frames", "2", "--warmup", "0", "--rounds", "1"];
     let o = bench(&args, &dir, &[("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")]);
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("/nonexistent/libcuda.so.1"), "{all}");
     assert_eq!(all.matches("dlopen failed").count(), 1, "the driver's error once:\n{all}");

@@ -1,128 +1,27 @@
 //! End-to-end tests of the `nbody-interop` binary's demo path: headless rendering with the CPU
-//! backend (checked pixel by pixel), a windowed run under Xvfb, backend selection and clear
-//! errors. Small N (≤ 2048) keeps each test to a few seconds on a 2-core machine with Mesa
-//! llvmpipe; none needs a GPU.
+//! backend (checked pixel by pixel), backend selection and clear errors (the windowed runs under
+//! Xvfb are in `windowed.rs`). Small N (≤ 2048) keeps each test to a few seconds on a 2-core
+//! machine with Mesa llvmpipe; none needs a GPU.
 
 use std::fs::File;
-use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "common/fake_driver.rs"]
 mod fake_driver;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+use cli::{assert_no_panic, check_screenshot, out_err, scratch, Image, BIN};
 
-/// A fresh scratch directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-/// One Xvfb at a time: `xvfb-run -a` picks the first display without a lock file, and two tests
-/// starting together can pick the same one (then one of them finds no X server).
-fn xvfb_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// True when `xvfb-run` is installed; else the test is skipped (CI must have it).
-fn have_xvfb() -> bool {
-    let have = Command::new("sh").args(["-c", "command -v xvfb-run"]).output().is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(std::env::var_os("CI").is_none(), "xvfb-run is required in CI (apt-get install xvfb)");
-        println!("skipped: xvfb-run not installed");
-    }
-    have
-}
-
+/// The binary with `args`, logging at `info`.
 fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).env("RUST_LOG", "info").output().expect("spawn nbody-interop")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-fn assert_no_panic(o: &Output) {
-    let (out, err) = text(o);
-    assert!(!err.contains("panicked") && !out.contains("panicked"), "the binary panicked:\n{err}");
-}
-
-/// Decoded RGBA8 image.
-struct Image {
-    w: usize,
-    h: usize,
-    rgba: Vec<u8>,
-}
-
-impl Image {
-    fn load(path: &Path) -> Self {
-        let dec = png::Decoder::new(BufReader::new(File::open(path).expect("open png")));
-        let mut reader = dec.read_info().expect("png header");
-        let mut buf = vec![0; reader.output_buffer_size().expect("png size")];
-        let info = reader.next_frame(&mut buf).expect("png data");
-        assert_eq!(info.color_type, png::ColorType::Rgba, "screenshot is RGBA");
-        assert_eq!(info.bit_depth, png::BitDepth::Eight, "screenshot is 8-bit");
-        buf.truncate(info.buffer_size());
-        Self { w: info.width as usize, h: info.height as usize, rgba: buf }
-    }
-
-    fn px(&self, x: usize, y: usize) -> [u8; 4] {
-        let i = (y * self.w + x) * 4;
-        [self.rgba[i], self.rgba[i + 1], self.rgba[i + 2], self.rgba[i + 3]]
-    }
-
-    /// Count pixels in the rectangle (x0..x1, y0..y1) for which `f` holds.
-    fn count(&self, (x0, x1): (usize, usize), (y0, y1): (usize, usize), f: impl Fn([u8; 4]) -> bool) -> usize {
-        let mut n = 0;
-        for y in y0..y1.min(self.h) {
-            for x in x0..x1.min(self.w) {
-                n += usize::from(f(self.px(x, y)));
-            }
-        }
-        n
-    }
-}
-
-/// Bright pixel: a body sprite (or overlay text).
-fn bright(p: [u8; 4]) -> bool {
-    p[0].max(p[1]).max(p[2]) > 100
-}
-
-/// egui's dark panel fill: a neutral grey around 27.
-fn panel_grey(p: [u8; 4]) -> bool {
-    let (r, g, b) = (i32::from(p[0]), i32::from(p[1]), i32::from(p[2]));
-    (r - g).abs() <= 3 && (g - b).abs() <= 3 && (15..=45).contains(&r)
-}
-
-/// Scene and overlay checks shared by the headless and windowed screenshots: the overlay is a
-/// left side panel (default 360 points wide), the bodies are centred in the window.
-fn check_screenshot(path: &Path, w: usize, h: usize) {
-    let img = Image::load(path);
-    assert_eq!((img.w, img.h), (w, h), "screenshot size");
-    // Overlay: the panel region (well inside its 360-point default width) is mostly panel grey,
-    // with some bright text on it.
-    let panel = ((4, 330), (4, h - 4));
-    let area = (panel.0 .1 - panel.0 .0) * (panel.1 .1 - panel.1 .0);
-    let grey = img.count(panel.0, panel.1, panel_grey);
-    assert!(grey * 2 > area, "overlay panel missing: {grey} of {area} pixels are panel grey");
-    let text_px = img.count(panel.0, panel.1, bright);
-    assert!(text_px > 500, "overlay text missing: only {text_px} bright pixels in the panel");
-    // Scene: right of the panel, many bright body pixels on a mostly dark background.
-    let scene = ((400, w), (0, h));
-    let scene_area = (w - 400) * h;
-    let body_px = img.count(scene.0, scene.1, bright);
-    assert!(body_px > 300, "no bodies drawn: only {body_px} bright pixels in the scene");
-    let dark = img.count(scene.0, scene.1, |p| p[0].max(p[1]).max(p[2]) < 40);
-    assert!(dark * 3 > scene_area, "scene background is not dark: {dark} of {scene_area} dark pixels");
+    cli::run_with(args, &[("RUST_LOG", "info")])
 }
 
 #[test]
 fn headless_cpu_screenshot_has_bodies_and_overlay() {
-    let dir = scratch("headless");
+    let dir = scratch("cli", "headless");
     let shot = dir.join("x.png");
     let o = run(&[
         "--headless",
@@ -139,7 +38,7 @@ fn headless_cpu_screenshot_has_bodies_and_overlay() {
         "--screenshot",
         shot.to_str().expect("utf-8 path"),
     ]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert_no_panic(&o);
     assert!(out.contains("30 frames") && out.contains("CPU f32"), "summary line missing:\n{out}");
@@ -150,7 +49,7 @@ fn headless_cpu_screenshot_has_bodies_and_overlay() {
 /// bodies' colour: fewer saturated white pixels in the scene than the direct additive path gives.
 #[test]
 fn tone_mapping_keeps_the_core_from_clipping_to_white() {
-    let dir = scratch("tonemap");
+    let dir = scratch("cli", "tonemap");
     let white = |mode: &str| -> usize {
         let shot = dir.join(format!("{mode}.png"));
         let o = Command::new(BIN)
@@ -160,71 +59,13 @@ fn tone_mapping_keeps_the_core_from_clipping_to_white() {
             .env("RUST_LOG", "warn")
             .output()
             .expect("spawn nbody-interop");
-        assert!(o.status.success(), "NBODY_TONEMAP={mode}: {:?}", text(&o));
+        assert!(o.status.success(), "NBODY_TONEMAP={mode}: {:?}", out_err(&o));
         let img = Image::load(&shot);
         img.count((0, img.w), (0, img.h), |p| p[0] >= 250 && p[1] >= 250 && p[2] >= 250)
     };
     let (off, on) = (white("off"), white("on"));
     assert!(off > 20, "the direct path clips the core ({off} white pixels)");
     assert!(on * 4 < off, "tone mapped: {on} white pixels, direct: {off}");
-}
-
-#[test]
-fn windowed_under_xvfb_draws_and_exits() {
-    let _x = xvfb_lock();
-    if !have_xvfb() {
-        return;
-    }
-    let dir = scratch("windowed");
-    let shot = dir.join("w.png");
-    let o = Command::new("xvfb-run")
-        .args(["-a", "-s", "-screen 0 1280x800x24", BIN])
-        .args(["--backend", "cpu", "--bodies", "1024", "--frames", "5", "--width", "800", "--height", "500"])
-        .arg("--screenshot")
-        .arg(&shot)
-        .env("RUST_LOG", "info")
-        .output()
-        .expect("spawn xvfb-run");
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
-    assert_no_panic(&o);
-    assert!(out.contains("5 frames"), "summary line missing:\n{out}");
-    assert!(err.contains("window GL context") && err.contains("GLX"), "the route taken is logged (GLX first on X11):\n{err}");
-    check_screenshot(&shot, 800, 500);
-}
-
-/// With no GL vendor library that works on either route, the window's error lists each route
-/// tried, in order, with its own error, and the remedies; exit 1, no panic.
-#[test]
-fn window_without_gl_lists_every_route_and_the_remedy() {
-    let _x = xvfb_lock();
-    if !have_xvfb() {
-        return;
-    }
-    // An X server without the GLX extension fails the GLX route; glvnd then finds no EGL vendor
-    // (ICD) file and the EGL route fails too, and so does the copy route's EGL device.
-    let o = Command::new("xvfb-run")
-        .args(["-a", "-s", "-screen 0 640x480x24 -extension GLX", BIN, "--backend", "cpu", "--bodies", "64", "--frames", "2"])
-        .env("RUST_LOG", "warn")
-        .env("__EGL_VENDOR_LIBRARY_FILENAMES", "/nonexistent/nbody-no-such-vendor.json")
-        .output()
-        .expect("spawn xvfb-run");
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
-    assert_no_panic(&o);
-    // `--present auto` goes on to the copy route, whose EGL device list is empty here too.
-    for words in [
-        "tried, in order",
-        "1. native, GLX (X11, glvnd)",
-        "2. native, EGL on the window system",
-        "3. copy: ",
-        "--headless",
-        "DISPLAY",
-        "--present copy",
-    ] {
-        assert!(err.contains(words), "no {words:?} in:\n{err}");
-    }
-    assert_eq!(err.matches("tried, in order").count(), 1, "the error is printed once:\n{err}");
 }
 
 /// `--steps-per-frame auto` runs headless (N = 256 on the CPU, 30 frames/s to fill) and the
@@ -249,7 +90,7 @@ fn auto_steps_per_frame_runs_and_reports_its_steps() {
         "--target-fps",
         "30",
     ]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
     let per_frame: f64 = out
         .split(" per frame")
@@ -262,83 +103,10 @@ fn auto_steps_per_frame_runs_and_reports_its_steps() {
     assert!(per_frame >= 1.0, "auto ran {per_frame} steps per frame:\n{out}");
 }
 
-/// Python (ctypes + libX11) that sends WM_DELETE_WINDOW to the window given in argv[1], as a
-/// window manager's close button does.
-const WM_CLOSE_PY: &str = r#"
-import ctypes, ctypes.util, sys
-x = ctypes.CDLL(ctypes.util.find_library("X11"))
-x.XOpenDisplay.restype = ctypes.c_void_p
-x.XOpenDisplay.argtypes = [ctypes.c_char_p]
-x.XInternAtom.restype = ctypes.c_ulong
-x.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
-class Msg(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
-                ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("message_type", ctypes.c_ulong),
-                ("format", ctypes.c_int), ("l", ctypes.c_long * 5)]
-class Ev(ctypes.Union):
-    _fields_ = [("xclient", Msg), ("pad", ctypes.c_long * 24)]
-x.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.POINTER(Ev)]
-x.XFlush.argtypes = [ctypes.c_void_p]
-d = x.XOpenDisplay(None)
-w = int(sys.argv[1], 0)
-e = Ev()
-e.xclient.type = 33
-e.xclient.window = w
-e.xclient.message_type = x.XInternAtom(d, b"WM_PROTOCOLS", 0)
-e.xclient.format = 32
-e.xclient.l[0] = x.XInternAtom(d, b"WM_DELETE_WINDOW", 0)
-x.XSendEvent(d, w, 0, 0, ctypes.byref(e))
-x.XFlush(d)
-"#;
-
-/// A window closed mid-run (no `--frames`) ends the demo with exit 0 and its summary. The time
-/// from the close to the exit is printed, not asserted: speed lives in benchmarks.
-#[test]
-fn closing_the_window_mid_run_exits_cleanly() {
-    let _x = xvfb_lock();
-    let have = |tool: &str| Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success());
-    let missing: Vec<_> = ["xvfb-run", "xwininfo", "python3"].into_iter().filter(|t| !have(t)).collect();
-    if !missing.is_empty() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs {missing:?} (apt-get install xvfb x11-utils python3)");
-        println!("skipped: {missing:?} not installed");
-        return;
-    }
-    let dir = scratch("close");
-    let py = dir.join("wm_close.py");
-    std::fs::write(&py, WM_CLOSE_PY).expect("write helper");
-    // No --frames: the demo runs until the window is closed. The script waits for its first
-    // frame (NBODY_TEST_READY), closes the window, and prints how long the process took to exit;
-    // `timeout` only guards against a hang.
-    let script = format!(
-        r#"NBODY_TEST_READY=ready '{bin}' --backend cpu --bodies 512 --width 640 --height 400 & pid=$!
-until [ -e ready ]; do kill -0 $pid 2>/dev/null || {{ echo "ended before its first frame"; exit 3; }}; sleep 0.05; done
-wid=$(xwininfo -root -tree | awk '/"nbody-interop"/ {{print $1; exit}}')
-[ -z "$wid" ] && {{ echo "no window"; kill $pid; exit 3; }}
-python3 '{py}' "$wid"
-t0=$(date +%s%N); wait $pid; rc=$?; t1=$(date +%s%N)
-echo "exit=$rc close_ms=$(( (t1 - t0) / 1000000 ))""#,
-        bin = BIN,
-        py = py.display()
-    );
-    let o = Command::new("timeout")
-        .args(["-s", "KILL", "600", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", "-c", &script])
-        .current_dir(&dir)
-        .env("RUST_LOG", "info")
-        .output()
-        .expect("spawn xvfb-run");
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "script failed:\nstdout:\n{out}\nstderr:\n{err}");
-    assert_no_panic(&o);
-    assert!(out.contains("exit=0"), "the demo did not exit 0 after close:\n{out}\n{err}");
-    let ms = out.split("close_ms=").nth(1).map(str::trim).unwrap_or("?");
-    println!("exit {ms} ms after the window was closed");
-    assert!(out.contains("backend: CPU f32"), "no summary line:\n{out}");
-}
-
 #[test]
 fn cuda_backend_on_mesa_fails_naming_the_gl_context() {
     let o = run(&["--headless", "--backend", "cuda", "--frames", "2", "--bodies", "1024"]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(!o.status.success(), "--backend cuda succeeded without CUDA:\n{err}");
     assert_no_panic(&o);
     assert!(err.contains("error:"), "no error line:\n{err}");
@@ -348,7 +116,7 @@ fn cuda_backend_on_mesa_fails_naming_the_gl_context() {
 #[test]
 fn auto_backend_falls_back_to_cpu_with_a_notice() {
     let o = run(&["--headless", "--backend", "auto", "--frames", "3", "--bodies", "1024"]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert_no_panic(&o);
     assert!(err.contains("CUDA unavailable, running the CPU backend"), "fallback notice missing:\n{err}");
@@ -360,17 +128,15 @@ fn auto_backend_falls_back_to_cpu_with_a_notice() {
 /// on a line of their own; an N too large for the CPU is refused at the CPU's rate, not a GPU's.
 #[test]
 fn auto_without_a_driver_says_so_once_and_judges_n_at_the_cpus_rate() {
-    let no_driver = |args: &[&str]| {
-        Command::new(BIN).args(args).env("RUST_LOG", "info").env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1").output().expect("spawn")
-    };
+    let no_driver = |args: &[&str]| cli::run_with(args, &[("RUST_LOG", "info"), ("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")]);
     let o = no_driver(&["--headless", "--frames", "1", "--kernel", "missing.ptx", "--block-size", "256"]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert_eq!(err.matches("CUDA unavailable, running the CPU backend").count(), 1, "{err}");
     assert!(err.contains("--block-size, --kernel do not apply to the CPU backend and are ignored"), "{err}");
     assert!(out.contains("1 frame,") && out.contains("1 step ("), "{out}");
     let o = no_driver(&["--headless", "--frames", "1", "--bodies", "5000000"]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("the nominal rate of the CPU backend") && err.contains("--allow-slow"), "{err}");
 }
@@ -378,7 +144,7 @@ fn auto_without_a_driver_says_so_once_and_judges_n_at_the_cpus_rate() {
 #[test]
 fn unknown_initial_condition_is_a_clear_error() {
     let o = run(&["--headless", "--backend", "cpu", "--frames", "1", "--init", "nosuch"]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(!o.status.success(), "--init nosuch succeeded");
     assert_eq!(o.status.code(), Some(1), "exit code");
     assert_no_panic(&o);
@@ -388,7 +154,7 @@ fn unknown_initial_condition_is_a_clear_error() {
 #[test]
 fn screenshot_that_is_not_png_is_a_clear_error() {
     let o = run(&["--headless", "--backend", "cpu", "--frames", "1", "--bodies", "256", "--screenshot", "frame.jpg"]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_eq!(o.status.code(), Some(1), "a .jpg screenshot was accepted:\n{err}");
     assert_no_panic(&o);
     assert!(err.contains("frame.jpg") && err.contains(".png"), "error does not name the file and the remedy:\n{err}");
@@ -397,7 +163,7 @@ fn screenshot_that_is_not_png_is_a_clear_error() {
 #[test]
 fn unwritable_screenshot_is_a_clear_error() {
     let o = run(&["--headless", "--backend", "cpu", "--frames", "1", "--bodies", "256", "--screenshot", "/nonexistent-dir/x.png"]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(!o.status.success(), "screenshot into a missing directory succeeded");
     assert_no_panic(&o);
     assert!(err.contains("/nonexistent-dir/x.png"), "error does not name the path:\n{err}");
@@ -405,7 +171,7 @@ fn unwritable_screenshot_is_a_clear_error() {
 
 #[test]
 fn save_state_and_diagnostics_interval() {
-    let dir = scratch("state");
+    let dir = scratch("cli", "state");
     let csv = dir.join("state.csv");
     let o = run(&[
         "--headless",
@@ -427,7 +193,7 @@ fn save_state_and_diagnostics_interval() {
         "--summary",
         dir.join("summary.json").to_str().expect("utf-8 path"),
     ]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert_eq!(out.matches("diagnostics frame").count(), 2, "diagnostics every 2 of 4 frames:\n{out}");
     let body = std::fs::read_to_string(&csv).expect("state file written");
@@ -454,11 +220,11 @@ fn save_state_and_diagnostics_interval() {
 #[test]
 fn tipsy_round_trips_through_save_state() {
     use sim::{state_csv, tipsy};
-    let dir = scratch("tipsy");
+    let dir = scratch("cli", "tipsy");
     let path = |name: &str| dir.join(name).to_str().expect("utf-8 path").to_string();
     let common = ["--headless", "--backend", "cpu", "--frames", "2", "--no-overlay", "--width", "32", "--height", "32"];
     let o = run(&[&common[..], &["--bodies", "100", "--save-state", &path("a.tipsy")]].concat());
-    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(o.status.success(), "{:?}", out_err(&o));
     let bytes = std::fs::read(path("a.tipsy")).expect("tipsy written");
     assert_eq!(bytes.len(), 32 + 100 * 36, "padded header + 100 dark records");
     let (_, bodies) = tipsy::parse(Path::new("a.tipsy"), &bytes).expect("parse");
@@ -467,7 +233,7 @@ fn tipsy_round_trips_through_save_state() {
     state_csv::write_state(Path::new(&path("a.csv")), &bodies).expect("csv");
     for (from, to) in [("a.tipsy", "from-tipsy.csv"), ("a.csv", "from-csv.csv")] {
         let o = run(&[&common[..], &["--init", &path(from), "--save-state", &path(to)]].concat());
-        assert!(o.status.success(), "--init {from}: {:?}", text(&o));
+        assert!(o.status.success(), "--init {from}: {:?}", out_err(&o));
     }
     let (t, c) = (std::fs::read(path("from-tipsy.csv")).expect("saved"), std::fs::read(path("from-csv.csv")).expect("saved"));
     assert_eq!(t, c, "the same run from the tipsy file and from its CSV");
@@ -475,15 +241,15 @@ fn tipsy_round_trips_through_save_state() {
 
 #[test]
 fn switch_probe_without_cuda_names_the_cause() {
-    let out = scratch("switch");
+    let out = scratch("cli", "switch");
     let out_arg = out.join("o");
     let out_arg = out_arg.to_str().expect("utf-8 path");
     let o = run(&["switch", "--iters", "1", "--rounds", "2", "--out", out_arg]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_eq!(o.status.code(), Some(1), "--iters below --rounds accepted:\n{err}");
     assert!(err.contains("--iters (1) must be at least --rounds (2)"), "unclear error:\n{err}");
     let o = run(&["switch", "--iters", "10", "--rounds", "2", "--warmup", "1", "--out", out_arg]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_no_panic(&o);
     if o.status.success() {
         // A machine with an NVIDIA GPU: the probe ran and wrote its file.
@@ -516,7 +282,7 @@ fn info_with_missing_driver_functions_prints_the_whole_report() {
 #[test]
 fn info_json_without_a_driver_is_json() {
     let o = Command::new(BIN).args(["info", "--json"]).env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1").output().expect("spawn nbody-interop");
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert_eq!(o.status.code(), Some(1), "info without a driver:\n{out}\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{out}"));
     assert!(v["error"].as_str().is_some_and(|e| e.contains("/nonexistent/libcuda.so.1")), "{v}");
@@ -524,7 +290,7 @@ fn info_json_without_a_driver_is_json() {
 
 #[test]
 fn bench_that_measures_nothing_leaves_no_output_directory() {
-    let dir = scratch("bench-nothing").join("out");
+    let dir = scratch("cli", "bench-nothing").join("out");
     let o = run(&[
         "bench",
         "--modes",
@@ -540,7 +306,7 @@ fn bench_that_measures_nothing_leaves_no_output_directory() {
         "--out",
         dir.to_str().expect("utf-8"),
     ]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_eq!(o.status.code(), Some(1), "figure-eight at N = 64 was accepted:\n{err}");
     assert!(err.contains("--bodies 3"), "the error does not suggest --bodies 3:\n{err}");
     assert!(!dir.exists(), "an empty output directory was left behind");
@@ -551,11 +317,11 @@ fn bench_that_measures_nothing_leaves_no_output_directory() {
 #[test]
 fn tree_solver_runs_on_the_cpu_and_names_itself() {
     let o = run(&["--headless", "--backend", "cpu", "--solver", "tree", "--theta", "0.7", "--frames", "3", "--bodies", "1024"]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert!(out.contains("CPU f32 tree θ=0.7 (rayon"), "summary does not name the tree:\n{out}");
     let o = run(&["--headless", "--backend", "auto", "--solver", "tree", "--frames", "2", "--bodies", "512"]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     // `auto` tries the GPU tree first; without CUDA the CPU backend runs its own tree.
     assert!(err.contains("CUDA unavailable"), "{err}");
@@ -567,11 +333,11 @@ fn tree_solver_runs_on_the_cpu_and_names_itself() {
 #[test]
 fn auto_solver_picks_by_n() {
     let o = run(&["--headless", "--backend", "cpu", "--solver", "auto", "--frames", "2", "--bodies", "1024"]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert!(out.contains("CPU f32 (rayon"), "{out}");
     let o = run(&["--headless", "--backend", "cpu", "--solver", "auto", "--theta", "0.75", "--frames", "2", "--bodies", "16384"]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert!(out.contains("CPU f32 tree θ=0.75 (rayon"), "{out}");
 }
@@ -581,10 +347,10 @@ fn auto_solver_picks_by_n() {
 /// interactions.
 #[test]
 fn accuracy_prints_and_writes_its_rows() {
-    let dir = scratch("accuracy");
+    let dir = scratch("cli", "accuracy");
     let csv_path = dir.join("acc.csv");
     let o = run(&["accuracy", "--init", "plummer", "--bodies", "600", "--theta", "0,0.5,1", "--csv", csv_path.to_str().unwrap()]);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
     assert!(out.contains("| plummer | 600 | direct |") && out.contains("| plummer | 600 | tree | 0.5 |"), "{out}");
     let mut r = csv::Reader::from_path(&csv_path).expect("csv");
@@ -605,14 +371,14 @@ fn accuracy_prints_and_writes_its_rows() {
 #[test]
 fn help_says_what_each_command_takes() {
     for args in [&["bench", "-h"][..], &["bench", "--help"], &["scale", "-h"], &["scale", "--help"]] {
-        let (out, err) = text(&run(args));
+        let (out, err) = out_err(&run(args));
         assert!(out.contains("--steps-per-frame <N>") && !out.contains("auto in a window") && !out.contains("N|auto"), "{args:?}:\n{out}{err}");
         assert!(out.contains("whole number ≥ 1 [default: 1]"), "{args:?}:\n{out}");
         assert!(out.contains("[default: plummer]") && !out.contains("default: galaxies"), "{args:?}:\n{out}");
     }
-    let (out, _) = text(&run(&["--help"]));
+    let (out, _) = out_err(&run(&["--help"]));
     assert!(out.contains("--steps-per-frame <N|auto>") && out.contains("auto in a window") && out.contains("[default: galaxies]"), "{out}");
-    let (out, _) = text(&run(&["accuracy", "--help"]));
+    let (out, _) = out_err(&run(&["accuracy", "--help"]));
     assert!(out.contains("figure-eight") && out.contains("at least 512 bodies"), "{out}");
     // What `accuracy` says it refuses, it refuses: figure-eight (3 bodies) and N below 512.
     for (args, words) in [
@@ -620,7 +386,7 @@ fn help_says_what_each_command_takes() {
         (&["accuracy", "--init", "plummer", "--bodies", "100"], &["--bodies 100", "too few", "512"]),
     ] {
         let o = run(args);
-        let (out, err) = text(&o);
+        let (out, err) = out_err(&o);
         assert_eq!(o.status.code(), Some(1), "{args:?}:\n{out}{err}");
         assert!(words.iter().all(|w| err.contains(w)), "{args:?}:\n{err}");
         assert!(!out.contains("0.0×"), "{out}");
@@ -645,7 +411,7 @@ fn out_of_range_values_are_refused_with_the_range() {
     ];
     for (args, words) in cases {
         let o = run(args);
-        let (out, err) = text(&o);
+        let (out, err) = out_err(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}:\n{out}{err}");
         assert!(words.iter().all(|w| err.contains(w)), "{args:?}:\n{err}");
         assert!(!err.contains("unexpected argument") && !err.contains("got inf") && !err.contains("1000000000000000000000000000000"), "{err}");
@@ -655,7 +421,7 @@ fn out_of_range_values_are_refused_with_the_range() {
         [&["--headless", "--theta", "2", "--frames", "1", "--bodies", "64"][..], &["--headless", "--dt", "3e38", "--frames", "1", "--bodies", "64"]]
     {
         let o = run(args);
-        assert!(!String::from_utf8_lossy(&o.stderr).contains("invalid value"), "{args:?}: {:?}", text(&o));
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("invalid value"), "{args:?}: {:?}", out_err(&o));
     }
 }
 
@@ -663,7 +429,7 @@ fn out_of_range_values_are_refused_with_the_range() {
 #[test]
 fn info_without_a_driver_names_what_runs_on_the_cpu() {
     let o = Command::new(BIN).arg("info").env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1").output().expect("spawn nbody-interop");
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert_eq!(o.status.code(), Some(1), "{out}{err}");
     assert!(err.contains("bench --modes cpu") && err.contains("lab --replay") && err.contains("/nonexistent/libcuda.so.1"), "{err}");
 }
@@ -725,14 +491,14 @@ fn the_readme_tour_says_which_commands_need_a_gpu() {
 #[test]
 fn frame_estimates_and_ignored_settings_are_said() {
     let o = run(&["--headless", "--backend", "cpu", "--bodies", "4096", "--steps-per-frame", "1000000000", "--frames", "1"]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_no_panic(&o);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("one frame of --steps-per-frame 1000000000 steps") && err.contains("--allow-slow"), "{err}");
 
     let o =
         run(&["--headless", "--backend", "cpu", "--init", "figure-eight", "--bodies", "100000", "--frames", "1", "--width", "64", "--height", "64"]);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("--bodies (the figure-eight has always 3 bodies)"), "{err}");
 
@@ -742,12 +508,12 @@ fn frame_estimates_and_ignored_settings_are_said() {
         .env("NBODY_TONEMAP", "bogus")
         .output()
         .expect("spawn nbody-interop");
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("NBODY_TONEMAP=bogus is neither on nor off"), "{err}");
 
     let o = Command::new(BIN).args(["--backend", "cpu", "--frames", "1"]).env("NBODY_GL_ROUTE", "vulkan").output().expect("spawn nbody-interop");
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(!o.status.success() && err.contains("NBODY_GL_ROUTE=vulkan: unknown route; use glx or egl"), "{err}");
 }
 
@@ -760,7 +526,7 @@ fn no_display_error_reads_cleanly() {
         .env_remove("WAYLAND_DISPLAY")
         .output()
         .expect("spawn nbody-interop");
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_no_panic(&o);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("use --headless") && !err.contains(".;"), "{err}");

@@ -3,21 +3,36 @@
 //! exit code 0 and the outputs written, a scene key loads the scene at its own N; the copy
 //! present route shows in the window (an X dump) exactly the frame the demo made; and both
 //! routes run under a Wayland compositor (Weston, headless). CPU backend, mostly without the
-//! overlay (its plots change every frame), small N.
+//! overlay (its plots change every frame), small N. A test whose programs are missing here is
+//! reported as ignored; on CI, which installs them, it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
-
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "common/tools.rs"]
 mod tools;
 
-fn scratch(name: &str) -> PathBuf {
-    tools::scratch("controls", name)
-}
+use cli::{panel_grey, scratch, Image, BIN};
+use tools::Needs;
 
-use tools::missing;
+/// Xvfb through `xvfb-run`, and xdotool for the keys.
+const XVFB_KEYS: Needs = Needs { tools: &["xvfb-run", "xdotool"], packages: "xvfb xdotool" };
+/// As [`XVFB_KEYS`], and `xwd` to dump the window.
+const XVFB_KEYS_DUMP: Needs = Needs { tools: &["xvfb-run", "xdotool", "xwd"], packages: "xvfb xdotool x11-apps" };
+/// The Wayland compositor Weston.
+const WESTON: Needs = Needs { tools: &["weston"], packages: "weston" };
+
+fn main() {
+    tools::run(tools::tool_tests![
+        space_pauses_s_saves_a_screenshot_and_escape_quits => XVFB_KEYS,
+        the_copy_route_shows_the_frames_in_the_window => XVFB_KEYS_DUMP,
+        a_scene_key_loads_the_scene_at_its_own_n => XVFB_KEYS,
+        both_routes_run_under_a_wayland_compositor => WESTON,
+        the_overlay_gets_its_width_back_after_the_window_shrank => XVFB_KEYS,
+    ])
+}
 
 /// The start of a window script: the demo with `args` in the background (`$pid`), waited for
 /// until its first frame (the ready file), its window found (`$wid`) and focused: real (XTEST)
@@ -44,12 +59,8 @@ fn under_xvfb(dir: &Path, script: &str, log: &str) -> std::process::Output {
         .expect("spawn xvfb-run")
 }
 
-#[test]
 fn space_pauses_s_saves_a_screenshot_and_escape_quits() {
-    if missing(&["xvfb-run", "xdotool"], "xvfb xdotool") {
-        return;
-    }
-    let dir = scratch("keys");
+    let dir = scratch("controls", "keys");
     let state = dir.join("state.csv");
     // Each step waits for what the demo shows (its first frame, the focus, each screenshot
     // file, its exit), never for a guessed time; `timeout` only guards against a hang.
@@ -101,12 +112,8 @@ fn read_xwd(bytes: &[u8]) -> (usize, usize, Vec<[u8; 3]>) {
     (width, height, px)
 }
 
-#[test]
 fn the_copy_route_shows_the_frames_in_the_window() {
-    if missing(&["xvfb-run", "xdotool", "xwd"], "xvfb xdotool x11-apps") {
-        return;
-    }
-    let dir = scratch("copy");
+    let dir = scratch("controls", "copy");
     // Paused (space), every frame is the same; the X server's copy of the window is taken until
     // two dumps agree (the window shows each frame one frame late), then Esc ends the run and
     // --screenshot writes the frame the demo made.
@@ -124,10 +131,7 @@ wait $pid; echo "exit=$?""#,
     assert!(err.contains(r#"route="copy""#), "the log names the copy route:\n{err}");
     let (w, h, shown) = read_xwd(&std::fs::read(dir.join("a.xwd")).expect("the window's dump"));
     assert_eq!((w, h), (320, 240), "the window keeps its size");
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(dir.join("shot.png")).expect("--screenshot")));
-    let mut reader = decoder.read_info().expect("PNG header");
-    let mut made = vec![0; reader.output_buffer_size().expect("PNG size")];
-    reader.next_frame(&mut made).expect("PNG pixels");
+    let made = Image::load(&dir.join("shot.png")).rgba;
     // Rounding cannot differ (the same RGBA8 bytes both ways), so every pixel must agree.
     let differ = shown.iter().zip(made.chunks_exact(4)).filter(|(s, m)| s[..] != m[..3]).count();
     assert_eq!(differ, 0, "{differ} of {} pixels of the window differ from the frame the demo made", w * h);
@@ -137,12 +141,8 @@ wait $pid; echo "exit=$?""#,
 
 /// Key 2 after the figure-eight (N = 3) loads the galaxies at their own N (`--bodies` here), not
 /// at the three bodies in force: the state saved on Esc holds that many bodies.
-#[test]
 fn a_scene_key_loads_the_scene_at_its_own_n() {
-    if missing(&["xvfb-run", "xdotool"], "xvfb xdotool") {
-        return;
-    }
-    let dir = scratch("scene-key");
+    let dir = scratch("controls", "scene-key");
     let state = dir.join("state.csv");
     // The screenshot (`s`, pressed after `2`) is taken at the end of the frame that applied the
     // reset, so once it exists the galaxies are in force.
@@ -168,12 +168,8 @@ wait $pid; echo "exit=$?""#,
 /// Both window routes under a Wayland compositor (Weston's headless backend: `wl_shm`, no
 /// GPU): the native route through EGL on Wayland, the copy route through softbuffer's `wl_shm`
 /// buffers. Each runs 20 frames, writes its screenshot and exits 0.
-#[test]
 fn both_routes_run_under_a_wayland_compositor() {
-    if missing(&["weston"], "weston") {
-        return;
-    }
-    let dir = scratch("wayland");
+    let dir = scratch("controls", "wayland");
     let runtime = dir.join("xdg");
     std::fs::create_dir_all(&runtime).expect("runtime dir");
     std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod 700");
@@ -208,12 +204,8 @@ kill $w"#,
 /// The overlay panel (360 points wide) keeps its width across a window shrunk to 200 pixels and
 /// enlarged again: in a screenshot (`s`) after each resize, the panel's grey reaches past 330
 /// pixels once the window is wide again (egui alone kept the squeezed 200).
-#[test]
 fn the_overlay_gets_its_width_back_after_the_window_shrank() {
-    if missing(&["xvfb-run", "xdotool"], "xvfb xdotool") {
-        return;
-    }
-    let dir = scratch("panel-width");
+    let dir = scratch("controls", "panel-width");
     // `windowsize --sync` waits until the window has its new size; each screenshot is taken at
     // the end of the frame that handled the key, so it shows that size.
     let script = format!(
@@ -237,18 +229,10 @@ wait $pid; echo "exit=$?""#,
         .collect();
     shots.sort_by_key(|p| p.to_string_lossy().rsplit('-').next().and_then(|k| k.trim_end_matches(".png").parse::<u32>().ok()));
     assert_eq!(shots.len(), 2, "{shots:?}\n{err}");
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shots[1]).expect("second screenshot")));
-    let mut reader = decoder.read_info().expect("PNG header");
-    let (w, h) = (reader.info().width as usize, reader.info().height as usize);
-    let mut px = vec![0; reader.output_buffer_size().expect("PNG size")];
-    reader.next_frame(&mut px).expect("PNG pixels");
+    let img = Image::load(&shots[1]);
+    let (w, h) = (img.w, img.h);
     assert_eq!(w, 800, "the window is wide again");
-    // egui's dark panel fill: a neutral grey around 27, in most rows of column 330.
-    let grey = |x: usize, y: usize| {
-        let p = &px[(y * w + x) * 4..(y * w + x) * 4 + 3];
-        let (r, g, b) = (i32::from(p[0]), i32::from(p[1]), i32::from(p[2]));
-        (r - g).abs() <= 3 && (g - b).abs() <= 3 && (15..=45).contains(&r)
-    };
-    let rows = (0..h).filter(|&y| grey(330, y)).count();
+    // egui's dark panel fill, in most rows of column 330.
+    let rows = (0..h).filter(|&y| panel_grey(img.px(330, y))).count();
     assert!(rows * 2 > h, "the panel is narrow after the window grew back: {rows} of {h} rows of column 330 are panel grey");
 }

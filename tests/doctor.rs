@@ -2,9 +2,9 @@
 //! NVIDIA's vendor files, SSH X forwarding, VirtualGL, a Mesa renderer, PRIME offload, no driver,
 //! a driver too old for the PTX), the routes `--present auto` and `--backend auto` take, the
 //! diagnosis of the CPU fallback, and the binary end to end on this machine (no GPU: exit 3,
-//! every line with a verdict, the CPU backend, JSON that parses) and under Xvfb.
+//! every line with a verdict, the CPU backend, JSON that parses); under Xvfb in `windowed.rs`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use nbody_app::doctor::checks::gl::{classify, GlKind};
@@ -13,16 +13,16 @@ use nbody_app::doctor::env::{Env, GlvndFiles};
 use nbody_app::doctor::facts::{ContextFact, CudaFact, DeviceFact, DriverFact, Facts, GlSeen, JitFact, LibFact, PtxHeader, SharesFact, VulkanFact};
 use nbody_app::doctor::{fallback, routes, Report, EXIT_INTEROP, EXIT_NO_INTEROP};
 
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "common/fake_driver.rs"]
 mod fake_driver;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+use cli::BIN;
 
 /// A fresh folder standing for `/`, holding `files` (`(absolute path, contents)`).
 fn root(name: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("doctor-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch root");
+    let dir = cli::scratch("doctor", name);
     for (path, text) in files {
         let p = dir.join(path.trim_start_matches('/'));
         std::fs::create_dir_all(p.parent().expect("a parent")).expect("folders");
@@ -431,33 +431,4 @@ fn doctor_with_a_stand_in_driver_names_cuinit_and_a_version_too_old_for_the_ptx(
     let ptx = v["checks"].as_array().and_then(|l| l.iter().find(|c| c["name"] == "ptx")).cloned().unwrap_or_default();
     assert_eq!(ptx["verdict"], "problem", "{v}");
     assert!(ptx["evidence"].as_str().is_some_and(|e| e.contains("CUDA 11.8 or newer") && e.contains("CUDA 11.4")), "{ptx}");
-}
-
-/// Under Xvfb the window's GL is Mesa's llvmpipe, named as such; without CUDA the demo takes the
-/// native route with the CPU backend.
-#[test]
-fn doctor_under_xvfb_names_the_windows_gl() {
-    let have = Command::new("sh").args(["-c", "command -v xvfb-run"]).output().is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(std::env::var_os("CI").is_none(), "xvfb-run is required in CI (apt-get install xvfb)");
-        println!("skipped: xvfb-run not installed");
-        return;
-    }
-    let o = Command::new("xvfb-run")
-        .args(["-a", "-s", "-screen 0 1280x800x24", BIN, "doctor", "--json"])
-        .env("NBODY_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
-        .env_remove("WAYLAND_DISPLAY")
-        .output()
-        .expect("spawn xvfb-run");
-    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(i32::from(EXIT_NO_INTEROP)), "{out}\n{err}");
-    let v = json_of(&out);
-    let check = |n: &str| v["checks"].as_array().and_then(|l| l.iter().find(|c| c["name"] == n)).cloned().unwrap_or_default();
-    assert_eq!(check("display")["verdict"], "ok", "{v}");
-    let window = check("window-gl");
-    assert_eq!(window["verdict"], "problem", "{v}");
-    assert!(window["evidence"].as_str().is_some_and(|e| e.contains("llvmpipe") && e.contains("Mesa's software rasterizer")), "{window}");
-    assert_eq!(check("remote-display")["verdict"], "problem", "{v}");
-    assert_eq!(v["routes"]["window"]["route"], "native", "{v}");
-    assert_eq!(v["routes"]["backend"]["route"], "cpu", "{v}");
 }

@@ -278,16 +278,14 @@ fn cupti_missing() -> Option<String> {
 }
 
 fn main() {
-    #[allow(unused_mut)] // without the `cupti` feature nothing is added
-    let mut tests: Vec<(&'static str, gpu_gate::Body, Option<String>)> = vec![
-        ("every_entry_resolves_and_device_attributes_read", every_entry_resolves_and_device_attributes_read, None),
-        ("per_thread_semantics_resolve_to_ptsz_and_ptds_exports", per_thread_semantics_resolve_to_ptsz_and_ptds_exports, None),
-        ("tiny_ptx_launch_and_copy_round_trip", tiny_ptx_launch_and_copy_round_trip, None),
-        ("event_timing_and_not_ready", event_timing_and_not_ready, None),
-        ("jit_error_returns_its_log_and_interior_nul_is_rejected", jit_error_returns_its_log_and_interior_nul_is_rejected, None),
-        ("contexts_streams_and_priorities", contexts_streams_and_priorities, None),
-    ];
-    #[cfg(feature = "cupti")]
-    tests.insert(0, ("cupti_records_kernels_and_copies", cupti_records_kernels_and_copies, cupti_missing()));
-    gpu_gate::run_with_skips(&tests)
+    gpu_gate::run_with_skips(&gpu_gate::gpu_tests![
+        #[cfg(feature = "cupti")]
+        cupti_records_kernels_and_copies => cupti_missing(),
+        every_entry_resolves_and_device_attributes_read,
+        per_thread_semantics_resolve_to_ptsz_and_ptds_exports,
+        tiny_ptx_launch_and_copy_round_trip,
+        event_timing_and_not_ready,
+        jit_error_returns_its_log_and_interior_nul_is_rejected,
+        contexts_streams_and_priorities,
+    ])
 }

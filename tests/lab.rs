@@ -9,24 +9,14 @@ use std::process::{Command, Output};
 
 use nbody_app::teach::lab::CASES;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+#[path = "common/cli.rs"]
+mod cli;
 
+use cli::{assert_no_panic, out_err, BIN};
+
+/// The binary with `args`, and `NBODY_CUDA_LIBRARY` set to `library` if given.
 fn run(args: &[&str], library: Option<&str>) -> Output {
-    let mut c = Command::new(BIN);
-    c.args(args).env("RUST_LOG", "warn");
-    if let Some(l) = library {
-        c.env("NBODY_CUDA_LIBRARY", l);
-    }
-    c.output().expect("spawn nbody-interop")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-fn assert_no_panic(o: &Output) {
-    let (out, err) = text(o);
-    assert!(!err.contains("panicked") && !out.contains("panicked"), "the binary panicked:\n{err}");
+    cli::run_with(args, library.map(|l| ("NBODY_CUDA_LIBRARY", l)).as_slice())
 }
 
 /// A shared library that is certainly present and certainly not the CUDA driver.
@@ -43,7 +33,7 @@ fn not_the_driver() -> PathBuf {
 fn lab_without_a_name_lists_every_case_and_needs_no_driver() {
     let o = run(&["lab"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "listing must succeed without a driver: {err}");
     for c in CASES {
         assert!(out.contains(c.name), "{} missing from:\n{out}", c.name);
@@ -55,7 +45,7 @@ fn lab_without_a_name_lists_every_case_and_needs_no_driver() {
 fn lab_list_json_has_one_object_per_case() {
     let o = run(&["lab", "--json"], Some("/nonexistent/libcuda.so.1"));
     assert!(o.status.success());
-    let (out, _) = text(&o);
+    let (out, _) = out_err(&o);
     let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     assert_eq!(rows.len(), CASES.len());
     assert_eq!(rows[0]["case"], CASES[0].name);
@@ -66,7 +56,7 @@ fn lab_list_json_has_one_object_per_case() {
 fn a_named_case_against_a_missing_driver_is_unavailable_with_the_load_error() {
     let o = run(&["lab", "proc-address-old-version"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(!o.status.success(), "a case that cannot run is a failure");
     assert!(out.contains("unavailable: no CUDA driver library could be loaded"), "{out}");
     assert!(out.contains("/nonexistent/libcuda.so.1"), "the load error names the path tried:\n{out}");
@@ -78,7 +68,7 @@ fn every_case_against_a_missing_driver_is_reported_in_json() {
     let o = run(&["lab", "all", "--json"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (out, _) = text(&o);
+    let (out, _) = out_err(&o);
     let mut rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     // The first line says where the answers came from: commit, command line, machine (no GPU here).
     let first = rows.remove(0);
@@ -108,7 +98,7 @@ fn isolated_cases_run_in_a_child_that_reports_back() {
         // What the parent runs: one JSON line for the one case, from this process.
         let o = run(&["lab", name, "--json", "--child"], Some("/nonexistent/libcuda.so.1"));
         assert_no_panic(&o);
-        let (out, err) = text(&o);
+        let (out, err) = out_err(&o);
         let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
         assert_eq!(rows.len(), 1, "{out}\n{err}");
         assert_eq!(rows[0]["case"], *name);
@@ -117,7 +107,7 @@ fn isolated_cases_run_in_a_child_that_reports_back() {
     // Through the parent: the child's answer comes back as the case's outcome, with the reason.
     let o = run(&["lab", isolated[0], "--json"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(!o.status.success());
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "the provenance line and the case's: {out}");
@@ -127,11 +117,11 @@ fn isolated_cases_run_in_a_child_that_reports_back() {
     assert!(row["got_text"].as_str().is_some_and(|t| t.contains("/nonexistent/libcuda.so.1")), "{row}");
     assert!(err.contains("could not run"), "{err}");
     // The flag is internal: not in the help.
-    let (help, _) = text(&run(&["lab", "--help"], None));
+    let (help, _) = out_err(&run(&["lab", "--help"], None));
     assert!(help.contains("--replay") && !help.contains("--child"), "{help}");
     let o = run(&["lab", "--child"], None);
     assert!(!o.status.success());
-    assert!(text(&o).1.contains("--child needs the name of one case"));
+    assert!(out_err(&o).1.contains("--child needs the name of one case"));
 }
 
 #[test]
@@ -140,7 +130,7 @@ fn a_library_that_is_not_the_driver_is_reported_not_loaded() {
     let o = run(&["lab", "proc-address-misspelt"], lib.to_str());
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (out, _) = text(&o);
+    let (out, _) = out_err(&o);
     assert!(out.contains("unavailable:") && out.contains("cuDriverGetVersion"), "{out}");
 }
 
@@ -149,7 +139,7 @@ fn an_unknown_case_names_the_cases() {
     let o = run(&["lab", "map-twice-please"], None);
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(err.contains("unknown lab case") && err.contains("unmap-twice"), "{err}");
 }
 
@@ -166,7 +156,7 @@ fn trace_file_gets_the_gl_draw_of_every_frame_on_the_cpu_backend() {
         Some("/nonexistent/libcuda.so.1"),
     );
     assert_no_panic(&o);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("step mode needs CUDA"), "step mode on the CPU backend says why it cannot run:\n{err}");
     assert!(err.contains("the trace holds only the GL draws"), "{err}");
@@ -187,7 +177,7 @@ fn trace_to_an_unwritable_path_is_a_clear_error() {
     let o = run(&["--headless", "--backend", "cpu", "--bodies", "64", "--frames", "1", "--trace", "/nonexistent/dir/t.jsonl"], None);
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(err.contains("--trace") && err.contains("/nonexistent/dir/t.jsonl"), "{err}");
 }
 
@@ -285,7 +275,7 @@ fn replay_of_the_committed_lab_jsonl_reproduces_the_readme_table_without_a_gpu()
 
     let o = run(&["lab", "--replay", f, "all", "--json"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "every recorded case has its expected code:\n{err}");
     let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     let replayed: Vec<&str> = rows.iter().map(|r| r["case"].as_str().expect("case")).collect();
@@ -299,7 +289,7 @@ fn replay_of_the_committed_lab_jsonl_reproduces_the_readme_table_without_a_gpu()
     // The text replay: each case as `lab` prints it, marked as replayed from the file.
     let o = run(&["lab", "--replay", f], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "{err}");
     assert!(out.starts_with(&format!("replayed from {f}")) && out.contains("recorded with gpu NVIDIA H200, driver 580.159.04"), "{out}");
     assert!(out.contains("no driver call is made here"), "{out}");
@@ -326,13 +316,13 @@ fn replay_json_prints_the_recorded_objects() {
     let recorded = std::fs::read_to_string(&file).expect("lab.jsonl");
     let o = run(&["lab", "--json", "--replay", file.to_str().expect("utf-8")], Some("/nonexistent/libcuda.so.1"));
     assert!(o.status.success());
-    let (out, _) = text(&o);
+    let (out, _) = out_err(&o);
     // The results' lines (the file's first line names the driver: not a result).
     let want: Vec<&str> = recorded.lines().filter(|l| l.contains(r#""case":"#)).collect();
     assert_eq!(out.lines().collect::<Vec<_>>(), want);
     let one = run(&["lab", "--json", "--replay", file.to_str().expect("utf-8"), "unmap-twice"], None);
     assert!(one.status.success());
-    let (out, _) = text(&one);
+    let (out, _) = out_err(&one);
     assert_eq!(out.lines().collect::<Vec<_>>(), want.iter().copied().filter(|l| l.contains(r#""case":"unmap-twice""#)).collect::<Vec<_>>());
 }
 
@@ -346,7 +336,7 @@ fn replay_shows_the_recorded_driver_and_fails_on_a_code_that_is_not_expected() {
     let path = scratch_file("wrong.jsonl", &format!("{{\"gpu\":\"NVIDIA H200\",\"driver\":\"580.159.04\"}}\n{wrong}\n"));
     let o = run(&["lab", "--replay", path.to_str().expect("utf-8")], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(!o.status.success(), "a replayed case with another code is a failure:\n{out}");
     assert!(out.contains("recorded with gpu NVIDIA H200, driver 580.159.04"), "{out}");
     assert!(out.contains("unmap-twice — UNEXPECTED (replayed)"), "{out}");
@@ -357,7 +347,7 @@ fn replay_shows_the_recorded_driver_and_fails_on_a_code_that_is_not_expected() {
     let path = scratch_file("unavailable.jsonl", &String::from_utf8_lossy(&gone.stdout));
     let o = run(&["lab", "--replay", path.to_str().expect("utf-8"), "ptx-version-too-new"], None);
     assert!(!o.status.success());
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(out.contains("ptx-version-too-new — UNAVAILABLE (replayed)"), "{out}");
     assert!(err.contains("was recorded as not run"), "{err}");
 }
@@ -367,7 +357,7 @@ fn replay_errors_name_the_file_the_line_and_the_cases_it_holds() {
     let o = run(&["lab", "--replay", "/nonexistent/dir/lab.jsonl"], None);
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(err.contains("cannot read the recorded lab results /nonexistent/dir/lab.jsonl"), "{err}");
     assert!(err.contains("lab all --json"), "the remedy says how to record one:\n{err}");
 
@@ -377,23 +367,23 @@ fn replay_errors_name_the_file_the_line_and_the_cases_it_holds() {
     let o = run(&["lab", "--replay", bad.to_str().expect("utf-8")], None);
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(out.is_empty(), "nothing is replayed from a file with a bad line:\n{out}");
     assert!(err.contains(&format!("{} line 3 is not JSON", bad.display())), "{err}");
 
     let missing_field = scratch_file("field.jsonl", "{\"case\": \"unmap-twice\", \"got_code\": 211}\n");
-    let (_, err) = text(&run(&["lab", "--replay", missing_field.to_str().expect("utf-8")], None));
+    let (_, err) = out_err(&run(&["lab", "--replay", missing_field.to_str().expect("utf-8")], None));
     assert!(err.contains("line 1 is not a lab result") && err.contains("got_name"), "{err}");
 
     let one = scratch_file("one.jsonl", &format!("{first}\n"));
     let o = run(&["lab", "--replay", one.to_str().expect("utf-8"), "unmap-twice"], None);
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert!(err.contains("lab case `unmap-twice` is not recorded in") && err.contains("it holds: map-already-mapped"), "{err}");
 
     let empty = scratch_file("empty.jsonl", "\n");
-    let (_, err) = text(&run(&["lab", "--replay", empty.to_str().expect("utf-8")], None));
+    let (_, err) = out_err(&run(&["lab", "--replay", empty.to_str().expect("utf-8")], None));
     assert!(err.contains("holds no lab results"), "{err}");
 }
 
@@ -401,7 +391,7 @@ fn replay_errors_name_the_file_the_line_and_the_cases_it_holds() {
 fn lab_quiz_lists_the_calls_without_the_expected_codes() {
     let o = run(&["lab", "--quiz"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "{err}");
     for c in CASES {
         assert!(out.contains(c.name) && out.contains(c.call), "{} or its call missing from:\n{out}", c.name);
@@ -413,7 +403,7 @@ fn lab_quiz_lists_the_calls_without_the_expected_codes() {
 
     let o = run(&["lab", "--quiz", "--json"], Some("/nonexistent/libcuda.so.1"));
     assert!(o.status.success());
-    let (out, _) = text(&o);
+    let (out, _) = out_err(&o);
     let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     assert_eq!(rows.len(), CASES.len());
     assert!(rows.iter().all(|r| r.get("expected").is_none() && r["call"].is_string()), "{out}");
@@ -424,7 +414,7 @@ fn a_quiz_asks_every_call_before_it_shows_any_answer() {
     let file = committed_lab_jsonl();
     let o = run(&["lab", "--quiz", "--replay", file.to_str().expect("utf-8"), "all"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(o.status.success(), "{err}");
     let mark = out.find(" (replayed)\n").expect("the answers");
     let first_answer = out[..mark].rfind('\n').map_or(0, |i| i + 1);
@@ -454,13 +444,13 @@ fn a_quiz_asks_every_call_before_it_shows_any_answer() {
     let o = run(&["lab", "--quiz", "unmap-twice"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
     assert!(!o.status.success());
-    let (out, err) = text(&o);
+    let (out, err) = out_err(&o);
     assert!(!out.contains("1. unmap-twice"), "{out}");
     assert!(err.contains("lab --quiz --replay docs/results/") && err.contains("unmap-twice"), "{err}");
     // The quiz hides the answers that --json prints: the two are refused together for a case.
     let o = run(&["lab", "--quiz", "--json", "--replay", file.to_str().expect("utf-8"), "unmap-twice"], None);
     assert!(!o.status.success());
-    assert!(text(&o).1.contains("--quiz hides each answer"), "{}", text(&o).1);
+    assert!(out_err(&o).1.contains("--quiz hides each answer"), "{}", out_err(&o).1);
 }
 
 /// `lab NAME` without a driver: nothing failed, the case could not run here; the error says so,
@@ -469,7 +459,7 @@ fn a_quiz_asks_every_call_before_it_shows_any_answer() {
 fn a_case_without_a_driver_could_not_run_here_and_points_to_its_replay() {
     let o = run(&["lab", "unmap-twice"], Some("/nonexistent/libcuda.so.1"));
     assert_no_panic(&o);
-    let (_, err) = text(&o);
+    let (_, err) = out_err(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     let replay = "nbody-interop lab --replay docs/results/2026-12-04-h200/lab.jsonl unmap-twice";
     assert!(err.contains(&format!("could not run here (no CUDA driver): replay the recorded answers with `{replay}`")), "{err}");
@@ -477,9 +467,9 @@ fn a_case_without_a_driver_could_not_run_here_and_points_to_its_replay() {
     // The remedy works (from the repository's root).
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let o = Command::new(BIN).args(replay.split(' ').skip(1)).current_dir(&root).env("RUST_LOG", "warn").output().expect("spawn");
-    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(o.status.success(), "{:?}", out_err(&o));
     // Every case: the remedy replays them all.
-    let (_, err) = text(&run(&["lab", "all"], Some("/nonexistent/libcuda.so.1")));
+    let (_, err) = out_err(&run(&["lab", "all"], Some("/nonexistent/libcuda.so.1")));
     assert!(err.contains(&format!("{} of {} lab case(s) could not run here (no CUDA driver)", CASES.len(), CASES.len())), "{err}");
     assert!(err.contains("lab.jsonl all`") && !err.contains("failed"), "{err}");
 }

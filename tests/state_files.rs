@@ -11,7 +11,7 @@
 //! with small N: no GPU.
 
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,10 @@ use sim::init::{initial_bodies_with, InitialCondition};
 use sim::state_csv::{read_state_with, write_state, StateFileError};
 use sim::tipsy::{read_tipsy_with, write_tipsy, TipsyError};
 
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+#[path = "common/cli.rs"]
+mod cli;
+
+use cli::{report, scratch, BIN};
 
 /// A guard against a run that hangs (a reader blocked on a pipe): far beyond any normal run.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -31,14 +34,6 @@ const AT_ONCE: Duration = Duration::from_secs(20);
 
 /// SIGXFSZ: the signal a process gets when it writes past its file-size limit.
 const SIGXFSZ: i32 = 25;
-
-/// A fresh scratch directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("state-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
 
 /// Runs the binary through bash with `limits` (e.g. `ulimit -v 8388608`) set first, in `dir`;
 /// kills it after [`HANG_GUARD`]. Returns its output and how long it ran.
@@ -63,7 +58,7 @@ fn run_limited(dir: &Path, limits: &str, args: &[&str]) -> (Output, Duration) {
         if started.elapsed() > HANG_GUARD {
             let _ = child.kill();
             let o = child.wait_with_output().expect("wait");
-            panic!("{args:?} hung for {HANG_GUARD:?} and was killed:\n{}", text(&o));
+            panic!("{args:?} hung for {HANG_GUARD:?} and was killed:\n{}", report(&o));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -75,16 +70,6 @@ fn run_limited(dir: &Path, limits: &str, args: &[&str]) -> (Output, Duration) {
 /// the machine's memory.
 const NO_HUGE_READS: &str = "ulimit -v 8388608";
 
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?} (signal {:?})\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        o.status.signal(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// A headless CPU demo of one frame with `extra` arguments.
 fn demo<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec!["--headless", "--backend", "cpu", "--frames", "1", "--no-overlay", "--width", "32", "--height", "32"];
@@ -94,7 +79,7 @@ fn demo<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Asserts a refusal: exit 1, no panic, every word in the output, within [`AT_ONCE`].
 fn assert_refused(what: &str, (o, took): &(Output, Duration), words: &[&str]) {
-    let all = text(o);
+    let all = report(o);
     assert_eq!(o.status.code(), Some(1), "{what}:\n{all}");
     assert!(!all.contains("panicked"), "{what}:\n{all}");
     for w in words {
@@ -122,7 +107,7 @@ fn tipsy_header(ndark: i32) -> Vec<u8> {
 /// type before it is opened: at once, naming the cause and the remedy.
 #[test]
 fn devices_as_init_are_refused_at_once_by_their_type() {
-    let dir = scratch("devices");
+    let dir = scratch("state", "devices");
     std::os::unix::fs::symlink("/dev/zero", dir.join("zero.csv")).expect("link");
     std::os::unix::fs::symlink("/dev/urandom", dir.join("random.tipsy")).expect("link");
     for init in ["/dev/zero", "/dev/urandom", "zero.csv", "random.tipsy"] {
@@ -134,7 +119,7 @@ fn devices_as_init_are_refused_at_once_by_their_type() {
 /// A named pipe is refused by its type: the run neither waits for a writer nor reads.
 #[test]
 fn a_named_pipe_as_init_is_refused_without_waiting_for_a_writer() {
-    let dir = scratch("fifo");
+    let dir = scratch("state", "fifo");
     for name in ["pipe.csv", "pipe.tipsy", "pipe"] {
         let made = Command::new("mkfifo").arg(dir.join(name)).status().expect("mkfifo");
         assert!(made.success(), "mkfifo {name}");
@@ -147,7 +132,7 @@ fn a_named_pipe_as_init_is_refused_without_waiting_for_a_writer() {
 /// endless line, and a few MB of random bytes.
 #[test]
 fn junk_is_refused_at_its_first_line_without_reading_the_rest() {
-    let dir = scratch("junk");
+    let dir = scratch("state", "junk");
     sparse(&dir.join("endless.csv"), b"x,y,z,vx,vy,vz,mass and then no line end", 64 << 30);
     let r = run_limited(&dir, NO_HUGE_READS, &demo(&["--init", "endless.csv"]));
     assert_refused("endless.csv", &r, &["endless.csv, line 1: longer than 4096 bytes", "not a CSV state file"]);
@@ -165,7 +150,7 @@ fn junk_is_refused_at_its_first_line_without_reading_the_rest() {
     std::fs::write(dir.join("junk.dat"), &junk).expect("junk");
     let r = run_limited(&dir, NO_HUGE_READS, &demo(&["--init", "junk.dat"]));
     assert_refused("junk.dat", &r, &["junk.dat, line 1"]);
-    let all = text(&r.0);
+    let all = report(&r.0);
     assert!(all.contains("not UTF-8") || all.contains("longer than 4096 bytes"), "{all}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -175,7 +160,7 @@ fn junk_is_refused_at_its_first_line_without_reading_the_rest() {
 /// machine here holds, and a header counting 2 in a 64 GiB file disagrees with the size.
 #[test]
 fn a_tipsy_header_is_checked_against_the_size_before_the_records() {
-    let dir = scratch("tipsy-size");
+    let dir = scratch("state", "tipsy-size");
     let huge = i32::MAX;
     sparse(&dir.join("huge.tipsy"), &tipsy_header(huge), 32 + 36 * huge as u64);
     let r = run_limited(&dir, NO_HUGE_READS, &demo(&["--init", "huge.tipsy"]));
@@ -191,7 +176,7 @@ fn a_tipsy_header_is_checked_against_the_size_before_the_records() {
 /// file larger than 100 rows of the longest lines can be is refused by its size, unread.
 #[test]
 fn a_csv_with_more_rows_than_the_limit_is_refused_at_the_first_row_past_it() {
-    let dir = scratch("rows");
+    let dir = scratch("state", "rows");
     let path = dir.join("rows.csv");
     let mut text = String::from("# 150 bodies\nx,y,z,vx,vy,vz,mass\n");
     for i in 0..150 {
@@ -216,7 +201,7 @@ fn a_csv_with_more_rows_than_the_limit_is_refused_at_the_first_row_past_it() {
 /// rows or records, whatever is left: CSV, tipsy, and through `initial_bodies_with`.
 #[test]
 fn an_interrupt_ends_a_long_read_at_once() {
-    let dir = scratch("interrupt");
+    let dir = scratch("state", "interrupt");
     let bodies = InitialCondition::UniformBall.generate(60_000, 3, 1.0).expect("ball");
     let (csv, tipsy) = (dir.join("long.csv"), dir.join("long.tipsy"));
     write_state(&csv, &bodies).expect("csv");
@@ -250,13 +235,13 @@ fn an_interrupt_ends_a_long_read_at_once() {
 #[test]
 fn a_write_cut_off_midway_leaves_what_was_at_the_path() {
     for name in ["state.csv", "state.tipsy"] {
-        let dir = scratch(&format!("cut-{name}"));
+        let dir = scratch("state", &format!("cut-{name}"));
         let target = dir.join(name);
         std::fs::write(&target, "old\n").expect("old state");
         let args = demo(&["--bodies", "4000", "--save-state", name]);
 
         let (o, _) = run_limited(&dir, "ulimit -f 64", &args);
-        let all = text(&o);
+        let all = report(&o);
         assert_eq!(o.status.signal(), Some(SIGXFSZ), "{name}: the run was not cut off by its file-size limit:\n{all}");
         let kept = std::fs::read(&target).expect("target");
         assert!(kept == b"old\n", "{name}: a partial file of {} bytes at the requested path:\n{all}", kept.len());
@@ -267,7 +252,7 @@ fn a_write_cut_off_midway_leaves_what_was_at_the_path() {
         std::fs::remove_file(&left[0]).expect("remove the temporary");
 
         let (o, _) = run_limited(&dir, "ulimit -f 64; trap '' XFSZ", &args);
-        let all = text(&o);
+        let all = report(&o);
         assert_eq!(o.status.code(), Some(1), "{name}:\n{all}");
         assert!(all.contains("file too large") && all.contains("choose another path or raise the limit"), "{name}: the cause:\n{all}");
         let kept = std::fs::read(&target).expect("target");
@@ -285,9 +270,9 @@ fn a_full_device_is_reported_with_its_cause() {
         eprintln!("skipped: no /dev/full");
         return;
     }
-    let dir = scratch("full");
+    let dir = scratch("state", "full");
     let (o, _) = run_limited(&dir, "true", &demo(&["--save-state", "/dev/full"]));
-    let all = text(&o);
+    let all = report(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("cannot write the state file /dev/full: no space left on device"), "{all}");
     assert!(all.contains("choose another path"), "{all}");
@@ -300,7 +285,7 @@ fn a_full_device_is_reported_with_its_cause() {
 /// first) and no temporary.
 #[test]
 fn a_failed_screenshot_leaves_what_was_at_the_path() {
-    let dir = scratch("png");
+    let dir = scratch("state", "png");
     let path = dir.join("shot.png");
     std::fs::write(&path, "old").expect("old");
     let e = nbody_app::gfx::screenshot::write_png(&path, 4, 4, &[0; 10]).expect_err("10 bytes are not 4 × 4 RGBA");
@@ -318,7 +303,7 @@ fn a_failed_screenshot_leaves_what_was_at_the_path() {
 #[test]
 fn the_trace_files_appear_only_when_complete() {
     use nbody_app::trace::Recorder;
-    let dir = scratch("trace");
+    let dir = scratch("state", "trace");
     let (trace, timeline) = (dir.join("t.jsonl"), dir.join("t.json"));
     std::fs::write(&trace, "old\n").expect("old trace");
     let r = Recorder::to_file(&trace).expect("trace").with_timeline(&timeline);

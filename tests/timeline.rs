@@ -6,10 +6,12 @@
 //! (Mesa): no GPU needed.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nbody-interop");
+#[path = "common/cli.rs"]
+mod cli;
+
+use cli::{scratch, BIN};
 
 /// Spans as (start, end) µs pairs.
 type Spans = Vec<(f64, f64)>;
@@ -63,16 +65,9 @@ fn check_trace_event_format(doc: &serde_json::Value) -> (Spans, Spans) {
     (frames, draws)
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
 #[test]
 fn the_timeline_is_trace_event_format_with_every_frame_and_draw() {
-    let dir = scratch("timeline");
+    let dir = scratch("timeline", "timeline");
     let path = dir.join("t.json");
     let frames = 6;
     let o = Command::new(BIN)
@@ -93,7 +88,7 @@ fn the_timeline_is_trace_event_format_with_every_frame_and_draw() {
 
 #[test]
 fn bench_writes_one_timeline_per_mode_and_n() {
-    let dir = scratch("bench-timeline");
+    let dir = scratch("timeline", "bench-timeline");
     let base = dir.join("t.json");
     let o = Command::new(BIN)
         .args(["bench", "--modes", "cpu,draw", "--bodies", "128,256", "--frames", "4", "--warmup", "1", "--rounds", "2"])

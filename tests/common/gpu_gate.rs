@@ -19,6 +19,25 @@ pub fn gpu_missing_reason() -> Option<String> {
 /// A GPU test body.
 pub type Body = fn() -> Result<(), Failed>;
 
+/// The entries of [`run_with_skips`], an array, each test written once as the path of its
+/// function (its name is the path's last segment): `gpu_tests![a, module::b, module::c => reason]`,
+/// where `reason` is an `Option<String>` saying why the test cannot run here besides the GPU; a
+/// `#[cfg(…)]` before an entry keeps it only under that condition.
+macro_rules! gpu_tests {
+    ($($(#[$attr:meta])* $test:path $(=> $skip:expr)?),* $(,)?) => {
+        [$(
+            $(#[$attr])*
+            ($crate::gpu_gate::name_of(stringify!($test)), $test as $crate::gpu_gate::Body, None::<String> $(.or($skip))?)
+        ),*]
+    };
+}
+pub(crate) use gpu_tests;
+
+/// A test's name: the last segment of the path to its function.
+pub fn name_of(path: &'static str) -> &'static str {
+    path.rsplit("::").next().map_or(path, str::trim)
+}
+
 /// Runs `tests` under libtest-mimic, gated on the GPU.
 #[allow(dead_code)]
 pub fn run(tests: &[(&'static str, Body)]) -> ! {
