@@ -10,7 +10,8 @@
 //! and may import anything. Inside and across folders, no two files may import each other, even
 //! through others (`crate::`, `self::` and `super::` paths resolved to the file of their module;
 //! a file may use its own folder's `mod.rs`). All problems of a crate are reported at once. No
-//! source file is over 600 lines, no test file over 800: a longer one does more than one job.
+//! source file is over 600 lines, no test file over 800, and no function of `app/src`, `interop/src`,
+//! `kernels/src` or `sim/src` over 80 (from `fn` to its closing brace): a longer one does more than one job.
 //!
 //! Run: `cargo test -p nbody-interop --test architecture`. Without cargo:
 //! `rustc --edition 2021 --test tests/architecture.rs -o /tmp/arch_test && (cd app && /tmp/arch_test)`
@@ -612,6 +613,60 @@ fn no_file_does_more_than_one_job() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The most lines a function may have, from the line of its `fn` to its closing brace: past it a
+/// function does more than one job (split it into named steps).
+const MAX_FN_LINES: usize = 80;
+
+/// Functions allowed past [`MAX_FN_LINES`] as (`path:name`, reason): declarative or generated tables only.
+const LONG_FN_ALLOWED: &[(&str, &str)] = &[];
+
+/// Every `fn` of `src` that has a body (methods and nested fns too) as (line, name, lines from `fn` to its `}`).
+fn fn_lengths(src: &str) -> Vec<(usize, String, usize)> {
+    let t = tokens(&strip(src));
+    let step = |j: usize, open: &str, close: &str| i32::from(text(&t, j) == open) - i32::from(text(&t, j) == close);
+    let mut out = Vec::new();
+    for i in (0..t.len()).filter(|&i| text(&t, i) == "fn" && is_ident(text(&t, i + 1))) {
+        let (mut parens, mut brackets, mut braces) = (0, 0, 0); // `-> [u8; 4]` does not end a signature
+        let Some(body) = (i + 2..t.len()).find(|&j| {
+            (parens, brackets) = (parens + step(j, "(", ")"), brackets + step(j, "[", "]"));
+            parens == 0 && brackets == 0 && matches!(text(&t, j), "{" | ";")
+        }) else {
+            continue;
+        };
+        if text(&t, body) == "{" {
+            let close = (body..t.len())
+                .find(|&j| {
+                    braces += step(j, "{", "}");
+                    braces == 0
+                })
+                .unwrap_or(t.len() - 1);
+            out.push((t[i].line, t[i + 1].text.clone(), t[close].line - t[i].line + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_does_more_than_one_job() {
+    let (root, mut problems, mut allowed_used) = (workspace_root(), Vec::new(), BTreeSet::new());
+    for krate in ["app", "interop", "kernels", "sim"] {
+        let label = format!("{krate}/src");
+        let (src, mut files) = (root.join(&label), Vec::new());
+        rust_files(&src, &src, &mut files);
+        for (rel, source) in &files {
+            for (line, name, n) in fn_lengths(source).into_iter().filter(|(_, _, n)| *n > MAX_FN_LINES) {
+                match LONG_FN_ALLOWED.iter().find(|(key, _)| *key == format!("{label}/{rel}:{name}")) {
+                    Some((key, _)) => _ = allowed_used.insert(*key),
+                    None => problems.push(format!("{label}/{rel}:{line} {name} ({n} lines)")),
+                }
+            }
+        }
+    }
+    let stale = LONG_FN_ALLOWED.iter().filter(|(key, _)| !allowed_used.contains(key));
+    problems.extend(stale.map(|(key, _)| format!("{key}: on LONG_FN_ALLOWED but not over {MAX_FN_LINES} lines: remove it")));
+    assert!(problems.is_empty(), "{} function(s) over {MAX_FN_LINES} lines: split each into named steps\n{}", problems.len(), problems.join("\n"));
+}
+
 #[test]
 fn app_layers() {
     assert_layering("app");
@@ -700,6 +755,12 @@ mod checker {
             ("ui/b.rs".into(), "use crate::ui::A;".into()),
         ];
         assert_eq!(file_cycles("x/src", &through_reexport).len(), 1, "{:?}", file_cycles("x/src", &through_reexport));
+    }
+
+    #[test]
+    fn function_lengths_run_from_fn_to_its_brace() {
+        let src = "trait T { fn decl(&self) -> [u8; 4]; }\nfn outer() {\n    let (s, c) = (\"}\", '}'); // }\n    fn inner<T>(x: T) -> [T; 1] where T: Copy { [x] }\n    let f: fn(u8) = drop;\n}\nmacro_rules! m { ($n:ident) => { fn $n() {} }; }";
+        assert_eq!(fn_lengths(src), [(2, "outer".to_string(), 5), (4, "inner".to_string(), 1)]);
     }
 
     #[test]

@@ -243,23 +243,7 @@ pub fn read_state_with(path: &Path, limits: &ReadLimits) -> Result<Bodies, State
             let (max, basis) = (limits.max_bodies, limits.basis.clone());
             return Err(SourceError::TooManyBodies { path: path.to_owned(), found, max, basis }.into());
         }
-        let mut values = [0.0f32; 7];
-        for ((value, &k), name) in values.iter_mut().zip(&index).zip(COLUMNS) {
-            let text: &str = &record[k];
-            let at = |path: &Path| (path.to_owned(), line, k + 1, name.to_owned(), text.to_owned());
-            let v: f32 = text.parse().map_err(|_| {
-                let (path, line, column, name, value) = at(path);
-                StateFileError::NotANumber { path, line, column, name, value }
-            })?;
-            if !v.is_finite() {
-                let (path, line, column, name, value) = at(path);
-                return Err(StateFileError::NonFinite { path, line, column, name, value });
-            }
-            if name == "mass" && v < 0.0 {
-                return Err(StateFileError::NegativeMass { path: path.to_owned(), line, column: k + 1, value: text.to_owned() });
-            }
-            *value = v;
-        }
+        let values = row_values(path, line, &record, &index)?;
         let [x, y, z, vx, vy, vz, m] = values;
         bodies.pos.push([x, y, z, m]);
         bodies.vel.push([vx, vy, vz, 0.0]);
@@ -268,6 +252,29 @@ pub fn read_state_with(path: &Path, limits: &ReadLimits) -> Result<Bodies, State
         return Err(StateFileError::NoBodies { path: path.to_owned(), line: header_line });
     }
     Ok(bodies)
+}
+
+/// The seven values of the row `record` on `line`, in [`COLUMNS`] order (`index`: each column's
+/// field): numbers, finite in f32, the mass not negative.
+fn row_values(path: &Path, line: u64, record: &[Cow<'_, str>], index: &[usize; 7]) -> Result<[f32; 7], StateFileError> {
+    let mut values = [0.0f32; 7];
+    for ((value, &k), name) in values.iter_mut().zip(index).zip(COLUMNS) {
+        let text: &str = &record[k];
+        let at = |path: &Path| (path.to_owned(), line, k + 1, name.to_owned(), text.to_owned());
+        let v: f32 = text.parse().map_err(|_| {
+            let (path, line, column, name, value) = at(path);
+            StateFileError::NotANumber { path, line, column, name, value }
+        })?;
+        if !v.is_finite() {
+            let (path, line, column, name, value) = at(path);
+            return Err(StateFileError::NonFinite { path, line, column, name, value });
+        }
+        if name == "mass" && v < 0.0 {
+            return Err(StateFileError::NegativeMass { path: path.to_owned(), line, column: k + 1, value: text.to_owned() });
+        }
+        *value = v;
+    }
+    Ok(values)
 }
 
 /// Write `bodies` as CSV with header `x,y,z,vx,vy,vz,mass`, one row per body, each f32 in its

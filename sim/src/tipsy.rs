@@ -326,20 +326,7 @@ fn read_from(path: &Path, input: &mut impl Read, len: u64, limits: &ReadLimits) 
     let got = read_up_to(input, &mut head).map_err(read_error)?;
     let bytes = &head[..got];
     let Some(header) = sniff(bytes) else {
-        let detail = if bytes.len() < HEADER_FIELDS {
-            format!("{len} bytes, shorter than the {HEADER_FIELDS}-byte header")
-        } else {
-            let le = |k: usize| read_i32(&bytes[8 + 4 * k..], ByteOrder::Little);
-            format!(
-                "read little-endian it says nbodies {}, ndim {}, nsph {}, ndark {}, nstar {}, and big-endian no better",
-                le(0),
-                le(1),
-                le(2),
-                le(3),
-                le(4)
-            )
-        };
-        return Err(TipsyError::Header { path: path.to_owned(), detail });
+        return Err(header_error(path, bytes, len));
     };
     let n = header.nbodies();
     if n == 0 {
@@ -354,31 +341,9 @@ fn read_from(path: &Path, input: &mut impl Read, len: u64, limits: &ReadLimits) 
         let (len, expected) = (size(len), size(expected));
         return Err(TipsyError::Trailing { path: path.to_owned(), extra: len - expected, nbodies: n, len, expected });
     }
-    let [nsph, ndark, nstar] = header.counts;
     if len < start as u64 + body_bytes {
-        // The first record that ends past the end of the file.
-        let (mut offset, mut particle) = (start as u64, 0usize);
-        for ((&count, &record), kind) in header.counts.iter().zip(&RECORD_BYTES).zip(KINDS) {
-            let record = record as u64;
-            if offset + count as u64 * record > len {
-                let index = len.saturating_sub(offset) / record;
-                let at = offset + index * record;
-                return Err(TipsyError::Truncated {
-                    path: path.to_owned(),
-                    len: size(len),
-                    particle: particle + size(index),
-                    kind,
-                    index: size(index),
-                    offset: size(at),
-                    end: size(at + record),
-                    nsph,
-                    ndark,
-                    nstar,
-                    expected: size(expected),
-                });
-            }
-            offset += count as u64 * record;
-            particle += count;
+        if let Some(e) = truncated(path, &header, len, start as u64, expected) {
+            return Err(e);
         }
     }
     if n > limits.max_bodies {
@@ -419,6 +384,58 @@ fn read_from(path: &Path, input: &mut impl Read, len: u64, limits: &ReadLimits) 
         }
     }
     Ok((header, bodies))
+}
+
+/// The error of a file whose first bytes `bytes` (of `len`) are no tipsy header, with what they
+/// say read little-endian.
+fn header_error(path: &Path, bytes: &[u8], len: u64) -> TipsyError {
+    let detail = if bytes.len() < HEADER_FIELDS {
+        format!("{len} bytes, shorter than the {HEADER_FIELDS}-byte header")
+    } else {
+        let le = |k: usize| read_i32(&bytes[8 + 4 * k..], ByteOrder::Little);
+        format!(
+            "read little-endian it says nbodies {}, ndim {}, nsph {}, ndark {}, nstar {}, and big-endian no better",
+            le(0),
+            le(1),
+            le(2),
+            le(3),
+            le(4)
+        )
+    };
+    TipsyError::Header { path: path.to_owned(), detail }
+}
+
+/// The error of a file of `len` bytes, shorter than `header` promises (`expected` bytes with the
+/// padded header; the records start at `start`): the first record that ends past the end of it
+/// (`None` if none does).
+fn truncated(path: &Path, header: &Header, len: u64, start: u64, expected: u64) -> Option<TipsyError> {
+    let size = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
+    let [nsph, ndark, nstar] = header.counts;
+    // The first record that ends past the end of the file.
+    let (mut offset, mut particle) = (start, 0usize);
+    for ((&count, &record), kind) in header.counts.iter().zip(&RECORD_BYTES).zip(KINDS) {
+        let record = record as u64;
+        if offset + count as u64 * record > len {
+            let index = len.saturating_sub(offset) / record;
+            let at = offset + index * record;
+            return Some(TipsyError::Truncated {
+                path: path.to_owned(),
+                len: size(len),
+                particle: particle + size(index),
+                kind,
+                index: size(index),
+                offset: size(at),
+                end: size(at + record),
+                nsph,
+                ndark,
+                nstar,
+                expected: size(expected),
+            });
+        }
+        offset += count as u64 * record;
+        particle += count;
+    }
+    None
 }
 
 /// Encodes `bodies` as a little-endian tipsy snapshot: the padded header (`time`, N, ndim 3, no

@@ -69,7 +69,7 @@ use self::measure::Results;
 use self::outputs::{check_timeline_path, Timelines};
 pub(crate) use self::outputs::{prepare_out, timeline_path, with_write_error};
 pub(crate) use self::plan::{check_rounds, flag_name, frames_in_round};
-use self::plan::{runs_cuda, validate};
+use self::plan::{runs_cuda, validate, Plan};
 use self::report::{mode_name, RunMeta, Skipped};
 use crate::cli::{BenchArgs, BenchMode};
 use crate::provenance::{hostname, GpuFacts, Provenance};
@@ -96,63 +96,14 @@ pub struct Interrupted {
 /// finished row is in the output files in each case.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = validate(args)?;
-    // Every output path is checked before anything is written or removed; a timeline inside the
-    // --out directory once that directory exists (this run makes it).
-    let first_timeline = match (&args.timeline, plan.modes.first(), plan.bodies.first()) {
-        (Some(base), Some(&m), Some(&n)) => Some(timeline_path(base, m, n)),
-        _ => None,
-    };
-    let in_out = |p: &Path| p.parent().is_some_and(|d| d == args.out.as_path());
-    if let Some(p) = first_timeline.as_deref().filter(|p| !in_out(p)) {
-        check_timeline_path(p)?;
-    }
-    let out_existed = args.out.exists();
-    prepare_out(&args.out, &report::paths(&args.out))?;
-    if let Some(p) = first_timeline.as_deref().filter(|p| in_out(p)) {
-        check_timeline_path(p)?;
-    }
+    let out_existed = check_outputs(args, &plan)?;
     crate::stop::install();
 
-    let env = Env::open(args, &plan.modes);
-    let mut res = Results {
-        measured: Vec::new(),
-        skipped: Vec::new(),
-        run: RunMeta {
-            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
-            date: chrono::Utc::now().to_rfc3339(),
-            host: hostname(),
-        },
-        out: args.out.clone(),
-        tables_written: false,
-        provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
-            env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::driver::entry::cuda_version_string(ctx.api().driver_version())))
-        })),
-    };
-
-    // Report each unavailable mode once, grouping modes that share a reason.
-    let unavailable: Vec<(BenchMode, String)> = plan.modes.iter().filter_map(|m| env.unavailable.get(m).map(|why| (*m, why.clone()))).collect();
-    for (m, why) in &unavailable {
-        res.skipped.push(Skipped { mode: mode_name(*m), n: None, reason: why.clone() });
-    }
-    let groups = group_by_reason(&unavailable);
-    for (why, ms) in &groups {
-        eprintln!("{}: skipped: {why}", ms.join(", "));
-    }
-    let active: Vec<BenchMode> = plan.modes.iter().copied().filter(|m| !env.unavailable.contains_key(m)).collect();
-    if plan.setups.iter().any(|s| !s.is_single()) && plan.modes.iter().any(|m| runs_cuda(*m)) && !active.iter().any(|m| runs_cuda(*m)) {
-        eprintln!("notice: no CUDA mode can run here (see above), so none of the GPU setups asked for (--gpus, --slices-per-gpu, --render-gpu-computes) is measured");
-    }
-    // Modes asked for by name (`--modes`) that cannot run here, with why: the run ends with exit 1.
-    let requested_missing: Vec<(BenchMode, String)> = if plan.explicit { unavailable.clone() } else { Vec::new() };
+    let mut env = Env::open(args, &plan.modes);
+    let mut res = new_results(args, &env);
+    let (active, requested_missing) = available_modes(&plan, &env, &mut res)?;
     let missing: Vec<String> = requested_missing.iter().map(|(m, _)| mode_name(*m)).collect();
-    if active.is_empty() && !plan.explicit {
-        bail!(
-            "no bench mode can run on this machine:\n  {}",
-            groups.iter().map(|g| format!("{}: {}", g.1.join(", "), g.0)).collect::<Vec<_>>().join("\n  ")
-        );
-    }
 
-    let mut env = env;
     let mut timelines = Timelines::default();
     let outcome = if active.is_empty() { Ok(()) } else { measure::measure(args, &plan, &active, &mut env, &mut res, &mut timelines) };
     drop(env);
@@ -168,13 +119,93 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     };
 
     // Report and write what exists, whatever the outcome.
-    let interrupted = matches!(&outcome, Err(e) if e.is::<Interrupted>());
-    let status = match &outcome {
+    let (status, complete) = run_status(&outcome, &missing, &too_slow);
+    let (rows, write_err) = write_outputs(args, &mut res, &status, complete, out_existed);
+    let write_err = write_err.or(timeline_err);
+    with_write_error(outcome, write_err)?;
+    run_errors(args, &requested_missing, &rows, &too_slow)
+}
+
+/// Checks every output path before anything is written or removed, and prepares --out; a
+/// timeline inside the --out directory once that directory exists (this run makes it). Returns
+/// whether --out existed before.
+fn check_outputs(args: &BenchArgs, plan: &Plan) -> anyhow::Result<bool> {
+    let first_timeline = match (&args.timeline, plan.modes.first(), plan.bodies.first()) {
+        (Some(base), Some(&m), Some(&n)) => Some(timeline_path(base, m, n)),
+        _ => None,
+    };
+    let in_out = |p: &Path| p.parent().is_some_and(|d| d == args.out.as_path());
+    if let Some(p) = first_timeline.as_deref().filter(|p| !in_out(p)) {
+        check_timeline_path(p)?;
+    }
+    let out_existed = args.out.exists();
+    prepare_out(&args.out, &report::paths(&args.out))?;
+    if let Some(p) = first_timeline.as_deref().filter(|p| in_out(p)) {
+        check_timeline_path(p)?;
+    }
+    Ok(out_existed)
+}
+
+/// The run's results before any row: its facts and provenance (the GPU of `env`, if any).
+fn new_results(args: &BenchArgs, env: &Env) -> Results {
+    Results {
+        measured: Vec::new(),
+        skipped: Vec::new(),
+        run: RunMeta {
+            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
+            date: chrono::Utc::now().to_rfc3339(),
+            host: hostname(),
+        },
+        out: args.out.clone(),
+        tables_written: false,
+        provenance: Provenance::now(env.compute.as_ref().map(|c| GpuFacts::of(&c.info, c.driver_version())).or_else(|| {
+            env.shared.as_ref().map(|(ctx, info)| GpuFacts::of(info, interop::driver::entry::cuda_version_string(ctx.api().driver_version())))
+        })),
+    }
+}
+
+/// Modes, each with why it cannot run here.
+type ModeReasons = Vec<(BenchMode, String)>;
+
+/// The modes of `plan` that can run here, and those asked for by name (`--modes`) that cannot,
+/// with why (the run ends with exit 1); every unavailable mode goes into `res` as skipped and is
+/// said once, modes that share a reason together.
+///
+/// # Errors
+/// No mode can run here and none was asked for by name.
+fn available_modes(plan: &Plan, env: &Env, res: &mut Results) -> anyhow::Result<(Vec<BenchMode>, ModeReasons)> {
+    let unavailable: Vec<(BenchMode, String)> = plan.modes.iter().filter_map(|m| env.unavailable.get(m).map(|why| (*m, why.clone()))).collect();
+    for (m, why) in &unavailable {
+        res.skipped.push(Skipped { mode: mode_name(*m), n: None, reason: why.clone() });
+    }
+    let groups = group_by_reason(&unavailable);
+    for (why, ms) in &groups {
+        eprintln!("{}: skipped: {why}", ms.join(", "));
+    }
+    let active: Vec<BenchMode> = plan.modes.iter().copied().filter(|m| !env.unavailable.contains_key(m)).collect();
+    if plan.setups.iter().any(|s| !s.is_single()) && plan.modes.iter().any(|m| runs_cuda(*m)) && !active.iter().any(|m| runs_cuda(*m)) {
+        eprintln!("notice: no CUDA mode can run here (see above), so none of the GPU setups asked for (--gpus, --slices-per-gpu, --render-gpu-computes) is measured");
+    }
+    let requested_missing: Vec<(BenchMode, String)> = if plan.explicit { unavailable.clone() } else { Vec::new() };
+    if active.is_empty() && !plan.explicit {
+        bail!(
+            "no bench mode can run on this machine:\n  {}",
+            groups.iter().map(|g| format!("{}: {}", g.1.join(", "), g.0)).collect::<Vec<_>>().join("\n  ")
+        );
+    }
+    Ok((active, requested_missing))
+}
+
+/// The run's status for the files (`complete`, `interrupted`, `error: …`, with what is missing)
+/// and whether it is complete: without modes that were asked for by name, even a run that went
+/// to its end is incomplete.
+fn run_status(outcome: &anyhow::Result<()>, missing: &[String], too_slow: &[String]) -> (String, bool) {
+    let interrupted = matches!(outcome, Err(e) if e.is::<Interrupted>());
+    let status = match outcome {
         Ok(()) => "complete".to_string(),
         Err(_) if interrupted => "interrupted".to_string(),
         Err(e) => format!("error: {e:#}"),
     };
-    // Without modes that were asked for by name, even a run that went to its end is incomplete.
     let mut gaps = Vec::new();
     if !missing.is_empty() {
         gaps.push(format!("requested mode(s) could not run here: {} (see skipped)", missing.join(", ")));
@@ -187,13 +218,18 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         ("complete", false) => format!("incomplete: {}", gaps.join("; ")),
         (_, false) => format!("{status}; {}", gaps.join("; ")),
     };
-    let complete = outcome.is_ok() && gaps.is_empty();
+    (status, outcome.is_ok() && gaps.is_empty())
+}
+
+/// Prints the rows' table and writes the tables and the plot; with no rows, says so and removes
+/// an --out this run made. Returns the rows and the first write error.
+fn write_outputs(args: &BenchArgs, res: &mut Results, status: &str, complete: bool, out_existed: bool) -> (Vec<report::Row>, Option<anyhow::Error>) {
     let rows = res.rows();
     let [json, csv, png, _] = report::paths(&args.out);
     let mut write_err = None;
     if !rows.is_empty() {
         println!("{}", report::table(&rows));
-        if let Err(e) = res.write_tables(&status, complete) {
+        if let Err(e) = res.write_tables(status, complete) {
             write_err = Some(e);
         }
         match report::plot(&png, &rows) {
@@ -218,11 +254,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir(&args.out);
         }
     }
+    (rows, write_err)
+}
 
-    let write_err = write_err.or(timeline_err);
-    with_write_error(outcome, write_err)?;
+/// The error a run whose outputs are written ends with: modes asked for by name that could not
+/// run, no row at all, rows skipped over --cpu-budget-ms, rows that diverged.
+fn run_errors(args: &BenchArgs, requested_missing: &[(BenchMode, String)], rows: &[report::Row], too_slow: &[String]) -> anyhow::Result<()> {
     if !requested_missing.is_empty() {
-        bail!("{}", missing_modes_error(&requested_missing));
+        bail!("{}", missing_modes_error(requested_missing));
     }
     if rows.is_empty() {
         bail!(

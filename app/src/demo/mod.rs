@@ -75,68 +75,10 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Refuses arguments the demo cannot run with, each with the cause and the remedy.
 fn validate(args: &DemoArgs) -> anyhow::Result<()> {
-    if args.width == 0 || args.height == 0 {
-        bail!("--width and --height must be at least 1 (got {}×{})", args.width, args.height);
-    }
-    if args.frames == Some(0) {
-        bail!("--frames must be at least 1");
-    }
-    if !(args.sim.dt.is_finite() && args.sim.dt > 0.0) {
-        bail!("--dt must be a finite number > 0 (got {})", args.sim.dt);
-    }
-    if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
-        bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
-    }
-    if !(args.sim.gravitational_constant.is_finite() && args.sim.gravitational_constant > 0.0) {
-        bail!("--gravitational-constant must be a finite number > 0 (got {})", args.sim.gravitational_constant);
-    }
-    if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
-        bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
-    }
-    if args.steps_per_frame() == crate::cli::StepsPerFrame::Fixed(0) {
-        bail!("--steps-per-frame must be at least 1 (or auto)");
-    }
-    if let Some(z) = args.ui_scale {
-        if !(z.is_finite() && (0.25..=8.0).contains(&z)) {
-            bail!("--ui-scale must be a number from 0.25 to 8 (got {z})");
-        }
-    }
-    if let Some(f) = args.target_fps {
-        if !(f.is_finite() && f > 0.0) {
-            bail!("--target-fps must be a finite number of frames per second > 0 (got {f})");
-        }
-    }
-    if args.headless && args.no_overlay && args.workflow {
-        bail!(
-            "--workflow opens the overlay's Workflow panel, and --no-overlay turns the overlay off, so a headless run \
-             would show nothing of it: leave one of them out (--trace or --timeline record the same calls to a file)"
-        );
-    }
-    if args.step_mode && args.backend == crate::cli::BackendChoice::Cpu {
-        // Asked for together, as --precision f64 with the CPU: an error, not a warning (with
-        // `auto` the backend is only known once made: the overlay then says why it cannot).
-        bail!(
-            "--step-mode walks the CUDA workflow (map → pointers → launch → unmap → draw), which the CPU backend \
-             (--backend cpu) does not have: use --backend cuda (or auto) with --interop map on a machine with an NVIDIA \
-             GPU, or leave --step-mode out"
-        );
-    }
-    if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 && args.backend != crate::cli::BackendChoice::Cpu
-    {
-        bail!(
-            "--solver tree is float32 on the GPU, and --precision f64 runs the direct sum there: use --precision f32 \
-             with --solver tree, --solver direct with --precision f64, or --backend cpu (whose tree walks in float64)"
-        );
-    }
-    let split = args.gpu.gpus.iter().any(|g| *g != crate::cli::GpuCount::Count(1)) || args.gpu.slices_per_gpu.iter().any(|&k| k > 1);
-    // The CPU backend ignores the split flags (ignored_notice names them), as with the direct sum.
-    if args.solver == crate::cli::SolverChoice::Tree && split && args.backend != crate::cli::BackendChoice::Cpu {
-        bail!(
-            "--solver tree runs on one GPU, and --gpus / --slices-per-gpu split the direct sum over slices: use \
-             --solver direct (or auto) with the split, or leave the split out for the tree"
-        );
-    }
+    check_numbers(args)?;
+    check_combinations(args)?;
     if !args.headless {
         // Checked before the window opens: a misspelt route would otherwise show only as one of
         // the routes' errors, or not at all where the copy route then works.
@@ -169,6 +111,89 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
     if args.timeline.is_some() && !interop::driver::entry::TRACING_COMPILED {
         bail!("--timeline needs driver-call tracing, which this build leaves out: build with the default `trace` feature");
     }
+    check_output_paths(args)?;
+    if let Some(n) = ignored_notice(args) {
+        eprintln!("notice: {n}");
+    }
+    Ok(())
+}
+
+/// Refuses numbers out of their range: the window size, --frames, the physics, the sprite size,
+/// --steps-per-frame, --ui-scale and --target-fps.
+fn check_numbers(args: &DemoArgs) -> anyhow::Result<()> {
+    if args.width == 0 || args.height == 0 {
+        bail!("--width and --height must be at least 1 (got {}×{})", args.width, args.height);
+    }
+    if args.frames == Some(0) {
+        bail!("--frames must be at least 1");
+    }
+    if !(args.sim.dt.is_finite() && args.sim.dt > 0.0) {
+        bail!("--dt must be a finite number > 0 (got {})", args.sim.dt);
+    }
+    if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
+        bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
+    }
+    if !(args.sim.gravitational_constant.is_finite() && args.sim.gravitational_constant > 0.0) {
+        bail!("--gravitational-constant must be a finite number > 0 (got {})", args.sim.gravitational_constant);
+    }
+    if !(args.max_sprite_px.is_finite() && args.max_sprite_px >= 1.0) {
+        bail!("--max-sprite-px must be a number ≥ 1 (got {})", args.max_sprite_px);
+    }
+    if args.steps_per_frame() == crate::cli::StepsPerFrame::Fixed(0) {
+        bail!("--steps-per-frame must be at least 1 (or auto)");
+    }
+    if let Some(z) = args.ui_scale {
+        if !(z.is_finite() && (0.25..=8.0).contains(&z)) {
+            bail!("--ui-scale must be a number from 0.25 to 8 (got {z})");
+        }
+    }
+    if let Some(f) = args.target_fps {
+        if !(f.is_finite() && f > 0.0) {
+            bail!("--target-fps must be a finite number of frames per second > 0 (got {f})");
+        }
+    }
+    Ok(())
+}
+
+/// Refuses options that contradict each other (the overlay, step mode, the tree solver, fp64 and
+/// the split).
+fn check_combinations(args: &DemoArgs) -> anyhow::Result<()> {
+    if args.headless && args.no_overlay && args.workflow {
+        bail!(
+            "--workflow opens the overlay's Workflow panel, and --no-overlay turns the overlay off, so a headless run \
+             would show nothing of it: leave one of them out (--trace or --timeline record the same calls to a file)"
+        );
+    }
+    if args.step_mode && args.backend == crate::cli::BackendChoice::Cpu {
+        // Asked for together, as --precision f64 with the CPU: an error, not a warning (with
+        // `auto` the backend is only known once made: the overlay then says why it cannot).
+        bail!(
+            "--step-mode walks the CUDA workflow (map → pointers → launch → unmap → draw), which the CPU backend \
+             (--backend cpu) does not have: use --backend cuda (or auto) with --interop map on a machine with an NVIDIA \
+             GPU, or leave --step-mode out"
+        );
+    }
+    if args.solver == crate::cli::SolverChoice::Tree && args.precision == crate::cli::Precision::F64 && args.backend != crate::cli::BackendChoice::Cpu
+    {
+        bail!(
+            "--solver tree is float32 on the GPU, and --precision f64 runs the direct sum there: use --precision f32 \
+             with --solver tree, --solver direct with --precision f64, or --backend cpu (whose tree walks in float64)"
+        );
+    }
+    let split = args.gpu.gpus.iter().any(|g| *g != crate::cli::GpuCount::Count(1)) || args.gpu.slices_per_gpu.iter().any(|&k| k > 1);
+    // The CPU backend ignores the split flags (ignored_notice names them), as with the direct sum.
+    if args.solver == crate::cli::SolverChoice::Tree && split && args.backend != crate::cli::BackendChoice::Cpu {
+        bail!(
+            "--solver tree runs on one GPU, and --gpus / --slices-per-gpu split the direct sum over slices: use \
+             --solver direct (or auto) with the split, or leave the split out for the tree"
+        );
+    }
+    Ok(())
+}
+
+/// Refuses output paths that are the same file, a directory, in a missing directory, or not
+/// writable.
+fn check_output_paths(args: &DemoArgs) -> anyhow::Result<()> {
     let outputs = [
         ("--screenshot", &args.screenshot),
         ("--save-state", &args.save_state),
@@ -193,9 +218,6 @@ fn validate(args: &DemoArgs) -> anyhow::Result<()> {
             }
             check_writable(flag, p)?;
         }
-    }
-    if let Some(n) = ignored_notice(args) {
-        eprintln!("notice: {n}");
     }
     Ok(())
 }

@@ -367,10 +367,6 @@ impl Renderer {
             None => target.bind(*gl),
         }
         let front = p.front.min(1);
-        let back = 1 - front;
-        let view_proj = p.view_proj([w, h]);
-        let speed_scale = if p.time_span > 0.0 { 1.0 / (p.time_span * 2.0 * self.speed_ref) } else { 0.0 };
-        let intensity = (4000.0 / vbos.n.max(1) as f32).clamp(0.15, 1.0);
         self.timer.begin(gl);
         gl.viewport(0, 0, w as i32, h as i32);
         gl.disable(glow::SCISSOR_TEST);
@@ -381,54 +377,7 @@ impl Renderer {
         }
         gl.clear(glow::COLOR_BUFFER_BIT | glow::DEPTH_BUFFER_BIT);
         if vbos.n > 0 {
-            gl.disable(glow::DEPTH_TEST);
-            gl.disable(glow::CULL_FACE);
-            gl.enable(glow::BLEND);
-            gl.blend_equation(glow::FUNC_ADD);
-            gl.blend_func(glow::ONE, glow::ONE);
-            if !self.is_gles {
-                gl.enable(glow::PROGRAM_POINT_SIZE);
-            }
-            gl.use_program(Some(self.program));
-            gl.uniform_matrix_4_f32_slice(self.u_view_proj.as_ref(), false, &view_proj.to_cols_array());
-            gl.uniform_1_f32(self.u_px_per_unit.as_ref(), p.camera.px_per_unit(h as f32));
-            gl.uniform_1_f32(self.u_world_size.as_ref(), self.world_size);
-            let max_px = self.max_point_px.min(self.sprite_cap * p.pixels_per_point);
-            gl.uniform_1_f32(self.u_min_px.as_ref(), (1.5 * p.pixels_per_point).min(max_px));
-            gl.uniform_1_f32(self.u_max_px.as_ref(), max_px);
-            gl.uniform_1_f32(self.u_speed_scale.as_ref(), speed_scale);
-            gl.bind_vertex_array(Some(self.vao));
-            let n = vbos.n;
-            let draw = |newer: glow::NativeBuffer, older: glow::NativeBuffer, intensity: f32| {
-                gl.uniform_1_f32(self.u_intensity.as_ref(), intensity);
-                gl.bind_buffer(glow::ARRAY_BUFFER, Some(newer));
-                gl.enable_vertex_attrib_array(0);
-                gl.vertex_attrib_pointer_f32(0, 4, glow::FLOAT, false, 16, 0);
-                gl.bind_buffer(glow::ARRAY_BUFFER, Some(older));
-                gl.enable_vertex_attrib_array(1);
-                gl.vertex_attrib_pointer_f32(1, 4, glow::FLOAT, false, 16, 0);
-                gl.bind_buffer(glow::ARRAY_BUFFER, None);
-                // SAFETY: the VAO enables exactly attributes 0 and 1, each a float4 (16-byte
-                // stride, offset 0) in a buffer of at least 16·n bytes (`create_vbos`, the trail's
-                // `create_empty_vbos` of the same n, or the external backend's
-                // `glBufferStorageMemEXT` of 16·n bytes: PositionVbos' invariant), and we draw
-                // vertices 0..n.
-                unsafe { gl.draw_arrays(glow::POINTS, 0, n as i32) };
-            };
-            // The trail, oldest first, each point fainter with age; its colour is the speed
-            // between it and the point before it.
-            let trail = self.trail.as_ref().filter(|t| self.trails && t.pairs.first().is_some_and(|p| p.n == n));
-            if let Some(t) = trail {
-                for age in (1..=t.filled).rev() {
-                    let older = if age < t.filled { t.aged(age + 1) } else { t.aged(age) };
-                    let fade = 1.0 - age as f32 / (TRAIL_FRAMES + 1) as f32;
-                    draw(t.aged(age), older, intensity * TRAIL_GAIN * fade);
-                }
-            }
-            draw(vbos.buffers[front], vbos.buffers[back], intensity);
-            gl.bind_vertex_array(None);
-            gl.use_program(None);
-            gl.disable(glow::BLEND);
+            self.draw_bodies(gl, vbos, p, [w, h], front);
         }
         if light.is_some() {
             target.bind(*gl);
@@ -441,6 +390,64 @@ impl Renderer {
         self.draw_host_ms = Some(t_host.elapsed().as_secs_f64() * 1e3);
         self.timer.poll(gl, wait_timer);
         self.update_trail(gl, vbos.buffers[front], vbos.n, p.advanced);
+    }
+
+    /// Draws the `vbos.n` (> 0) bodies of `vbos.buffers[front]` (their trail first, when on) into
+    /// the bound framebuffer of `size` pixels, additively blended, coloured by the speed against
+    /// the other buffer.
+    fn draw_bodies(&self, gl: &Gl<'_>, vbos: PositionVbos, p: &DrawParams<'_>, [w, h]: [u32; 2], front: usize) {
+        let back = 1 - front;
+        let view_proj = p.view_proj([w, h]);
+        let speed_scale = if p.time_span > 0.0 { 1.0 / (p.time_span * 2.0 * self.speed_ref) } else { 0.0 };
+        let intensity = (4000.0 / vbos.n.max(1) as f32).clamp(0.15, 1.0);
+        gl.disable(glow::DEPTH_TEST);
+        gl.disable(glow::CULL_FACE);
+        gl.enable(glow::BLEND);
+        gl.blend_equation(glow::FUNC_ADD);
+        gl.blend_func(glow::ONE, glow::ONE);
+        if !self.is_gles {
+            gl.enable(glow::PROGRAM_POINT_SIZE);
+        }
+        gl.use_program(Some(self.program));
+        gl.uniform_matrix_4_f32_slice(self.u_view_proj.as_ref(), false, &view_proj.to_cols_array());
+        gl.uniform_1_f32(self.u_px_per_unit.as_ref(), p.camera.px_per_unit(h as f32));
+        gl.uniform_1_f32(self.u_world_size.as_ref(), self.world_size);
+        let max_px = self.max_point_px.min(self.sprite_cap * p.pixels_per_point);
+        gl.uniform_1_f32(self.u_min_px.as_ref(), (1.5 * p.pixels_per_point).min(max_px));
+        gl.uniform_1_f32(self.u_max_px.as_ref(), max_px);
+        gl.uniform_1_f32(self.u_speed_scale.as_ref(), speed_scale);
+        gl.bind_vertex_array(Some(self.vao));
+        let n = vbos.n;
+        let draw = |newer: glow::NativeBuffer, older: glow::NativeBuffer, intensity: f32| {
+            gl.uniform_1_f32(self.u_intensity.as_ref(), intensity);
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(newer));
+            gl.enable_vertex_attrib_array(0);
+            gl.vertex_attrib_pointer_f32(0, 4, glow::FLOAT, false, 16, 0);
+            gl.bind_buffer(glow::ARRAY_BUFFER, Some(older));
+            gl.enable_vertex_attrib_array(1);
+            gl.vertex_attrib_pointer_f32(1, 4, glow::FLOAT, false, 16, 0);
+            gl.bind_buffer(glow::ARRAY_BUFFER, None);
+            // SAFETY: the VAO enables exactly attributes 0 and 1, each a float4 (16-byte
+            // stride, offset 0) in a buffer of at least 16·n bytes (`create_vbos`, the trail's
+            // `create_empty_vbos` of the same n, or the external backend's
+            // `glBufferStorageMemEXT` of 16·n bytes: PositionVbos' invariant), and we draw
+            // vertices 0..n.
+            unsafe { gl.draw_arrays(glow::POINTS, 0, n as i32) };
+        };
+        // The trail, oldest first, each point fainter with age; its colour is the speed
+        // between it and the point before it.
+        let trail = self.trail.as_ref().filter(|t| self.trails && t.pairs.first().is_some_and(|p| p.n == n));
+        if let Some(t) = trail {
+            for age in (1..=t.filled).rev() {
+                let older = if age < t.filled { t.aged(age + 1) } else { t.aged(age) };
+                let fade = 1.0 - age as f32 / (TRAIL_FRAMES + 1) as f32;
+                draw(t.aged(age), older, intensity * TRAIL_GAIN * fade);
+            }
+        }
+        draw(vbos.buffers[front], vbos.buffers[back], intensity);
+        gl.bind_vertex_array(None);
+        gl.use_program(None);
+        gl.disable(glow::BLEND);
     }
 
     /// After a draw: with trails on and bodies that moved, copy the drawn positions into the

@@ -13,6 +13,7 @@
 //! The table goes to stdout; `--csv` rewrites the file after every row, so Ctrl-C keeps the rows
 //! finished.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Instant;
 
@@ -67,29 +68,7 @@ pub struct AccuracyRow {
 /// state file, too: figure-eight before anything runs, a file when it is read); a scene that
 /// cannot be made; the CSV file cannot be written; an interrupt (after the rows finished).
 pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
-    if args.init.is_empty() || args.bodies.is_empty() || args.theta.is_empty() {
-        bail!("accuracy needs at least one scene (--init), one N (--bodies) and one θ (--theta)");
-    }
-    if args.bodies.contains(&0) {
-        bail!("--bodies must be at least 1");
-    }
-    if !(args.softening.is_finite() && args.softening >= 0.0) {
-        bail!("--softening must be a finite number ≥ 0 (got {})", args.softening);
-    }
-    // Every scene is checked before the first (long) measurement: its name, or its file.
-    for scene in &args.init {
-        match InitialCondition::parse(scene).with_context(|| format!("--init {scene}"))? {
-            InitialCondition::Csv(p) | InitialCondition::Tipsy(p) if !p.is_file() => {
-                bail!("--init {scene}: no such file; give an existing state file or a preset ({})", NAMES.join(", "))
-            }
-            InitialCondition::FigureEight => bail!("--init {scene}: {}", too_few(3)),
-            _ => {}
-        }
-    }
-    if let Some(p) = &args.csv {
-        // Checked before the GPU opens; the rows' writes carry the GPU's facts.
-        write_csv(p, &[], &Provenance::now(None)).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
-    }
+    check_args(args)?;
     crate::stop::install();
     let gpu = match args.backend {
         BackendChoice::Cpu => None,
@@ -115,67 +94,8 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
             if stopped() {
                 break 'rows;
             }
-            let bodies = initial_bodies(scene, n, args.seed, 1.0)?;
-            let pos = &bodies.pos;
-            let n = pos.len();
-            if n < MIN_BODIES {
-                // A state file fixes N: known once it is read.
-                bail!("--init {scene}: {}", too_few(n));
-            }
-            let t = Instant::now();
-            let exact = match &gpu {
-                Some(g) => g.exact(pos, args.softening)?,
-                None => accelerations_f64(&pos.iter().map(|p| p.map(f64::from)).collect::<Vec<_>>(), 1.0, f64::from(args.softening)),
-            };
-            eprintln!("{scene} N = {n}: f64 reference in {:.0} ms", ms(t));
-            if stopped() {
+            if measure_rows(args, gpu.as_ref(), &provenance, (scene, n), &mut rows)?.is_break() {
                 break 'rows;
-            }
-            let t = Instant::now();
-            let (direct, direct_ms) = match &gpu {
-                Some(g) => g.direct(pos, args.softening)?,
-                None => (accelerations_f32(pos, 1.0, args.softening), ms(t)),
-            };
-            let mut row = |solver, theta, acc: &[[f32; 3]], per_body, build_ms, force_ms: f64| -> anyhow::Result<()> {
-                let e = ErrorStats::of(&relative_errors(acc, &exact)).unwrap_or_default();
-                let r = AccuracyRow {
-                    scene: scene.clone(),
-                    n,
-                    solver,
-                    theta,
-                    err_median: e.median,
-                    err_p99: e.p99,
-                    err_max: e.max,
-                    interactions_per_body: per_body,
-                    build_ms,
-                    force_ms,
-                    speedup: direct_ms / force_ms.max(1e-9),
-                };
-                println!("{}", line(&r));
-                rows.push(r);
-                match &args.csv {
-                    Some(p) => write_csv(p, &rows, &provenance),
-                    None => Ok(()),
-                }
-            };
-            row("direct", None, &direct, n as f64, None, direct_ms)?;
-            for &theta in &args.theta {
-                // Between rows, as a step between its parts (a test can hold the run here).
-                if stopped_in_step() {
-                    break 'rows;
-                }
-                if let Some(g) = &gpu {
-                    let r = g.tree(pos, args.softening, theta)?;
-                    row("tree", Some(theta), &r.acc, r.per_body, Some(r.build_ms), r.force_ms)?;
-                    continue;
-                }
-                let t = Instant::now();
-                let tree = Octree::build(pos);
-                let build_ms = ms(t);
-                let mut acc = vec![[0.0f32; 3]; n];
-                let counts = tree.accelerations_into(pos, 0, &mut acc, 1.0, args.softening, theta);
-                let force_ms = ms(t);
-                row("tree", Some(theta), &acc, counts.total() as f64 / n as f64, Some(build_ms), force_ms)?;
             }
         }
     }
@@ -184,6 +104,110 @@ pub fn run(args: &AccuracyArgs) -> anyhow::Result<()> {
         bail!(Interrupted(format!("after {} row(s)", rows.len())));
     }
     Ok(())
+}
+
+/// Refuses what cannot run, before anything is measured: no scene, N or θ, N = 0, a bad
+/// softening, a scene that names no preset or file (or figure-eight's fixed N), an unwritable
+/// `--csv`.
+fn check_args(args: &AccuracyArgs) -> anyhow::Result<()> {
+    if args.init.is_empty() || args.bodies.is_empty() || args.theta.is_empty() {
+        bail!("accuracy needs at least one scene (--init), one N (--bodies) and one θ (--theta)");
+    }
+    if args.bodies.contains(&0) {
+        bail!("--bodies must be at least 1");
+    }
+    if !(args.softening.is_finite() && args.softening >= 0.0) {
+        bail!("--softening must be a finite number ≥ 0 (got {})", args.softening);
+    }
+    // Every scene is checked before the first (long) measurement: its name, or its file.
+    for scene in &args.init {
+        match InitialCondition::parse(scene).with_context(|| format!("--init {scene}"))? {
+            InitialCondition::Csv(p) | InitialCondition::Tipsy(p) if !p.is_file() => {
+                bail!("--init {scene}: no such file; give an existing state file or a preset ({})", NAMES.join(", "))
+            }
+            InitialCondition::FigureEight => bail!("--init {scene}: {}", too_few(3)),
+            _ => {}
+        }
+    }
+    if let Some(p) = &args.csv {
+        // Checked before the GPU opens; the rows' writes carry the GPU's facts.
+        write_csv(p, &[], &Provenance::now(None)).with_context(|| format!("--csv {}: choose a path you can write", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The rows of `scene` at `n` bodies: the direct sum's, then the tree's at each θ, each printed
+/// and written to `--csv` as it finishes. `Break`: an interrupt came between them.
+fn measure_rows(
+    args: &AccuracyArgs,
+    gpu: Option<&GpuAccuracy>,
+    provenance: &Provenance,
+    (scene, n): (&str, usize),
+    rows: &mut Vec<AccuracyRow>,
+) -> anyhow::Result<ControlFlow<()>> {
+    let bodies = initial_bodies(scene, n, args.seed, 1.0)?;
+    let pos = &bodies.pos;
+    let n = pos.len();
+    if n < MIN_BODIES {
+        // A state file fixes N: known once it is read.
+        bail!("--init {scene}: {}", too_few(n));
+    }
+    let t = Instant::now();
+    let exact = match gpu {
+        Some(g) => g.exact(pos, args.softening)?,
+        None => accelerations_f64(&pos.iter().map(|p| p.map(f64::from)).collect::<Vec<_>>(), 1.0, f64::from(args.softening)),
+    };
+    eprintln!("{scene} N = {n}: f64 reference in {:.0} ms", ms(t));
+    if stopped() {
+        return Ok(ControlFlow::Break(()));
+    }
+    let t = Instant::now();
+    let (direct, direct_ms) = match gpu {
+        Some(g) => g.direct(pos, args.softening)?,
+        None => (accelerations_f32(pos, 1.0, args.softening), ms(t)),
+    };
+    let mut row = |solver, theta, acc: &[[f32; 3]], per_body, build_ms, force_ms: f64| -> anyhow::Result<()> {
+        let e = ErrorStats::of(&relative_errors(acc, &exact)).unwrap_or_default();
+        let r = AccuracyRow {
+            scene: scene.to_string(),
+            n,
+            solver,
+            theta,
+            err_median: e.median,
+            err_p99: e.p99,
+            err_max: e.max,
+            interactions_per_body: per_body,
+            build_ms,
+            force_ms,
+            speedup: direct_ms / force_ms.max(1e-9),
+        };
+        println!("{}", line(&r));
+        rows.push(r);
+        match &args.csv {
+            Some(p) => write_csv(p, rows, provenance),
+            None => Ok(()),
+        }
+    };
+    row("direct", None, &direct, n as f64, None, direct_ms)?;
+    for &theta in &args.theta {
+        // Between rows, as a step between its parts (a test can hold the run here).
+        if stopped_in_step() {
+            return Ok(ControlFlow::Break(()));
+        }
+        if let Some(g) = gpu {
+            let r = g.tree(pos, args.softening, theta)?;
+            row("tree", Some(theta), &r.acc, r.per_body, Some(r.build_ms), r.force_ms)?;
+            continue;
+        }
+        let t = Instant::now();
+        let tree = Octree::build(pos);
+        let build_ms = ms(t);
+        let mut acc = vec![[0.0f32; 3]; n];
+        let counts = tree.accelerations_into(pos, 0, &mut acc, 1.0, args.softening, theta);
+        let force_ms = ms(t);
+        row("tree", Some(theta), &acc, counts.total() as f64 / n as f64, Some(build_ms), force_ms)?;
+    }
+    Ok(ControlFlow::Continue(()))
 }
 
 /// Why `n` bodies (below [`MIN_BODIES`]) are refused, with the remedy.

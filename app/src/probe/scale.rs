@@ -11,7 +11,7 @@
 //! reproduces the bits). `scale.json` (rows + run facts) and `scale.csv` (rows) are rewritten after every row,
 //! so Ctrl-C keeps the rows finished.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
@@ -103,6 +103,74 @@ struct ScaleDoc {
 /// with more than one slice per GPU); no CUDA driver or device; a failure while stepping; Ctrl-C
 /// (after writing the finished rows).
 pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
+    let (steps, slices_list, bodies_list) = check_args(args)?;
+    let api = crate::libraries::init(interop::StreamSemantics::Legacy).context("loading the CUDA driver")?;
+    let count = interop::Device::count(&api).context("cuDeviceGetCount")?;
+    let mut gpus: Vec<u32> = args.gpu.gpus.iter().map(|g| g.resolve(count.max(0) as u32)).collect::<anyhow::Result<_>>()?;
+    gpus.sort_unstable();
+    gpus.dedup();
+    if gpus.first() != Some(&1) {
+        eprintln!(
+            "notice: --gpus has no 1: the speedup, scaling-efficiency and position-difference columns stay empty (they \
+             compare with 1-GPU rows)"
+        );
+    }
+    let first = interop::Device::get(&api, 0).context("cuDeviceGet(0)")?;
+    let json_path: PathBuf = args.out.join("scale.json");
+    let csv_path: PathBuf = args.out.join("scale.csv");
+    crate::bench::prepare_out(&args.out, &[json_path.clone(), csv_path.clone(), crate::provenance::sidecar_path(&csv_path)])?;
+    let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
+    let init = args.sim.init_or(crate::cli::BENCH_INIT).to_string();
+    let mut doc = new_doc(&api, &first, count, (&init, args.sim.seed), params);
+    let write = |doc: &ScaleDoc| write_files(doc, &json_path, &csv_path);
+    crate::stop::install();
+    let mut outcome = Ok(());
+    let mut write_err = None;
+    'all: for &n in &bodies_list {
+        let bodies = initial_bodies(&init, n, args.sim.seed, params.g)?;
+        crate::bench::modes::check_count(&init, &bodies, n)?;
+        let mut base = Baseline::default();
+        let mut launch = None;
+        for (g, spg) in gpus.iter().flat_map(|&g| slices_list.iter().map(move |&spg| (g, spg))) {
+            // Devices 0 to g − 1, each with its slices (the demo's order, device 0 first).
+            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: spg, gather: args.gpu.gather, render_gpu_computes: true };
+            let devices = split.devices(count.max(0) as u32, 0)?;
+            let r = measure_row(&api, args, &bodies, &devices, (g, spg), steps, params, &mut base, &mut launch);
+            match r {
+                Ok(Some(row)) => {
+                    println!("{}", row_line(n, (g, spg), &row));
+                    doc.rows.push(row);
+                    if let Err(e) = write(&doc) {
+                        write_err = Some(e);
+                        break 'all;
+                    }
+                }
+                Ok(None) => {
+                    outcome = Err(Interrupted(format!("after {} finished row(s); they are in {}", doc.rows.len(), args.out.display())).into());
+                    break 'all;
+                }
+                Err(e) => {
+                    outcome = Err(e.context(format!("N = {n}, {g} GPU(s), {spg} slice(s) per GPU")));
+                    break 'all;
+                }
+            }
+        }
+    }
+    doc.status = match &outcome {
+        Ok(()) => "complete".into(),
+        Err(e) if e.is::<Interrupted>() => "interrupted".into(),
+        Err(e) => format!("error: {e:#}"),
+    };
+    if write_err.is_none() {
+        write_err = write(&doc).err();
+        println!("wrote {} and {}", json_path.display(), csv_path.display());
+    }
+    crate::bench::with_write_error(outcome, write_err)
+}
+
+/// Refuses what cannot run, before the driver loads; returns the steps per frame and the sorted,
+/// distinct slices per GPU and body counts.
+fn check_args(args: &ScaleArgs) -> anyhow::Result<(u32, Vec<u32>, Vec<usize>)> {
     if let Some(crate::cli::StepsPerFrame::Auto) = args.sim.steps_per_frame {
         bail!("--steps-per-frame auto: scale times a fixed count of steps per frame; give a number (default 1)");
     }
@@ -132,24 +200,13 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
     if !(args.sim.softening.is_finite() && args.sim.softening >= 0.0) {
         bail!("--softening must be a finite number ≥ 0 (got {})", args.sim.softening);
     }
-    let api = crate::libraries::init(interop::StreamSemantics::Legacy).context("loading the CUDA driver")?;
-    let count = interop::Device::count(&api).context("cuDeviceGetCount")?;
-    let mut gpus: Vec<u32> = args.gpu.gpus.iter().map(|g| g.resolve(count.max(0) as u32)).collect::<anyhow::Result<_>>()?;
-    gpus.sort_unstable();
-    gpus.dedup();
-    if gpus.first() != Some(&1) {
-        eprintln!(
-            "notice: --gpus has no 1: the speedup, scaling-efficiency and position-difference columns stay empty (they \
-             compare with 1-GPU rows)"
-        );
-    }
-    let first = interop::Device::get(&api, 0).context("cuDeviceGet(0)")?;
-    let json_path: PathBuf = args.out.join("scale.json");
-    let csv_path: PathBuf = args.out.join("scale.csv");
-    crate::bench::prepare_out(&args.out, &[json_path.clone(), csv_path.clone(), crate::provenance::sidecar_path(&csv_path)])?;
-    let params = PhysParams { g: args.sim.gravitational_constant, dt: args.sim.dt, softening: args.sim.softening };
-    let init = args.sim.init_or(crate::cli::BENCH_INIT).to_string();
-    let mut doc = ScaleDoc {
+    Ok((steps, slices_list, bodies_list))
+}
+
+/// The document of a run that has measured no row yet (`status` running): the GPU `first` (of
+/// `count`), the driver, the scene `(init, seed)` and `params`.
+fn new_doc(api: &Arc<interop::Api>, first: &interop::Device, count: i32, (init, seed): (&str, u64), params: PhysParams) -> ScaleDoc {
+    ScaleDoc {
         tool: "nbody-interop scale",
         version: env!("CARGO_PKG_VERSION"),
         provenance: crate::provenance::Provenance::now(
@@ -161,76 +218,40 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         cuda_devices: count,
         driver_version: interop::driver::entry::cuda_version_string(api.driver_version()),
         build_profile: if cfg!(debug_assertions) { "debug" } else { "release" },
-        init: init.clone(),
-        seed: args.sim.seed,
+        init: init.to_string(),
+        seed,
         dt: params.dt,
         softening: params.softening,
         rows: Vec::new(),
-    };
-    let write = |doc: &ScaleDoc| -> anyhow::Result<()> {
-        let mut json = serde_json::to_vec_pretty(doc).context("serialising scale.json")?;
-        json.push(b'\n');
-        crate::bench::report::write_atomic(&json_path, &json)?;
-        let mut w = csv::Writer::from_writer(Vec::new());
-        for r in &doc.rows {
-            w.serialize(r).context("serialising scale.csv")?;
-        }
-        let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}")).context("serialising scale.csv")?;
-        doc.provenance.write_sidecar(&csv_path)?;
-        crate::bench::report::write_atomic(&csv_path, &bytes)
-    };
-    crate::stop::install();
-    let mut outcome = Ok(());
-    let mut write_err = None;
-    'all: for &n in &bodies_list {
-        let bodies = initial_bodies(&init, n, args.sim.seed, params.g)?;
-        crate::bench::modes::check_count(&init, &bodies, n)?;
-        let mut base = Baseline::default();
-        let mut launch = None;
-        for (g, spg) in gpus.iter().flat_map(|&g| slices_list.iter().map(move |&spg| (g, spg))) {
-            // Devices 0 to g − 1, each with its slices (the demo's order, device 0 first).
-            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: spg, gather: args.gpu.gather, render_gpu_computes: true };
-            let devices = split.devices(count.max(0) as u32, 0)?;
-            let r = measure_row(&api, args, &bodies, &devices, (g, spg), steps, params, &mut base, &mut launch);
-            match r {
-                Ok(Some(row)) => {
-                    println!(
-                        "N={n} gpus={g} slices={} ({spg} per GPU): {:.3} ms/step ({:.3e} interactions/s), gather {:.3} ms/step via {}{}{}",
-                        row.slices,
-                        row.step_ms_median,
-                        row.interactions_per_s,
-                        row.gather_ms_median,
-                        row.gather,
-                        row.scaling_efficiency.map(|e| format!(", scaling efficiency {:.1} %", e * 100.0)).unwrap_or_default(),
-                        row.max_abs_diff_vs_1gpu.map(|d| format!(", positions max |Δ| {d:.3e} from the baseline")).unwrap_or_default()
-                    );
-                    doc.rows.push(row);
-                    if let Err(e) = write(&doc) {
-                        write_err = Some(e);
-                        break 'all;
-                    }
-                }
-                Ok(None) => {
-                    outcome = Err(Interrupted(format!("after {} finished row(s); they are in {}", doc.rows.len(), args.out.display())).into());
-                    break 'all;
-                }
-                Err(e) => {
-                    outcome = Err(e.context(format!("N = {n}, {g} GPU(s), {spg} slice(s) per GPU")));
-                    break 'all;
-                }
-            }
-        }
     }
-    doc.status = match &outcome {
-        Ok(()) => "complete".into(),
-        Err(e) if e.is::<Interrupted>() => "interrupted".into(),
-        Err(e) => format!("error: {e:#}"),
-    };
-    if write_err.is_none() {
-        write_err = write(&doc).err();
-        println!("wrote {} and {}", json_path.display(), csv_path.display());
+}
+
+/// Writes `doc` to `json_path`, and its rows to `csv_path` with the provenance sidecar.
+fn write_files(doc: &ScaleDoc, json_path: &Path, csv_path: &Path) -> anyhow::Result<()> {
+    let mut json = serde_json::to_vec_pretty(doc).context("serialising scale.json")?;
+    json.push(b'\n');
+    crate::bench::report::write_atomic(json_path, &json)?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in &doc.rows {
+        w.serialize(r).context("serialising scale.csv")?;
     }
-    crate::bench::with_write_error(outcome, write_err)
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}")).context("serialising scale.csv")?;
+    doc.provenance.write_sidecar(csv_path)?;
+    crate::bench::report::write_atomic(csv_path, &bytes)
+}
+
+/// The line said for `row`, of N = `n` on `g` GPUs with `spg` slices each.
+fn row_line(n: usize, (g, spg): (u32, u32), row: &ScaleRow) -> String {
+    format!(
+        "N={n} gpus={g} slices={} ({spg} per GPU): {:.3} ms/step ({:.3e} interactions/s), gather {:.3} ms/step via {}{}{}",
+        row.slices,
+        row.step_ms_median,
+        row.interactions_per_s,
+        row.gather_ms_median,
+        row.gather,
+        row.scaling_efficiency.map(|e| format!(", scaling efficiency {:.1} %", e * 100.0)).unwrap_or_default(),
+        row.max_abs_diff_vs_1gpu.map(|d| format!(", positions max |Δ| {d:.3e} from the baseline")).unwrap_or_default()
+    )
 }
 
 /// What the rows of one N compare with: the 1-GPU rows' rates by slices per GPU (speedup) and

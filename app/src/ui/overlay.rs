@@ -8,14 +8,13 @@
 use std::collections::VecDeque;
 
 use egui::{Color32, RichText};
-use egui_plot::{Line, Plot, PlotPoints};
 
 use super::action::{Action, FrameStats};
 use super::bundled_glyphs;
-use super::rows::{handover_ms, timing_rows, Measure, DENSITY_ROW, GATHER_ROW};
+use super::rows::Measure;
 use super::widgets::{keep, settings_ui, solver_ui};
 use crate::backend::{InteropSettings, SimTimings};
-use crate::cuda::settings::{InteropMode, View};
+use crate::cuda::settings::View;
 use crate::gfx::GlInfo;
 use sim::tree::Solver;
 use sim::{interactions, Diagnostics, PhysParams, FLOPS_PER_INTERACTION};
@@ -136,6 +135,7 @@ pub fn step_in_progress_text(t: &SimTimings, cuda: bool) -> Option<String> {
 const MEASURES: [Measure; 5] = [Measure::Map, Measure::Kernel, Measure::Unmap, Measure::Upload, Measure::Draw];
 
 mod rate;
+mod timings;
 mod width;
 
 pub use rate::{SimTimeRate, SIM_TIME_FRAMES};
@@ -226,24 +226,7 @@ impl Overlay {
         };
         let panel = panel.show(ui, |ui| {
             egui::ScrollArea::both().show(ui, |ui| {
-                ui.heading("nbody-interop");
-                ui.label(RichText::new(view.label).strong());
-                if let Some(n) = view.notice {
-                    // Long notices (driver error chains) are cut to a few lines; hover for all.
-                    let short: String = n.chars().take(220).collect();
-                    let short = if short.len() < n.len() { format!("{short}…") } else { short };
-                    ui.label(RichText::new(short).color(Color32::YELLOW).strong()).on_hover_text(n);
-                }
-                if let Some(m) = &self.message {
-                    ui.label(RichText::new(m).color(Color32::from_rgb(255, 140, 60)));
-                }
-                ui.label(RichText::new(view.gl_info.summary()).small());
-                if let Some(d) = &view.gl_info.egl_device {
-                    ui.label(RichText::new(format!("EGL device: {d}")).small());
-                }
-                if let Some(p) = view.present {
-                    ui.label(RichText::new(p).small());
-                }
+                self.header_ui(ui, view);
                 ui.separator();
                 ui.label(RichText::new(HELP).small()).on_hover_text(HELP_LONG);
                 self.timings_ui(ui, view.settings.map(|s| s.interop));
@@ -257,35 +240,7 @@ impl Overlay {
                 self.diagnostics_ui(ui, !lesson, &mut actions);
                 let last = self.last;
                 self.workflow.ui(ui, &view.workflow, &last, &mut actions);
-                egui::CollapsingHeader::new("Device").default_open(false).show(ui, |ui| {
-                    if view.device_panel.is_empty() {
-                        ui.label("(no CUDA device in use)");
-                    }
-                    egui::Grid::new("device").striped(true).show(ui, |ui| {
-                        for (k, v) in view.device_panel {
-                            ui.label(k);
-                            ui.label(bundled_glyphs(v));
-                            ui.end_row();
-                        }
-                    });
-                });
-                egui::CollapsingHeader::new("Entry points").default_open(false).show(ui, |ui| {
-                    if view.entry_points.is_empty() {
-                        ui.label("(no CUDA entry points loaded)");
-                    }
-                    egui::Grid::new("entry_points").striped(true).show(ui, |ui| {
-                        for h in ["function", "version", "flags", "status", "remedy"] {
-                            ui.label(RichText::new(h).strong());
-                        }
-                        ui.end_row();
-                        for e in view.entry_points {
-                            for cell in entry_row(e) {
-                                ui.label(cell);
-                            }
-                            ui.end_row();
-                        }
-                    });
-                });
+                device_ui(ui, view);
             });
         });
         self.panel_width = panel.response.rect.right().max(0.0);
@@ -294,6 +249,34 @@ impl Overlay {
             let free = ui.ctx().content_rect().width() - self.panel_width - 24.0;
             super::workflow::timeline_window(ui.ctx(), &view.workflow, free.clamp(240.0, 900.0));
         }
+        self.banners(ui, view);
+        actions
+    }
+
+    /// The panel's head: the backend and its notices, the GL (and EGL device, present path) facts.
+    fn header_ui(&self, ui: &mut egui::Ui, view: &BackendView<'_>) {
+        ui.heading("nbody-interop");
+        ui.label(RichText::new(view.label).strong());
+        if let Some(n) = view.notice {
+            // Long notices (driver error chains) are cut to a few lines; hover for all.
+            let short: String = n.chars().take(220).collect();
+            let short = if short.len() < n.len() { format!("{short}…") } else { short };
+            ui.label(RichText::new(short).color(Color32::YELLOW).strong()).on_hover_text(n);
+        }
+        if let Some(m) = &self.message {
+            ui.label(RichText::new(m).color(Color32::from_rgb(255, 140, 60)));
+        }
+        ui.label(RichText::new(view.gl_info.summary()).small());
+        if let Some(d) = &view.gl_info.egl_device {
+            ui.label(RichText::new(format!("EGL device: {d}")).small());
+        }
+        if let Some(p) = view.present {
+            ui.label(RichText::new(p).small());
+        }
+    }
+
+    /// The banners over the scene: both buffers mapped (step mode), or a long step in progress.
+    fn banners(&self, ui: &mut egui::Ui, view: &BackendView<'_>) {
         if view.workflow.step.is_some_and(|s| s.state.mapped()) {
             // Step mode between map and unmap: say why the image does not change.
             egui::Area::new(egui::Id::unique("mapped_banner")).anchor(egui::Align2::RIGHT_TOP, [-12.0, 12.0]).show(ui.ctx(), |ui| {
@@ -313,132 +296,12 @@ impl Overlay {
                 });
             });
         }
-        actions
     }
 
     /// Width of the overlay panel (points) in the last UI pass; the scene is centred in the area
     /// to its right.
     pub fn panel_width(&self) -> f32 {
         self.panel_width
-    }
-
-    fn timings_ui(&mut self, ui: &mut egui::Ui, mode: Option<InteropMode>) {
-        let s = self.last;
-        egui::Grid::new("timings").num_columns(2).show(ui, |ui| {
-            ui.label("frame (host)");
-            if s.frame == 0 || s.host_frame_ms <= 0.0 {
-                // The first frame has no previous one to measure from.
-                ui.label("— (first frame)");
-            } else {
-                ui.label(format!("{:.2} ms ({:.0} fps)", s.host_frame_ms, 1e3 / s.host_frame_ms));
-            }
-            ui.end_row();
-            // Only the rows this backend measures, each named for what measured it (ui/rows.rs).
-            let extra = [s.sim.gather_ms.map(|_| GATHER_ROW), s.density_ms.map(|_| DENSITY_ROW)];
-            for row in timing_rows(mode, s.draw_clock).into_iter().chain(extra.into_iter().flatten()) {
-                ui.label(row.label);
-                ui.label(ms(row.measure.of(&s)));
-                ui.end_row();
-            }
-            ui.label("steps / frame");
-            let c = &self.controls;
-            let pace = if c.auto_steps { " (auto)" } else { "" };
-            match self.sim_time.steps_rate() {
-                Some(r) if r < 10.0 => ui.label(format!("{}{pace} · {r:.2} steps/s", s.steps)),
-                Some(r) => ui.label(format!("{}{pace} · {r:.0} steps/s", s.steps)),
-                None => ui.label(format!("{}{pace}", s.steps)),
-            };
-            ui.end_row();
-            if c.auto_steps {
-                // Which limit set the count: what fits the frame, or the scene's rate.
-                ui.label("auto limit");
-                ui.label(if c.rate_limited { "scene rate (keys [ ])" } else { "frame budget" });
-                ui.end_row();
-            }
-            ui.label("sim time / wall s");
-            let now = self.sim_time.rate().map_or_else(|| "—".to_owned(), |r| format!("{r:.3}"));
-            if c.auto_steps {
-                ui.label(format!("{now} (asked {:.3})", c.sim_rate));
-            } else {
-                ui.label(now);
-            }
-            ui.end_row();
-            // The hand-over between CUDA and GL as a share of the frame, where there is interop.
-            if mode.is_some() {
-                ui.label("interop share");
-                match handover_ms(mode, &s).filter(|_| s.frame > 0 && s.host_frame_ms > 0.0) {
-                    Some(h) => ui.label(format!("{:.1} % of the frame", 100.0 * h / s.host_frame_ms)),
-                    None => ui.label("—"),
-                };
-                ui.end_row();
-            }
-            // Under the tree (the solver the backend ran) N² over the step time is the rate the
-            // direct sum would need, as the bench's "effective" column; the tree evaluates far
-            // fewer terms, so no GFLOP/s.
-            let tree = s.tree;
-            if tree {
-                ui.label("effective interactions/s").on_hover_text("N² over the step time: what the direct sum would need to keep pace");
-            } else {
-                ui.label("interactions/s");
-            }
-            match self.throughput() {
-                Some((per_s, _)) if tree => {
-                    ui.label(format!("{per_s:.3e}"));
-                }
-                Some((per_s, gflops)) => {
-                    ui.label(format!("{per_s:.3e}  ({gflops:.1} GFLOP/s)"));
-                }
-                None => {
-                    ui.label("—");
-                }
-            }
-            ui.end_row();
-        });
-        // One small plot per series (each with its own y scale: frame times and CUDA event
-        // times differ by orders of magnitude), over the last HISTORY frames.
-        let colors = [
-            Color32::from_rgb(200, 200, 200),
-            Color32::from_rgb(90, 170, 255),
-            Color32::from_rgb(255, 160, 60),
-            Color32::from_rgb(120, 220, 120),
-            Color32::from_rgb(220, 100, 220),
-            Color32::from_rgb(255, 230, 90),
-        ];
-        ui.label(RichText::new(format!("last {HISTORY} frames (ms)")).small());
-        egui::Grid::new("timing_plots").num_columns(2).spacing([6.0, 2.0]).show(ui, |ui| {
-            // The frame time, then the rows this backend shows, named as they are.
-            let rows = timing_rows(mode, s.draw_clock);
-            let labelled = self.series.iter().zip(colors).enumerate().filter_map(|(i, (series, color))| {
-                let label = match i {
-                    0 => Some(series.name),
-                    _ => rows.iter().find(|r| r.measure == MEASURES[i - 1]).map(|r| r.label),
-                };
-                label.map(|l| (l, series, color))
-            });
-            for (label, series, color) in labelled {
-                if series.last().is_none() {
-                    continue;
-                }
-                let max = series.points.iter().map(|p| p[1]).fold(0.0, f64::max);
-                ui.label(RichText::new(format!("{label}\nmax {max:.3}")).color(color).small());
-                let pts: PlotPoints<'_> = series.points.iter().copied().collect();
-                Plot::new(("timing_plot", series.name))
-                    .height(30.0)
-                    .width(ui.available_width().max(120.0))
-                    .include_y(0.0)
-                    .show_x(false)
-                    .show_y(false)
-                    .show_axes(false)
-                    .show_grid(false)
-                    .allow_drag(false)
-                    .allow_zoom(false)
-                    .allow_scroll(false)
-                    .allow_boxed_zoom(false)
-                    .allow_double_click_reset(false)
-                    .show(ui, |plot| plot.line(Line::new(series.name, pts).color(color)));
-                ui.end_row();
-            }
-        });
     }
 
     fn sim_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<Action>) {
@@ -542,6 +405,39 @@ impl Overlay {
             }
         });
     }
+}
+
+/// The folded Device and Entry points panels: the CUDA device's facts and the entry-point report.
+fn device_ui(ui: &mut egui::Ui, view: &BackendView<'_>) {
+    egui::CollapsingHeader::new("Device").default_open(false).show(ui, |ui| {
+        if view.device_panel.is_empty() {
+            ui.label("(no CUDA device in use)");
+        }
+        egui::Grid::new("device").striped(true).show(ui, |ui| {
+            for (k, v) in view.device_panel {
+                ui.label(k);
+                ui.label(bundled_glyphs(v));
+                ui.end_row();
+            }
+        });
+    });
+    egui::CollapsingHeader::new("Entry points").default_open(false).show(ui, |ui| {
+        if view.entry_points.is_empty() {
+            ui.label("(no CUDA entry points loaded)");
+        }
+        egui::Grid::new("entry_points").striped(true).show(ui, |ui| {
+            for h in ["function", "version", "flags", "status", "remedy"] {
+                ui.label(RichText::new(h).strong());
+            }
+            ui.end_row();
+            for e in view.entry_points {
+                for cell in entry_row(e) {
+                    ui.label(cell);
+                }
+                ui.end_row();
+            }
+        });
+    });
 }
 
 fn norm(v: [f64; 3]) -> f64 {

@@ -126,93 +126,20 @@ impl CudaBackend {
     pub(super) fn frame(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         self.leave_mapped_step()?;
         let t0 = Instant::now();
-        let bytes = self.n * BODY_BYTES;
         let mut storage = self.storage.take().context("backend storage missing")?;
         let res = (|| -> anyhow::Result<SimTimings> {
-            let [e0, e1, e2, e3] = &self.events;
-            let stream = &self.stream;
-            let mut t = SimTimings::default();
-            let f: FrameSteps;
-            match &mut storage {
-                Storage::Map { resources } => {
-                    // fp64 writes only the buffer GL did not draw last, and all of it: the roles
-                    // hold with any step count ≥ 1 (see the module docs). A step written in parts
-                    // over frames (fp32) must not be discarded between them.
-                    let role_steps = if self.gpu.precision() == Precision::F64 { steps.min(1) } else { steps };
-                    let wanted = match self.opts.settings.map_flags {
-                        ResourceFlags::WriteDiscard if self.gpu.writes_back_in_parts() => ResourceFlags::None,
-                        w => w,
-                    };
-                    Self::set_role_map_flags(resources, self.gpu.gl_front(), wanted, role_steps)?;
-                    if self.opts.separate_maps {
-                        let (a, b) = resources.split_at_mut(1);
-                        e0.record(stream)?;
-                        let m0 = map_resources(a, stream).context("cuGraphicsMapResources (buffer 0)")?;
-                        let m1 = map_resources(b, stream).context("cuGraphicsMapResources (buffer 1)")?;
-                        e1.record(stream)?;
-                        let pos = [m0.pointer(0)?.require(bytes)?.view(), m1.pointer(0)?.require(bytes)?.view()];
-                        // Both buffers stay mapped until the unmaps below, ordered after the kernels on the stream.
-                        f = self.gpu.launch_frame(pos, steps, stream)?;
-                        e2.record(stream)?;
-                        m0.unmap().context("cuGraphicsUnmapResources (buffer 0)")?;
-                        m1.unmap().context("cuGraphicsUnmapResources (buffer 1)")?;
-                    } else {
-                        e0.record(stream)?;
-                        let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
-                        e1.record(stream)?;
-                        // Views of this frame's mapping: a step in progress keeps no pointer.
-                        let pos = mapped_views(&mapping, bytes)?;
-                        f = self.gpu.launch_frame(pos, steps, stream)?;
-                        e2.record(stream)?;
-                        mapping.unmap().context("cuGraphicsUnmapResources")?;
-                    }
-                    e3.record(stream)?;
-                    e3.synchronize().context("cuEventSynchronize")?;
-                    let waited = Instant::now();
-                    t.stream_start = self.clock.at(e0)?;
-                    t.clock_residual_us = self.clock.residual_us(e3, waited)?;
-                    t.map_ms = ms(e0, e1)?;
-                    t.kernel_ms = ms(e1, e2)?;
-                    t.unmap_ms = ms(e2, e3)?;
+            let (mut t, f) = match &mut storage {
+                Storage::Map { resources } => self.map_frame(resources, steps)?,
+                Storage::Copy { pos, pinned, cur, gl_front } => match self.copy_frame(gl, vbos, pos, pinned, (cur, gl_front), steps)? {
+                    (t, Some(f)) => (t, f),
+                    // A step in progress: nothing more to say of the frame.
+                    (t, None) => return Ok(t),
+                },
+                Storage::External(x) => {
+                    let [e0, e1, ..] = &self.events;
+                    x.frame(gl, &mut self.gpu, &self.stream, [e0, e1], &self.clock, steps)?
                 }
-                Storage::Copy { pos, pinned, cur, gl_front } => {
-                    self.gpu.set_gl_front(*cur);
-                    e0.record(stream)?;
-                    f = self.gpu.launch_frame([pos[0].view(), pos[1].view()], steps, stream)?;
-                    *cur = self.gpu.gl_front();
-                    e1.record(stream)?;
-                    if f.done == 0 && f.spread.is_some() {
-                        // A step in progress: the positions did not change, GL keeps both uploads
-                        // (the shown one and the one before it, for the speed colour).
-                        e1.synchronize().context("cuEventSynchronize")?;
-                        t.stream_start = self.clock.at(e0)?;
-                        t.kernel_ms = ms(e0, e1)?;
-                        t.stopped_after = Some(0);
-                        t.spread = f.spread;
-                        return Ok(t);
-                    }
-                    let buf = pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;
-                    let mut copy = match pos[*cur].copy_to_pinned(buf, stream) {
-                        Ok(c) => c,
-                        Err((e, buf)) => {
-                            *pinned = Some(buf);
-                            return Err(anyhow::Error::new(e).context("cuMemcpyDtoHAsync"));
-                        }
-                    };
-                    copy.record(e2)?;
-                    let host = pinned.insert(copy.wait().context("cuEventSynchronize")?);
-                    let up = Instant::now();
-                    t.stream_start = self.clock.at(e0)?;
-                    t.clock_residual_us = self.clock.residual_us(e2, up)?;
-                    // The pinned data is complete: its copy's event was waited on.
-                    upload_positions(gl, vbos, 1 - *gl_front, host.as_slice())?;
-                    *gl_front = 1 - *gl_front;
-                    let upload_host = up.elapsed().as_secs_f64() * 1e3;
-                    t.kernel_ms = ms(e0, e1)?;
-                    t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
-                }
-                Storage::External(x) => (t, f) = x.frame(gl, &mut self.gpu, stream, [e0, e1], &self.clock, steps)?,
-            }
+            };
             if f.stopped {
                 tracing::info!(done = f.done, of = steps, "a long step was stopped by the interrupt; the state of before it is kept");
             }
@@ -238,6 +165,108 @@ impl CudaBackend {
         }
         t.host_ms = t0.elapsed().as_secs_f64() * 1e3;
         Ok(t)
+    }
+
+    /// A frame of map storage: the GL buffers mapped (one by one with `--separate-maps`), the
+    /// steps launched, the buffers unmapped; map, kernel and unmap timed by the events.
+    fn map_frame(&mut self, resources: &mut [GraphicsResource], steps: u32) -> anyhow::Result<(SimTimings, FrameSteps)> {
+        let bytes = self.n * BODY_BYTES;
+        let [e0, e1, e2, e3] = &self.events;
+        let stream = &self.stream;
+        let mut t = SimTimings::default();
+        let f: FrameSteps;
+        // fp64 writes only the buffer GL did not draw last, and all of it: the roles
+        // hold with any step count ≥ 1 (see the module docs). A step written in parts
+        // over frames (fp32) must not be discarded between them.
+        let role_steps = if self.gpu.precision() == Precision::F64 { steps.min(1) } else { steps };
+        let wanted = match self.opts.settings.map_flags {
+            ResourceFlags::WriteDiscard if self.gpu.writes_back_in_parts() => ResourceFlags::None,
+            w => w,
+        };
+        Self::set_role_map_flags(resources, self.gpu.gl_front(), wanted, role_steps)?;
+        if self.opts.separate_maps {
+            let (a, b) = resources.split_at_mut(1);
+            e0.record(stream)?;
+            let m0 = map_resources(a, stream).context("cuGraphicsMapResources (buffer 0)")?;
+            let m1 = map_resources(b, stream).context("cuGraphicsMapResources (buffer 1)")?;
+            e1.record(stream)?;
+            let pos = [m0.pointer(0)?.require(bytes)?.view(), m1.pointer(0)?.require(bytes)?.view()];
+            // Both buffers stay mapped until the unmaps below, ordered after the kernels on the stream.
+            f = self.gpu.launch_frame(pos, steps, stream)?;
+            e2.record(stream)?;
+            m0.unmap().context("cuGraphicsUnmapResources (buffer 0)")?;
+            m1.unmap().context("cuGraphicsUnmapResources (buffer 1)")?;
+        } else {
+            e0.record(stream)?;
+            let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
+            e1.record(stream)?;
+            // Views of this frame's mapping: a step in progress keeps no pointer.
+            let pos = mapped_views(&mapping, bytes)?;
+            f = self.gpu.launch_frame(pos, steps, stream)?;
+            e2.record(stream)?;
+            mapping.unmap().context("cuGraphicsUnmapResources")?;
+        }
+        e3.record(stream)?;
+        e3.synchronize().context("cuEventSynchronize")?;
+        let waited = Instant::now();
+        t.stream_start = self.clock.at(e0)?;
+        t.clock_residual_us = self.clock.residual_us(e3, waited)?;
+        t.map_ms = ms(e0, e1)?;
+        t.kernel_ms = ms(e1, e2)?;
+        t.unmap_ms = ms(e2, e3)?;
+        Ok((t, f))
+    }
+
+    /// A frame of copy storage: the steps launched on the device buffers, the newest positions
+    /// copied to the pinned buffer and uploaded to the GL buffer GL did not draw last. `None`
+    /// steps: a step in progress left the positions as they were (nothing copied; `t` is final).
+    fn copy_frame(
+        &mut self,
+        gl: Gl<'_>,
+        vbos: &PositionVbos,
+        pos: &[DeviceBuffer<[f32; 4]>; 2],
+        pinned: &mut Option<PinnedBuffer<[f32; 4]>>,
+        (cur, gl_front): (&mut usize, &mut usize),
+        steps: u32,
+    ) -> anyhow::Result<(SimTimings, Option<FrameSteps>)> {
+        let [e0, e1, e2, _] = &self.events;
+        let stream = &self.stream;
+        let mut t = SimTimings::default();
+        self.gpu.set_gl_front(*cur);
+        e0.record(stream)?;
+        let f = self.gpu.launch_frame([pos[0].view(), pos[1].view()], steps, stream)?;
+        *cur = self.gpu.gl_front();
+        e1.record(stream)?;
+        if f.done == 0 && f.spread.is_some() {
+            // A step in progress: the positions did not change, GL keeps both uploads
+            // (the shown one and the one before it, for the speed colour).
+            e1.synchronize().context("cuEventSynchronize")?;
+            t.stream_start = self.clock.at(e0)?;
+            t.kernel_ms = ms(e0, e1)?;
+            t.stopped_after = Some(0);
+            t.spread = f.spread;
+            return Ok((t, None));
+        }
+        let buf = pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;
+        let mut copy = match pos[*cur].copy_to_pinned(buf, stream) {
+            Ok(c) => c,
+            Err((e, buf)) => {
+                *pinned = Some(buf);
+                return Err(anyhow::Error::new(e).context("cuMemcpyDtoHAsync"));
+            }
+        };
+        copy.record(e2)?;
+        let host = pinned.insert(copy.wait().context("cuEventSynchronize")?);
+        let up = Instant::now();
+        t.stream_start = self.clock.at(e0)?;
+        t.clock_residual_us = self.clock.residual_us(e2, up)?;
+        // The pinned data is complete: its copy's event was waited on.
+        upload_positions(gl, vbos, 1 - *gl_front, host.as_slice())?;
+        *gl_front = 1 - *gl_front;
+        let upload_host = up.elapsed().as_secs_f64() * 1e3;
+        t.kernel_ms = ms(e0, e1)?;
+        t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
+        Ok((t, Some(f)))
     }
 
     /// Finishes the half step with the old dt before a dt change (a launch that writes the back

@@ -228,41 +228,7 @@ impl CudaBackend {
         let [e0, e1, e2, e3] = events;
         let events = [e0?, e1?, e2?, e3?];
         let clock = GpuClock::new(&ctx, &stream)?;
-        let split = opts.split.filter(|o| !o.is_single());
-        if split.is_some() && opts.precision == Precision::F64 {
-            bail!(
-                "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus, --slices-per-gpu, \
-                 --render-gpu-computes no, --gather nccl) is fp32: use --precision f32, or leave those options at their defaults"
-            );
-        }
-        let gpu = match opts.precision {
-            Precision::F32 if split.is_some() => {
-                let o = split.context("split options")?;
-                let render = ctx.device().ordinal();
-                let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
-                let devices = o.devices(count.max(0) as u32, render)?;
-                let split = SplitStepper::new(
-                    ctx.api(),
-                    sched_flag(opts.ctx_sched),
-                    &devices,
-                    bodies,
-                    s.block_size,
-                    None,
-                    params,
-                    opts.kernel.as_deref(),
-                    opts.step_kernel,
-                    o.gather,
-                )?;
-                ctx.make_current().context("cuCtxSetCurrent")?;
-                Stepper::Split(Box::new(SplitRender { split, kernels, ctx: Arc::clone(&ctx), render, shown: 0 }))
-            }
-            Precision::F32 => {
-                let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel).context("uploading velocities")?;
-                let masses = kernels::launch_rule::Masses::of(&bodies.pos);
-                Stepper::F32(GpuStepper::new(kernels, vel, s.block_size, params, masses)?)
-            }
-            Precision::F64 => Stepper::F64(GpuStepperF64::new(&ctx, kernels, bodies, s.block_size, params)?),
-        };
+        let gpu = make_stepper(opts, &ctx, kernels, bodies, params)?;
         let storage = match fns {
             Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies, (opts.external_sync, &gl_info.semaphore))?),
             None => make_storage(&ctx, vbos, bodies, s)?,
@@ -426,6 +392,49 @@ impl Drop for CudaBackend {
             x.warn_if_not_released();
         }
     }
+}
+
+/// The stepper of `opts` on the render context `ctx`: fp32 on one GPU or split over slices and
+/// GPUs (`--gpus` and co.), or fp64 (one GPU, one slice).
+///
+/// # Errors
+/// A split asked for with fp64; more GPUs than the machine has; a stepper cannot be made.
+fn make_stepper(opts: &CudaOptions, ctx: &Arc<Context>, kernels: Kernels, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Stepper> {
+    let split = opts.split.filter(|o| !o.is_single());
+    if split.is_some() && opts.precision == Precision::F64 {
+        bail!(
+            "--precision f64 runs on one GPU in one slice; the split over slices and GPUs (--gpus, --slices-per-gpu, \
+             --render-gpu-computes no, --gather nccl) is fp32: use --precision f32, or leave those options at their defaults"
+        );
+    }
+    Ok(match opts.precision {
+        Precision::F32 if split.is_some() => {
+            let o = split.context("split options")?;
+            let render = ctx.device().ordinal();
+            let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
+            let devices = o.devices(count.max(0) as u32, render)?;
+            let split = SplitStepper::new(
+                ctx.api(),
+                sched_flag(opts.ctx_sched),
+                &devices,
+                bodies,
+                opts.settings.block_size,
+                None,
+                params,
+                opts.kernel.as_deref(),
+                opts.step_kernel,
+                o.gather,
+            )?;
+            ctx.make_current().context("cuCtxSetCurrent")?;
+            Stepper::Split(Box::new(SplitRender { split, kernels, ctx: Arc::clone(ctx), render, shown: 0 }))
+        }
+        Precision::F32 => {
+            let vel = DeviceBuffer::from_slice(ctx, &bodies.vel).context("uploading velocities")?;
+            let masses = kernels::launch_rule::Masses::of(&bodies.pos);
+            Stepper::F32(GpuStepper::new(kernels, vel, opts.settings.block_size, params, masses)?)
+        }
+        Precision::F64 => Stepper::F64(GpuStepperF64::new(ctx, kernels, bodies, opts.settings.block_size, params)?),
+    })
 }
 
 #[cfg(test)]

@@ -285,100 +285,107 @@ pub fn mode_name(m: BenchMode) -> String {
 /// The rows of `measured`, with the overhead against `compute` at the same N (and, for CUDA
 /// modes, the same GPU setup) and the scaling against the mode's 1-GPU row filled in.
 pub fn rows(measured: &[Measured], run: &RunMeta) -> Vec<Row> {
+    measured.iter().map(|m| row(m, measured, run)).collect()
+}
+
+/// The row of `m`, one of `measured`.
+fn row(m: &Measured, measured: &[Measured], run: &RunMeta) -> Row {
+    // The draw mode simulates nothing.
+    let work = if m.mode == BenchMode::Draw { 0.0 } else { interactions(m.n, m.launch.steps_per_frame) };
+    let frame_s = m.times.frame.median * 1e-3;
+    let ips_frame = work / frame_s;
+    // A tree row's flops are those of the terms it evaluated, not of the N² it stands for.
+    let flop_ratio = m.tree.map_or(1.0, |t| t.per_body / m.n as f64);
+    let (ips, basis) = match m.times.kernel {
+        Some(k) if k.median > 0.0 => (work / (k.median * 1e-3), "kernel"),
+        _ => (ips_frame, "frame"),
+    };
+    let setup = m.setup.as_ref();
+    Row {
+        mode: mode_name(m.mode),
+        n: m.n,
+        precision: m.precision.to_string(),
+        setup: SetupColumns {
+            gpus: setup.map(|s| s.gpus),
+            slices: setup.map(|s| s.slices),
+            render_gpu_computes: setup.map(|s| s.render_gpu_computes),
+            gather: setup.map(|s| s.gather.clone()),
+            devices: setup.map(|s| s.devices.clone()),
+        },
+        launch: m.launch.clone(),
+        sampling: m.sampling.clone(),
+        times: m.times,
+        tree: TreeColumns::of(m.tree, m.n, m.launch.steps_per_frame, m.times.kernel.map(|k| k.median)),
+        rates: RateColumns {
+            interactions_per_s: m.tree.is_none().then_some(ips),
+            effective_interactions_per_s: m.tree.is_some().then_some(ips),
+            gflops: ips * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
+            rate_basis: basis.to_string(),
+            interactions_per_s_frame: m.tree.is_none().then_some(ips_frame),
+            effective_interactions_per_s_frame: m.tree.is_some().then_some(ips_frame),
+            gflops_frame: ips_frame * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
+        },
+        cpu: m.meta.cpu.as_ref().map_or_else(CpuColumns::default, |(peak, threads)| CpuColumns::of(peak, *threads, m.tree.is_none().then_some(ips))),
+        comparison: comparison(m, measured),
+        provenance: provenance(m.meta.clone(), run),
+    }
+}
+
+/// `m`'s comparisons with the other rows of `measured`: the overhead against `compute` at the
+/// same N (and, for CUDA modes, the same GPU setup), the scaling against the mode's 1-GPU row,
+/// and the spread of its round medians.
+fn comparison(m: &Measured, measured: &[Measured]) -> ComparisonColumns {
     let key = |m: &Measured| m.setup.as_ref().map(SetupFacts::key);
-    measured
+    // cpu (no setup) compares with the first compute row of its N.
+    let compute = measured
         .iter()
-        .map(|m| {
-            // The draw mode simulates nothing.
-            let work = if m.mode == BenchMode::Draw { 0.0 } else { interactions(m.n, m.launch.steps_per_frame) };
-            let frame_s = m.times.frame.median * 1e-3;
-            let ips_frame = work / frame_s;
-            // A tree row's flops are those of the terms it evaluated, not of the N² it stands for.
-            let flop_ratio = m.tree.map_or(1.0, |t| t.per_body / m.n as f64);
-            let (ips, basis) = match m.times.kernel {
-                Some(k) if k.median > 0.0 => (work / (k.median * 1e-3), "kernel"),
-                _ => (ips_frame, "frame"),
-            };
-            // cpu (no setup) compares with the first compute row of its N.
-            let compute = measured
-                .iter()
-                .filter(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Tree | BenchMode::Draw))
-                .find(|c| m.setup.is_none() || key(c) == key(m))
-                .map(|c| c.times.frame.median);
-            // The scaling: frame rates against the same mode's row on one computing GPU with the
-            // render GPU computing and as many slices per GPU.
-            let speedup = m.setup.as_ref().and_then(|s| {
-                let per_gpu = s.slices / s.gpus.max(1);
-                let base = measured.iter().find(|b| {
-                    b.mode == m.mode && b.n == m.n && b.precision == m.precision && b.setup.as_ref().is_some_and(|t| t.key() == (1, per_gpu, true))
-                })?;
-                (!std::ptr::eq(base, m)).then(|| base.times.frame.median / m.times.frame.median)
-            });
-            let scaling_efficiency = speedup.zip(m.setup.as_ref()).map(|(x, s)| x / f64::from(s.gpus.max(1)));
-            let overhead_ms = compute.map(|c| m.times.frame.median - c);
-            let draw_frame = measured.iter().find(|d| d.mode == BenchMode::Draw && d.n == m.n && !m.mode.is_cpu()).map(|d| d.times.frame.median);
-            // What the mode costs beyond the kernel alone and the GL frame alone.
-            let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
-            let spread_ms = super::stats::spread(&m.round_medians);
-            let setup = m.setup.as_ref();
-            let meta = m.meta.clone();
-            Row {
-                mode: mode_name(m.mode),
-                n: m.n,
-                precision: m.precision.to_string(),
-                setup: SetupColumns {
-                    gpus: setup.map(|s| s.gpus),
-                    slices: setup.map(|s| s.slices),
-                    render_gpu_computes: setup.map(|s| s.render_gpu_computes),
-                    gather: setup.map(|s| s.gather.clone()),
-                    devices: setup.map(|s| s.devices.clone()),
-                },
-                launch: m.launch.clone(),
-                sampling: m.sampling.clone(),
-                times: m.times,
-                tree: TreeColumns::of(m.tree, m.n, m.launch.steps_per_frame, m.times.kernel.map(|k| k.median)),
-                rates: RateColumns {
-                    interactions_per_s: m.tree.is_none().then_some(ips),
-                    effective_interactions_per_s: m.tree.is_some().then_some(ips),
-                    gflops: ips * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
-                    rate_basis: basis.to_string(),
-                    interactions_per_s_frame: m.tree.is_none().then_some(ips_frame),
-                    effective_interactions_per_s_frame: m.tree.is_some().then_some(ips_frame),
-                    gflops_frame: ips_frame * flop_ratio * FLOPS_PER_INTERACTION * 1e-9,
-                },
-                cpu: m
-                    .meta
-                    .cpu
-                    .as_ref()
-                    .map_or_else(CpuColumns::default, |(peak, threads)| CpuColumns::of(peak, *threads, m.tree.is_none().then_some(ips))),
-                comparison: ComparisonColumns {
-                    speedup,
-                    scaling_efficiency,
-                    overhead_us: overhead_ms.map(|o| o * 1e3),
-                    overhead_pct: overhead_ms.zip(compute).map(|(o, c)| 100.0 * o / c),
-                    interop_us: interop_ms.map(|o| o * 1e3),
-                    spread_us: spread_ms * 1e3,
-                    spread_pct: 100.0 * spread_ms / m.times.frame.median,
-                    diverged: m.diverged,
-                },
-                provenance: ProvenanceColumns {
-                    gpu_name: meta.gpu_name,
-                    driver_version: meta.driver_version,
-                    gl_vendor: meta.gl_vendor,
-                    gl_renderer: meta.gl_renderer,
-                    gl_version: meta.gl_version,
-                    egl_device: meta.egl_device,
-                    stream: meta.stream,
-                    register_flags: meta.register_flags,
-                    map_flags: meta.map_flags,
-                    ctx_sched: meta.ctx_sched,
-                    build_profile: run.build_profile.to_string(),
-                    date: run.date.clone(),
-                    host: run.host.clone(),
-                },
-            }
-        })
-        .collect()
+        .filter(|c| c.mode == BenchMode::Compute && c.n == m.n && !matches!(m.mode, BenchMode::Compute | BenchMode::Tree | BenchMode::Draw))
+        .find(|c| m.setup.is_none() || key(c) == key(m))
+        .map(|c| c.times.frame.median);
+    // The scaling: frame rates against the same mode's row on one computing GPU with the
+    // render GPU computing and as many slices per GPU.
+    let speedup = m.setup.as_ref().and_then(|s| {
+        let per_gpu = s.slices / s.gpus.max(1);
+        let base = measured.iter().find(|b| {
+            b.mode == m.mode && b.n == m.n && b.precision == m.precision && b.setup.as_ref().is_some_and(|t| t.key() == (1, per_gpu, true))
+        })?;
+        (!std::ptr::eq(base, m)).then(|| base.times.frame.median / m.times.frame.median)
+    });
+    let scaling_efficiency = speedup.zip(m.setup.as_ref()).map(|(x, s)| x / f64::from(s.gpus.max(1)));
+    let overhead_ms = compute.map(|c| m.times.frame.median - c);
+    let draw_frame = measured.iter().find(|d| d.mode == BenchMode::Draw && d.n == m.n && !m.mode.is_cpu()).map(|d| d.times.frame.median);
+    // What the mode costs beyond the kernel alone and the GL frame alone.
+    let interop_ms = overhead_ms.zip(draw_frame).map(|(o, d)| o - d);
+    let spread_ms = super::stats::spread(&m.round_medians);
+    ComparisonColumns {
+        speedup,
+        scaling_efficiency,
+        overhead_us: overhead_ms.map(|o| o * 1e3),
+        overhead_pct: overhead_ms.zip(compute).map(|(o, c)| 100.0 * o / c),
+        interop_us: interop_ms.map(|o| o * 1e3),
+        spread_us: spread_ms * 1e3,
+        spread_pct: 100.0 * spread_ms / m.times.frame.median,
+        diverged: m.diverged,
+    }
+}
+
+/// A row's provenance columns: its facts `meta` and the run's.
+fn provenance(meta: RowMeta, run: &RunMeta) -> ProvenanceColumns {
+    ProvenanceColumns {
+        gpu_name: meta.gpu_name,
+        driver_version: meta.driver_version,
+        gl_vendor: meta.gl_vendor,
+        gl_renderer: meta.gl_renderer,
+        gl_version: meta.gl_version,
+        egl_device: meta.egl_device,
+        stream: meta.stream,
+        register_flags: meta.register_flags,
+        map_flags: meta.map_flags,
+        ctx_sched: meta.ctx_sched,
+        build_profile: run.build_profile.to_string(),
+        date: run.date.clone(),
+        host: run.host.clone(),
+    }
 }
 
 /// The output paths in `dir`: `bench.json`, `bench.csv`, `bench.png` and the CSV's provenance

@@ -56,15 +56,7 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
             modes.push(l);
         }
     }
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for r in rows {
-        let (x, y) = (r.n as f64, r.times.frame.median.max(1e-6));
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
-    }
-    let (x0, x1, y0, y1) = (x0 / 1.5, x1 * 1.5, y0 / 2.0, y1 * 2.0);
+    let (x0, x1, y0, y1) = plot_ranges(rows);
     // Labelled y ticks whatever the range (one N spans a factor of 4, where plotters' own log
     // ticks may be none).
     let y_ticks = log_ticks(y0, y1);
@@ -120,6 +112,20 @@ pub fn plot(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
         root.present().map_err(|e| anyhow!("writing {}: {e}", tmp.display()))?;
     }
     std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// The plot's ranges `(x0, x1, y0, y1)`: the rows' N and median frame times (ms, at least 1e-6),
+/// widened by a factor of 1.5 in N and 2 in time on each side.
+fn plot_ranges(rows: &[Row]) -> (f64, f64, f64, f64) {
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for r in rows {
+        let (x, y) = (r.n as f64, r.times.frame.median.max(1e-6));
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    (x0 / 1.5, x1 * 1.5, y0 / 2.0, y1 * 2.0)
 }
 
 /// Ticks of a log axis from `lo` to `hi` (> 0): the values m × 10^k in the range for m in the

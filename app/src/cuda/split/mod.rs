@@ -34,6 +34,7 @@
 //! several GPUs is the point of this path).
 
 mod layout;
+mod open;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use interop::nccl::Clique;
 use interop::sys::event_flags;
-use interop::{Api, Context, Device, DeviceBuffer, Event, SchedFlag, Stream};
+use interop::{Api, Context, Device, Event, SchedFlag, Stream};
 
 use super::kernel_set::{check_fits, Kernels};
 use super::settings::GatherChoice;
@@ -51,6 +52,7 @@ use sim::{Bodies, Leapfrog, PhysParams};
 
 use layout::Slice;
 pub use layout::{GatherPath, SliceLayout, SplitFrame};
+use open::{gather_path, primary_contexts, upload_slices};
 
 /// The leapfrog integrator over slices on one or more devices (see the module docs).
 pub struct SplitStepper {
@@ -106,15 +108,7 @@ impl SplitStepper {
             bail!("CUDA device {d} does not exist: this machine has {count} (use --gpus {count} or fewer, or --gpus all)");
         }
         let n = bodies.len();
-        // One primary context per distinct device, shared by its slices.
-        let mut ctxs: Vec<(i32, Arc<Context>)> = Vec::new();
-        for &d in devices {
-            if !ctxs.iter().any(|(o, _)| *o == d) {
-                let dev = Device::get(api, d).with_context(|| format!("cuDeviceGet({d})"))?;
-                let ctx = Context::primary(&dev, sched).with_context(|| format!("primary context of device {d}"))?;
-                ctxs.push((d, ctx));
-            }
-        }
+        let ctxs = primary_contexts(api, sched, devices)?;
         let ctx_of = |d: i32| ctxs.iter().find(|(o, _)| *o == d).map(|(_, c)| Arc::clone(c)).context("context of a device");
         let masses = Masses::of(&bodies.pos);
 
@@ -149,56 +143,9 @@ impl SplitStepper {
             check_fits(ctx, padded, 3 * here).with_context(|| format!("device {d} ({here} slice(s) of {} bodies each)", layout.len))?;
         }
 
-        let mut pos0 = bodies.pos.clone();
-        pos0.resize(padded, [0.0; 4]);
-        let mut vel0 = bodies.vel.clone();
-        vel0.resize(padded, [0.0; 4]);
-        let mut slices = Vec::with_capacity(devices.len());
-        for (d, kernels, ctx) in loaded {
-            ctx.make_current().context("cuCtxSetCurrent")?;
-            let stream = Stream::create(&ctx, interop::sys::stream_flags::NON_BLOCKING, 0).context("cuStreamCreate")?;
-            let pos = [
-                DeviceBuffer::from_slice(&ctx, &pos0).context("uploading positions")?,
-                DeviceBuffer::from_slice(&ctx, &pos0).context("uploading positions (second buffer)")?,
-            ];
-            let vel = DeviceBuffer::from_slice(&ctx, &vel0).context("uploading velocities")?;
-            let done = Event::new(&ctx, event_flags::DISABLE_TIMING).context("cuEventCreate")?;
-            slices.push(Slice { pos, vel, done, marks: Vec::new(), kernels, stream, ctx, device: d });
-        }
+        let slices = upload_slices(loaded, bodies, padded)?;
 
-        let distinct = ctxs.len() == devices.len();
-        let (clique, gather) = if devices.len() == 1 && choice != GatherChoice::Nccl {
-            (None, GatherPath::None)
-        } else {
-            let nccl = match choice {
-                GatherChoice::Peer => Err("--gather peer".to_string()),
-                _ if !distinct => Err("a device holds two slices (NCCL takes one rank per device)".to_string()),
-                _ => crate::libraries::open_nccl().map_err(|e| format!("{e}")),
-            };
-            let nccl = nccl.and_then(|lib| match Clique::init_all(&lib, devices) {
-                Ok(c) => Ok((c, lib.version_string())),
-                Err(e) => Err(format!("ncclCommInitAll failed: {e}")),
-            });
-            match nccl {
-                Ok((clique, version)) => (Some(clique), GatherPath::Nccl { version }),
-                Err(why) if choice == GatherChoice::Nccl => bail!("--gather nccl: {why}; use --gather peer (or auto) for peer copies"),
-                Err(why) => {
-                    let mut direct = true;
-                    for (i, (da, ca)) in ctxs.iter().enumerate() {
-                        for (db, cb) in &ctxs[i + 1..] {
-                            let (a, b) = (ca.device(), cb.device());
-                            if a.can_access_peer(b)? && b.can_access_peer(a)? {
-                                ca.enable_peer_access(cb).with_context(|| format!("cuCtxEnablePeerAccess ({da} → {db})"))?;
-                                cb.enable_peer_access(ca).with_context(|| format!("cuCtxEnablePeerAccess ({db} → {da})"))?;
-                            } else {
-                                direct = false;
-                            }
-                        }
-                    }
-                    (None, GatherPath::PeerCopies { direct, one_device: ctxs.len() == 1, why })
-                }
-            }
-        };
+        let (clique, gather) = gather_path(&ctxs, devices, choice)?;
         if gather != GatherPath::None {
             tracing::info!(slices = devices.len(), len = layout.len, "split step: {}", gather.describe());
         }

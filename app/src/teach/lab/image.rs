@@ -259,24 +259,38 @@ fn without_gl(which: Released, gl: Gl<'_>, ctx: &Arc<Context>, owner: Option<&He
         cleanup.push(format!("cuGraphicsUnregisterResource: {}", result_words(&unsafe { interop_call(api, Released::Unregister, h) })));
     }
     let sync = stream.synchronize();
+    let said = result_words(&r);
+    let mut g = got_from(r)?;
+    g.detail = Some(without_gl_detail(which, texture.id(), &said, control.as_ref(), &cleanup, &sync));
+    drop(texture);
+    Ok(g)
+}
+
+/// The detail of a [`without_gl`] case: the texture `texture` as it was before, the call `which`
+/// and what it returned (`said`), the control call `control` (made only when it was refused), the
+/// `cleanup` calls and the stream's synchronize `sync`.
+fn without_gl_detail(
+    which: Released,
+    texture: u32,
+    said: &str,
+    control: Option<&Result<(), Error>>,
+    cleanup: &[String],
+    sync: &Result<(), Error>,
+) -> String {
     let before = match which {
         Released::Unmap => "registered and mapped",
         _ => "registered",
     };
-    let said = result_words(&r);
-    let mut g = got_from(r)?;
-    g.detail = Some(format!(
+    format!(
         "texture {} (RGBA8) {before} with the GL context current; {} with no GL context current on the thread: {said} \
          ({}); released afterwards, with the GL context current again: {}; cuStreamSynchronize: {}",
-        texture.id(),
+        texture,
         which.call(),
-        match &control {
+        match control {
             Some(c) => format!("the same call with the GL context current: {}", result_words(c)),
             None => "accepted, so not made again".to_string(),
         },
         if cleanup.is_empty() { "nothing left to release".to_string() } else { cleanup.join(", ") },
-        result_words(&sync)
-    ));
-    drop(texture);
-    Ok(g)
+        result_words(sync)
+    )
 }

@@ -1,19 +1,21 @@
 //! The measuring loop: for each N, round, GPU setup and mode, the runner is built, warmed up and
 //! timed frame by frame; the rows, and the N the cpu mode's estimate ([`super::estimate`]) skips.
 
+mod visit;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use indicatif::ProgressBar;
 
+use self::visit::{Visit, VisitState, Visits};
 use super::env::Env;
 use super::estimate::{estimate, ms_text, plan_skips, DEFAULT_RUN_S};
-use super::modes::{self, check_count, FrameSample, Gfx, Runner};
+use super::modes::{self, check_count, FrameSample, Runner};
 use super::outputs::Timelines;
-use super::plan::{flag_name, frames_in_round, runs_cuda, runs_f64, Plan};
+use super::plan::{flag_name, runs_cuda, Plan};
 use super::report::{self, mode_name, Document, Measured, RowMeta, RunMeta, Skipped};
-use super::stats::{median, Summary};
+use super::stats::Summary;
 use super::Interrupted;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{CudaBackend, CudaOptions};
@@ -252,19 +254,7 @@ pub(super) fn measure(
     let steps = args.sim.fixed_steps_per_frame()?;
     let time_span = plan.params.dt * steps as f32;
     let devices = setup_devices(plan, active, env)?;
-    // Setups that resolve to the same slices (e.g. `--gpus 1,all` on a machine of one GPU) run once.
-    let cuda_runs = active.iter().any(|m| runs_cuda(*m));
-    let repeat: Vec<bool> = (0..plan.setups.len())
-        .map(|si| {
-            cuda_runs && (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes)
-        })
-        .collect();
-    if repeat.iter().any(|&r| r) {
-        eprintln!(
-            "notice: {} of the GPU setups asked for resolve to the same slices as an earlier one on this machine: each runs once",
-            repeat.iter().filter(|&&r| r).count()
-        );
-    }
+    let repeat = repeated_setups(plan, active, &devices);
     let initial = |n: usize| -> anyhow::Result<Bodies> {
         let init = args.sim.init_or(crate::cli::BENCH_INIT);
         let b = initial_bodies(init, n, args.sim.seed, plan.params.g)?;
@@ -280,26 +270,7 @@ pub(super) fn measure(
     if active.iter().any(|m| m.is_cpu()) {
         // The initial condition is checked first (a wrong N for a file is said before any timing).
         initial(plan.bodies[0])?;
-        let gfx = env.gfx.as_mut().context("cpu mode without a GL context")?;
-        let init = args.sim.init_or(crate::cli::BENCH_INIT);
-        let Some(est) = estimate(plan, gfx, init, args.sim.seed, args.precision).context("the cpu modes' estimate")? else {
-            return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
-        };
-        for m in active.iter().filter(|m| m.is_cpu()) {
-            let each: Vec<String> =
-                plan.bodies.iter().filter_map(|&n| Some(format!("N={n} {} ms", ms_text(est.mode_ms(*m, n, steps, args.theta)?)))).collect();
-            eprintln!("{}: estimated frame times: {} ({})", mode_name(*m), each.join(", "), est.describe());
-        }
-        let frames = u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames);
-        let run_budget = (!plan.explicit && args.bodies.is_empty() && !active.iter().any(|m| runs_cuda(*m))).then_some(DEFAULT_RUN_S);
-        let (skips, total_s) = plan_skips(&est, active, &plan.bodies, (steps, frames, args.theta), args.cpu_budget_ms, run_budget);
-        for s in skips {
-            eprintln!("{} N={}: skipped: {}", mode_name(s.mode), s.n, s.reason);
-            res.skipped.push(Skipped { mode: mode_name(s.mode), n: Some(s.n), reason: s.reason });
-            skip.push((s.mode, s.n));
-        }
-        let cuda = if active.iter().any(|m| runs_cuda(*m)) { ", and the CUDA modes' (not estimated)" } else { "" };
-        eprintln!("bench: the CPU and draw rows will take about {total_s:.0} s by the estimate{cuda}");
+        skip = cpu_skips(args, plan, active, env, res, steps)?;
     }
     // Setup 0 runs every mode; the others only the CUDA ones (draw and cpu have no GPU setup).
     let modes_at = |n: usize, setup: usize| -> Vec<BenchMode> {
@@ -315,7 +286,7 @@ pub(super) fn measure(
     let visits = |n: usize| -> u64 { (0..plan.setups.len()).map(|si| modes_at(n, si).len() as u64).sum() };
     let total: u64 = plan.bodies.iter().map(|&n| visits(n) * (u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames))).sum();
     let pb = super::outputs::progress_bar(total);
-    let say = |pb: &ProgressBar, s: String| pb.suspend(|| eprintln!("{s}"));
+    let run = Visits { args, plan, devices: &devices, steps, time_span, peak, pb: &pb };
 
     let mut runner: Option<Runner> = None;
     for &n in &plan.bodies {
@@ -325,178 +296,14 @@ pub(super) fn measure(
         let bodies = initial(n)?;
         let mut accs: HashMap<(BenchMode, usize), Acc> = HashMap::new();
         let visits_n: Vec<(usize, BenchMode)> = (0..plan.setups.len()).flat_map(|si| modes_at(n, si).into_iter().map(move |m| (si, m))).collect();
-        let label = |si: usize, mode: BenchMode| match (&devices[si], runs_cuda(mode)) {
-            (Some(d), true) => format!("{} [{} slice(s) on devices {d:?}]", mode_name(mode), d.len()),
-            _ => mode_name(mode),
-        };
         for round in 0..args.rounds {
             for &(si, mode) in &visits_n {
                 if stopped() {
                     pb.finish_and_clear();
                     return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
                 }
-                let name = mode_name(mode);
-                let what = label(si, mode);
-                let ctx = || format!("mode {what}, N = {n}, round {}/{}", round + 1, args.rounds);
-                pb.set_message(format!("{what} N={n} round {}/{}", round + 1, args.rounds));
-                // The old backend goes before the VBOs it may have registered are remade.
-                runner = None;
-                let vbos = match mode {
-                    BenchMode::Compute | BenchMode::Tree => None,
-                    _ => Some(env.gfx.as_mut().context("GL mode without a GL context")?.load(&bodies).with_context(ctx)?),
-                };
-                let setup = &plan.setups[si];
-                let r = runner.insert(build(args, plan, mode, env, vbos, &bodies, setup, devices[si].as_deref()).with_context(ctx)?);
-                r.make_current().with_context(ctx)?;
-                if let Some(g) = env.gfx.as_mut() {
-                    g.set_density(mode.density());
-                }
-                let acc = accs.entry((mode, si)).or_default();
-                acc.launch = r.launch_config();
-                acc.setup = r.setup(setup.render_gpu_computes);
-                for _ in 0..args.warmup {
-                    r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx)?;
-                    pb.inc(1);
-                    if stopped() {
-                        break;
-                    }
-                }
-                let count = frames_in_round(args.frames, args.rounds, round);
-                let mut round_frames = Vec::with_capacity(count as usize);
-                // --timeline: the measured frames only (the tracer goes on after the warmup).
-                let rec = args.timeline.as_deref().map(|base| timelines.get(base, mode, n));
-                let api = r.api();
-                let mut gl_track = None;
-                if let (Some(rec), Some(_)) = (&rec, &api) {
-                    // CUPTI for the CUDA modes' timelines, loaded once (one user per process).
-                    if timelines.cupti.is_none() && !timelines.cupti_tried {
-                        timelines.cupti_tried = true;
-                        timelines.cupti = crate::trace::cupti::CuptiTrack::start(rec);
-                    }
-                    if let Some(c) = &timelines.cupti {
-                        c.discard();
-                    }
-                }
-                if let Some(rec) = &rec {
-                    if let Some(a) = &api {
-                        rec.install(a);
-                    }
-                    if !mode.is_compute() {
-                        gl_track = env.gfx.as_mut().and_then(|g| g.start_gl_track(rec));
-                    }
-                }
-                // The measured frames; a failure ends them, and the timeline's tracer, CUPTI
-                // records and GL track are still finished below before it is reported.
-                let frames = (|| -> anyhow::Result<()> {
-                    for _ in 0..count {
-                        if stopped() {
-                            break;
-                        }
-                        if let Some(rec) = &rec {
-                            rec.begin_frame(acc.frame.len() as u64);
-                        }
-                        let s = r.frame(env.gfx.as_mut(), steps, time_span).with_context(ctx);
-                        if let Some(rec) = &rec {
-                            if let Ok(s) = &s {
-                                trace_frame(rec, mode, s, n, steps);
-                                if let (Some(t), Some(g)) = (&gl_track, env.gfx.as_mut()) {
-                                    g.record_gl(t, rec, &name);
-                                }
-                            }
-                            rec.end_frame();
-                        }
-                        let s = s?;
-                        acc.push(&s);
-                        round_frames.push(s.frame_ms);
-                        pb.inc(1);
-                    }
-                    Ok(())
-                })();
-                if let Some(rec) = &rec {
-                    if let Some(a) = &api {
-                        a.set_tracer(None);
-                        if let Some(c) = timelines.cupti.as_mut() {
-                            c.finish(rec);
-                        }
-                    }
-                    if let (Some(t), Some(g)) = (gl_track, env.gfx.as_mut()) {
-                        g.finish_gl_track(t, rec);
-                    }
-                }
-                frames?;
-                if stopped() {
-                    // The visit was cut short: its frames belong to no finished row.
-                    continue;
-                }
-                if !r.finite(env.gfx.as_mut()).with_context(ctx)? && !acc.diverged {
-                    acc.diverged = true;
-                    say(
-                        &pb,
-                        format!(
-                            "warning: {}: the state diverged (NaN or ∞ in positions or velocities): the row is marked \
-                             `diverged`; use a smaller --dt or a larger --softening",
-                            ctx()
-                        ),
-                    );
-                }
-                if let Some(g) = env.gfx.as_ref().filter(|_| !mode.is_compute()) {
-                    if let Some(e) = g.error() {
-                        say(&pb, format!("warning: GL error 0x{e:04X} after {}", ctx()));
-                    }
-                }
-                acc.round_medians.push(median(&round_frames).unwrap_or(f64::NAN));
-                if round + 1 == args.rounds {
-                    let acc = accs.remove(&(mode, si)).unwrap_or_default();
-                    let frame = Summary::of(&acc.frame).with_context(|| format!("no frames measured ({})", ctx()))?;
-                    let gl_mode = !mode.is_compute();
-                    let size = if gl_mode { env.gfx.as_ref().and_then(Gfx::size) } else { None };
-                    res.measured.push(Measured {
-                        mode,
-                        n,
-                        launch: report::LaunchColumns::of(steps, acc.launch),
-                        sampling: report::SamplingColumns {
-                            frames: acc.frame.len(),
-                            rounds: args.rounds,
-                            warmup: args.warmup,
-                            width: size.map(|s| s.0),
-                            height: size.map(|s| s.1),
-                            max_sprite_px: gl_mode.then_some(args.max_sprite_px),
-                        },
-                        times: report::TimeColumns {
-                            frame,
-                            map: Summary::of(&acc.map),
-                            kernel: Summary::of(&acc.kernel),
-                            unmap: Summary::of(&acc.unmap),
-                            upload: Summary::of(&acc.upload),
-                            draw: Summary::of(&acc.draw),
-                            readback: Summary::of(&acc.readback),
-                            density: Summary::of(&acc.density),
-                            gather: Summary::of(&acc.gather),
-                        },
-                        tree: acc.tree(args.theta),
-                        round_medians: acc.round_medians,
-                        diverged: acc.diverged,
-                        precision: if runs_f64(mode) { args.precision.name() } else { "f32" },
-                        meta: {
-                            let mut m = row_meta(args, mode, env);
-                            m.cpu = peak.filter(|_| mode.is_cpu()).map(|p| (p, rayon::current_num_threads()));
-                            m
-                        },
-                        setup: acc.setup,
-                    });
-                    res.write_tables("running", false).context("writing the results")?;
-                    if let Some(base) = &args.timeline {
-                        pb.suspend(|| timelines.finish(base, mode, n));
-                    }
-                    let last = res.measured.last().map(|m| (m.times.frame.median, m.times.frame.p99));
-                    if let Some((med, p99)) = last {
-                        say(&pb, format!("{what} N={n}: frame median {med:.3} ms, p99 {p99:.3} ms"));
-                    }
-                    if plan.stop_after_rows.is_some_and(|k| res.measured.len() >= k) {
-                        // Test hook: behave exactly as if Ctrl-C arrived now.
-                        crate::stop::request();
-                    }
-                }
+                let state = VisitState { env: &mut *env, res: &mut *res, timelines: &mut *timelines, runner: &mut runner, accs: &mut accs };
+                run.visit(state, &bodies, Visit { n, round, si, mode })?;
             }
         }
     }
@@ -506,6 +313,61 @@ pub(super) fn measure(
         return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
     }
     Ok(())
+}
+
+/// Which setups of `plan` resolve to the same slices as an earlier one (e.g. `--gpus 1,all` on a
+/// machine of one GPU): those run once, which a notice says.
+fn repeated_setups(plan: &Plan, active: &[BenchMode], devices: &[Option<Vec<i32>>]) -> Vec<bool> {
+    let cuda_runs = active.iter().any(|m| runs_cuda(*m));
+    let repeat: Vec<bool> = (0..plan.setups.len())
+        .map(|si| {
+            cuda_runs && (0..si).any(|sj| devices[sj] == devices[si] && plan.setups[sj].render_gpu_computes == plan.setups[si].render_gpu_computes)
+        })
+        .collect();
+    if repeat.iter().any(|&r| r) {
+        eprintln!(
+            "notice: {} of the GPU setups asked for resolve to the same slices as an earlier one on this machine: each runs once",
+            repeat.iter().filter(|&&r| r).count()
+        );
+    }
+    repeat
+}
+
+/// The (mode, N) the cpu modes' estimate rules out, each recorded in `res` as skipped and said,
+/// with the estimated frame times and the time the CPU and draw rows will take.
+///
+/// # Errors
+/// No GL context, the estimate fails, or it was interrupted.
+fn cpu_skips(
+    args: &BenchArgs,
+    plan: &Plan,
+    active: &[BenchMode],
+    env: &mut Env,
+    res: &mut Results,
+    steps: u32,
+) -> anyhow::Result<Vec<(BenchMode, usize)>> {
+    let mut skip = Vec::new();
+    let gfx = env.gfx.as_mut().context("cpu mode without a GL context")?;
+    let init = args.sim.init_or(crate::cli::BENCH_INIT);
+    let Some(est) = estimate(plan, gfx, init, args.sim.seed, args.precision).context("the cpu modes' estimate")? else {
+        return Err(Interrupted { rows: res.measured.len(), out: res.out.clone() }.into());
+    };
+    for m in active.iter().filter(|m| m.is_cpu()) {
+        let each: Vec<String> =
+            plan.bodies.iter().filter_map(|&n| Some(format!("N={n} {} ms", ms_text(est.mode_ms(*m, n, steps, args.theta)?)))).collect();
+        eprintln!("{}: estimated frame times: {} ({})", mode_name(*m), each.join(", "), est.describe());
+    }
+    let frames = u64::from(args.warmup) * u64::from(args.rounds) + u64::from(args.frames);
+    let run_budget = (!plan.explicit && args.bodies.is_empty() && !active.iter().any(|m| runs_cuda(*m))).then_some(DEFAULT_RUN_S);
+    let (skips, total_s) = plan_skips(&est, active, &plan.bodies, (steps, frames, args.theta), args.cpu_budget_ms, run_budget);
+    for s in skips {
+        eprintln!("{} N={}: skipped: {}", mode_name(s.mode), s.n, s.reason);
+        res.skipped.push(Skipped { mode: mode_name(s.mode), n: Some(s.n), reason: s.reason });
+        skip.push((s.mode, s.n));
+    }
+    let cuda = if active.iter().any(|m| runs_cuda(*m)) { ", and the CUDA modes' (not estimated)" } else { "" };
+    eprintln!("bench: the CPU and draw rows will take about {total_s:.0} s by the estimate{cuda}");
+    Ok(skip)
 }
 
 /// The slices' devices of each setup of `plan` (`None` for the plain one-slice setup — also
