@@ -34,11 +34,11 @@ use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics}
 use libtest_mimic::Failed;
 use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
 use nbody_app::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SimBackend};
-use nbody_app::cli::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind};
-use nbody_app::cuda::split::SplitStepper;
+use nbody_app::cli::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SliceOptions, StreamKind};
+use nbody_app::cuda::slices::SlicedStepper;
 use nbody_app::gfx::context::HeadlessContext;
 
-use ::kernels::launch_rule::{Launch, Masses, StepLoop};
+use ::kernels::launch_rule::{LaunchConfig, Masses, StepLoop};
 use nbody_app::cuda::kernel_set::{Kernels, BODY_BYTES, EQUAL_MASS};
 use nbody_app::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use nbody_app::gfx::target::{OffscreenTarget, RenderTarget};

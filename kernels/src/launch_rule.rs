@@ -12,7 +12,7 @@
 //! as each says.
 
 pub use crate::StepLoop;
-use crate::{StepKernel, BODIES_PER_THREAD, EQUAL_MASS, MASS_SCALED, SPLITS};
+use crate::{StepKernel, BODIES_PER_THREAD, EQUAL_MASS, MASS_SCALED, THREADS_PER_BODY};
 
 /// Every step kernel `--step-kernel` takes, by name: the plain launches (`nbody_step_*`) and the
 /// stream-K pairs (`nbody_stepk_*`, each finished by `nbody_stepk_finish`), in the PTX's order:
@@ -53,7 +53,7 @@ pub struct ForcedKernel {
     /// Bodies per thread.
     pub p: u32,
     /// Threads per body (1: no j-split).
-    pub split: u32,
+    pub threads_per_body: u32,
     /// The softened loop.
     pub step_loop: StepLoop,
     /// Whole steps run the stream-K pair; steps over body ranges and split steps, which cannot,
@@ -86,10 +86,11 @@ impl ForcedKernel {
         let shapes = BODIES_PER_THREAD
             .iter()
             .map(|&p| (p, 1, StepLoop::Classic))
-            .chain(SPLITS.iter().map(|&s| (1, s, StepLoop::Classic)))
+            .chain(THREADS_PER_BODY.iter().map(|&s| (1, s, StepLoop::Classic)))
             .chain(MASS_SCALED.iter().map(|&(p, s)| (p, s, StepLoop::MassScaled)))
             .chain(EQUAL_MASS.iter().map(|&(p, s)| (p, s, StepLoop::EqualMass)));
-        let all = shapes.flat_map(|(p, split, step_loop)| [false, true].map(|stream_k| ForcedKernel { p, split, step_loop, stream_k }));
+        let all =
+            shapes.flat_map(|(p, split, step_loop)| [false, true].map(|stream_k| ForcedKernel { p, threads_per_body: split, step_loop, stream_k }));
         let mut all: Vec<ForcedKernel> = all.collect();
         all.sort_by_key(|k| k.stream_k);
         all.into_iter().find(|k| k.name() == name.trim()).ok_or_else(refused)
@@ -97,7 +98,8 @@ impl ForcedKernel {
 
     /// The kernel's name (`nbody_step_m2x4`, `nbody_stepk_u4x1`, …).
     pub fn name(&self) -> String {
-        Launch { block: 0, p: self.p, split: self.split, step_loop: self.step_loop, stream_k: self.stream_k.then_some(1) }.kernel_name()
+        LaunchConfig { block: 0, p: self.p, threads_per_body: self.threads_per_body, step_loop: self.step_loop, stream_k: self.stream_k.then_some(1) }
+            .kernel_name()
     }
 }
 
@@ -320,13 +322,13 @@ fn warp_cover(warps: f64) -> f64 {
 /// One step kernel's launch: threads per block, bodies per thread P, threads per body S, and
 /// the loop (classic, mass-scaled or equal-mass).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Launch {
+pub struct LaunchConfig {
     /// Threads per block.
     pub block: u32,
     /// Bodies per thread.
     pub p: u32,
     /// Threads per body (1: no j-split).
-    pub split: u32,
+    pub threads_per_body: u32,
     /// The softened loop: classic (`nbody_step_p{p}` or `nbody_step_s{split}`), mass-scaled
     /// (`nbody_step_m{p}x{split}`) or equal-mass (`nbody_step_u{p}x{split}`).
     pub step_loop: StepLoop,
@@ -335,18 +337,18 @@ pub struct Launch {
     pub stream_k: Option<u32>,
 }
 
-impl Launch {
+impl LaunchConfig {
     /// The fp64 kernels' launch: `block` threads, one body per thread (the shape only: the value
     /// does not know its precision, so [`Launch::kernel_name`] names the fp32 kernel of that
     /// shape; the fp64 step kernel is `nbody_step_f64`).
-    pub fn f64(block: u32) -> Launch {
-        Launch { block, p: 1, split: 1, step_loop: StepLoop::Classic, stream_k: None }
+    pub fn f64(block: u32) -> LaunchConfig {
+        LaunchConfig { block, p: 1, threads_per_body: 1, step_loop: StepLoop::Classic, stream_k: None }
     }
 
     /// The same kernel as one launch of `nbody_step_*` (what a step split over body ranges, or
     /// over slices, runs: their bits then match one launch's).
-    pub fn plain(self) -> Launch {
-        Launch { stream_k: None, ..self }
+    pub fn plain(self) -> LaunchConfig {
+        LaunchConfig { stream_k: None, ..self }
     }
 
     /// The fp32 launch in words for the device panel: `nbody_step_m2x4 · P = 2 · j-split S = 4 ·
@@ -356,7 +358,7 @@ impl Launch {
             "{} · P = {}{}{} · block {}{}",
             self.kernel_name(),
             self.p,
-            if self.split > 1 { format!(" · j-split S = {}", self.split) } else { String::new() },
+            if self.threads_per_body > 1 { format!(" · j-split S = {}", self.threads_per_body) } else { String::new() },
             match self.step_loop {
                 StepLoop::Classic => "",
                 StepLoop::MassScaled => " · mass-scaled loop",
@@ -371,7 +373,7 @@ impl Launch {
     /// `nbody_step_u4x1`; a stream-K launch: `nbody_stepk_m4x1`, its first half).
     pub fn kernel_name(&self) -> String {
         let family = if self.stream_k.is_some() { "nbody_stepk" } else { "nbody_step" };
-        match (self.step_loop.letter(), self.split) {
+        match (self.step_loop.letter(), self.threads_per_body) {
             (Some(l), s) => format!("{family}_{l}{}x{s}", self.p),
             (None, 1) => format!("{family}_p{}", self.p),
             (None, s) => format!("{family}_s{s}"),
@@ -404,21 +406,21 @@ pub fn choose(
     masses: Masses,
     stream_k_ok: bool,
     forced: Option<ForcedKernel>,
-) -> Result<Launch, LaunchRuleError> {
+) -> Result<LaunchConfig, LaunchRuleError> {
     let force_p = forced.map(|f| f.p);
-    let force_s = forced.map(|f| f.split);
+    let force_s = forced.map(|f| f.threads_per_body);
     let force_loop = forced.map(|f| f.step_loop);
     // Where stream-K may not run, the forced kernel runs plain.
     let force_k = forced.map(|f| f.stream_k && stream_k_ok);
     let blocks: Vec<u32> = if block == AUTO_BLOCK { vec![1024, 512, 256, 128] } else { vec![block] };
-    let mut best: Option<(f64, Launch)> = None;
+    let mut best: Option<(f64, LaunchConfig)> = None;
     for &b in &blocks {
         for k in steps {
             let step_loop = k.step_loop();
             let scaled = step_loop == StepLoop::MassScaled;
             let equal = step_loop == StepLoop::EqualMass;
             if force_p.is_some_and(|p| p != k.p())
-                || force_s.is_some_and(|s| s != k.split())
+                || force_s.is_some_and(|s| s != k.threads_per_body())
                 || force_loop.is_some_and(|l| l != step_loop)
                 || (scaled && !masses.scaled && force_loop.is_none())
                 // With unequal masses the equal-mass loop is wrong: never, even when forced.
@@ -432,10 +434,10 @@ pub fn choose(
                 continue;
             }
             let bpb = k.bodies_per_block(b);
-            let plain = Launch { block: b, p: k.p(), split: k.split(), step_loop, stream_k: None };
+            let plain = LaunchConfig { block: b, p: k.p(), threads_per_body: k.threads_per_body(), step_loop, stream_k: None };
             if force_k != Some(true) {
                 let score = fill_efficiency(n, bpb, sms)
-                    * loop_efficiency(b, k.p(), k.split(), step_loop)
+                    * loop_efficiency(b, k.p(), k.threads_per_body(), step_loop)
                     * latency_efficiency(n, b, bpb, sms, resident as u32);
                 if best.is_none_or(|(s, _)| score > s + 1e-9) {
                     best = Some((score, plain));
@@ -447,11 +449,11 @@ pub fn choose(
             };
             if sk >= 1 {
                 let ctas = sms * sk as u32;
-                let score = stream_k_efficiency(b, k.p(), k.split(), step_loop)
+                let score = stream_k_efficiency(b, k.p(), k.threads_per_body(), step_loop)
                     * warp_cover(f64::from(sk as u32 * b / 32))
                     * stream_k_fraction(n, bpb, sms, ctas, step_loop);
                 if best.is_none_or(|(s, _)| score > s + 1e-9) {
-                    best = Some((score, Launch { stream_k: Some(ctas), ..plain }));
+                    best = Some((score, LaunchConfig { stream_k: Some(ctas), ..plain }));
                 }
             }
         }
@@ -471,7 +473,7 @@ pub fn choose(
             }
         ))
         .into()),
-        None if block == AUTO_BLOCK => Ok(Launch { block: 256, p: 1, split: 1, step_loop: StepLoop::Classic, stream_k: None }),
+        None if block == AUTO_BLOCK => Ok(LaunchConfig { block: 256, p: 1, threads_per_body: 1, step_loop: StepLoop::Classic, stream_k: None }),
         None => Err(LaunchRuleError::NoKernel(block)),
     }
 }
@@ -573,7 +575,7 @@ mod tests {
             assert_eq!(k.stream_k, name.starts_with("nbody_stepk_"));
         }
         let m = ForcedKernel::parse("nbody_step_m2x4").expect("m2x4");
-        assert_eq!((m.p, m.split, m.step_loop, m.stream_k), (2, 4, M, false));
+        assert_eq!((m.p, m.threads_per_body, m.step_loop, m.stream_k), (2, 4, M, false));
         let e = ForcedKernel::parse("nbody_step_m3x3").expect_err("no such kernel");
         assert!(e.contains("nbody_stepk_u4x1") && e.contains("automatic choice"), "{e}");
     }

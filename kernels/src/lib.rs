@@ -45,7 +45,7 @@ pub const BODIES_PER_THREAD: [u32; 3] = [1, 2, 4];
 /// Threads per body of the j-split step kernels (`nbody_step_s4`, `_s8`; one body per thread
 /// group; `kernels/README.md`, "j-split"). `s2` is an exploration variant the product does not
 /// ship (`kernels/README.md`, "Which kernels ship").
-pub const SPLITS: [u32; 2] = [4, 8];
+pub const THREADS_PER_BODY: [u32; 2] = [4, 8];
 
 /// (P, S) of the mass-scaled step kernels `nbody_step_m{P}x{S}` (`kernels/README.md`,
 /// "mass-scaled loop"): P bodies per thread, S threads per body (`m4x4` is an exploration
@@ -318,7 +318,7 @@ mod tests {
             let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, STEP_PARAMS, "{name}");
         }
-        for s in SPLITS {
+        for s in THREADS_PER_BODY {
             let name = format!("nbody_step_s{s}");
             let e = entries.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name} missing"));
             assert_eq!(e.1, STEP_PARAMS, "{name}");

@@ -3,7 +3,7 @@
 
 use super::{
     check_block, check_step_args, launch_step, lookup, valid_block, StepLoop, StepScalars, StepShape, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS,
-    FINISH_BLOCK, MASS_SCALED, MASS_SCALED_TILE_BYTES, SPLITS, STEPK_FINISH_PARAMS, STEPK_PARAMS, STEP_PARAMS,
+    FINISH_BLOCK, MASS_SCALED, MASS_SCALED_TILE_BYTES, STEPK_FINISH_PARAMS, STEPK_PARAMS, STEP_PARAMS, THREADS_PER_BODY,
 };
 use interop::DevicePtr;
 use interop::Launch;
@@ -72,7 +72,7 @@ impl StepKernel {
     /// [`STEP_PARAMS`]; its stream-K half is there but unusable.
     #[doc(alias = "cuModuleGetFunction")]
     pub fn new_split(module: &Module, s: u32) -> Result<Self> {
-        if !SPLITS.contains(&s) {
+        if !THREADS_PER_BODY.contains(&s) {
             return Err(Error::InvalidArgument(format!("no j-split step kernel for S = {s} (2, 4 or 8)")));
         }
         let suffix = format!("s{s}");
@@ -145,7 +145,7 @@ impl StepKernel {
     }
 
     /// Threads per body S (1 for the `nbody_step_pP` kernels).
-    pub fn split(&self) -> u32 {
+    pub fn threads_per_body(&self) -> u32 {
         self.split
     }
 

@@ -68,8 +68,8 @@ pub(super) fn density_view_holds_every_body_once() -> Result<(), Failed> {
 /// after a resize), each frame drawn as the scene would (GL draws the image, or its snapshot
 /// while CUDA has the images mapped); leaving step mode mid-pass unmaps the images.
 pub(super) fn density_step_mode_walks_the_image_workflow() -> Result<(), Failed> {
-    use nbody_app::backend::step::{FrameStep, StepState};
-    use FrameStep::*;
+    use nbody_app::backend::step::{StepState, WorkflowStep};
+    use WorkflowStep::*;
     let ctx = HeadlessContext::new(0)?;
     let gl = ctx.gl();
     let mut bodies = plummer(4096, 11)?;
@@ -103,7 +103,7 @@ pub(super) fn density_step_mode_walks_the_image_workflow() -> Result<(), Failed>
         let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
         let view_proj = OrbitCamera::framing(Vec3::ZERO, 4.0).view_proj(SIZE[0] as f32 / SIZE[1] as f32);
         backend.set_step_mode(true)?;
-        let frame = |backend: &mut CudaBackend, target: &OffscreenTarget| -> Result<(FrameStep, StepState), Failed> {
+        let frame = |backend: &mut CudaBackend, target: &OffscreenTarget| -> Result<(WorkflowStep, StepState), Failed> {
             let step = backend.next_step(gl, &vbos, 1)?;
             let v = backend.step_view().ok_or("step mode ended")?;
             // Mapped images: the image drawn is the snapshot; mapped buffers are not touched.

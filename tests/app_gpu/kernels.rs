@@ -16,24 +16,24 @@ pub(super) const VARIANTS: [(u32, u32, StepLoop); 11] =
 
 /// True when the PTX ships the stream-K pair of the variant (P, S, loop).
 pub(super) fn has_stream_k((p, split, step_loop): (u32, u32, StepLoop)) -> bool {
-    let pair = Launch { stream_k: Some(1), ..launch(p, split, step_loop, 0) };
+    let pair = LaunchConfig { stream_k: Some(1), ..launch(p, split, step_loop, 0) };
     ::kernels::launch_rule::STEP_KERNEL_NAMES.contains(&pair.kernel_name().as_str())
 }
 
-pub(super) fn launch(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Launch {
-    Launch { block, p, split, step_loop, stream_k: None }
+pub(super) fn launch(p: u32, split: u32, step_loop: StepLoop, block: u32) -> LaunchConfig {
+    LaunchConfig { block, p, threads_per_body: split, step_loop, stream_k: None }
 }
 
 /// Each variant's launches: the plain one, and where the PTX ships its stream-K pair, stream-K
 /// on 1 CTA, on 7 (uneven shares), on the H200's 132 SMs and on 1000 (more CTAs than units at
 /// small N: CTAs without work).
-pub(super) fn launches(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Vec<Launch> {
+pub(super) fn launches(p: u32, split: u32, step_loop: StepLoop, block: u32) -> Vec<LaunchConfig> {
     let plain = launch(p, split, step_loop, block);
     let stream_k = if has_stream_k((p, split, step_loop)) { vec![1, 7, 132, 1000] } else { Vec::new() };
-    std::iter::once(plain).chain(stream_k.into_iter().map(|c| Launch { stream_k: Some(c), ..plain })).collect()
+    std::iter::once(plain).chain(stream_k.into_iter().map(|c| LaunchConfig { stream_k: Some(c), ..plain })).collect()
 }
 
-pub(super) fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, l: Launch, kick: f32) -> Result<StepOut, Failed> {
+pub(super) fn gpu_step(ctx: &Arc<Context>, k: &Kernels, bodies: &Bodies, params: PhysParams, l: LaunchConfig, kick: f32) -> Result<StepOut, Failed> {
     let n = bodies.len();
     let tail = 64;
     let poison = [f32::from_bits(0x7fc0_dead); 4];
@@ -150,7 +150,7 @@ pub(super) fn kick_matches(
     bodies: &Bodies,
     params: PhysParams,
     dv_ref: &[[f64; 4]],
-    ls: Vec<Launch>,
+    ls: Vec<LaunchConfig>,
     tol: f64,
 ) -> Result<(), Failed> {
     for l in ls {
@@ -214,7 +214,7 @@ pub(super) fn stream_k_over_a_body_range() -> Result<(), Failed> {
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
     // (positions written, velocities)
     type Out = (Vec<[f32; 4]>, Vec<[f32; 4]>);
-    let run = |l: Launch| -> Result<Out, Failed> {
+    let run = |l: LaunchConfig| -> Result<Out, Failed> {
         let pin = DeviceBuffer::from_slice(&ctx, &bodies.pos)?;
         let pout = DeviceBuffer::from_slice(&ctx, &vec![poison; bodies.len()])?;
         let vel = DeviceBuffer::from_slice(&ctx, &bodies.vel)?;
@@ -228,12 +228,12 @@ pub(super) fn stream_k_over_a_body_range() -> Result<(), Failed> {
         let untouched =
             |v: &[[f32; 4]]| v.iter().enumerate().filter(|(i, _)| !range.contains(i)).all(|(_, b)| b.map(f32::to_bits) == poison.map(f32::to_bits));
         ensure(untouched(&pp), format!("{}: wrote outside the range", plain.describe()))?;
-        let (op, ov) = run(Launch { stream_k: Some(1), ..plain })?;
+        let (op, ov) = run(LaunchConfig { stream_k: Some(1), ..plain })?;
         ensure(
             bits(&op) == bits(&pp) && bits(&ov) == bits(&pv),
             format!("{}: one CTA differs from the plain launch over the range", plain.describe()),
         )?;
-        let sk = Launch { stream_k: Some(132), ..plain };
+        let sk = LaunchConfig { stream_k: Some(132), ..plain };
         let (kp, kv) = run(sk)?;
         ensure(untouched(&kp), format!("{}: wrote outside the range", sk.describe()))?;
         let to64 = |v: &[[f32; 4]]| v[range.clone()].iter().map(|b| b.map(f64::from)).collect::<Vec<_>>();
@@ -253,11 +253,11 @@ pub(super) fn stream_k_is_deterministic() -> Result<(), Failed> {
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     for (p, s, m) in VARIANTS.into_iter().filter(|v| has_stream_k(*v)) {
         let plain = launch(p, s, m, 256);
-        let sk = Launch { stream_k: Some(132), ..plain };
+        let sk = LaunchConfig { stream_k: Some(132), ..plain };
         let a = gpu_step(&ctx, &k, &bodies, params, sk, params.dt)?;
         let b = gpu_step(&ctx, &k, &bodies, params, sk, params.dt)?;
         ensure(bits(&a.0) == bits(&b.0) && bits(&a.1) == bits(&b.1), format!("{}: two runs differ", sk.describe()))?;
-        let one = gpu_step(&ctx, &k, &bodies, params, Launch { stream_k: Some(1), ..plain }, params.dt)?;
+        let one = gpu_step(&ctx, &k, &bodies, params, LaunchConfig { stream_k: Some(1), ..plain }, params.dt)?;
         let reference = gpu_step(&ctx, &k, &bodies, params, plain, params.dt)?;
         ensure(
             bits(&one.0) == bits(&reference.0) && bits(&one.1) == bits(&reference.1),

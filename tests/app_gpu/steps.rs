@@ -174,10 +174,10 @@ pub(super) fn upload(gl: nbody_app::gfx::gl::Gl<'_>, vbos: &PositionVbos, i: usi
 
 /// The split path on one GPU: `slices` slices on device 0 (peer path, copies within the device),
 /// `steps` steps in frames of 5, against the one-slice run of the same launch.
-pub(super) fn split_case(bodies: &Bodies, slices: usize, launch: Launch, choice: GatherChoice, steps: u32) -> Result<SplitStepper, Failed> {
+pub(super) fn split_case(bodies: &Bodies, slices: usize, launch: LaunchConfig, choice: GatherChoice, steps: u32) -> Result<SlicedStepper, Failed> {
     let api = interop::init(StreamSemantics::Legacy)?;
     let params = PhysParams { g: 1.0, dt: 0.001, softening: 0.01 };
-    let mut s = SplitStepper::new(&api, SchedFlag::Auto, &vec![0; slices], bodies, launch.block, Some(launch), params, None, None, choice)
+    let mut s = SlicedStepper::new(&api, SchedFlag::Auto, &vec![0; slices], bodies, launch.block, Some(launch), params, None, None, choice)
         .map_err(|e| format!("{e:#}"))?;
     let mut left = steps;
     while left > 0 {
@@ -219,7 +219,7 @@ pub(super) fn split_slices_on_one_gpu_give_the_same_bits() -> Result<(), Failed>
     let mut mixed = bodies.clone();
     mixed.pos[7][3] *= 2.0;
     let api = interop::init(StreamSemantics::Legacy)?;
-    let e = SplitStepper::new(
+    let e = SlicedStepper::new(
         &api,
         SchedFlag::Auto,
         &[0],
@@ -250,7 +250,7 @@ pub(super) fn nccl_with_one_rank_gives_the_same_bits() -> Result<(), Failed> {
     ensure(bits(&a) == bits(&b), "NCCL one-rank run differs from the plain run")?;
     // Two slices on one device cannot be NCCL ranks: a clear refusal.
     let api = interop::init(StreamSemantics::Legacy)?;
-    let e = SplitStepper::new(&api, SchedFlag::Auto, &[0, 0], &bodies, 256, Some(l), PhysParams::default(), None, None, GatherChoice::Nccl)
+    let e = SlicedStepper::new(&api, SchedFlag::Auto, &[0, 0], &bodies, 256, Some(l), PhysParams::default(), None, None, GatherChoice::Nccl)
         .err()
         .ok_or("two NCCL ranks on one device were accepted")?;
     ensure(format!("{e:#}").contains("one rank per device"), format!("unclear refusal: {e:#}"))?;
@@ -266,7 +266,7 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
     let gl = ctx.gl();
     let bodies = plummer(4096, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
-    let split = SplitOptions { gpus: GpuCount::Count(1), slices_per_gpu: 2, gather: GatherChoice::Auto, render_gpu_computes: true };
+    let split = SliceOptions { gpus: GpuCount::Count(1), slices_per_gpu: 2, gather: GatherChoice::Auto, render_gpu_computes: true };
     let mut renderer = Renderer::new(gl, &ctx.info, &bodies)?;
     let vbos = *renderer.vbos();
     let result = (|| -> Result<(), Failed> {

@@ -258,7 +258,7 @@ pub trait CudaSide {
     ///
     /// # Errors
     /// Not in step mode; the step's driver call failed.
-    fn next_step(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<step::FrameStep>;
+    fn next_step(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<step::WorkflowStep>;
     /// The step-mode state (None when not in step mode).
     fn step_view(&self) -> Option<step::StepView>;
     /// Draws the density view of the shown positions into `target` (`--view density`): the

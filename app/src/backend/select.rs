@@ -229,7 +229,7 @@ pub fn fallback_notice(err: &anyhow::Error, gl_info: &GlInfo) -> String {
 pub fn cuda_only_options(o: &CudaOptions, typed: &[String]) -> Vec<&'static str> {
     use crate::cuda::settings::{CtxSched, GatherChoice, GpuCount, ResourceFlags, StreamKind};
     let s = &o.settings;
-    let split = |f: fn(&crate::cuda::settings::SplitOptions) -> bool| o.split.as_ref().is_some_and(f);
+    let split = |f: fn(&crate::cuda::settings::SliceOptions) -> bool| o.split.as_ref().is_some_and(f);
     let given = [
         ("--interop", s.interop != InteropMode::Map),
         ("--register-flags", s.register_flags != ResourceFlags::None),

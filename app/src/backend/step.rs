@@ -26,9 +26,10 @@
 //! Which step follows `AwaitDraw` depends on the view and the images ([`Images`]): the state
 //! machine takes it as an input, so it stays pure.
 
-/// A step of one frame in step mode.
+/// One step of the interop workflow in step mode (map, get pointers, launch, unmap, draw, and the
+/// density view's image steps), named apart from a leapfrog step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameStep {
+pub enum WorkflowStep {
     /// `cuGraphicsMapResources`: CUDA takes both buffers.
     Map,
     /// `cuGraphicsResourceGetMappedPointer` for each buffer.
@@ -66,32 +67,32 @@ pub enum FrameStep {
     DrawImage,
 }
 
-impl FrameStep {
+impl WorkflowStep {
     /// Label for the panel.
     pub fn label(self) -> &'static str {
         match self {
-            FrameStep::Map => "map (cuGraphicsMapResources)",
-            FrameStep::GetPointers => "get pointers (cuGraphicsResourceGetMappedPointer)",
-            FrameStep::Launch => "launch (cuLaunchKernel)",
-            FrameStep::Unmap => "unmap (cuGraphicsUnmapResources)",
-            FrameStep::Draw => "draw (GL)",
-            FrameStep::UnregisterImages => "unregister images (cuGraphicsUnregisterResource)",
-            FrameStep::RegisterImages => "register images (cuGraphicsGLRegisterImage)",
-            FrameStep::MapImages => "map images (cuGraphicsMapResources)",
-            FrameStep::GetArrays => "get arrays (cuGraphicsSubResourceGetMappedArray)",
-            FrameStep::MakeObjects => "make objects (cuSurfObjectCreate, cuTexObjectCreate)",
-            FrameStep::Splat => "splat (cuLaunchKernel)",
-            FrameStep::Store => "store (cuLaunchKernel or cuMemcpy2DAsync)",
-            FrameStep::ToneMap => "tone map (cuLaunchKernel)",
-            FrameStep::DestroyObjects => "destroy objects (cuSurfObjectDestroy, cuTexObjectDestroy)",
-            FrameStep::UnmapImages => "unmap images (cuGraphicsUnmapResources)",
-            FrameStep::DrawImage => "draw image (GL)",
+            WorkflowStep::Map => "map (cuGraphicsMapResources)",
+            WorkflowStep::GetPointers => "get pointers (cuGraphicsResourceGetMappedPointer)",
+            WorkflowStep::Launch => "launch (cuLaunchKernel)",
+            WorkflowStep::Unmap => "unmap (cuGraphicsUnmapResources)",
+            WorkflowStep::Draw => "draw (GL)",
+            WorkflowStep::UnregisterImages => "unregister images (cuGraphicsUnregisterResource)",
+            WorkflowStep::RegisterImages => "register images (cuGraphicsGLRegisterImage)",
+            WorkflowStep::MapImages => "map images (cuGraphicsMapResources)",
+            WorkflowStep::GetArrays => "get arrays (cuGraphicsSubResourceGetMappedArray)",
+            WorkflowStep::MakeObjects => "make objects (cuSurfObjectCreate, cuTexObjectCreate)",
+            WorkflowStep::Splat => "splat (cuLaunchKernel)",
+            WorkflowStep::Store => "store (cuLaunchKernel or cuMemcpy2DAsync)",
+            WorkflowStep::ToneMap => "tone map (cuLaunchKernel)",
+            WorkflowStep::DestroyObjects => "destroy objects (cuSurfObjectDestroy, cuTexObjectDestroy)",
+            WorkflowStep::UnmapImages => "unmap images (cuGraphicsUnmapResources)",
+            WorkflowStep::DrawImage => "draw image (GL)",
         }
     }
 
     /// Whether the step belongs to the image workflow (the density view).
     pub fn is_image_step(self) -> bool {
-        !matches!(self, FrameStep::Map | FrameStep::GetPointers | FrameStep::Launch | FrameStep::Unmap | FrameStep::Draw)
+        !matches!(self, WorkflowStep::Map | WorkflowStep::GetPointers | WorkflowStep::Launch | WorkflowStep::Unmap | WorkflowStep::Draw)
     }
 }
 
@@ -143,46 +144,46 @@ pub enum StepState {
 
 impl StepState {
     /// The step this state waits for; `images` decides the step after `AwaitDraw`.
-    pub fn next_step(self, images: Images) -> FrameStep {
+    pub fn next_step(self, images: Images) -> WorkflowStep {
         match self {
-            StepState::Unmapped => FrameStep::Map,
-            StepState::Mapped => FrameStep::GetPointers,
-            StepState::Pointers => FrameStep::Launch,
-            StepState::Launched => FrameStep::Unmap,
+            StepState::Unmapped => WorkflowStep::Map,
+            StepState::Mapped => WorkflowStep::GetPointers,
+            StepState::Pointers => WorkflowStep::Launch,
+            StepState::Launched => WorkflowStep::Unmap,
             StepState::AwaitDraw => match images {
-                Images::Off => FrameStep::Draw,
-                Images::Missing => FrameStep::RegisterImages,
-                Images::Stale => FrameStep::UnregisterImages,
-                Images::Ready => FrameStep::MapImages,
+                Images::Off => WorkflowStep::Draw,
+                Images::Missing => WorkflowStep::RegisterImages,
+                Images::Stale => WorkflowStep::UnregisterImages,
+                Images::Ready => WorkflowStep::MapImages,
             },
-            StepState::ImagesMapped => FrameStep::GetArrays,
-            StepState::Arrays => FrameStep::MakeObjects,
-            StepState::Objects => FrameStep::Splat,
-            StepState::Splatted => FrameStep::Store,
-            StepState::Stored => FrameStep::ToneMap,
-            StepState::ToneMapped => FrameStep::DestroyObjects,
-            StepState::ObjectsDestroyed => FrameStep::UnmapImages,
-            StepState::AwaitImageDraw => FrameStep::DrawImage,
+            StepState::ImagesMapped => WorkflowStep::GetArrays,
+            StepState::Arrays => WorkflowStep::MakeObjects,
+            StepState::Objects => WorkflowStep::Splat,
+            StepState::Splatted => WorkflowStep::Store,
+            StepState::Stored => WorkflowStep::ToneMap,
+            StepState::ToneMapped => WorkflowStep::DestroyObjects,
+            StepState::ObjectsDestroyed => WorkflowStep::UnmapImages,
+            StepState::AwaitImageDraw => WorkflowStep::DrawImage,
         }
     }
 
     /// The state after `step` (this state's [`StepState::next_step`]) succeeded. A
     /// registration or unregistration keeps the frame waiting in `AwaitDraw`.
-    pub fn after(self, step: FrameStep) -> StepState {
+    pub fn after(self, step: WorkflowStep) -> StepState {
         match step {
-            FrameStep::Map => StepState::Mapped,
-            FrameStep::GetPointers => StepState::Pointers,
-            FrameStep::Launch => StepState::Launched,
-            FrameStep::Unmap | FrameStep::UnregisterImages | FrameStep::RegisterImages => StepState::AwaitDraw,
-            FrameStep::Draw | FrameStep::DrawImage => StepState::Unmapped,
-            FrameStep::MapImages => StepState::ImagesMapped,
-            FrameStep::GetArrays => StepState::Arrays,
-            FrameStep::MakeObjects => StepState::Objects,
-            FrameStep::Splat => StepState::Splatted,
-            FrameStep::Store => StepState::Stored,
-            FrameStep::ToneMap => StepState::ToneMapped,
-            FrameStep::DestroyObjects => StepState::ObjectsDestroyed,
-            FrameStep::UnmapImages => StepState::AwaitImageDraw,
+            WorkflowStep::Map => StepState::Mapped,
+            WorkflowStep::GetPointers => StepState::Pointers,
+            WorkflowStep::Launch => StepState::Launched,
+            WorkflowStep::Unmap | WorkflowStep::UnregisterImages | WorkflowStep::RegisterImages => StepState::AwaitDraw,
+            WorkflowStep::Draw | WorkflowStep::DrawImage => StepState::Unmapped,
+            WorkflowStep::MapImages => StepState::ImagesMapped,
+            WorkflowStep::GetArrays => StepState::Arrays,
+            WorkflowStep::MakeObjects => StepState::Objects,
+            WorkflowStep::Splat => StepState::Splatted,
+            WorkflowStep::Store => StepState::Stored,
+            WorkflowStep::ToneMap => StepState::ToneMapped,
+            WorkflowStep::DestroyObjects => StepState::ObjectsDestroyed,
+            WorkflowStep::UnmapImages => StepState::AwaitImageDraw,
         }
     }
 
@@ -269,7 +270,7 @@ pub struct StepView {
     /// State of the frame.
     pub state: StepState,
     /// The step "next step" takes ([`StepState::next_step`] with the backend's [`Images`]).
-    pub next: FrameStep,
+    pub next: WorkflowStep,
     /// Both buffers.
     pub buffers: Vec<BufferView>,
     /// Buffer GL may draw now (`None` while mapped: the body draw is skipped).
@@ -305,11 +306,11 @@ mod tests {
 
     /// The steps from `s` until the frame starts again (`Unmapped`), with `images` the view's
     /// images before each step as the backend would report them after the step before.
-    fn walk(mut s: StepState, mut images: impl FnMut(FrameStep) -> Images) -> Vec<FrameStep> {
+    fn walk(mut s: StepState, mut images: impl FnMut(WorkflowStep) -> Images) -> Vec<WorkflowStep> {
         let mut steps = Vec::new();
         let mut last = None;
         loop {
-            let step = s.next_step(last.map_or(images(FrameStep::Map), &mut images));
+            let step = s.next_step(last.map_or(images(WorkflowStep::Map), &mut images));
             steps.push(step);
             s = s.after(step);
             last = Some(step);
@@ -319,23 +320,23 @@ mod tests {
         }
     }
 
-    const BUFFERS: [FrameStep; 4] = [FrameStep::Map, FrameStep::GetPointers, FrameStep::Launch, FrameStep::Unmap];
-    const IMAGE_PASS: [FrameStep; 9] = [
-        FrameStep::MapImages,
-        FrameStep::GetArrays,
-        FrameStep::MakeObjects,
-        FrameStep::Splat,
-        FrameStep::Store,
-        FrameStep::ToneMap,
-        FrameStep::DestroyObjects,
-        FrameStep::UnmapImages,
-        FrameStep::DrawImage,
+    const BUFFERS: [WorkflowStep; 4] = [WorkflowStep::Map, WorkflowStep::GetPointers, WorkflowStep::Launch, WorkflowStep::Unmap];
+    const IMAGE_PASS: [WorkflowStep; 9] = [
+        WorkflowStep::MapImages,
+        WorkflowStep::GetArrays,
+        WorkflowStep::MakeObjects,
+        WorkflowStep::Splat,
+        WorkflowStep::Store,
+        WorkflowStep::ToneMap,
+        WorkflowStep::DestroyObjects,
+        WorkflowStep::UnmapImages,
+        WorkflowStep::DrawImage,
     ];
 
     #[test]
     fn the_state_machine_walks_one_frame_in_order() {
         let steps = walk(StepState::Unmapped, |_| Images::Off);
-        assert_eq!(steps, [FrameStep::Map, FrameStep::GetPointers, FrameStep::Launch, FrameStep::Unmap, FrameStep::Draw]);
+        assert_eq!(steps, [WorkflowStep::Map, WorkflowStep::GetPointers, WorkflowStep::Launch, WorkflowStep::Unmap, WorkflowStep::Draw]);
         assert!(steps.iter().all(|s| !s.is_image_step()));
     }
 
@@ -347,16 +348,16 @@ mod tests {
         assert_eq!(steps[4..], IMAGE_PASS);
         assert!(steps[4..].iter().all(|s| s.is_image_step()));
         // The first density frame registers the images first (the backend then reports them ready).
-        let steps = walk(StepState::Unmapped, |last| if last == FrameStep::RegisterImages { Images::Ready } else { Images::Missing });
-        assert_eq!(steps[4], FrameStep::RegisterImages);
+        let steps = walk(StepState::Unmapped, |last| if last == WorkflowStep::RegisterImages { Images::Ready } else { Images::Missing });
+        assert_eq!(steps[4], WorkflowStep::RegisterImages);
         assert_eq!(steps[5..], IMAGE_PASS);
         // A resize: unregister, register again, then the pass.
         let steps = walk(StepState::AwaitDraw, |last| match last {
-            FrameStep::UnregisterImages => Images::Missing,
-            FrameStep::RegisterImages | FrameStep::MapImages => Images::Ready,
+            WorkflowStep::UnregisterImages => Images::Missing,
+            WorkflowStep::RegisterImages | WorkflowStep::MapImages => Images::Ready,
             _ => Images::Stale,
         });
-        assert_eq!(steps[..2], [FrameStep::UnregisterImages, FrameStep::RegisterImages]);
+        assert_eq!(steps[..2], [WorkflowStep::UnregisterImages, WorkflowStep::RegisterImages]);
         assert_eq!(steps[2..], IMAGE_PASS);
     }
 
@@ -367,7 +368,7 @@ mod tests {
             assert_eq!(s.next_step(Images::Ready), step);
             let before = s;
             s = s.after(step);
-            let want = !matches!(step, FrameStep::UnmapImages | FrameStep::DrawImage);
+            let want = !matches!(step, WorkflowStep::UnmapImages | WorkflowStep::DrawImage);
             assert_eq!(s.images_mapped(), want, "after {step:?} (from {before:?})");
             assert_eq!(s.image_side(), if want { Side::Cuda } else { Side::Gl });
             assert!(!s.mapped(), "the buffers are GL's during the image pass");

@@ -21,7 +21,7 @@
 //! # GPU setups
 //! `--gpus 1,2,4,8` × `--slices-per-gpu 1,2` × `--render-gpu-computes yes,no` make the setups
 //! the CUDA modes run in (default: one, the plain one-GPU, one-slice run). In a split setup the
-//! bodies are cut into slices over the GPUs ([`crate::cuda::split`], gathered with NCCL or peer
+//! bodies are cut into slices over the GPUs ([`crate::cuda::slices`], gathered with NCCL or peer
 //! copies, `--gather`): `compute` steps the slices alone, the interop modes step them and copy the
 //! positions into the render GPU's vertex buffer ([`crate::backend::cuda::CudaBackend`]'s split
 //! stepper). With `--render-gpu-computes no` the GPU GL draws on computes nothing (the compute

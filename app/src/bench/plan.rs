@@ -5,7 +5,7 @@ use anyhow::{bail, Context as _};
 
 use super::report::mode_name;
 use super::STOP_AFTER_ROWS_ENV;
-use crate::cli::{BenchArgs, BenchMode, Precision, SplitOptions, YesNo};
+use crate::cli::{BenchArgs, BenchMode, Precision, SliceOptions, YesNo};
 use sim::PhysParams;
 
 /// Body counts timed when `--bodies` is not given.
@@ -37,7 +37,7 @@ pub(super) struct Plan {
     pub(super) stop_after_rows: Option<usize>,
     /// GPU setups of the CUDA modes (`--gpus` × `--slices-per-gpu` × `--render-gpu-computes`),
     /// in that order, without repeats.
-    pub(super) setups: Vec<SplitOptions>,
+    pub(super) setups: Vec<SliceOptions>,
 }
 
 pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
@@ -120,13 +120,13 @@ pub(super) fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
 /// # Errors
 /// A bad `--slices-per-gpu` list ([`crate::cuda::settings::check_slices_per_gpu`]); a split setup
 /// with `--precision f64`.
-pub(super) fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SplitOptions>> {
+pub(super) fn setups(args: &BenchArgs) -> anyhow::Result<Vec<SliceOptions>> {
     crate::cuda::settings::check_slices_per_gpu(&args.gpu.slices_per_gpu, args.gpu.gather)?;
-    let mut setups: Vec<SplitOptions> = Vec::new();
+    let mut setups: Vec<SliceOptions> = Vec::new();
     for &gpus in &args.gpu.gpus {
         for &slices_per_gpu in &args.gpu.slices_per_gpu {
             for &rc in &args.gpu.render_gpu_computes {
-                let s = SplitOptions { gpus, slices_per_gpu, gather: args.gpu.gather, render_gpu_computes: rc == YesNo::Yes };
+                let s = SliceOptions { gpus, slices_per_gpu, gather: args.gpu.gather, render_gpu_computes: rc == YesNo::Yes };
                 if !setups.contains(&s) {
                     setups.push(s);
                 }

@@ -13,7 +13,7 @@ use super::values::{
 use crate::backend::cuda::CudaOptions;
 use crate::backend::select::{BackendChoice, BackendConfig};
 use crate::backend::InteropSettings;
-use crate::cuda::settings::{CtxSched, DensityPath, ExternalSync, GpuCount, InteropMode, Precision, ResourceFlags, SplitOptions, StreamKind, View};
+use crate::cuda::settings::{CtxSched, DensityPath, ExternalSync, GpuCount, InteropMode, Precision, ResourceFlags, SliceOptions, StreamKind, View};
 
 /// Options of the demo.
 #[derive(Debug, Clone, Args)]
@@ -240,9 +240,9 @@ impl DemoArgs {
 
     /// The split over slices and GPUs the command line asks for (the first value of each list:
     /// the demo's checks refuse more than one, [`GpuArgs::lists`]).
-    pub fn split_options(&self) -> SplitOptions {
+    pub fn split_options(&self) -> SliceOptions {
         let g = &self.gpu;
-        SplitOptions {
+        SliceOptions {
             gpus: g.gpus.first().copied().unwrap_or(GpuCount::Count(1)),
             slices_per_gpu: g.slices_per_gpu.first().copied().unwrap_or(1),
             gather: g.gather,

@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _};
 use interop::{DevicePtr, Stream};
 
 use super::kernel_set::Kernels;
-use kernels::launch_rule::{validate_block_size, Launch, Masses};
+use kernels::launch_rule::{validate_block_size, LaunchConfig, Masses};
 use sim::partial::PartialStep;
 use sim::{Leapfrog, PhysParams};
 
@@ -31,11 +31,11 @@ pub struct GpuStepper {
     pub front: usize,
     /// The step kernel's launch for a whole step: block size, P, S, loop, stream-K (private: the
     /// rule chose it for these masses, [`GpuStepper::launch`] reads it).
-    launch: Launch,
+    launch: LaunchConfig,
     /// The launch of a step split over body ranges: the rule's plain pick for N (stream-K groups
     /// each body's sum by its CTAs, which differ per range; the plain kernel keeps the split
     /// step's bits those of one plain launch of it).
-    range_launch: Launch,
+    range_launch: LaunchConfig,
     /// What the masses allow ([`Masses::of`] the positions): the launch rule may pick the
     /// mass-scaled kernels where they suit, the equal-mass ones where all are equal.
     masses: Masses,
@@ -210,13 +210,13 @@ impl GpuStepper {
 
     /// The launch of a whole step: block size, P, S, loop, stream-K (chosen by
     /// [`Kernels::choose_launch`] for N, the block size asked for and the masses).
-    pub fn launch(&self) -> Launch {
+    pub fn launch(&self) -> LaunchConfig {
         self.launch
     }
 
     /// The launch the steps run now: the rule's plain pick while steps are split over body
     /// ranges (a step in progress, or the next step long enough), else [`GpuStepper::launch`].
-    pub fn launch_in_use(&self) -> Launch {
+    pub fn launch_in_use(&self) -> LaunchConfig {
         if self.partial.is_some() || self.launches_per_step() > 1 {
             self.range_launch
         } else {

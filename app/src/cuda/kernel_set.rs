@@ -13,10 +13,10 @@ use anyhow::{bail, Context as _};
 use interop::{Context, DeviceBuffer, DevicePtr, Module, Stream};
 use kernels::{DensityKernels, PotentialKernel, StepKernel, StepKernelF64, StepScalars, ToFloat4Kernel};
 
-use kernels::launch_rule::{self, ForcedKernel, ForcedKernelRefused, Launch, Masses};
+use kernels::launch_rule::{self, ForcedKernel, ForcedKernelRefused, LaunchConfig, Masses};
 use sim::PhysParams;
 
-pub use kernels::{StepLoop, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS, MASS_SCALED, MAX_BODIES, SPLITS};
+pub use kernels::{StepLoop, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS, MASS_SCALED, MAX_BODIES, THREADS_PER_BODY};
 
 /// ε² as passed to the kernel: ε below 1e-12 is treated as exact gravity (ε = 0), since smaller
 /// non-zero values would overflow the self term (kernels/README.md).
@@ -78,7 +78,7 @@ impl Kernels {
         }
         // The j-split, mass-scaled and equal-mass kernels are optional: a PTX file without them (an older
         // --kernel) still runs.
-        for s in SPLITS {
+        for s in THREADS_PER_BODY {
             match StepKernel::new_split(&module, s) {
                 Ok(k) => step.push(k),
                 Err(e) => tracing::debug!("{source}: no j-split kernel nbody_step_s{s} ({e})"),
@@ -108,7 +108,7 @@ impl Kernels {
     /// This PTX lacks the kernel (or, for a stream-K pair, its `nbody_stepk_*` half).
     pub fn with_forced(mut self, forced: Option<ForcedKernel>) -> anyhow::Result<Kernels> {
         if let Some(f) = forced {
-            let shape = Launch { block: 0, p: f.p, split: f.split, step_loop: f.step_loop, stream_k: None };
+            let shape = LaunchConfig { block: 0, p: f.p, threads_per_body: f.threads_per_body, step_loop: f.step_loop, stream_k: None };
             match self.step_kernel(shape) {
                 Some(k) if !f.stream_k || k.stream_k_function().is_some() => {}
                 _ => {
@@ -175,8 +175,8 @@ impl Kernels {
 
     /// The step kernel of a launch (P bodies per thread, S threads per body, the loop), if the
     /// PTX has it.
-    pub fn step_kernel(&self, l: Launch) -> Option<&StepKernel> {
-        self.step.iter().find(|k| k.p() == l.p && k.split() == l.split && k.step_loop() == l.step_loop)
+    pub fn step_kernel(&self, l: LaunchConfig) -> Option<&StepKernel> {
+        self.step.iter().find(|k| k.p() == l.p && k.threads_per_body() == l.threads_per_body && k.step_loop() == l.step_loop)
     }
 
     /// The launch for `n` bodies on this device's SMs among the kernels of this PTX:
@@ -184,7 +184,7 @@ impl Kernels {
     ///
     /// # Errors
     /// An override is not valid; the occupancy query fails.
-    pub fn choose_launch(&self, n: usize, block: u32, masses: Masses, stream_k_ok: bool) -> anyhow::Result<Launch> {
+    pub fn choose_launch(&self, n: usize, block: u32, masses: Masses, stream_k_ok: bool) -> anyhow::Result<LaunchConfig> {
         launch_rule::choose(&self.step, self.sms, n, block, masses, stream_k_ok, self.forced).map_err(Into::into)
     }
 
@@ -197,7 +197,7 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     pub fn launch_step(
         &self,
-        launch: Launch,
+        launch: LaunchConfig,
         n: usize,
         bufs: StepBuffers<'_>,
         dt_drift: f32,
@@ -215,7 +215,7 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     pub fn launch_step_range(
         &self,
-        launch: Launch,
+        launch: LaunchConfig,
         n: usize,
         bodies: std::ops::Range<usize>,
         bufs: StepBuffers<'_>,

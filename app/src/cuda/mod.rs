@@ -2,7 +2,7 @@
 //! settings users pick, the N-body kernels loaded into one module (`kernel_set`, the `kernels`
 //! crate's typed launches; its `launch_rule` picks their launch), the leapfrog steppers that launch them (`gpu_stepper` fp32,
 //! `gpu_stepper_f64`, and `stepper`, the one a backend runs), and the split step over several
-//! GPUs (`split`: slices, NCCL or peer-copy gather).
+//! GPUs (`slices`: NCCL or peer-copy gather).
 //! No GL drawing and no backend logic here: [`crate::backend`] builds on it.
 
 pub mod clock;
@@ -12,6 +12,6 @@ pub mod gpu_stepper_f64;
 pub mod kernel_set;
 pub mod session;
 pub mod settings;
-pub mod split;
+pub mod slices;
 pub mod stepper;
 pub mod tree;

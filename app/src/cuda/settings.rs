@@ -219,9 +219,9 @@ impl GpuCount {
 }
 
 /// How the bodies are split over GPUs (`--gpus`, `--slices-per-gpu`, `--gather`,
-/// `--render-gpu-computes`); see [`crate::cuda::split`].
+/// `--render-gpu-computes`); see [`crate::cuda::slices`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SplitOptions {
+pub struct SliceOptions {
     /// GPUs that compute (devices in order, the render GPU first when it computes).
     pub gpus: GpuCount,
     /// Slices per computing GPU.
@@ -232,7 +232,7 @@ pub struct SplitOptions {
     pub render_gpu_computes: bool,
 }
 
-impl SplitOptions {
+impl SliceOptions {
     /// True when the options ask for the one-slice, one-GPU step (the plain stepper): one GPU,
     /// one slice, the render GPU computing, and no NCCL asked for (`--gather nccl` with one slice
     /// runs the split path with NCCL's one-rank all-gather, as `scale` does).
@@ -273,8 +273,8 @@ impl SplitOptions {
 mod tests {
     use super::*;
 
-    fn opts(gpus: GpuCount, slices: u32, computes: bool) -> SplitOptions {
-        SplitOptions { gpus, slices_per_gpu: slices, gather: GatherChoice::Auto, render_gpu_computes: computes }
+    fn opts(gpus: GpuCount, slices: u32, computes: bool) -> SliceOptions {
+        SliceOptions { gpus, slices_per_gpu: slices, gather: GatherChoice::Auto, render_gpu_computes: computes }
     }
 
     #[test]

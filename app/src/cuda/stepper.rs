@@ -1,5 +1,5 @@
 //! The integrator a CUDA backend runs ([`Stepper`]): fp32 ([`GpuStepper`]), fp64
-//! ([`GpuStepperF64`]) or fp32 split over slices and GPUs ([`SplitRender`]).
+//! ([`GpuStepperF64`]) or fp32 split over slices and GPUs ([`SlicedRender`]).
 
 use std::sync::Arc;
 
@@ -10,31 +10,31 @@ use super::gpu_stepper::{FrameSteps, GpuStepper, Interrupt, StepProgress};
 use super::gpu_stepper_f64::GpuStepperF64;
 use super::kernel_set::Kernels;
 use super::settings::Precision;
-use super::split::SplitStepper;
-use kernels::launch_rule::Launch;
+use super::slices::SlicedStepper;
+use kernels::launch_rule::LaunchConfig;
 use sim::PhysParams;
 
 /// The integrator a CUDA backend runs: fp32 ([`GpuStepper`], positions in the two float4
 /// buffers GL draws), fp64 ([`GpuStepperF64`], the state in its own buffers, converted into
 /// one of those float4 buffers after each frame's steps) or fp32 split over slices and GPUs
-/// ([`SplitRender`], the state in the slices' buffers, copied into one of those float4 buffers
+/// ([`SlicedRender`], the state in the slices' buffers, copied into one of those float4 buffers
 /// after each frame's steps). What the backend's storages share.
 pub enum Stepper {
     /// fp32.
     F32(GpuStepper),
     /// fp64.
     F64(GpuStepperF64),
-    /// fp32 with the bodies split over slices on one or more GPUs ([`crate::cuda::split`]): the
+    /// fp32 with the bodies split over slices on one or more GPUs ([`crate::cuda::slices`]): the
     /// state in the slices' own buffers, copied into one of the float4 buffers after each
     /// frame's steps (as fp64 converts into one).
-    Split(Box<SplitRender>),
+    Sliced(Box<SlicedRender>),
 }
 
-/// A [`SplitStepper`] as a CUDA backend runs it: the slices, plus the render side (the GL
+/// A [`SlicedStepper`] as a CUDA backend runs it: the slices, plus the render side (the GL
 /// device's context and kernels, for the diagnostics and the panel).
-pub struct SplitRender {
+pub struct SlicedRender {
     /// The slices.
-    pub split: SplitStepper,
+    pub split: SlicedStepper,
     /// Kernels loaded in the GL device's context (the potential of the diagnostics).
     pub kernels: Kernels,
     /// The GL device's context.
@@ -51,7 +51,7 @@ impl Stepper {
         match self {
             Stepper::F32(_) => Precision::F32,
             Stepper::F64(_) => Precision::F64,
-            Stepper::Split(_) => Precision::F32,
+            Stepper::Sliced(_) => Precision::F32,
         }
     }
 
@@ -60,7 +60,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => &g.kernels,
             Stepper::F64(g) => &g.kernels,
-            Stepper::Split(r) => &r.kernels,
+            Stepper::Sliced(r) => &r.kernels,
         }
     }
 
@@ -69,7 +69,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.params,
             Stepper::F64(g) => g.params,
-            Stepper::Split(r) => r.split.params(),
+            Stepper::Sliced(r) => r.split.params(),
         }
     }
 
@@ -78,7 +78,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.params = params,
             Stepper::F64(g) => g.params = params,
-            Stepper::Split(r) => r.split.set_params(params),
+            Stepper::Sliced(r) => r.split.set_params(params),
         }
     }
 
@@ -87,16 +87,16 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.leap.synchronized,
             Stepper::F64(g) => g.leap.synchronized,
-            Stepper::Split(r) => r.split.synchronized(),
+            Stepper::Sliced(r) => r.split.synchronized(),
         }
     }
 
     /// The step kernel's launch (block size, P, S, loop; [`Launch::f64`] for fp64).
-    pub fn launch_config(&self) -> Launch {
+    pub fn launch_config(&self) -> LaunchConfig {
         match self {
             Stepper::F32(g) => g.launch_in_use(),
-            Stepper::F64(g) => Launch::f64(g.block),
-            Stepper::Split(r) => r.split.launch(),
+            Stepper::F64(g) => LaunchConfig::f64(g.block),
+            Stepper::Sliced(r) => r.split.launch(),
         }
     }
 
@@ -108,7 +108,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.set_block(block),
             Stepper::F64(g) => g.set_block(block),
-            Stepper::Split(_) => bail!(
+            Stepper::Sliced(_) => bail!(
                 "the block size of a run split over slices is fixed when it starts (the slices are aligned to its blocks); \
                  restart with --block-size {block}"
             ),
@@ -123,7 +123,7 @@ impl Stepper {
     pub fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
         match self {
             Stepper::F32(g) => g.set_stream_k(on),
-            Stepper::F64(_) | Stepper::Split(_) => Ok(()),
+            Stepper::F64(_) | Stepper::Sliced(_) => Ok(()),
         }
     }
 
@@ -133,31 +133,31 @@ impl Stepper {
             Stepper::F32(g) => g.set_interrupt(interrupt),
             Stepper::F64(g) => g.set_interrupt(interrupt),
             // A step split over GPUs is one launch per slice: never split further, never stopped.
-            Stepper::Split(_) => {}
+            Stepper::Sliced(_) => {}
         }
     }
 
     /// Index (0/1) of the float4 buffer that holds the newest positions: the fp32 stepper's
     /// front, the fp64 one's last conversion target.
-    pub fn gl_front(&self) -> usize {
+    pub fn front(&self) -> usize {
         match self {
             Stepper::F32(g) => g.front,
             Stepper::F64(g) => g.shown,
-            Stepper::Split(r) => r.shown,
+            Stepper::Sliced(r) => r.shown,
         }
     }
 
-    /// Sets [`Stepper::gl_front`] (a storage that keeps its own index: copy).
+    /// Sets [`Stepper::front`] (a storage that keeps its own index: copy).
     pub fn set_gl_front(&mut self, i: usize) {
         match self {
             Stepper::F32(g) => g.front = i,
             Stepper::F64(g) => g.shown = i,
-            Stepper::Split(r) => r.shown = i,
+            Stepper::Sliced(r) => r.shown = i,
         }
     }
 
     /// One frame's `steps` on `stream`, leaving the newest float4 positions in
-    /// `pos[self.gl_front()]`. fp32: the launches ping-pong between `pos`. fp64: the launches
+    /// `pos[self.front()]`. fp32: the launches ping-pong between `pos`. fp64: the launches
     /// advance the f64 state, then (if any step ran) one `nbody_to_float4` writes it into the
     /// other float4 buffer, which becomes the front (GL's other buffer keeps the previous
     /// positions, as with fp32). Returns the steps done ([`GpuStepper::launch_steps`]).
@@ -176,7 +176,7 @@ impl Stepper {
                 }
                 Ok(done)
             }
-            Stepper::Split(r) => {
+            Stepper::Sliced(r) => {
                 if steps > 0 {
                     r.split.launch_steps(steps)?;
                     // The slices made their contexts current: the GL device's again for the rest.
@@ -199,7 +199,7 @@ impl Stepper {
     pub fn launch_frame(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream) -> anyhow::Result<FrameSteps> {
         match self {
             Stepper::F32(g) => g.launch_frame(pos, steps, stream),
-            Stepper::F64(_) | Stepper::Split(_) => {
+            Stepper::F64(_) | Stepper::Sliced(_) => {
                 let done = self.advance(pos, steps, stream)?;
                 Ok(FrameSteps { done, stopped: done < steps, spread: None })
             }
@@ -217,7 +217,7 @@ impl Stepper {
     pub fn step_in_progress(&self) -> Option<StepProgress> {
         match self {
             Stepper::F32(g) => g.step_in_progress(),
-            Stepper::F64(_) | Stepper::Split(_) => None,
+            Stepper::F64(_) | Stepper::Sliced(_) => None,
         }
     }
 
@@ -225,7 +225,7 @@ impl Stepper {
     pub fn writes_back_in_parts(&self) -> bool {
         match self {
             Stepper::F32(g) => g.writes_back_in_parts(),
-            Stepper::F64(_) | Stepper::Split(_) => false,
+            Stepper::F64(_) | Stepper::Sliced(_) => false,
         }
     }
 
@@ -236,7 +236,7 @@ impl Stepper {
     pub fn abandon_step(&mut self, stream: &Stream) -> anyhow::Result<Option<StepProgress>> {
         match self {
             Stepper::F32(g) => g.abandon_step(stream),
-            Stepper::F64(_) | Stepper::Split(_) => Ok(None),
+            Stepper::F64(_) | Stepper::Sliced(_) => Ok(None),
         }
     }
 
@@ -250,7 +250,7 @@ impl Stepper {
         match self {
             Stepper::F32(g) => g.sync_in(pos, stream),
             Stepper::F64(g) => g.sync_in(stream),
-            Stepper::Split(r) => {
+            Stepper::Sliced(r) => {
                 r.split.sync_in()?;
                 r.ctx.make_current().context("cuCtxSetCurrent")
             }

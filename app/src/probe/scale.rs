@@ -1,5 +1,5 @@
 //! `nbody-interop scale`: the step with the bodies split over 1, 2, 4, … GPUs
-//! ([`crate::cuda::split::SplitStepper`]), timed per N, GPU count and slices per GPU.
+//! ([`crate::cuda::slices::SlicedStepper`]), timed per N, GPU count and slices per GPU.
 //!
 //! A row per (N, GPU count, slices per GPU), every row of an N with the kernel launch of its
 //! first row: per-step host time (median and 99th percentile over the measured frames of frame
@@ -18,8 +18,8 @@ use anyhow::{bail, Context as _};
 use serde::Serialize;
 
 use crate::bench::stats::median;
-use crate::cli::{GpuCount, ScaleArgs, SplitOptions};
-use crate::cuda::split::SplitStepper;
+use crate::cli::{GpuCount, ScaleArgs, SliceOptions};
+use crate::cuda::slices::SlicedStepper;
 use crate::stop::{stopped, Interrupted};
 use sim::init::initial_bodies;
 use sim::PhysParams;
@@ -133,7 +133,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<()> {
         let mut launch = None;
         for (g, spg) in gpus.iter().flat_map(|&g| slices_list.iter().map(move |&spg| (g, spg))) {
             // Devices 0 to g − 1, each with its slices (the demo's order, device 0 first).
-            let split = SplitOptions { gpus: GpuCount::Count(g), slices_per_gpu: spg, gather: args.gpu.gather, render_gpu_computes: true };
+            let split = SliceOptions { gpus: GpuCount::Count(g), slices_per_gpu: spg, gather: args.gpu.gather, render_gpu_computes: true };
             let devices = split.devices(count.max(0) as u32, 0)?;
             let r = measure_row(&api, args, &bodies, &devices, (g, spg), steps, params, &mut base, &mut launch);
             match r {
@@ -293,10 +293,10 @@ fn measure_row(
     steps: u32,
     params: PhysParams,
     base: &mut Baseline,
-    launch: &mut Option<kernels::launch_rule::Launch>,
+    launch: &mut Option<kernels::launch_rule::LaunchConfig>,
 ) -> anyhow::Result<Option<ScaleRow>> {
     let n = bodies.len();
-    let mut s = SplitStepper::new(
+    let mut s = SlicedStepper::new(
         api,
         interop::SchedFlag::Auto,
         devices,

@@ -332,7 +332,7 @@ mod tests {
         let calls = [call("cuGraphicsMapResources", Step::Map), call("cuLaunchKernel", Step::Launch)];
         let step = StepView {
             state: StepState::Pointers,
-            next: crate::backend::step::FrameStep::Launch,
+            next: crate::backend::step::WorkflowStep::Launch,
             images: vec![crate::backend::step::ImageView { name: "shown (RGBA8)", gl_texture: 5, mapped: false, side: Side::Gl, array: None }],
             objects: vec!["surface object 0x1 over the shown image array".into()],
             buffers: vec![BufferView { index: 0, gl_buffer: 3, registered: true, mapped: true, side: Side::Cuda, role: "front".into() }],

@@ -56,7 +56,7 @@ impl CudaBackend {
         }
         let view = self.density.as_mut().context("density view missing")?;
         let gain = density_gain(size, self.total_mass);
-        let (n, front, stream) = (self.n, self.gpu.gl_front(), &self.stream);
+        let (n, front, stream) = (self.n, self.gpu.front(), &self.stream);
         match self.storage.as_mut().context("backend storage missing")? {
             Storage::Map { resources } => with_shown_vbo(resources, front, n, stream, |pos| view.run(pos, n, view_proj, gain, stream))?,
             Storage::Copy { pos, cur, .. } => view.run(pos[*cur].view(), n, view_proj, gain, stream)?,

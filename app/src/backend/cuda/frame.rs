@@ -40,23 +40,23 @@ impl CudaBackend {
         let gpu = &mut self.gpu;
         match storage {
             Storage::Map { resources } => {
-                Self::set_role_map_flags(resources, gpu.gl_front(), ResourceFlags::None, 1)?;
+                Self::set_role_map_flags(resources, gpu.front(), ResourceFlags::None, 1)?;
                 let mapping = map_resources(resources, stream).context("cuGraphicsMapResources")?;
                 let pos = mapped_views(&mapping, n * BODY_BYTES)?;
                 gpu.sync_in(pos, stream)?;
                 if let Some(phi) = phi {
-                    gpu.kernels().launch_potential(block, n, pos[gpu.gl_front()], phi.view(), eps, stream)?;
+                    gpu.kernels().launch_potential(block, n, pos[gpu.front()], phi.view(), eps, stream)?;
                 }
                 stream.synchronize()?;
                 if let Some(out) = out {
-                    mapping.pointer(gpu.gl_front())?.copy_to_host(out)?;
+                    mapping.pointer(gpu.front())?.copy_to_host(out)?;
                 }
                 mapping.unmap().context("cuGraphicsUnmapResources")?;
             }
             Storage::Copy { pos, cur, .. } => {
                 gpu.set_gl_front(*cur);
                 gpu.sync_in([pos[0].view(), pos[1].view()], stream)?;
-                *cur = gpu.gl_front();
+                *cur = gpu.front();
                 if let Some(phi) = phi {
                     gpu.kernels().launch_potential(block, n, pos[*cur].view(), phi.view(), eps, stream)?;
                 }
@@ -74,11 +74,11 @@ impl CudaBackend {
                 }
                 gpu.sync_in(x.views(), stream)?;
                 if let Some(phi) = phi {
-                    gpu.kernels().launch_potential(block, n, x.views()[gpu.gl_front()], phi.view(), eps, stream)?;
+                    gpu.kernels().launch_potential(block, n, x.views()[gpu.front()], phi.view(), eps, stream)?;
                 }
                 stream.synchronize().context("cuStreamSynchronize")?;
                 if let Some(out) = out {
-                    x.cuda_buffer(gpu.gl_front()).read_at(0, out).context("cuMemcpyDtoH of the positions")?;
+                    x.cuda_buffer(gpu.front()).read_at(0, out).context("cuMemcpyDtoH of the positions")?;
                 }
             }
         }
@@ -108,7 +108,7 @@ impl CudaBackend {
                 pos = narrow(&p);
                 narrow(&v)
             }
-            Stepper::Split(r) => {
+            Stepper::Sliced(r) => {
                 let v = r.split.velocities()?;
                 self.ctx.make_current().context("cuCtxSetCurrent")?;
                 v
@@ -130,7 +130,7 @@ impl CudaBackend {
         let res = (|| -> anyhow::Result<SimTimings> {
             let (mut t, f) = match &mut storage {
                 Storage::Map { resources } => self.map_frame(resources, steps)?,
-                Storage::Copy { pos, pinned, cur, gl_front } => match self.copy_frame(gl, vbos, pos, pinned, (cur, gl_front), steps)? {
+                Storage::Copy { pos, pinned, cur, front } => match self.copy_frame(gl, vbos, pos, pinned, (cur, front), steps)? {
                     (t, Some(f)) => (t, f),
                     // A step in progress: nothing more to say of the frame.
                     (t, None) => return Ok(t),
@@ -149,7 +149,7 @@ impl CudaBackend {
         })();
         self.storage = Some(storage);
         let mut t = res?;
-        if let Stepper::Split(r) = &self.gpu {
+        if let Stepper::Sliced(r) = &self.gpu {
             // The slices compute on their own streams: the kernel time is theirs (the backend's
             // stream only waits for them and copies), and the gather time of the last step.
             if let Some((k, g)) = r.split.last_step_times() {
@@ -183,7 +183,7 @@ impl CudaBackend {
             ResourceFlags::WriteDiscard if self.gpu.writes_back_in_parts() => ResourceFlags::None,
             w => w,
         };
-        Self::set_role_map_flags(resources, self.gpu.gl_front(), wanted, role_steps)?;
+        Self::set_role_map_flags(resources, self.gpu.front(), wanted, role_steps)?;
         if self.opts.separate_maps {
             let (a, b) = resources.split_at_mut(1);
             e0.record(stream)?;
@@ -226,7 +226,7 @@ impl CudaBackend {
         vbos: &PositionVbos,
         pos: &[DeviceBuffer<[f32; 4]>; 2],
         pinned: &mut Option<PinnedBuffer<[f32; 4]>>,
-        (cur, gl_front): (&mut usize, &mut usize),
+        (cur, front): (&mut usize, &mut usize),
         steps: u32,
     ) -> anyhow::Result<(SimTimings, Option<FrameSteps>)> {
         let [e0, e1, e2, _] = &self.events;
@@ -235,7 +235,7 @@ impl CudaBackend {
         self.gpu.set_gl_front(*cur);
         e0.record(stream)?;
         let f = self.gpu.launch_frame([pos[0].view(), pos[1].view()], steps, stream)?;
-        *cur = self.gpu.gl_front();
+        *cur = self.gpu.front();
         e1.record(stream)?;
         if f.done == 0 && f.spread.is_some() {
             // A step in progress: the positions did not change, GL keeps both uploads
@@ -261,8 +261,8 @@ impl CudaBackend {
         t.stream_start = self.clock.at(e0)?;
         t.clock_residual_us = self.clock.residual_us(e2, up)?;
         // The pinned data is complete: its copy's event was waited on.
-        upload_positions(gl, vbos, 1 - *gl_front, host.as_slice())?;
-        *gl_front = 1 - *gl_front;
+        upload_positions(gl, vbos, 1 - *front, host.as_slice())?;
+        *front = 1 - *front;
         let upload_host = up.elapsed().as_secs_f64() * 1e3;
         t.kernel_ms = ms(e0, e1)?;
         t.upload_ms = Some(ms(e1, e2)?.unwrap_or(0.0) + upload_host);
@@ -299,7 +299,7 @@ pub(super) fn make_storage(ctx: &Arc<Context>, vbos: &PositionVbos, bodies: &Bod
         InteropMode::Copy => {
             let pos = [DeviceBuffer::from_slice(ctx, &bodies.pos)?, DeviceBuffer::alloc(ctx, bodies.len())?];
             let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
-            Storage::Copy { pos, pinned: Some(pinned), cur: 0, gl_front: 0 }
+            Storage::Copy { pos, pinned: Some(pinned), cur: 0, front: 0 }
         }
         InteropMode::External => bail!("external storage is made by ExternalStorage::new, with the GL context"),
     })

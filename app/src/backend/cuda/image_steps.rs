@@ -12,7 +12,7 @@ use anyhow::Context as _;
 
 use super::density::density_gain;
 use super::{CudaBackend, Storage};
-use crate::backend::step::{FrameStep, Images};
+use crate::backend::step::{Images, WorkflowStep};
 use crate::cuda::density::DensityView;
 use crate::cuda::settings::DensityPath;
 use crate::gfx::gl::Gl;
@@ -63,23 +63,23 @@ impl CudaBackend {
     }
 
     /// Takes image step `step`; returns what it did.
-    pub(super) fn image_step(&mut self, gl: Gl<'_>, step: FrameStep) -> anyhow::Result<String> {
+    pub(super) fn image_step(&mut self, gl: Gl<'_>, step: WorkflowStep) -> anyhow::Result<String> {
         let t = self.stepwise.as_ref().and_then(|s| s.density).context("the density view is off")?;
         let stream = Rc::clone(&self.stream);
-        if step == FrameStep::UnregisterImages && self.density.as_ref().is_some_and(|v| v.path() != t.path) {
+        if step == WorkflowStep::UnregisterImages && self.density.as_ref().is_some_and(|v| v.path() != t.path) {
             // Another density path registers the density image with other flags: a new view.
             self.release_density(gl);
             return Ok(format!("both images unregistered, then deleted by GL (the density path is now {:?})", t.path));
         }
-        if step == FrameStep::RegisterImages && self.density.is_none() {
+        if step == WorkflowStep::RegisterImages && self.density.is_none() {
             let kernels = self.gpu.kernels().density()?;
             self.density = Some(DensityView::unregistered(gl, self.gl_info.is_gles, &self.ctx, kernels, t.path)?);
         }
         let gain = density_gain(t.size, self.total_mass);
-        let (n, front) = (self.n, self.gpu.gl_front());
+        let (n, front) = (self.n, self.gpu.front());
         let v = self.density.as_mut().context("no density view")?;
         match step {
-            FrameStep::UnregisterImages => {
+            WorkflowStep::UnregisterImages => {
                 let old = v.size();
                 v.unregister_images(gl, &stream)?;
                 Ok(format!(
@@ -87,7 +87,7 @@ impl CudaBackend {
                     old[0], old[1], t.size[0], t.size[1]
                 ))
             }
-            FrameStep::RegisterImages => {
+            WorkflowStep::RegisterImages => {
                 v.resize(gl, t.size, &stream)?;
                 Ok(format!(
                     "two {}×{} textures made by GL and registered: R32F density ({}), RGBA8 shown image (SURFACE_LDST, map flag WRITE_DISCARD)",
@@ -99,27 +99,27 @@ impl CudaBackend {
                     }
                 ))
             }
-            FrameStep::MapImages => v.step_map(gl, &stream),
-            FrameStep::GetArrays => v.step_arrays(),
-            FrameStep::MakeObjects => v.step_objects(),
-            FrameStep::Splat => {
+            WorkflowStep::MapImages => v.step_map(gl, &stream),
+            WorkflowStep::GetArrays => v.step_arrays(),
+            WorkflowStep::MakeObjects => v.step_objects(),
+            WorkflowStep::Splat => {
                 let Some(Storage::Map { resources }) = self.storage.as_mut() else { anyhow::bail!("step mode needs --interop map") };
                 // The shown VBO, mapped read-only around the splat (the only kernel that reads it).
                 let msg = super::density::with_shown_vbo(resources, front, n, &stream, |pos| v.step_splat(pos, n, t.view_proj, &stream))?;
                 Ok(format!("{msg}, from buffer {front} (mapped read-only around the launch)"))
             }
-            FrameStep::Store => v.step_store(&stream),
-            FrameStep::ToneMap => v.step_tonemap(gain, &stream),
-            FrameStep::DestroyObjects => v.step_destroy(),
-            FrameStep::UnmapImages => v.step_unmap(&stream),
-            FrameStep::DrawImage => {
+            WorkflowStep::Store => v.step_store(&stream),
+            WorkflowStep::ToneMap => v.step_tonemap(gain, &stream),
+            WorkflowStep::DestroyObjects => v.step_destroy(),
+            WorkflowStep::UnmapImages => v.step_unmap(&stream),
+            WorkflowStep::DrawImage => {
                 let msg = v.step_drawn();
                 if let Some(sw) = self.stepwise.as_mut() {
                     sw.shown = front;
                 }
                 Ok(format!("{msg} (the positions of buffer {front})"))
             }
-            FrameStep::Map | FrameStep::GetPointers | FrameStep::Launch | FrameStep::Unmap | FrameStep::Draw => {
+            WorkflowStep::Map | WorkflowStep::GetPointers | WorkflowStep::Launch | WorkflowStep::Unmap | WorkflowStep::Draw => {
                 anyhow::bail!("{step:?} is a step of the buffer workflow")
             }
         }

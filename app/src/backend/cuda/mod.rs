@@ -61,9 +61,9 @@ use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
 use crate::cuda::kernel_set::{check_fits, Kernels};
 use crate::cuda::session::{open_for_gl, sched_flag};
-use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, ResourceFlags, SplitOptions};
-use crate::cuda::split::SplitStepper;
-use crate::cuda::stepper::{SplitRender, Stepper};
+use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, ResourceFlags, SliceOptions};
+use crate::cuda::slices::SlicedStepper;
+use crate::cuda::stepper::{SlicedRender, Stepper};
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
 use kernels::launch_rule::{validate_block_size, ForcedKernel};
@@ -85,7 +85,7 @@ pub struct CudaOptions {
     /// fp32, or fp64 (the state in CUDA buffers, converted to float4 for GL each frame).
     pub precision: Precision,
     /// The bodies split over slices and GPUs (fp32; `None` or a single slice: the plain stepper).
-    pub split: Option<SplitOptions>,
+    pub split: Option<SliceOptions>,
     /// How external storage orders CUDA and GL: host waits, or Vulkan semaphores on the GPU.
     pub external_sync: ExternalSync,
 }
@@ -96,10 +96,10 @@ pub(super) enum Storage {
     /// (they are in its `OwnedMapping` then; `leave_mapped_step` puts them back).
     Map { resources: Vec<GraphicsResource> },
     /// Two device buffers and a pinned staging buffer; GL gets a copy each frame.
-    /// `gl_front`: the GL buffer holding the newest upload; uploads alternate between the two so
+    /// `front`: the GL buffer holding the newest upload; uploads alternate between the two so
     /// that the other one keeps the previous frame's positions (the renderer colours by speed).
     /// `pinned` is `None` only while a copy into it is in flight (inside `frame`).
-    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: Option<PinnedBuffer<[f32; 4]>>, cur: usize, gl_front: usize },
+    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: Option<PinnedBuffer<[f32; 4]>>, cur: usize, front: usize },
     /// CUDA allocations imported into GL.
     External(ExternalStorage),
 }
@@ -315,14 +315,14 @@ impl CudaBackend {
 
     /// Block size, bodies per thread and threads per body (j-split) of the step kernel in use
     /// (fp64: the block size, 1, 1).
-    pub fn launch_config(&self) -> kernels::launch_rule::Launch {
+    pub fn launch_config(&self) -> kernels::launch_rule::LaunchConfig {
         self.gpu.launch_config()
     }
 
     /// The split stepper when the bodies are split over slices and GPUs (`None`: one slice).
-    pub fn split(&self) -> Option<&SplitStepper> {
+    pub fn split(&self) -> Option<&SlicedStepper> {
         match &self.gpu {
-            Stepper::Split(r) => Some(&r.split),
+            Stepper::Sliced(r) => Some(&r.split),
             _ => None,
         }
     }
@@ -413,7 +413,7 @@ fn make_stepper(opts: &CudaOptions, ctx: &Arc<Context>, kernels: Kernels, bodies
             let render = ctx.device().ordinal();
             let count = interop::Device::count(ctx.api()).context("cuDeviceGetCount")?;
             let devices = o.devices(count.max(0) as u32, render)?;
-            let split = SplitStepper::new(
+            let split = SlicedStepper::new(
                 ctx.api(),
                 sched_flag(opts.ctx_sched),
                 &devices,
@@ -426,7 +426,7 @@ fn make_stepper(opts: &CudaOptions, ctx: &Arc<Context>, kernels: Kernels, bodies
                 o.gather,
             )?;
             ctx.make_current().context("cuCtxSetCurrent")?;
-            Stepper::Split(Box::new(SplitRender { split, kernels, ctx: Arc::clone(ctx), render, shown: 0 }))
+            Stepper::Sliced(Box::new(SlicedRender { split, kernels, ctx: Arc::clone(ctx), render, shown: 0 }))
         }
         Precision::F32 => {
             let vel = DeviceBuffer::from_slice(ctx, &bodies.vel).context("uploading velocities")?;

@@ -50,8 +50,8 @@ impl SimBackend for CudaBackend {
 
     fn front(&self) -> usize {
         match &self.storage {
-            Some(Storage::Copy { gl_front, .. }) => *gl_front,
-            _ => self.gpu.gl_front(),
+            Some(Storage::Copy { front, .. }) => *front,
+            _ => self.gpu.front(),
         }
     }
 
@@ -263,12 +263,12 @@ impl CudaSide for CudaBackend {
                 format!("{} · fp64 {} + nbody_to_float4 · block {}{auto}", g.kernels.source(), g.step_kernel().function().name(), g.block),
                 Some(g.step_kernel().function().attributes()),
             ),
-            Stepper::Split(r) => {
+            Stepper::Sliced(r) => {
                 let l = r.split.launch();
                 (format!("{} · {}{auto}", r.kernels.source(), l.describe()), r.kernels.step_kernel(l).map(|k| k.function().attributes()))
             }
         };
-        if let Stepper::Split(r) = &self.gpu {
+        if let Stepper::Sliced(r) = &self.gpu {
             let layout = r.split.layout();
             let devices = r.split.devices();
             let mut gpus = devices.clone();
@@ -313,7 +313,7 @@ impl CudaSide for CudaBackend {
         self.set_stepwise(on)
     }
 
-    fn next_step(&mut self, gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<crate::backend::step::FrameStep> {
+    fn next_step(&mut self, gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<crate::backend::step::WorkflowStep> {
         self.step_once(gl, steps)
     }
 

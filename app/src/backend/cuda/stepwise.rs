@@ -9,7 +9,7 @@ use interop::OwnedMapping;
 
 use super::image_steps::DensityTarget;
 use super::{CudaBackend, Storage};
-use crate::backend::step::{BufferView, FrameStep, ImageView, Side, StepState, StepView};
+use crate::backend::step::{BufferView, ImageView, Side, StepState, StepView, WorkflowStep};
 use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::stepper::Stepper;
 use crate::gfx::gl::Gl;
@@ -66,7 +66,7 @@ impl CudaBackend {
     pub(super) fn step_support(&self) -> Result<(), String> {
         match self.gpu {
             Stepper::F64(_) => return Err(STEP_MODE_F64.into()),
-            Stepper::Split(_) => return Err(STEP_MODE_SPLIT.into()),
+            Stepper::Sliced(_) => return Err(STEP_MODE_SPLIT.into()),
             Stepper::F32(_) => {}
         }
         match (&self.storage, self.opts.separate_maps) {
@@ -86,7 +86,7 @@ impl CudaBackend {
             // Step mode runs whole steps: a step spread over frames is abandoned.
             self.gpu.abandon_step(&self.stream)?;
             if self.stepwise.is_none() {
-                self.stepwise = Some(StepwiseFrame::new(self.gpu.gl_front()));
+                self.stepwise = Some(StepwiseFrame::new(self.gpu.front()));
             }
             Ok(())
         } else {
@@ -124,7 +124,7 @@ impl CudaBackend {
 
     /// Takes the next step of the step-mode frame: a step of the buffer workflow, or in the
     /// density view one of the image workflow ([`CudaBackend::image_step`]).
-    pub(super) fn step_once(&mut self, gl: Gl<'_>, steps: u32) -> anyhow::Result<FrameStep> {
+    pub(super) fn step_once(&mut self, gl: Gl<'_>, steps: u32) -> anyhow::Result<WorkflowStep> {
         let images = self.step_images();
         let step = self.stepwise.as_ref().context("not in step mode")?.state.next_step(images);
         let t0 = Instant::now();
@@ -145,13 +145,13 @@ impl CudaBackend {
     }
 
     /// Takes buffer step `step` (`steps` leapfrog steps at the launch); returns what it did.
-    fn buffer_step(&mut self, step: FrameStep, steps: u32) -> anyhow::Result<String> {
+    fn buffer_step(&mut self, step: WorkflowStep, steps: u32) -> anyhow::Result<String> {
         let bytes = self.n * BODY_BYTES;
         let sw = self.stepwise.as_mut().context("not in step mode")?;
         let Some(Storage::Map { resources }) = self.storage.as_mut() else { bail!("step mode needs --interop map") };
         let Stepper::F32(gpu) = &mut self.gpu else { bail!("{STEP_MODE_F64}") };
         match step {
-            FrameStep::Map => {
+            WorkflowStep::Map => {
                 CudaBackend::set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;
                 // The mapping takes the resources (and a share of the stream) until the unmap step
                 // or `leave_mapped_step` hands them back.
@@ -166,7 +166,7 @@ impl CudaBackend {
                 sw.steps = steps;
                 Ok("both buffers mapped on the frame's stream; CUDA owns them, GL must not touch them".to_string())
             }
-            FrameStep::GetPointers => {
+            WorkflowStep::GetPointers => {
                 let m = sw.mapping.as_ref().context("not mapped")?;
                 let pa = m.pointer(0).context("cuGraphicsResourceGetMappedPointer (buffer 0)")?;
                 let pb = m.pointer(1).context("cuGraphicsResourceGetMappedPointer (buffer 1)")?;
@@ -177,7 +177,7 @@ impl CudaBackend {
                 sw.ptrs = Some([a, b]);
                 Ok(format!("device pointers {a:#x} ({sa} B) and {b:#x} ({sb} B)"))
             }
-            FrameStep::Launch => {
+            WorkflowStep::Launch => {
                 sw.ptrs.context("no device pointers")?;
                 let m = sw.mapping.as_ref().context("not mapped")?;
                 // Both buffers stay mapped (`sw.mapping`) until the unmap step, which is ordered
@@ -194,14 +194,14 @@ impl CudaBackend {
                 };
                 Ok(format!("{what}: buffer {} → buffer {}", gpu.front ^ (steps as usize & 1), gpu.front))
             }
-            FrameStep::Unmap => {
+            WorkflowStep::Unmap => {
                 sw.ptrs = None;
                 let (back, r) = sw.mapping.take().context("not mapped")?.unmap();
                 *resources = back;
                 r.context("cuGraphicsUnmapResources")?;
                 Ok("unmapped on the stream: GL may use both buffers (its commands are ordered after the kernel)".into())
             }
-            FrameStep::Draw => {
+            WorkflowStep::Draw => {
                 sw.shown = gpu.front;
                 Ok(format!("GL draws buffer {}", gpu.front))
             }
@@ -224,7 +224,7 @@ impl CudaBackend {
                 registered: true,
                 mapped,
                 side: sw.state.side(),
-                role: match (sw.state, i == sw.read, i == sw.shown, i == self.gpu.gl_front()) {
+                role: match (sw.state, i == sw.read, i == sw.shown, i == self.gpu.front()) {
                     (StepState::Mapped | StepState::Pointers, true, _, _) => "front: the kernel will read it".into(),
                     (StepState::Mapped | StepState::Pointers, false, _, _) => "back: the kernel will write it".into(),
                     (StepState::Launched, true, _, _) => "the kernel reads it".into(),

@@ -20,7 +20,7 @@ use super::Interrupted;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::backend::{InteropSettings, PositionVbos};
-use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SplitOptions};
+use crate::cli::{BenchArgs, BenchMode, InteropMode, Precision, SliceOptions};
 use crate::demo::frame::trace_stream;
 use crate::stop::stopped;
 use crate::trace::Recorder;
@@ -47,7 +47,7 @@ pub(super) struct Acc {
     /// The GPU setup the runner ran in (CUDA modes).
     pub(super) setup: Option<report::SetupFacts>,
     /// (block size, bodies per thread) of the kernel, for CUDA modes.
-    pub(super) launch: Option<kernels::launch_rule::Launch>,
+    pub(super) launch: Option<kernels::launch_rule::LaunchConfig>,
     /// A visit ended with non-finite positions or velocities.
     pub(super) diverged: bool,
 }
@@ -140,7 +140,7 @@ pub(super) fn build(
     env: &Env,
     vbos: Option<PositionVbos>,
     bodies: &Bodies,
-    split: &SplitOptions,
+    split: &SliceOptions,
     devices: Option<&[i32]>,
 ) -> anyhow::Result<Runner> {
     Ok(match mode {
@@ -154,7 +154,7 @@ pub(super) fn build(
             let cc = env.compute.as_ref().context("compute mode without a CUDA context")?;
             let (stream, kernel, block) = (args.stream, args.sim.kernel.as_deref(), args.sim.block_size);
             match (args.precision, devices) {
-                (Precision::F32, Some(devices)) => Runner::SplitCompute(Box::new(modes::SplitComputeRunner::new(
+                (Precision::F32, Some(devices)) => Runner::SplitCompute(Box::new(modes::SlicedComputeRunner::new(
                     cc,
                     devices,
                     kernel,

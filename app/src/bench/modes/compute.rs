@@ -17,8 +17,8 @@ use crate::cuda::gpu_stepper_f64::GpuStepperF64;
 use crate::cuda::kernel_set::{check_fits, Kernels};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, GatherChoice, StreamKind};
-use crate::cuda::split::SplitStepper;
-use kernels::launch_rule::{ForcedKernel, Launch, Masses};
+use crate::cuda::slices::SlicedStepper;
+use kernels::launch_rule::{ForcedKernel, LaunchConfig, Masses};
 use sim::{Bodies, PhysParams};
 
 /// The default-stream semantics a stream kind needs.
@@ -106,7 +106,7 @@ impl ComputeRunner {
     }
 
     /// The step kernel's launch (block size, P, S, loop).
-    pub fn launch_config(&self) -> Launch {
+    pub fn launch_config(&self) -> LaunchConfig {
         self.gpu.launch()
     }
 
@@ -242,19 +242,19 @@ impl ComputeRunnerF64 {
 }
 
 /// The `compute` mode of a split setup (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes`):
-/// the step kernel alone on the slices of a [`SplitStepper`], each slice on its own device
-/// stream, gathered after every step; no GL. One frame = [`SplitStepper::frame`].
-pub struct SplitComputeRunner {
-    pub(super) split: SplitStepper,
+/// the step kernel alone on the slices of a [`SlicedStepper`], each slice on its own device
+/// stream, gathered after every step; no GL. One frame = [`SlicedStepper::frame`].
+pub struct SlicedComputeRunner {
+    pub(super) split: SlicedStepper,
 }
 
-impl SplitComputeRunner {
-    /// Upload `bodies` to one slice per entry of `devices` (see [`SplitStepper::new`]; the launch
+impl SlicedComputeRunner {
+    /// Upload `bodies` to one slice per entry of `devices` (see [`SlicedStepper::new`]; the launch
     /// rule's pick for one slice's bodies with `block`; every device's primary context gets the
     /// scheduling flag of `cc`).
     ///
     /// # Errors
-    /// As [`SplitStepper::new`].
+    /// As [`SlicedStepper::new`].
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cc: &ComputeCtx,
@@ -265,13 +265,13 @@ impl SplitComputeRunner {
         bodies: &Bodies,
         params: PhysParams,
         gather: GatherChoice,
-    ) -> anyhow::Result<SplitComputeRunner> {
-        let split = SplitStepper::new(cc.ctx.api(), sched_flag(cc.sched), devices, bodies, block, None, params, kernel, forced, gather)?;
-        Ok(SplitComputeRunner { split })
+    ) -> anyhow::Result<SlicedComputeRunner> {
+        let split = SlicedStepper::new(cc.ctx.api(), sched_flag(cc.sched), devices, bodies, block, None, params, kernel, forced, gather)?;
+        Ok(SlicedComputeRunner { split })
     }
 
     /// The split stepper (layout, gather path, launch).
-    pub fn split(&self) -> &SplitStepper {
+    pub fn split(&self) -> &SlicedStepper {
         &self.split
     }
 
@@ -280,7 +280,7 @@ impl SplitComputeRunner {
     /// slice's gather of the last step (as the demo's backend reports it).
     ///
     /// # Errors
-    /// As [`SplitStepper::frame`].
+    /// As [`SlicedStepper::frame`].
     pub fn frame(&mut self, steps: u32) -> anyhow::Result<FrameSample> {
         let f = self.split.frame(steps)?;
         let sim = SimTimings {

@@ -7,7 +7,7 @@
 //! - `compute`: [`ComputeRunner`], the step kernel alone on two device buffers that ping-pong as
 //!   positions; one frame = event, kernel launches, event, `cuEventSynchronize`. No GL at all.
 //!   In a split setup (`--gpus`, `--slices-per-gpu`, `--render-gpu-computes no`):
-//!   [`SplitComputeRunner`], the slices' steps and gathers, waited for.
+//!   [`SlicedComputeRunner`], the slices' steps and gathers, waited for.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,12 +28,12 @@ use crate::gfx::renderer::{framing_camera, DrawParams, Renderer};
 use crate::gfx::target::{OffscreenTarget, RenderTarget};
 use crate::gfx::GlInfo;
 use crate::trace::Recorder;
-use kernels::launch_rule::Launch;
+use kernels::launch_rule::LaunchConfig;
 use sim::Bodies;
 
 mod compute;
 
-pub use compute::{ComputeCtx, ComputeRunner, ComputeRunnerF64, SplitComputeRunner};
+pub use compute::{ComputeCtx, ComputeRunner, ComputeRunnerF64, SlicedComputeRunner};
 
 /// Measurements of one frame, in ms.
 #[derive(Debug, Clone, Copy, Default)]
@@ -266,7 +266,7 @@ pub enum Runner {
     /// The fp64 kernel alone (`--precision f64`).
     ComputeF64(Box<ComputeRunnerF64>),
     /// The kernel alone, the bodies split over slices and GPUs.
-    SplitCompute(Box<SplitComputeRunner>),
+    SplitCompute(Box<SlicedComputeRunner>),
     /// GL draw only, no simulation.
     Draw(StaticBackend),
 }
@@ -299,12 +299,12 @@ impl Runner {
     }
 
     /// Block size and bodies per thread of the kernel, for CUDA modes.
-    pub fn launch_config(&self) -> Option<Launch> {
+    pub fn launch_config(&self) -> Option<LaunchConfig> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => None,
             Runner::Cuda(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
-            Runner::ComputeF64(c) => Some(Launch::f64(c.gpu.block)),
+            Runner::ComputeF64(c) => Some(LaunchConfig::f64(c.gpu.block)),
             Runner::SplitCompute(c) => Some(c.split.launch()),
         }
     }

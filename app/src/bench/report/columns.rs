@@ -74,13 +74,13 @@ pub struct LaunchColumns {
 impl LaunchColumns {
     /// The columns of `steps_per_frame` steps run by `launch` (`None` for the modes without a
     /// step kernel: draw and cpu).
-    pub fn of(steps_per_frame: u32, launch: Option<kernels::launch_rule::Launch>) -> LaunchColumns {
+    pub fn of(steps_per_frame: u32, launch: Option<kernels::launch_rule::LaunchConfig>) -> LaunchColumns {
         use kernels::launch_rule::StepLoop;
         LaunchColumns {
             steps_per_frame,
             block_size: launch.map(|l| l.block),
             bodies_per_thread: launch.map(|l| l.p),
-            threads_per_body: launch.map(|l| l.split),
+            threads_per_body: launch.map(|l| l.threads_per_body),
             mass_scaled: launch.map(|l| l.step_loop == StepLoop::MassScaled),
             equal_mass: launch.map(|l| l.step_loop == StepLoop::EqualMass),
             stream_k_ctas: launch.and_then(|l| l.stream_k),

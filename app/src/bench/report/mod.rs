@@ -25,7 +25,7 @@
 //! - `draw_ms_*`: GL timer-query time of the body draw (empty without `GL_TIME_ELAPSED`);
 //! - `gather_ms_{median,p99}`: split setups, the slowest slice's gather time of each frame's last
 //!   step (CUDA events on the slices' streams, from its kernel's end to its gather's end: with
-//!   the wait for the other slices' kernels, see `cuda::split::SplitFrame`);
+//!   the wait for the other slices' kernels, see `cuda::slices::SplitFrame`);
 //! - `theta`, `tree_{build,moments,walk}_ms_{median,p99}`, `tree_interactions_per_body`,
 //!   `tree_interactions_per_s` (tree and cpu-tree modes): the opening angle; the tree's phases in
 //!   the last step of each frame (tree: CUDA events: box, keys, sort, tree and groups; moments;

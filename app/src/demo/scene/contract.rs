@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use super::tests::{args, scene};
 use super::*;
-use crate::backend::step::{FrameStep, Images, StepState, StepView};
+use crate::backend::step::{Images, StepState, StepView, WorkflowStep};
 use crate::backend::{CudaSide, PositionVbos, SettingsChange, SimTimings};
 use crate::demo::headless::headless_input;
 
@@ -99,7 +99,7 @@ impl CudaSide for Recording {
         self.step = on.then_some(StepState::Unmapped);
         Ok(())
     }
-    fn next_step(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<FrameStep> {
+    fn next_step(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<WorkflowStep> {
         let state = self.step.ok_or_else(|| anyhow::anyhow!("not in step mode"))?;
         let step = state.next_step(Images::Off);
         self.note(step.label());
@@ -190,12 +190,12 @@ fn step_mode_never_draws_while_the_buffers_are_mapped() {
     let drawn = |step: &str| vec![step.to_string(), "before_draw".into(), "draw".into(), "after_draw".into(), "—".into()];
     let hidden = |step: &str| vec![step.to_string(), "—".into()];
     let mut want = [
-        hidden(FrameStep::Map.label()),
-        hidden(FrameStep::GetPointers.label()),
-        hidden(FrameStep::Launch.label()),
-        drawn(FrameStep::Unmap.label()),
-        drawn(FrameStep::Draw.label()),
-        hidden(FrameStep::Map.label()),
+        hidden(WorkflowStep::Map.label()),
+        hidden(WorkflowStep::GetPointers.label()),
+        hidden(WorkflowStep::Launch.label()),
+        drawn(WorkflowStep::Unmap.label()),
+        drawn(WorkflowStep::Draw.label()),
+        hidden(WorkflowStep::Map.label()),
     ]
     .concat();
     want.push("release".into());

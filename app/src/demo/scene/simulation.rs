@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context as _};
 
 use super::outputs::EnergySamples;
 use super::Scene;
-use crate::backend::step::FrameStep;
+use crate::backend::step::WorkflowStep;
 use crate::backend::{PositionVbos, SimBackend, SimTimings};
 use crate::cli::DemoArgs;
 use crate::demo::pace::Pace;
@@ -32,7 +32,7 @@ pub(super) struct Simulation {
     /// Simulation time between the two VBOs (dt · steps of the last simulate that stepped).
     pub(super) time_span: f32,
     /// The step-mode step taken this frame (the timeline grows only then; a map starts it again).
-    pub(super) stepped: Option<FrameStep>,
+    pub(super) stepped: Option<WorkflowStep>,
     /// "next step" was asked for (step mode).
     pub(super) step_next: bool,
     /// A `--diagnostics-interval` sample is due; taken at the first frame that ends with no
@@ -199,7 +199,7 @@ impl Scene {
         let mut t = SimTimings::default();
         if next {
             let want = step_view(backend.as_ref()).map(|v| v.next);
-            if want == Some(FrameStep::Map) {
+            if want == Some(WorkflowStep::Map) {
                 // GL's last look at the buffers before CUDA takes them: keep a copy to show.
                 let front = backend.front();
                 if let Err(e) = self.view.renderer.take_snapshot(gl, front) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Scene;
-use crate::backend::step::FrameStep;
+use crate::backend::step::WorkflowStep;
 use crate::backend::{SimBackend, SimTimings};
 use crate::demo::frame::{trace_cpu_step, trace_density, trace_stream, GlTrack};
 use crate::demo::summary::StageLog;
@@ -124,7 +124,7 @@ impl Scene {
         }
         // The frame's map starts it again (not the density view's map of its images, which
         // follows the buffers' steps in the same frame).
-        let restart = !stepping || stepped == Some(FrameStep::Map);
+        let restart = !stepping || stepped == Some(WorkflowStep::Map);
         if restart {
             self.telemetry.timeline_spans.clear();
         }

@@ -192,7 +192,7 @@ impl CudaSide for Fake {
     fn set_step_mode(&mut self, _: bool) -> anyhow::Result<()> {
         anyhow::bail!("a fake backend has no step mode")
     }
-    fn next_step(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<crate::backend::step::FrameStep> {
+    fn next_step(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<crate::backend::step::WorkflowStep> {
         anyhow::bail!("not in step mode")
     }
     fn step_view(&self) -> Option<crate::backend::step::StepView> {
@@ -343,19 +343,19 @@ fn the_timeline_shows_the_last_frame_and_grows_in_step_mode() {
     assert!(has(Track::Gl, "draw"), "the draw on the GL row (GL_TIMESTAMP): {:?}", s.telemetry.timeline_spans);
     // Step mode: the spans add up one step at a time (frames without a step add nothing) and
     // start again at the next map of the buffers — not at the density view's map of its images.
-    use crate::backend::step::FrameStep;
+    use crate::backend::step::WorkflowStep;
     let span = |name: &str| Span { track: Track::Host, name: name.into(), start_us: 0.0, dur_us: 1.0, detail: String::new() };
     s.hud.overlay.workflow.step_mode = true;
     s.telemetry.timeline_spans.clear();
     for (name, stepped, len) in [
-        ("cuGraphicsMapResources", Some(FrameStep::Map), 1),
+        ("cuGraphicsMapResources", Some(WorkflowStep::Map), 1),
         ("glDrawArrays", None, 1),
-        ("cuGraphicsResourceGetMappedPointer", Some(FrameStep::GetPointers), 2),
-        ("cuLaunchKernel", Some(FrameStep::Launch), 3),
-        ("cuGraphicsUnmapResources", Some(FrameStep::Unmap), 4),
-        ("cuGraphicsMapResources", Some(FrameStep::MapImages), 5),
-        ("cuSurfObjectCreate", Some(FrameStep::MakeObjects), 6),
-        ("cuGraphicsMapResources", Some(FrameStep::Map), 1),
+        ("cuGraphicsResourceGetMappedPointer", Some(WorkflowStep::GetPointers), 2),
+        ("cuLaunchKernel", Some(WorkflowStep::Launch), 3),
+        ("cuGraphicsUnmapResources", Some(WorkflowStep::Unmap), 4),
+        ("cuGraphicsMapResources", Some(WorkflowStep::MapImages), 5),
+        ("cuSurfObjectCreate", Some(WorkflowStep::MakeObjects), 6),
+        ("cuGraphicsMapResources", Some(WorkflowStep::Map), 1),
     ] {
         s.sim.stepped = stepped;
         s.collect_timeline(vec![span(name)]);

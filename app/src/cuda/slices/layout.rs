@@ -111,7 +111,7 @@ pub(super) struct Slice {
     pub(super) device: i32,
 }
 
-/// Timings of one [`super::SplitStepper::frame`].
+/// Timings of one [`super::SlicedStepper::frame`].
 #[derive(Debug, Clone, Default)]
 pub struct SplitFrame {
     /// Host time from the first enqueue to every stream finished, ms.

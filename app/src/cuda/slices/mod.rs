@@ -25,7 +25,7 @@
 //!   stream, after its kernel, then records its `done` event; before its next kernel every slice
 //!   waits on all other slices' `done` events (a barrier per step). That covers both hazards:
 //!   reading positions not yet copied in, and a copy overwriting positions still being read.
-//! - The copy to GL ([`SplitStepper::show`]) waits on every slice's `done` (the source slice's
+//! - The copy to GL ([`SlicedStepper::show`]) waits on every slice's `done` (the source slice's
 //!   buffer is written by the others' copies too) and records `copied` on the GL device's stream;
 //!   every slice's next step waits on `copied`, so no step rewrites what the copy still reads.
 //!   Host readbacks synchronise every slice's stream first.
@@ -47,7 +47,7 @@ use interop::{Api, Context, Device, Event, SchedFlag, Stream};
 
 use super::kernel_set::{check_fits, Kernels};
 use super::settings::GatherChoice;
-use kernels::launch_rule::{validate_block_size, ForcedKernel, Launch, Masses, StepLoop};
+use kernels::launch_rule::{validate_block_size, ForcedKernel, LaunchConfig, Masses, StepLoop};
 use sim::{Bodies, Leapfrog, PhysParams};
 
 use layout::Slice;
@@ -55,24 +55,24 @@ pub use layout::{GatherPath, SliceLayout, SplitFrame};
 use open::{gather_path, primary_contexts, upload_slices};
 
 /// The leapfrog integrator over slices on one or more devices (see the module docs).
-pub struct SplitStepper {
+pub struct SlicedStepper {
     /// Field order is drop order: the communicators go before the slices' streams and buffers.
     clique: Option<Clique>,
-    /// Recorded on the GL device's stream after [`SplitStepper::show`]'s copy.
+    /// Recorded on the GL device's stream after [`SlicedStepper::show`]'s copy.
     copied: Option<Event>,
-    /// Peer access between the source slice and the GL device was looked at ([`SplitStepper::show`]).
+    /// Peer access between the source slice and the GL device was looked at ([`SlicedStepper::show`]).
     peer_to_render: bool,
     slices: Vec<Slice>,
     layout: SliceLayout,
     gather: GatherPath,
-    launch: Launch,
+    launch: LaunchConfig,
     leap: Leapfrog,
     /// Index (0/1) of the buffers holding the newest positions.
     front: usize,
     params: PhysParams,
 }
 
-impl SplitStepper {
+impl SlicedStepper {
     /// Uploads `bodies` to one slice per entry of `devices` (CUDA ordinals; a device may hold
     /// several slices; each device's primary context gets the scheduling flag `sched`, as the
     /// render device's session context has it), loads the kernels (`ptx`: a PTX file, else the embedded one) on each and
@@ -93,12 +93,12 @@ impl SplitStepper {
         devices: &[i32],
         bodies: &Bodies,
         block: u32,
-        launch: Option<Launch>,
+        launch: Option<LaunchConfig>,
         params: PhysParams,
         ptx: Option<&Path>,
         forced: Option<ForcedKernel>,
         choice: GatherChoice,
-    ) -> anyhow::Result<SplitStepper> {
+    ) -> anyhow::Result<SlicedStepper> {
         validate_block_size(block)?;
         if devices.is_empty() {
             bail!("a split step needs at least one slice");
@@ -149,7 +149,7 @@ impl SplitStepper {
         if gather != GatherPath::None {
             tracing::info!(slices = devices.len(), len = layout.len, "split step: {}", gather.describe());
         }
-        Ok(SplitStepper {
+        Ok(SlicedStepper {
             clique,
             copied: None,
             peer_to_render: false,
@@ -174,7 +174,7 @@ impl SplitStepper {
     }
 
     /// The step kernel's launch (the same on every slice).
-    pub fn launch(&self) -> Launch {
+    pub fn launch(&self) -> LaunchConfig {
         self.launch
     }
 
@@ -217,7 +217,7 @@ impl SplitStepper {
     }
 
     /// `steps` whole steps, enqueued on the slices' streams without waiting (the demo's frame;
-    /// [`SplitStepper::show`] then hands the positions to GL).
+    /// [`SlicedStepper::show`] then hands the positions to GL).
     ///
     /// # Errors
     /// A launch, copy, NCCL call or event fails.
@@ -225,7 +225,7 @@ impl SplitStepper {
         self.ensure_marks(usize::from(steps > 0))?;
         for i in 0..steps {
             let (drift, kick) = self.leap.next_step(self.params.dt);
-            // Timed ([`SplitStepper::last_step_times`]): from the first step's kernel to the last
+            // Timed ([`SlicedStepper::last_step_times`]): from the first step's kernel to the last
             // one's end, and the last step's gather.
             let last = (i + 1 == steps).then_some(0);
             self.run_step(drift, kick, [(i == 0).then_some(0), last, last])?;
@@ -234,9 +234,9 @@ impl SplitStepper {
     }
 
     /// The slowest slice's compute and gather time (ms) of the last
-    /// [`SplitStepper::launch_steps`]: from its first step's kernel start to its last step's
+    /// [`SlicedStepper::launch_steps`]: from its first step's kernel start to its last step's
     /// kernel end (with more than one step this spans the gathers between them), and the last
-    /// step's gather (after a [`SplitStepper::frame`]: its first step's kernel and gather).
+    /// step's gather (after a [`SlicedStepper::frame`]: its first step's kernel and gather).
     /// Without waiting: `None` until every slice's events have completed.
     pub fn last_step_times(&self) -> Option<(f64, f64)> {
         let (mut kern, mut gath) = (0.0f64, 0.0f64);
@@ -253,7 +253,7 @@ impl SplitStepper {
     /// not move: drift 0).
     ///
     /// # Errors
-    /// As [`SplitStepper::launch_steps`].
+    /// As [`SlicedStepper::launch_steps`].
     pub fn sync_in(&mut self) -> anyhow::Result<()> {
         if let Some((drift, kick)) = self.leap.sync_step(self.params.dt) {
             self.run_step(drift, kick, [None; 3])?;
@@ -478,7 +478,7 @@ impl SplitStepper {
     }
 }
 
-impl Drop for SplitStepper {
+impl Drop for SlicedStepper {
     fn drop(&mut self) {
         // Finish every stream before the communicators and buffers go.
         for s in &self.slices {
