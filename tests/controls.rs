@@ -114,11 +114,14 @@ fn read_xwd(bytes: &[u8]) -> (usize, usize, Vec<[u8; 3]>) {
 
 fn the_copy_route_shows_the_frames_in_the_window() {
     let dir = scratch("controls", "copy");
-    // Paused (space), every frame is the same; the X server's copy of the window is taken until
-    // two dumps agree (the window shows each frame one frame late), then Esc ends the run and
-    // --screenshot writes the frame the demo made.
+    // The window shows each frame one frame late: first its content changes from what it showed
+    // at the first frame (nothing yet, or that frame), so a frame has been shown; then paused
+    // (space) every frame is the same, and the X server's copy of the window is taken until two
+    // dumps agree; then Esc ends the run and --screenshot writes the frame the demo made.
     let script = format!(
-        r#"{start}xdotool key space
+        r#"{start}xwd -id "$wid" -silent -out first.xwd
+until sleep 0.1; xwd -id "$wid" -silent -out a.xwd; ! cmp -s first.xwd a.xwd; do :; done
+xdotool key space
 xwd -id "$wid" -silent -out a.xwd
 until sleep 0.3; xwd -id "$wid" -silent -out b.xwd; cmp -s a.xwd b.xwd; do mv b.xwd a.xwd; done
 xdotool key Escape

@@ -330,3 +330,12 @@ fn the_text_speaks_of_the_product_only() {
     }
     assert!(found.is_empty(), "text about how the project was made, not the product ({} lines):\n{}", found.len(), found.join("\n"));
 }
+
+/// ARCHITECTURE.md stays a page a reader takes in at once: the frame once, then the crates and
+/// folders with their jobs, and the layer tables.
+#[test]
+fn the_architecture_page_is_short() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let lines = text.lines().count();
+    assert!(lines <= 150, "ARCHITECTURE.md has {lines} lines; keep it to 150 (details belong in docs/)");
+}
