@@ -339,7 +339,7 @@ pub struct LaunchConfig {
 
 impl LaunchConfig {
     /// The fp64 kernels' launch: `block` threads, one body per thread (the shape only: the value
-    /// does not know its precision, so [`Launch::kernel_name`] names the fp32 kernel of that
+    /// does not know its precision, so [`LaunchConfig::kernel_name`] names the fp32 kernel of that
     /// shape; the fp64 step kernel is `nbody_step_f64`).
     pub fn f64(block: u32) -> LaunchConfig {
         LaunchConfig { block, p: 1, threads_per_body: 1, step_loop: StepLoop::Classic, stream_k: None }

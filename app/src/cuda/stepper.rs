@@ -91,7 +91,7 @@ impl Stepper {
         }
     }
 
-    /// The step kernel's launch (block size, P, S, loop; [`Launch::f64`] for fp64).
+    /// The step kernel's launch (block size, P, S, loop; [`LaunchConfig::f64`] for fp64).
     pub fn launch_config(&self) -> LaunchConfig {
         match self {
             Stepper::F32(g) => g.launch_in_use(),

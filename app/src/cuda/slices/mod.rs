@@ -79,7 +79,7 @@ impl SlicedStepper {
     /// picks the gather path: `choice` = auto takes NCCL when it loads and every slice has a
     /// device of its own, else peer copies. `launch`: the step kernel's launch, else the launch
     /// rule's for one slice's bodies with `block` ([`Kernels::choose_launch`]); always a plain
-    /// launch (a stream-K one is run as [`Launch::plain`]: see `kernels/README.md`, "stream-K").
+    /// launch (a stream-K one is run as [`LaunchConfig::plain`]: see `kernels/README.md`, "stream-K").
     ///
     /// # Errors
     /// No device, an ordinal past the device count, an invalid block size, N too large for a
