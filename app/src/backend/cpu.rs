@@ -138,8 +138,8 @@ impl SimBackend for CpuBackend {
         sim!(&self.sim, s => s.len())
     }
 
-    fn nominal_rate(&self) -> (f64, String) {
-        (self.rate(), format!("the CPU backend on {} threads ({})", self.threads, self.precision().name()))
+    fn nominal_rate(&self) -> super::NominalRate {
+        super::NominalRate { per_s: self.rate(), basis: super::RateBasis::Cpu { threads: self.threads, precision: Some(self.precision().name()) } }
     }
 
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {

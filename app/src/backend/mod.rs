@@ -102,6 +102,45 @@ pub struct InteropSettings {
     pub block_size: u32,
 }
 
+/// A backend's nominal rate of pair interactions, and what the figure rests on (formatted for
+/// messages by `ui::rows`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NominalRate {
+    /// Pair interactions per second.
+    pub per_s: f64,
+    /// What the figure rests on.
+    pub basis: RateBasis,
+}
+
+/// What a [`NominalRate`] rests on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RateBasis {
+    /// The CPU backend: a measured rate per thread × `threads`; `precision` once the backend
+    /// exists.
+    Cpu {
+        /// Worker threads.
+        threads: usize,
+        /// `f32` or `f64`, where known.
+        precision: Option<&'static str>,
+    },
+    /// An opened GPU: the H200's measured rate scaled by SMs × clock (× `f64_fraction` for the
+    /// fp64 kernel).
+    Gpu {
+        /// The device's name.
+        name: String,
+        /// Streaming multiprocessors.
+        sms: i32,
+        /// SM clock (MHz).
+        clock_mhz: i32,
+        /// The fp64 kernel's fraction of the fp32 rate, with `--precision f64`.
+        f64_fraction: Option<f64>,
+    },
+    /// A GPU not opened yet (the checks before the backend exists): an H200-class GPU.
+    GpuClass,
+    /// A backend that simulates nothing (the bench's draw mode, test backends).
+    Nothing,
+}
+
 /// One simulation backend bound to the two GL position buffers: what every backend does — its
 /// description, the step, the positions for drawing, the state read back. What only some can
 /// do is asked for by name: [`SimBackend::long_steps`] ([`LongSteps`]: stopped and spread long
@@ -112,9 +151,9 @@ pub trait SimBackend {
     fn label(&self) -> String;
     /// Number of bodies N.
     fn n(&self) -> usize;
-    /// The all-pairs rate (interactions/s) to expect from this backend, and what it is the
-    /// rate of (for step-time estimates: refusals, the notice before a long closing step).
-    fn nominal_rate(&self) -> (f64, String);
+    /// The all-pairs rate to expect from this backend and what it rests on (for step-time
+    /// estimates: refusals, the notice before a long closing step).
+    fn nominal_rate(&self) -> NominalRate;
     /// Advance `steps` leapfrog steps; afterwards `vbos.buffers[self.front()]` holds the newest
     /// positions. Needs the GL context current on this thread.
     ///

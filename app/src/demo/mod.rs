@@ -384,18 +384,19 @@ pub const HOST_BYTES_PER_BODY: u64 = sim::file_io::HOST_BYTES_PER_BODY;
 /// # Errors
 /// The estimate, the rate it assumed and the remedy.
 pub fn check_step_time(n: usize, solver: sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
-    let (rate, what) = nominal_rate(cpu);
-    check_step_rate(n, sim::tree::step_terms(solver, n, !cpu), rate, &what, allow_slow)
+    let rate = nominal_rate(cpu);
+    check_step_rate(n, sim::tree::step_terms(solver, n, !cpu), rate.per_s, &rate.basis.to_string(), allow_slow)
 }
 
 /// The nominal all-pairs rate (interactions/s) the estimates assume, and whose rate it is: the
 /// CPU backend on this process's threads, or an H200-class GPU.
-fn nominal_rate(cpu: bool) -> (f64, String) {
+fn nominal_rate(cpu: bool) -> crate::backend::NominalRate {
+    use crate::backend::{NominalRate, RateBasis};
     if cpu {
         let threads = rayon::current_num_threads();
-        (CPU_INTERACTIONS_PER_THREAD * threads as f64, format!("the CPU backend on {threads} threads"))
+        NominalRate { per_s: CPU_INTERACTIONS_PER_THREAD * threads as f64, basis: RateBasis::Cpu { threads, precision: None } }
     } else {
-        (GPU_INTERACTIONS_NOMINAL, "an H200-class GPU".to_string())
+        NominalRate { per_s: GPU_INTERACTIONS_NOMINAL, basis: RateBasis::GpuClass }
     }
 }
 
@@ -418,7 +419,7 @@ fn refuse_slow_step(n: usize, solver: sim::tree::Solver, cpu: bool, allow_slow: 
 /// # Errors
 /// The estimate and the remedies.
 fn refuse_slow_frame(n: usize, k: u32, solver: sim::tree::Solver, cpu: bool, allow_slow: bool) -> anyhow::Result<()> {
-    let (rate, _) = nominal_rate(cpu);
+    let rate = nominal_rate(cpu).per_s;
     let secs = sim::tree::step_terms(solver, n, !cpu) * f64::from(k) / rate;
     if secs > SLOW_STEP_S && !allow_slow {
         bail!(

@@ -141,7 +141,8 @@ impl Scene {
         }
         // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
         // GPU's, derived from its SM count and clock.
-        let (rate, what) = backend.nominal_rate();
+        let rate = backend.nominal_rate();
+        let (rate, what) = (rate.per_s, rate.basis.to_string());
         let terms = sim::tree::step_terms(backend.solver(), bodies.len(), backend.cuda().is_some());
         self.check_step_estimate(bodies.len(), terms, rate, &what)?;
         self.sim.backend = Some(backend);

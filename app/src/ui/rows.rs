@@ -108,6 +108,23 @@ pub fn handover_ms(mode: Option<InteropMode>, s: &FrameStats) -> Option<f64> {
     (sum > 0.0).then_some(sum)
 }
 
+/// What a nominal rate rests on, as the step-time messages say it.
+impl std::fmt::Display for crate::backend::RateBasis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::backend::RateBasis;
+        match self {
+            RateBasis::Cpu { threads, precision: Some(p) } => write!(f, "the CPU backend on {threads} threads ({p})"),
+            RateBasis::Cpu { threads, precision: None } => write!(f, "the CPU backend on {threads} threads"),
+            RateBasis::Gpu { name, sms, clock_mhz, f64_fraction } => {
+                let scale = f64_fraction.map_or_else(String::new, |x| format!(", × {x} for the fp64 kernel"));
+                write!(f, "{name} ({sms} SMs at {clock_mhz} MHz; the H200's measured 2.0e12 scaled by SMs × clock{scale})")
+            }
+            RateBasis::GpuClass => write!(f, "an H200-class GPU"),
+            RateBasis::Nothing => write!(f, "a backend that simulates nothing"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

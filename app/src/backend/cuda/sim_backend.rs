@@ -8,7 +8,7 @@ use interop::Context;
 
 use super::frame::make_storage;
 use super::{check_register_flags, CudaBackend, Storage};
-use crate::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SettingsChange, SimBackend, SimTimings};
+use crate::backend::{CudaSide, InteropSettings, LongSteps, NominalRate, PositionVbos, RateBasis, SettingsChange, SimBackend, SimTimings};
 use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::gpu_stepper::StepProgress;
 use crate::cuda::settings::{DensityPath, InteropMode, Precision};
@@ -81,15 +81,13 @@ impl SimBackend for CudaBackend {
         }
     }
 
-    fn nominal_rate(&self) -> (f64, String) {
+    fn nominal_rate(&self) -> NominalRate {
         let i = &self.info;
-        let scale = match self.gpu.precision() {
-            Precision::F32 => String::new(),
-            Precision::F64 => format!(", × {} for the fp64 kernel", crate::cuda::gpu_stepper_f64::F64_RATE_FRACTION),
-        };
-        let what =
-            format!("{} ({} SMs at {} MHz; the H200's measured 2.0e12 scaled by SMs × clock{scale})", i.name, i.multiprocessors, i.clock_khz / 1000);
-        (crate::cuda::gpu_stepper_f64::nominal_rate_for(i, self.gpu.precision()), what)
+        let f64_fraction = (self.gpu.precision() == Precision::F64).then_some(crate::cuda::gpu_stepper_f64::F64_RATE_FRACTION);
+        NominalRate {
+            per_s: crate::cuda::gpu_stepper_f64::nominal_rate_for(i, self.gpu.precision()),
+            basis: RateBasis::Gpu { name: i.name.clone(), sms: i.multiprocessors, clock_mhz: i.clock_khz / 1000, f64_fraction },
+        }
     }
 
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams) {

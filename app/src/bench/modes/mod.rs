@@ -441,8 +441,8 @@ impl SimBackend for StaticBackend {
     fn n(&self) -> usize {
         self.bodies.len()
     }
-    fn nominal_rate(&self) -> (f64, String) {
-        (f64::INFINITY, "a backend that simulates nothing".into())
+    fn nominal_rate(&self) -> crate::backend::NominalRate {
+        crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing }
     }
     fn simulate(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<SimTimings> {
         Ok(SimTimings::default())

@@ -111,7 +111,7 @@ impl Scene {
             None => return Ok(()),
         };
         let cost_s = self.sim.backend.as_deref().map_or(0.0, |b| {
-            let (rate, _) = b.nominal_rate();
+            let rate = b.nominal_rate().per_s;
             sim::tree::step_terms(b.solver(), b.n(), b.cuda().is_some()) / rate.max(1.0)
         });
         let every = HOLD_STATE_EVERY_S.max(20.0 * cost_s);

@@ -139,7 +139,7 @@ impl Scene {
         if let Some(b) = self.sim.backend.as_deref().filter(|b| wanted && crate::stop::stopped() && unsynchronized(*b)) {
             // The state written has synchronised velocities: one more force evaluation, unless
             // they are already (no step finished since the start or the last synchronisation).
-            let (rate, _) = b.nominal_rate();
+            let rate = b.nominal_rate().per_s;
             let n = b.n() as f64;
             let secs = n * n / rate.max(1.0);
             if secs > 1.0 {

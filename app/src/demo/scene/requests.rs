@@ -92,7 +92,7 @@ impl Scene {
             Err(anyhow!("N must be from 1 to {}", crate::cuda::kernel_set::MAX_BODIES))
         } else if preset {
             let step = match &rate {
-                Some((rate, what)) => crate::demo::check_step_rate(n, terms, *rate, what, self.args.allow_slow),
+                Some(r) => crate::demo::check_step_rate(n, terms, r.per_s, &r.basis.to_string(), self.args.allow_slow),
                 None => crate::demo::check_step_time(n, self.hud.overlay.controls.solver, true, self.args.allow_slow),
             };
             step.and_then(|()| crate::demo::check_host_memory_n(n))

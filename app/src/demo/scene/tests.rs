@@ -126,8 +126,8 @@ impl SimBackend for Fake {
         200
     }
 
-    fn nominal_rate(&self) -> (f64, String) {
-        (f64::INFINITY, "a backend that simulates nothing".into())
+    fn nominal_rate(&self) -> crate::backend::NominalRate {
+        crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing }
     }
 
     fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<SimTimings> {
