@@ -290,7 +290,8 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
             };
             let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let panel = backend.device_panel();
-            ensure(panel.iter().any(|(k, v)| k == "gather" && v.contains("cuMemcpyDtoDAsync")), format!("{interop:?}: panel {panel:?}"))?;
+            let gather = panel.as_ref().and_then(|p| p.slices.as_ref()).map(|s| s.gather.as_str());
+            ensure(gather.is_some_and(|g| g.contains("cuMemcpyDtoDAsync")), format!("{interop:?}: panel {panel:?}"))?;
             ensure(backend.step_mode_unavailable().is_some_and(|w| w.contains("--slices-per-gpu")), "step mode is refused by name")?;
             backend.simulate(gl, &vbos, 1).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let (rp, _) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));

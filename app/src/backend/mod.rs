@@ -102,6 +102,75 @@ pub struct InteropSettings {
     pub block_size: u32,
 }
 
+/// What the overlay's device panel shows about a CUDA backend: typed facts, formatted by
+/// `ui::overlay`.
+#[derive(Debug, Clone)]
+pub struct DevicePanel {
+    /// The device's attributes.
+    pub device: interop::safe::DeviceInfo,
+    /// `cuDriverGetVersion`.
+    pub driver_version: i32,
+    /// The default-stream semantics the table was resolved with.
+    pub semantics: interop::StreamSemantics,
+    /// The context: primary or own, and its scheduling flag.
+    pub context: (interop::safe::ContextKind, crate::cuda::settings::CtxSched),
+    /// The stream asked for and its priority.
+    pub stream: (crate::cuda::settings::StreamKind, i32),
+    /// How positions reach GL.
+    pub interop: InteropFacts,
+    /// The bodies over slices and GPUs (`--gpus`, `--slices-per-gpu`), where they are.
+    pub slices: Option<SlicesFacts>,
+    /// The state's precision.
+    pub precision: crate::cuda::settings::Precision,
+    /// The kernel source and launch (`kernels.source() · launch`).
+    pub kernel: String,
+    /// GL vendor and renderer.
+    pub gl: (String, String),
+    /// The step kernel's registers and local memory, where the driver gave them.
+    pub kernel_attributes: Option<interop::safe::FunctionAttributes>,
+}
+
+/// How a CUDA backend's positions reach GL, for the device panel.
+#[derive(Debug, Clone)]
+pub enum InteropFacts {
+    /// Registered buffers (map, copy): the register and map flags.
+    Flags {
+        /// `cuGraphicsGLRegisterBuffer`'s flags.
+        register: crate::cuda::settings::ResourceFlags,
+        /// `cuGraphicsResourceSetMapFlags`' flags.
+        map: crate::cuda::settings::ResourceFlags,
+    },
+    /// External memory: each buffer's size, whether dedicated, and the Vulkan device whose
+    /// semaphores order CUDA and GL (`None`: host waits).
+    External {
+        /// MiB of each buffer.
+        mib_each: usize,
+        /// Imported as a dedicated allocation.
+        dedicated: bool,
+        /// The Vulkan device of the semaphores, with `--external-sync semaphore`.
+        semaphores: Option<String>,
+    },
+}
+
+/// The bodies over slices and GPUs, for the device panel.
+#[derive(Debug, Clone)]
+pub struct SlicesFacts {
+    /// The distinct GPUs.
+    pub gpus: Vec<i32>,
+    /// Slices and bodies in each.
+    pub slices: usize,
+    /// Bodies in a slice.
+    pub len: usize,
+    /// Each slice's device.
+    pub devices: Vec<i32>,
+    /// The GPU that draws.
+    pub render: i32,
+    /// Whether the render GPU computes a slice too.
+    pub render_computes: bool,
+    /// How the slices share positions.
+    pub gather: String,
+}
+
 /// A backend's nominal rate of pair interactions, and what the figure rests on (formatted for
 /// messages by `ui::rows`).
 #[derive(Debug, Clone, PartialEq)]
@@ -273,8 +342,8 @@ pub trait CudaSide {
     /// # Errors
     /// A CUDA failure or an invalid value; the backend keeps its old settings then.
     fn apply_settings(&mut self, gl: Gl<'_>, vbos: &PositionVbos, s: InteropSettings) -> anyhow::Result<SettingsChange>;
-    /// Key/value rows for the overlay's device panel.
-    fn device_panel(&self) -> Vec<(String, String)>;
+    /// What the overlay's device panel shows (`None`: no device in use).
+    fn device_panel(&self) -> Option<DevicePanel>;
     /// Rows of the entry-point report (function, version, flags, status, remedy).
     fn entry_points(&self) -> Vec<interop::driver::EntryReport>;
     /// The CUDA context the backend runs in (`None` only for a test double without one); the

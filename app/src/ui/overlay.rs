@@ -35,7 +35,7 @@ pub struct BackendView<'a> {
     /// Interop settings in force (None for the CPU backend).
     pub settings: Option<InteropSettings>,
     /// Device panel rows.
-    pub device_panel: &'a [(String, String)],
+    pub device_panel: Option<&'a crate::backend::DevicePanel>,
     /// Entry-point report rows: function, version, flags, status, remedy.
     pub entry_points: &'a [interop::driver::EntryReport],
     /// The GL context.
@@ -410,11 +410,12 @@ impl Overlay {
 /// The folded Device and Entry points panels: the CUDA device's facts and the entry-point report.
 fn device_ui(ui: &mut egui::Ui, view: &BackendView<'_>) {
     egui::CollapsingHeader::new("Device").default_open(false).show(ui, |ui| {
-        if view.device_panel.is_empty() {
+        if view.device_panel.is_none() {
             ui.label("(no CUDA device in use)");
         }
+        let rows = view.device_panel.map(device_rows).unwrap_or_default();
         egui::Grid::new("device").striped(true).show(ui, |ui| {
-            for (k, v) in view.device_panel {
+            for (k, v) in &rows {
                 ui.label(k);
                 ui.label(bundled_glyphs(v));
                 ui.end_row();
@@ -460,12 +461,75 @@ v: points / density view (CUDA backend)\n\
 [ and ]: halve / double the simulated time per wall second (steps / frame auto)\n\
 mouse: left drag orbits, right drag pans, wheel zooms";
 
-#[cfg(test)]
-#[path = "overlay_tests.rs"]
-mod tests;
+/// The device panel's rows (name, value) from its typed facts.
+fn device_rows(p: &crate::backend::DevicePanel) -> Vec<(String, String)> {
+    use crate::backend::InteropFacts;
+    let i = &p.device;
+    let mut rows: Vec<(String, String)> = vec![
+        ("device".into(), format!("{} (ordinal {})", i.name, i.ordinal)),
+        ("uuid".into(), i.uuid.clone().unwrap_or_else(|| "—".into())),
+        ("PCI bus id".into(), i.pci_bus_id.clone()),
+        ("compute capability".into(), format!("{}.{}", i.compute_capability.0, i.compute_capability.1)),
+        ("memory".into(), format!("{:.1} GiB", i.total_memory_bytes as f64 / (1u64 << 30) as f64)),
+        ("SMs × clock".into(), format!("{} × {} MHz", i.multiprocessors, i.clock_khz / 1000)),
+        ("L2".into(), format!("{} MiB", i.l2_cache_bytes >> 20)),
+        (
+            "shared / block, / SM".into(),
+            format!("{} KiB, {} KiB", i.shared_memory_per_block_bytes >> 10, i.shared_memory_per_multiprocessor_bytes >> 10),
+        ),
+        ("max threads / block".into(), i.max_threads_per_block.to_string()),
+        ("warp size".into(), i.warp_size.to_string()),
+        ("unified addressing".into(), i.unified_addressing.to_string()),
+        ("driver".into(), format!("CUDA {}", interop::driver::entry::cuda_version_string(p.driver_version))),
+        ("default-stream semantics".into(), p.semantics.to_string()),
+        ("context".into(), format!("{:?}, sched {:?}", p.context.0, p.context.1)),
+        ("stream".into(), format!("{:?} (priority {})", p.stream.0, p.stream.1)),
+    ];
+    match &p.interop {
+        InteropFacts::External { mib_each, dedicated, semaphores } => {
+            let dedicated = if *dedicated { "dedicated" } else { "not dedicated" };
+            rows.push(("interop".into(), format!("external memory: cuMemCreate → fd → glImportMemoryFdEXT ({mib_each} MiB each, {dedicated})")));
+            rows.push((
+                "sync".into(),
+                match semaphores {
+                    Some(device) => format!("GPU-side: two Vulkan semaphores ({device}) in CUDA and GL; no host wait"),
+                    None => "GL fence wait → kernel → CUDA event wait (map = fence, unmap = event)".into(),
+                },
+            ));
+        }
+        InteropFacts::Flags { register, map } => rows.push(("register / map flags".into(), format!("{} / {}", register.name(), map.name()))),
+    }
+    if let Some(s) = &p.slices {
+        let role = if s.render_computes { "computes too" } else { "only draws (peer copy in)" };
+        rows.push((
+            "GPUs · slices".into(),
+            format!(
+                "{} GPU(s) {:?} · {} slices of {} bodies (devices {:?}) · render GPU {} {role}",
+                s.gpus.len(),
+                s.gpus,
+                s.slices,
+                s.len,
+                s.devices,
+                s.render
+            ),
+        ));
+        rows.push(("gather".into(), s.gather.clone()));
+    }
+    rows.push(("precision".into(), p.precision.name().into()));
+    rows.push(("kernel".into(), p.kernel.clone()));
+    rows.push(("GL".into(), format!("{} · {}", p.gl.0, p.gl.1)));
+    if let Some(a) = p.kernel_attributes {
+        rows.push(("kernel registers / local".into(), format!("{} / {} B", a.registers, a.local_bytes)));
+    }
+    rows
+}
 
 /// One row of the entry-point panel: function, ABI version asked for, `cuGetProcAddress` flags,
 /// symbol status, remedy.
 fn entry_row(e: &interop::driver::EntryReport) -> [String; 5] {
     [e.name.to_string(), e.version.to_string(), format!("{:#x}", e.flags), e.status.to_string(), e.remedy.clone().unwrap_or_default()]
 }
+
+#[cfg(test)]
+#[path = "overlay_tests.rs"]
+mod tests;

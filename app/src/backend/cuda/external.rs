@@ -337,25 +337,13 @@ impl ExternalStorage {
         }
     }
 
-    /// The device panel's rows for this storage.
-    pub fn panel_rows(&self) -> Vec<(String, String)> {
-        vec![
-            (
-                "interop".into(),
-                format!(
-                    "external memory: cuMemCreate → fd → glImportMemoryFdEXT ({} MiB each, {})",
-                    self.bufs[0].size() >> 20,
-                    if self.dedicated { "dedicated" } else { "not dedicated" }
-                ),
-            ),
-            (
-                "sync".into(),
-                match &self.sync {
-                    Some(s) => format!("GPU-side: two Vulkan semaphores ({}) in CUDA and GL; no host wait", s.device_name()),
-                    None => "GL fence wait → kernel → CUDA event wait (map = fence, unmap = event)".into(),
-                },
-            ),
-        ]
+    /// What the device panel says about this storage.
+    pub fn panel_facts(&self) -> crate::backend::InteropFacts {
+        crate::backend::InteropFacts::External {
+            mib_each: self.bufs[0].size() >> 20,
+            dedicated: self.dedicated,
+            semaphores: self.sync.as_ref().map(|s| s.device_name().to_string()),
+        }
     }
 
     /// Logs a warning when the GL side was never released (its objects then stay until the GL

@@ -8,7 +8,10 @@ use interop::Context;
 
 use super::frame::make_storage;
 use super::{check_register_flags, CudaBackend, Storage};
-use crate::backend::{CudaSide, InteropSettings, LongSteps, NominalRate, PositionVbos, RateBasis, SettingsChange, SimBackend, SimTimings};
+use crate::backend::{
+    CudaSide, DevicePanel, InteropFacts, InteropSettings, LongSteps, NominalRate, PositionVbos, RateBasis, SettingsChange, SimBackend, SimTimings,
+    SlicesFacts,
+};
 use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::gpu_stepper::StepProgress;
 use crate::cuda::settings::{DensityPath, InteropMode, Precision};
@@ -221,33 +224,12 @@ impl CudaSide for CudaBackend {
         Ok(SettingsChange::Applied)
     }
 
-    fn device_panel(&self) -> Vec<(String, String)> {
-        let i = &self.info;
+    fn device_panel(&self) -> Option<DevicePanel> {
         let s = &self.opts.settings;
-        let mut rows = vec![
-            ("device".into(), format!("{} (ordinal {})", i.name, i.ordinal)),
-            ("uuid".into(), i.uuid.clone().unwrap_or_else(|| "—".into())),
-            ("PCI bus id".into(), i.pci_bus_id.clone()),
-            ("compute capability".into(), format!("{}.{}", i.compute_capability.0, i.compute_capability.1)),
-            ("memory".into(), format!("{:.1} GiB", i.total_memory_bytes as f64 / (1u64 << 30) as f64)),
-            ("SMs × clock".into(), format!("{} × {} MHz", i.multiprocessors, i.clock_khz / 1000)),
-            ("L2".into(), format!("{} MiB", i.l2_cache_bytes >> 20)),
-            (
-                "shared / block, / SM".into(),
-                format!("{} KiB, {} KiB", i.shared_memory_per_block_bytes >> 10, i.shared_memory_per_multiprocessor_bytes >> 10),
-            ),
-            ("max threads / block".into(), i.max_threads_per_block.to_string()),
-            ("warp size".into(), i.warp_size.to_string()),
-            ("unified addressing".into(), i.unified_addressing.to_string()),
-            ("driver".into(), format!("CUDA {}", interop::driver::entry::cuda_version_string(self.ctx.api().driver_version()))),
-            ("default-stream semantics".into(), self.ctx.api().semantics().to_string()),
-            ("context".into(), format!("{:?}, sched {:?}", self.ctx.kind(), self.opts.ctx_sched)),
-            ("stream".into(), format!("{:?} (priority {})", s.stream, self.stream.priority().unwrap_or(0))),
-        ];
-        match &self.storage {
-            Some(Storage::External(x)) => rows.extend(x.panel_rows()),
-            _ => rows.push(("register / map flags".into(), format!("{} / {}", s.register_flags.name(), s.map_flags.name()))),
-        }
+        let interop = match &self.storage {
+            Some(Storage::External(x)) => x.panel_facts(),
+            _ => InteropFacts::Flags { register: s.register_flags, map: s.map_flags },
+        };
         let auto = if s.block_size == 0 { " (auto)" } else { "" };
         let (kernel, attributes) = match &self.gpu {
             Stepper::F32(g) => {
@@ -266,33 +248,37 @@ impl CudaSide for CudaBackend {
                 (format!("{} · {}{auto}", r.kernels.source(), l.describe()), r.kernels.step_kernel(l).map(|k| k.function().attributes()))
             }
         };
-        if let Stepper::Sliced(r) = &self.gpu {
-            let layout = r.split.layout();
-            let devices = r.split.devices();
-            let mut gpus = devices.clone();
-            gpus.dedup();
-            rows.push((
-                "GPUs · slices".into(),
-                format!(
-                    "{} GPU(s) {:?} · {} slices of {} bodies (devices {:?}) · render GPU {} {}",
-                    gpus.len(),
+        let slices = match &self.gpu {
+            Stepper::Sliced(r) => {
+                let layout = r.split.layout();
+                let devices = r.split.devices();
+                let mut gpus = devices.clone();
+                gpus.dedup();
+                Some(SlicesFacts {
                     gpus,
-                    layout.slices,
-                    layout.len,
+                    slices: layout.slices,
+                    len: layout.len,
                     devices,
-                    r.render,
-                    if r.split.renders_from_own_slice(r.render) { "computes too" } else { "only draws (peer copy in)" }
-                ),
-            ));
-            rows.push(("gather".into(), r.split.gather().describe()));
-        }
-        rows.push(("precision".into(), self.gpu.precision().name().into()));
-        rows.push(("kernel".into(), kernel));
-        rows.push(("GL".into(), format!("{} · {}", self.gl_info.vendor, self.gl_info.renderer)));
-        if let Some(Ok(a)) = attributes {
-            rows.push(("kernel registers / local".into(), format!("{} / {} B", a.registers, a.local_bytes)));
-        }
-        rows
+                    render: r.render,
+                    render_computes: r.split.renders_from_own_slice(r.render),
+                    gather: r.split.gather().describe(),
+                })
+            }
+            _ => None,
+        };
+        Some(DevicePanel {
+            device: self.info.clone(),
+            driver_version: self.ctx.api().driver_version(),
+            semantics: self.ctx.api().semantics(),
+            context: (self.ctx.kind(), self.opts.ctx_sched),
+            stream: (s.stream, self.stream.priority().unwrap_or(0)),
+            interop,
+            slices,
+            precision: self.gpu.precision(),
+            kernel,
+            gl: (self.gl_info.vendor.clone(), self.gl_info.renderer.clone()),
+            kernel_attributes: attributes.and_then(Result::ok),
+        })
     }
 
     fn entry_points(&self) -> Vec<interop::driver::EntryReport> {

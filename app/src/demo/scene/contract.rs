@@ -83,8 +83,8 @@ impl CudaSide for Recording {
     fn apply_settings(&mut self, _: Gl<'_>, _: &PositionVbos, _: crate::backend::InteropSettings) -> anyhow::Result<SettingsChange> {
         Ok(SettingsChange::Applied)
     }
-    fn device_panel(&self) -> Vec<(String, String)> {
-        Vec::new()
+    fn device_panel(&self) -> Option<crate::backend::DevicePanel> {
+        None
     }
     fn entry_points(&self) -> Vec<interop::driver::EntryReport> {
         Vec::new()

@@ -17,7 +17,7 @@ use crate::ui::workflow::WorkflowView;
 /// after its settings change), not every frame.
 #[derive(Debug, Default)]
 pub(super) struct Panels {
-    pub(super) device: Vec<(String, String)>,
+    pub(super) device: Option<crate::backend::DevicePanel>,
     pub(super) entry_points: Vec<interop::driver::EntryReport>,
 }
 
@@ -74,7 +74,7 @@ fn backend_view<'a>(
         label,
         notice,
         settings,
-        device_panel: &panels.device,
+        device_panel: panels.device.as_ref(),
         entry_points: &panels.entry_points,
         gl_info,
         present,

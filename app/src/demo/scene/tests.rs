@@ -167,8 +167,8 @@ impl CudaSide for Fake {
         Ok(SettingsChange::Applied)
     }
 
-    fn device_panel(&self) -> Vec<(String, String)> {
-        vec![("device".into(), "Fake GPU".into()), ("SMs".into(), "132".into())]
+    fn device_panel(&self) -> Option<crate::backend::DevicePanel> {
+        None
     }
 
     fn entry_points(&self) -> Vec<interop::driver::EntryReport> {
