@@ -311,7 +311,6 @@ fn the_trace_files_appear_only_when_complete() {
     r.gl_draw(None, 1.0, 3);
     r.end_frame();
     let tmp = temporary_path(&trace);
-    assert_eq!(tmp, nbody_app::provenance::temporary_beside(&trace), "one temporary name for every output");
     assert!(tmp.is_file(), "no temporary {}", tmp.display());
     assert_eq!(std::fs::read(&trace).expect("trace"), b"old\n", "the trace replaced the old file before it was complete");
     assert!(!timeline.exists());

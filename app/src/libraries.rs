@@ -48,11 +48,6 @@ pub fn open_cupti() -> Result<Cupti, CuptiError> {
     Cupti::open_with(named(CUPTI_LIBRARY_ENV).as_deref(), &toolkit_roots())
 }
 
-/// The files [`open_cupti`] tries, in order, and whether the variable named them.
-pub fn cupti_candidates() -> (Vec<std::path::PathBuf>, bool) {
-    interop::cupti::candidates_from(named(CUPTI_LIBRARY_ENV).as_deref(), &toolkit_roots())
-}
-
 /// Opens NCCL: the file in [`NCCL_LIBRARY_ENV`] if set, else the standard names.
 ///
 /// # Errors

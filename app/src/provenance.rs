@@ -194,27 +194,15 @@ pub fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// reader never sees a half-written file and an interrupted write leaves nothing at `path`.
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename
+/// (`sim::file_io::write_whole`, as every output of the app), so a reader never sees a
+/// half-written file and an interrupted write leaves nothing at `path`.
 ///
 /// # Errors
-/// The temporary file cannot be written or renamed (it is removed then).
+/// The temporary file cannot be written, synced or renamed (it is removed then); the message
+/// names `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = temporary_beside(path);
-    if let Err(e) = std::fs::write(&tmp, bytes) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", tmp.display()));
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display())).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
-/// A temporary name beside `path` for a write that is renamed over it when complete:
-/// `.NAME.PID.tmp` in the same directory (hidden, and unique to this process).
-pub fn temporary_beside(path: &Path) -> PathBuf {
-    let name = path.file_name().map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+    sim::file_io::write_whole(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

@@ -303,6 +303,16 @@ impl OutputFile {
     /// # Errors
     /// Flushing, syncing or renaming fails (the temporary is removed, the target left as it was).
     pub fn commit(mut self) -> io::Result<()> {
+        self.put_in_place()
+    }
+
+    /// As [`OutputFile::commit`], keeping the file open: what is written afterwards goes on
+    /// into the file now in place (flush it, or call this again). The first call renames; later
+    /// ones flush.
+    ///
+    /// # Errors
+    /// As [`OutputFile::commit`]; after an error, dropping the value removes the temporary.
+    pub fn put_in_place(&mut self) -> io::Result<()> {
         self.out.flush()?;
         if let Some(temporary) = self.temporary.as_deref() {
             // Full disks and quotas may only show at the sync, not at the writes.

@@ -81,9 +81,7 @@ pub fn make_backend(
         Ok(b) => return Ok((Box::new(b), None)),
         Err(e) => e,
     };
-    if err.chain().any(|c| {
-        c.is::<kernels::launch_rule::ForcedKernelRefused>() || matches!(c.downcast_ref(), Some(kernels::launch_rule::LaunchRuleError::Refused(_)))
-    }) {
+    if err.chain().any(|c| matches!(c.downcast_ref(), Some(kernels::launch_rule::LaunchRuleError::Refused(_)))) {
         // The user's own choice cannot run: say so rather than run the CPU in its place.
         return Err(err);
     }

@@ -13,7 +13,7 @@ use anyhow::{bail, Context as _};
 use interop::{Context, DeviceBuffer, DevicePtr, Module, Stream};
 use kernels::{DensityKernels, PotentialKernel, StepKernel, StepKernelF64, StepScalars, ToFloat4Kernel};
 
-use kernels::launch_rule::{self, ForcedKernel, ForcedKernelRefused, LaunchConfig, Masses};
+use kernels::launch_rule::{self, ForcedKernel, ForcedKernelRefused, LaunchConfig, LaunchRuleError, Masses};
 use sim::PhysParams;
 
 pub use kernels::{StepLoop, BODIES_PER_THREAD, BODY_BYTES, EQUAL_MASS, MASS_SCALED, MAX_BODIES, THREADS_PER_BODY};
@@ -112,11 +112,11 @@ impl Kernels {
             match self.step_kernel(shape) {
                 Some(k) if !f.stream_k || k.stream_k_function().is_some() => {}
                 _ => {
-                    return Err(ForcedKernelRefused(format!(
+                    return Err(LaunchRuleError::from(ForcedKernelRefused(format!(
                         "--step-kernel {}: {} has no such kernel; use one it has, or leave --step-kernel out",
                         f.name(),
                         self.source
-                    ))
+                    )))
                     .into())
                 }
             }

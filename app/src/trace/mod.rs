@@ -23,15 +23,13 @@
 
 pub mod clock;
 pub mod cupti;
-mod output;
 mod records;
 pub mod timeline;
 
 pub use records::{group, is_noise, Call, Group, Span, Step, Track, MAX_CALLS_PER_FRAME};
 
 use std::cell::RefCell;
-use std::fs::File;
-use std::io::{BufWriter, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
@@ -40,12 +38,13 @@ use anyhow::Context as _;
 use interop::driver::entry::Tracer;
 use interop::sys::CuResult;
 use interop::{driver::TraceRecord, Api};
+use sim::file_io::OutputFile;
 
 struct Sink {
     path: PathBuf,
-    out: BufWriter<File>,
-    /// Dropped after `out` (which flushes into the temporary): removes a temporary not renamed.
-    pending: output::Pending,
+    /// Written beside the target until [`Recorder::finish`] puts it in place (`sim::file_io`:
+    /// dropped before that, it removes its temporary).
+    out: OutputFile,
 }
 
 struct Inner {
@@ -157,9 +156,9 @@ impl Recorder {
     /// # Errors
     /// The file cannot be created.
     pub fn to_file(path: &Path) -> anyhow::Result<Recorder> {
-        let (f, pending) = output::create(path).with_context(|| format!("cannot create the --trace file {}", path.display()))?;
+        let out = OutputFile::create(path).with_context(|| format!("cannot create the --trace file {}", path.display()))?;
         let r = Recorder::new();
-        r.lock().sink = Some(Sink { path: path.to_path_buf(), out: BufWriter::new(f), pending });
+        r.lock().sink = Some(Sink { path: path.to_path_buf(), out });
         Ok(r)
     }
 
@@ -367,7 +366,7 @@ impl Recorder {
     pub fn finish(&self) -> anyhow::Result<()> {
         let mut i = self.lock();
         if let Some(s) = i.sink.as_mut() {
-            let done = s.out.flush().and_then(|()| s.pending.commit(s.out.get_ref()));
+            let done = s.out.put_in_place();
             if let Err(e) = done {
                 let path = s.path.clone();
                 i.sink = None;

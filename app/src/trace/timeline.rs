@@ -179,6 +179,6 @@ impl Timeline {
         }
         let doc = json!({ "traceEvents": all, "displayTimeUnit": "ms", "otherData": other });
         let text = serde_json::to_string(&doc).context("encoding the timeline")?;
-        super::output::write_whole(&self.path, text.as_bytes()).with_context(|| format!("writing --timeline {}", self.path.display()))
+        sim::file_io::write_whole(&self.path, text.as_bytes()).with_context(|| format!("writing --timeline {}", self.path.display()))
     }
 }
