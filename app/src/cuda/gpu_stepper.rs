@@ -5,7 +5,9 @@
 use anyhow::{bail, Context as _};
 use interop::{DevicePtr, Stream};
 
+use super::integrator::{Float4Pair, Integrator, KernelFacts, NotSingleF32};
 use super::kernel_set::Kernels;
+use super::settings::Precision;
 use kernels::launch_rule::{validate_block_size, LaunchConfig, Masses};
 use sim::partial::PartialStep;
 use sim::{Leapfrog, PhysParams};
@@ -426,5 +428,103 @@ impl GpuStepper {
         }
         self.front = 1 - cur;
         Ok(())
+    }
+}
+
+impl Integrator for GpuStepper {
+    fn precision(&self) -> Precision {
+        Precision::F32
+    }
+
+    fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    fn launch_config(&self) -> LaunchConfig {
+        self.launch_in_use()
+    }
+
+    fn kernel_facts(&self, auto: &str) -> KernelFacts {
+        let l = self.launch_in_use();
+        let k = self.kernels.step_kernel(l);
+        // A stream-K launch: the attributes of its first half, the kernel that carries the work.
+        let f = k.and_then(|k| if l.stream_k.is_some() { k.stream_k_function() } else { Some(k.function()) });
+        KernelFacts {
+            kernel: format!("{} · {}{auto}", self.kernels.source(), l.describe()),
+            attributes: f.and_then(|f| f.attributes().ok()),
+            slices: None,
+        }
+    }
+
+    fn params(&self) -> PhysParams {
+        self.params
+    }
+
+    fn set_params(&mut self, params: PhysParams) {
+        self.params = params;
+    }
+
+    fn set_block(&mut self, block: u32) -> anyhow::Result<()> {
+        GpuStepper::set_block(self, block)
+    }
+
+    fn synchronized(&self) -> bool {
+        self.leap.synchronized
+    }
+
+    fn front(&self) -> usize {
+        self.front
+    }
+
+    fn set_front(&mut self, i: usize) {
+        self.front = i;
+    }
+
+    fn launch_frame(&mut self, pos: Float4Pair<'_>, steps: u32, stream: &Stream) -> anyhow::Result<FrameSteps> {
+        GpuStepper::launch_frame(self, pos, steps, stream)
+    }
+
+    fn sync_in(&mut self, pos: Float4Pair<'_>, stream: &Stream) -> anyhow::Result<()> {
+        GpuStepper::sync_in(self, pos, stream)
+    }
+
+    fn sync_writes_float4(&self) -> bool {
+        !self.leap.synchronized
+    }
+
+    fn read_back(&self, _pos: &mut Vec<[f32; 4]>) -> anyhow::Result<Vec<[f32; 4]>> {
+        Ok(self.vel.to_vec()?)
+    }
+
+    fn set_interrupt(&mut self, interrupt: Option<Interrupt>) {
+        GpuStepper::set_interrupt(self, interrupt);
+    }
+
+    fn set_spread(&mut self, on: bool) {
+        GpuStepper::set_spread(self, on);
+    }
+
+    fn step_in_progress(&self) -> Option<StepProgress> {
+        GpuStepper::step_in_progress(self)
+    }
+
+    fn writes_back_in_parts(&self) -> bool {
+        GpuStepper::writes_back_in_parts(self)
+    }
+
+    fn abandon_step(&mut self, stream: &Stream) -> anyhow::Result<Option<StepProgress>> {
+        GpuStepper::abandon_step(self, stream)
+    }
+
+    fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
+        GpuStepper::set_stream_k(self, on)
+    }
+
+    fn single_f32(&mut self) -> Result<&mut GpuStepper, NotSingleF32> {
+        Ok(self)
+    }
+
+    fn solver(&self) -> sim::tree::Solver {
+        GpuStepper::solver(self)
     }
 }

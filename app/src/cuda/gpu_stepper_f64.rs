@@ -7,10 +7,11 @@ use anyhow::{bail, Context as _};
 use interop::{Context, DeviceBuffer, DevicePtr, Stream};
 use kernels::{StepKernelF64, StepScalarsF64, ToFloat4Kernel};
 
-use super::gpu_stepper::{nominal_rate, Interrupt, LONG_STEP_S};
+use super::gpu_stepper::{nominal_rate, FrameSteps, GpuStepper, Interrupt, LONG_STEP_S};
+use super::integrator::{Float4Pair, Integrator, KernelFacts, NotSingleF32};
 use super::kernel_set::{eps2_f64, Kernels};
 use super::settings::Precision;
-use kernels::launch_rule::{validate_block_size, AUTO_BLOCK};
+use kernels::launch_rule::{validate_block_size, LaunchConfig, AUTO_BLOCK};
 use sim::{Bodies, Leapfrog, PhysParams};
 
 /// The fp64 kernels' block size for [`AUTO_BLOCK`]: their launch bound (256).
@@ -223,4 +224,88 @@ pub fn widen(v: &[[f32; 4]]) -> Vec<[f64; 4]> {
 /// kernel flushes results below `FLT_MIN` to 0).
 pub fn narrow(v: &[[f64; 4]]) -> Vec<[f32; 4]> {
     v.iter().map(|b| b.map(|x| x as f32)).collect()
+}
+
+impl Integrator for GpuStepperF64 {
+    fn precision(&self) -> Precision {
+        Precision::F64
+    }
+
+    fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    fn launch_config(&self) -> LaunchConfig {
+        LaunchConfig::f64(self.block)
+    }
+
+    fn kernel_facts(&self, auto: &str) -> KernelFacts {
+        let f = self.step.function();
+        KernelFacts {
+            kernel: format!("{} · fp64 {} + nbody_to_float4 · block {}{auto}", self.kernels.source(), f.name(), self.block),
+            attributes: f.attributes().ok(),
+            slices: None,
+        }
+    }
+
+    fn params(&self) -> PhysParams {
+        self.params
+    }
+
+    fn set_params(&mut self, params: PhysParams) {
+        self.params = params;
+    }
+
+    fn set_block(&mut self, block: u32) -> anyhow::Result<()> {
+        GpuStepperF64::set_block(self, block)
+    }
+
+    fn synchronized(&self) -> bool {
+        self.leap.synchronized
+    }
+
+    fn front(&self) -> usize {
+        self.shown
+    }
+
+    fn set_front(&mut self, i: usize) {
+        self.shown = i;
+    }
+
+    /// The launches advance the f64 state, then (if any step ran) one `nbody_to_float4` writes
+    /// it into the other float4 buffer, which becomes the front (GL's other buffer keeps the
+    /// previous positions, as with fp32). Whole steps only: never in parts.
+    fn launch_frame(&mut self, pos: Float4Pair<'_>, steps: u32, stream: &Stream) -> anyhow::Result<FrameSteps> {
+        let done = self.launch_steps(steps, stream)?;
+        if done > 0 {
+            let to = 1 - self.shown;
+            self.convert(pos[to], stream)?;
+            self.shown = to;
+        }
+        Ok(FrameSteps { done, stopped: done < steps, spread: None })
+    }
+
+    /// On the f64 state: `pos` is untouched (the half kick does not move positions, so the
+    /// float4 front stays the f32 rounding of the state).
+    fn sync_in(&mut self, _pos: Float4Pair<'_>, stream: &Stream) -> anyhow::Result<()> {
+        GpuStepperF64::sync_in(self, stream)
+    }
+
+    fn read_back(&self, pos: &mut Vec<[f32; 4]>) -> anyhow::Result<Vec<[f32; 4]>> {
+        let (p, v) = self.read()?;
+        *pos = narrow(&p);
+        Ok(narrow(&v))
+    }
+
+    fn set_interrupt(&mut self, interrupt: Option<Interrupt>) {
+        GpuStepperF64::set_interrupt(self, interrupt);
+    }
+
+    fn single_f32(&mut self) -> Result<&mut GpuStepper, NotSingleF32> {
+        Err(NotSingleF32::F64)
+    }
+
+    fn state_f64(&self) -> Option<anyhow::Result<StateF64>> {
+        Some(self.read())
+    }
 }

@@ -79,9 +79,9 @@ use super::external_sync::SemaphoreSync;
 use crate::backend::{PositionVbos, SimTimings};
 use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::FrameSteps;
+use crate::cuda::integrator::Integrator;
 use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::settings::ExternalSync;
-use crate::cuda::stepper::Stepper;
 use crate::gfx::fence::{wait_fence, wait_for_gl};
 use crate::gfx::gl::Gl;
 use crate::gfx::gl_semaphore::SemaphoreFns;
@@ -226,7 +226,7 @@ impl ExternalStorage {
     pub fn frame(
         &mut self,
         gl: Gl<'_>,
-        gpu: &mut Stepper,
+        gpu: &mut dyn Integrator,
         stream: &Stream,
         events: [&Event; 2],
         clock: &GpuClock,

@@ -11,11 +11,9 @@ use interop::{map_resources, Context, DeviceBuffer, GraphicsResource, PinnedBuff
 use super::{check_register_flags, mapped_views, CudaBackend, Storage};
 use crate::backend::{InteropSettings, PositionVbos, SimTimings};
 use crate::cuda::gpu_stepper::FrameSteps;
-use crate::cuda::gpu_stepper_f64::narrow;
 use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::session::ms;
 use crate::cuda::settings::{InteropMode, Precision, ResourceFlags};
-use crate::cuda::stepper::Stepper;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::fence::wait_for_gl;
 use crate::gfx::gl::Gl;
@@ -54,7 +52,7 @@ impl CudaBackend {
                 mapping.unmap().context("cuGraphicsUnmapResources")?;
             }
             Storage::Copy { pos, cur, .. } => {
-                gpu.set_gl_front(*cur);
+                gpu.set_front(*cur);
                 gpu.sync_in([pos[0].view(), pos[1].view()], stream)?;
                 *cur = gpu.front();
                 if let Some(phi) = phi {
@@ -101,19 +99,7 @@ impl CudaBackend {
         self.storage = Some(storage);
         self.phi = phi;
         res?;
-        let vel = match &self.gpu {
-            Stepper::F32(g) => g.vel.to_vec()?,
-            Stepper::F64(g) => {
-                let (p, v) = g.read()?;
-                pos = narrow(&p);
-                narrow(&v)
-            }
-            Stepper::Sliced(r) => {
-                let v = r.split.velocities()?;
-                self.ctx.make_current().context("cuCtxSetCurrent")?;
-                v
-            }
-        };
+        let vel = self.gpu.read_back(&mut pos)?;
         let phi_host = match (&self.phi, with_phi) {
             (Some(phi), true) => Some(phi.to_vec()?),
             _ => None,
@@ -137,7 +123,7 @@ impl CudaBackend {
                 },
                 Storage::External(x) => {
                     let [e0, e1, ..] = &self.events;
-                    x.frame(gl, &mut self.gpu, &self.stream, [e0, e1], &self.clock, steps)?
+                    x.frame(gl, self.gpu.as_mut(), &self.stream, [e0, e1], &self.clock, steps)?
                 }
             };
             if f.stopped {
@@ -149,10 +135,10 @@ impl CudaBackend {
         })();
         self.storage = Some(storage);
         let mut t = res?;
-        if let Stepper::Sliced(r) = &self.gpu {
+        if self.gpu.slices().is_some() {
             // The slices compute on their own streams: the kernel time is theirs (the backend's
             // stream only waits for them and copies), and the gather time of the last step.
-            if let Some((k, g)) = r.split.last_step_times() {
+            if let Some((k, g)) = self.gpu.slice_times() {
                 t.kernel_ms = Some(k);
                 t.gather_ms = Some(g);
             }
@@ -232,7 +218,7 @@ impl CudaBackend {
         let [e0, e1, e2, _] = &self.events;
         let stream = &self.stream;
         let mut t = SimTimings::default();
-        self.gpu.set_gl_front(*cur);
+        self.gpu.set_front(*cur);
         e0.record(stream)?;
         let f = self.gpu.launch_frame([pos[0].view(), pos[1].view()], steps, stream)?;
         *cur = self.gpu.front();

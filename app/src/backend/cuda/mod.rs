@@ -15,7 +15,7 @@
 //! A change of storage, stream or table is a rebuild, which [`super::select`] does.
 //!
 //! # Precision (`--precision f32 | f64`)
-//! The integrator is a [`Stepper`]: fp32 ([`crate::cuda::gpu_stepper::GpuStepper`]: the kernel reads
+//! The integrator is an [`Integrator`]: fp32 ([`crate::cuda::gpu_stepper::GpuStepper`]: the kernel reads
 //! and writes the two float4 position buffers above directly) or fp64
 //! ([`crate::cuda::gpu_stepper_f64::GpuStepperF64`]: double4 positions, ping-pong, and double4
 //! velocities in CUDA buffers of its own). With fp64 each frame is, per storage, the same
@@ -59,11 +59,12 @@ use crate::cuda::clock::GpuClock;
 use crate::cuda::density::DensityView;
 use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
+use crate::cuda::integrator::Integrator;
 use crate::cuda::kernel_set::{check_fits, Kernels};
 use crate::cuda::session::{open_for_gl, sched_flag};
 use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, ResourceFlags, SliceOptions};
+use crate::cuda::slices::SlicedRender;
 use crate::cuda::slices::SlicedStepper;
-use crate::cuda::stepper::{SlicedRender, Stepper};
 use crate::gfx::gl::Gl;
 use crate::gfx::GlInfo;
 use kernels::launch_rule::{validate_block_size, ForcedKernel};
@@ -120,7 +121,7 @@ pub struct CudaBackend {
     events: [Event; 4],
     /// Places the frame's events on the host clock (the timeline).
     clock: GpuClock,
-    pub(super) gpu: Stepper,
+    pub(super) gpu: Box<dyn Integrator>,
     pub(super) stream: Rc<Stream>,
     ctx: Arc<Context>,
     pub(super) opts: CudaOptions,
@@ -277,7 +278,7 @@ impl CudaBackend {
     /// The tree with `--precision f64` or the bodies split over slices (both keep the direct
     /// sum); the tree's memory does not fit or its kernels are missing; finishing the step fails.
     pub fn set_solver(&mut self, solver: sim::tree::Solver) -> anyhow::Result<()> {
-        let Stepper::F32(gpu) = &mut self.gpu else {
+        let Ok(gpu) = self.gpu.single_f32() else {
             // `auto` keeps the direct sum here; only an explicit tree is refused.
             if let sim::tree::Solver::Tree { .. } = solver {
                 bail!(
@@ -302,10 +303,7 @@ impl CudaBackend {
 
     /// The solver the steps use.
     pub fn solver(&self) -> sim::tree::Solver {
-        match &self.gpu {
-            Stepper::F32(gpu) => gpu.solver(),
-            _ => sim::tree::Solver::Direct,
-        }
+        self.gpu.solver()
     }
 
     /// The CUDA device's attributes.
@@ -321,10 +319,7 @@ impl CudaBackend {
 
     /// The split stepper when the bodies are split over slices and GPUs (`None`: one slice).
     pub fn split(&self) -> Option<&SlicedStepper> {
-        match &self.gpu {
-            Stepper::Sliced(r) => Some(&r.split),
-            _ => None,
-        }
+        self.gpu.slices()
     }
 
     /// The precision of the state.
@@ -341,9 +336,11 @@ impl CudaBackend {
     /// A step-mode frame cannot be ended; the stream cannot be synchronised; a copy fails.
     pub fn state_f64(&mut self) -> anyhow::Result<Option<StateF64>> {
         self.leave_mapped_step()?;
-        let Stepper::F64(g) = &self.gpu else { return Ok(None) };
+        if self.gpu.precision() != Precision::F64 {
+            return Ok(None);
+        }
         self.stream.synchronize().context("cuStreamSynchronize")?;
-        Ok(Some(g.read()?))
+        self.gpu.state_f64().transpose()
     }
 
     /// The context.
@@ -399,7 +396,13 @@ impl Drop for CudaBackend {
 ///
 /// # Errors
 /// A split asked for with fp64; more GPUs than the machine has; a stepper cannot be made.
-fn make_stepper(opts: &CudaOptions, ctx: &Arc<Context>, kernels: Kernels, bodies: &Bodies, params: PhysParams) -> anyhow::Result<Stepper> {
+fn make_stepper(
+    opts: &CudaOptions,
+    ctx: &Arc<Context>,
+    kernels: Kernels,
+    bodies: &Bodies,
+    params: PhysParams,
+) -> anyhow::Result<Box<dyn Integrator>> {
     let split = opts.split.filter(|o| !o.is_single());
     if split.is_some() && opts.precision == Precision::F64 {
         bail!(
@@ -407,7 +410,7 @@ fn make_stepper(opts: &CudaOptions, ctx: &Arc<Context>, kernels: Kernels, bodies
              --render-gpu-computes no, --gather nccl) is fp32: use --precision f32, or leave those options at their defaults"
         );
     }
-    Ok(match opts.precision {
+    let integrator: Box<dyn Integrator> = match opts.precision {
         Precision::F32 if split.is_some() => {
             let o = split.context("split options")?;
             let render = ctx.device().ordinal();
@@ -426,15 +429,16 @@ fn make_stepper(opts: &CudaOptions, ctx: &Arc<Context>, kernels: Kernels, bodies
                 o.gather,
             )?;
             ctx.make_current().context("cuCtxSetCurrent")?;
-            Stepper::Sliced(Box::new(SlicedRender { split, kernels, ctx: Arc::clone(ctx), render, shown: 0 }))
+            Box::new(SlicedRender::new(split, kernels, Arc::clone(ctx), render))
         }
         Precision::F32 => {
             let vel = DeviceBuffer::from_slice(ctx, &bodies.vel).context("uploading velocities")?;
             let masses = kernels::launch_rule::Masses::of(&bodies.pos);
-            Stepper::F32(GpuStepper::new(kernels, vel, opts.settings.block_size, params, masses)?)
+            Box::new(GpuStepper::new(kernels, vel, opts.settings.block_size, params, masses)?)
         }
-        Precision::F64 => Stepper::F64(GpuStepperF64::new(ctx, kernels, bodies, opts.settings.block_size, params)?),
-    })
+        Precision::F64 => Box::new(GpuStepperF64::new(ctx, kernels, bodies, opts.settings.block_size, params)?),
+    };
+    Ok(integrator)
 }
 
 #[cfg(test)]

@@ -10,12 +10,10 @@ use super::frame::make_storage;
 use super::{check_register_flags, CudaBackend, Storage};
 use crate::backend::{
     CudaSide, DevicePanel, InteropFacts, InteropSettings, LongSteps, NominalRate, PositionVbos, RateBasis, SettingsChange, SimBackend, SimTimings,
-    SlicesFacts,
 };
 use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::gpu_stepper::StepProgress;
 use crate::cuda::settings::{DensityPath, InteropMode, Precision};
-use crate::cuda::stepper::Stepper;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
 use kernels::launch_rule::validate_block_size;
@@ -231,41 +229,7 @@ impl CudaSide for CudaBackend {
             _ => InteropFacts::Flags { register: s.register_flags, map: s.map_flags },
         };
         let auto = if s.block_size == 0 { " (auto)" } else { "" };
-        let (kernel, attributes) = match &self.gpu {
-            Stepper::F32(g) => {
-                let l = g.launch_in_use();
-                let k = g.kernels.step_kernel(l);
-                // A stream-K launch: the attributes of its first half, the kernel that carries the work.
-                let f = k.and_then(|k| if l.stream_k.is_some() { k.stream_k_function() } else { Some(k.function()) });
-                (format!("{} · {}{auto}", g.kernels.source(), l.describe()), f.map(|f| f.attributes()))
-            }
-            Stepper::F64(g) => (
-                format!("{} · fp64 {} + nbody_to_float4 · block {}{auto}", g.kernels.source(), g.step_kernel().function().name(), g.block),
-                Some(g.step_kernel().function().attributes()),
-            ),
-            Stepper::Sliced(r) => {
-                let l = r.split.launch();
-                (format!("{} · {}{auto}", r.kernels.source(), l.describe()), r.kernels.step_kernel(l).map(|k| k.function().attributes()))
-            }
-        };
-        let slices = match &self.gpu {
-            Stepper::Sliced(r) => {
-                let layout = r.split.layout();
-                let devices = r.split.devices();
-                let mut gpus = devices.clone();
-                gpus.dedup();
-                Some(SlicesFacts {
-                    gpus,
-                    slices: layout.slices,
-                    len: layout.len,
-                    devices,
-                    render: r.render,
-                    render_computes: r.split.renders_from_own_slice(r.render),
-                    gather: r.split.gather().describe(),
-                })
-            }
-            _ => None,
-        };
+        let k = self.gpu.kernel_facts(auto);
         Some(DevicePanel {
             device: self.info.clone(),
             driver_version: self.ctx.api().driver_version(),
@@ -273,11 +237,11 @@ impl CudaSide for CudaBackend {
             context: (self.ctx.kind(), self.opts.ctx_sched),
             stream: (s.stream, self.stream.priority().unwrap_or(0)),
             interop,
-            slices,
+            slices: k.slices,
             precision: self.gpu.precision(),
-            kernel,
+            kernel: k.kernel,
             gl: (self.gl_info.vendor.clone(), self.gl_info.renderer.clone()),
-            kernel_attributes: attributes.and_then(Result::ok),
+            kernel_attributes: k.attributes,
         })
     }
 

@@ -10,8 +10,9 @@ use interop::OwnedMapping;
 use super::image_steps::DensityTarget;
 use super::{CudaBackend, Storage};
 use crate::backend::step::{BufferView, ImageView, Side, StepState, StepView, WorkflowStep};
+use crate::cuda::integrator::NotSingleF32;
 use crate::cuda::kernel_set::BODY_BYTES;
-use crate::cuda::stepper::Stepper;
+use crate::cuda::settings::Precision;
 use crate::gfx::gl::Gl;
 
 /// Why step mode does not run with `--precision f64`.
@@ -64,10 +65,10 @@ impl StepwiseFrame {
 impl CudaBackend {
     /// Ok when step mode can run: registered buffers mapped in one call.
     pub(super) fn step_support(&self) -> Result<(), String> {
-        match self.gpu {
-            Stepper::F64(_) => return Err(STEP_MODE_F64.into()),
-            Stepper::Sliced(_) => return Err(STEP_MODE_SPLIT.into()),
-            Stepper::F32(_) => {}
+        match self.gpu.precision() {
+            Precision::F64 => return Err(STEP_MODE_F64.into()),
+            Precision::F32 if self.gpu.slices().is_some() => return Err(STEP_MODE_SPLIT.into()),
+            Precision::F32 => {}
         }
         match (&self.storage, self.opts.separate_maps) {
             (Some(Storage::Map { .. }), false) => Ok(()),
@@ -149,7 +150,11 @@ impl CudaBackend {
         let bytes = self.n * BODY_BYTES;
         let sw = self.stepwise.as_mut().context("not in step mode")?;
         let Some(Storage::Map { resources }) = self.storage.as_mut() else { bail!("step mode needs --interop map") };
-        let Stepper::F32(gpu) = &mut self.gpu else { bail!("{STEP_MODE_F64}") };
+        let gpu = match self.gpu.single_f32() {
+            Ok(gpu) => gpu,
+            Err(NotSingleF32::F64) => bail!("{STEP_MODE_F64}"),
+            Err(NotSingleF32::Slices) => bail!("{STEP_MODE_SPLIT}"),
+        };
         match step {
             WorkflowStep::Map => {
                 CudaBackend::set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;

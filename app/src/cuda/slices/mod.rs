@@ -35,6 +35,7 @@
 
 mod layout;
 mod open;
+mod render;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -53,6 +54,7 @@ use sim::{Bodies, Leapfrog, PhysParams};
 use layout::Slice;
 pub use layout::{GatherPath, SliceLayout, SplitFrame};
 use open::{gather_path, primary_contexts, upload_slices};
+pub use render::SlicedRender;
 
 /// The leapfrog integrator over slices on one or more devices (see the module docs).
 pub struct SlicedStepper {

@@ -1,0 +1,140 @@
+//! The slices as a CUDA backend runs them ([`SlicedRender`]): the [`SlicedStepper`] plus the
+//! render side (the GL device's context and kernels), as an [`Integrator`].
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _, Result};
+use interop::{Context, Stream};
+
+use super::SlicedStepper;
+use crate::backend::SlicesFacts;
+use crate::cuda::gpu_stepper::{FrameSteps, GpuStepper};
+use crate::cuda::integrator::{Float4Pair, Integrator, KernelFacts, NotSingleF32};
+use crate::cuda::kernel_set::Kernels;
+use crate::cuda::settings::Precision;
+use kernels::launch_rule::LaunchConfig;
+use sim::PhysParams;
+
+/// A [`SlicedStepper`] as a CUDA backend runs it: the state in the slices' own buffers, copied
+/// into one of the two float4 buffers GL draws after each frame's steps.
+pub struct SlicedRender {
+    split: SlicedStepper,
+    /// Kernels loaded in the GL device's context (the potential of the diagnostics).
+    kernels: Kernels,
+    /// The GL device's context.
+    ctx: Arc<Context>,
+    /// The GL device's CUDA ordinal.
+    render: i32,
+    /// Index (0/1) of the float4 buffer that received the newest positions.
+    shown: usize,
+}
+
+impl SlicedRender {
+    /// The slices, drawn from the GL device `render` whose context is `ctx` and kernels `kernels`.
+    pub fn new(split: SlicedStepper, kernels: Kernels, ctx: Arc<Context>, render: i32) -> SlicedRender {
+        SlicedRender { split, kernels, ctx, render, shown: 0 }
+    }
+
+    /// The slices made their contexts current: the GL device's again.
+    fn back_to_render(&self) -> Result<()> {
+        self.ctx.make_current().context("cuCtxSetCurrent")
+    }
+}
+
+impl Integrator for SlicedRender {
+    fn precision(&self) -> Precision {
+        Precision::F32
+    }
+
+    fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    fn launch_config(&self) -> LaunchConfig {
+        self.split.launch()
+    }
+
+    fn kernel_facts(&self, auto: &str) -> KernelFacts {
+        let l = self.split.launch();
+        let layout = self.split.layout();
+        let devices = self.split.devices();
+        let mut gpus = devices.clone();
+        gpus.dedup();
+        KernelFacts {
+            kernel: format!("{} · {}{auto}", self.kernels.source(), l.describe()),
+            attributes: self.kernels.step_kernel(l).and_then(|k| k.function().attributes().ok()),
+            slices: Some(SlicesFacts {
+                gpus,
+                slices: layout.slices,
+                len: layout.len,
+                devices,
+                render: self.render,
+                render_computes: self.split.renders_from_own_slice(self.render),
+                gather: self.split.gather().describe(),
+            }),
+        }
+    }
+
+    fn params(&self) -> PhysParams {
+        self.split.params()
+    }
+
+    fn set_params(&mut self, params: PhysParams) {
+        self.split.set_params(params);
+    }
+
+    fn set_block(&mut self, block: u32) -> Result<()> {
+        bail!(
+            "the block size of a run split over slices is fixed when it starts (the slices are aligned to its blocks); \
+             restart with --block-size {block}"
+        )
+    }
+
+    fn synchronized(&self) -> bool {
+        self.split.synchronized()
+    }
+
+    fn front(&self) -> usize {
+        self.shown
+    }
+
+    fn set_front(&mut self, i: usize) {
+        self.shown = i;
+    }
+
+    /// Whole steps on the slices, then the copy of the positions into the float4 buffer GL did
+    /// not draw last (a step over slices is one launch per slice: never split, never stopped).
+    fn launch_frame(&mut self, pos: Float4Pair<'_>, steps: u32, stream: &Stream) -> Result<FrameSteps> {
+        if steps > 0 {
+            self.split.launch_steps(steps)?;
+            self.back_to_render()?;
+            let to = 1 - self.shown;
+            self.split.show(pos[to], &self.ctx, self.render, stream)?;
+            self.shown = to;
+        }
+        Ok(FrameSteps { done: steps, stopped: false, spread: None })
+    }
+
+    fn sync_in(&mut self, _pos: Float4Pair<'_>, _stream: &Stream) -> Result<()> {
+        self.split.sync_in()?;
+        self.back_to_render()
+    }
+
+    fn read_back(&self, _pos: &mut Vec<[f32; 4]>) -> Result<Vec<[f32; 4]>> {
+        let v = self.split.velocities()?;
+        self.back_to_render()?;
+        Ok(v)
+    }
+
+    fn slice_times(&self) -> Option<(f64, f64)> {
+        self.split.last_step_times()
+    }
+
+    fn single_f32(&mut self) -> std::result::Result<&mut GpuStepper, NotSingleF32> {
+        Err(NotSingleF32::Slices)
+    }
+
+    fn slices(&self) -> Option<&SlicedStepper> {
+        Some(&self.split)
+    }
+}
