@@ -24,6 +24,7 @@ pub use cuda::STEP_MODE_SPLIT;
 use serde::Serialize;
 
 use crate::cuda::settings::{DensityPath, InteropMode, ResourceFlags, StreamKind};
+pub use crate::cuda::slices_facts::SlicesFacts;
 pub use crate::gfx::buffers::PositionVbos;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
@@ -150,25 +151,6 @@ pub enum InteropFacts {
         /// The Vulkan device of the semaphores, with `--external-sync semaphore`.
         semaphores: Option<String>,
     },
-}
-
-/// The bodies over slices and GPUs, for the device panel.
-#[derive(Debug, Clone)]
-pub struct SlicesFacts {
-    /// The distinct GPUs.
-    pub gpus: Vec<i32>,
-    /// Slices and bodies in each.
-    pub slices: usize,
-    /// Bodies in a slice.
-    pub len: usize,
-    /// Each slice's device.
-    pub devices: Vec<i32>,
-    /// The GPU that draws.
-    pub render: i32,
-    /// Whether the render GPU computes a slice too.
-    pub render_computes: bool,
-    /// How the slices share positions.
-    pub gather: String,
 }
 
 /// A backend's nominal rate of pair interactions, and what the figure rests on (formatted for

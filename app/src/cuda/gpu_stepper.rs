@@ -5,7 +5,8 @@
 use anyhow::{bail, Context as _};
 use interop::{DevicePtr, Stream};
 
-use super::integrator::{Float4Pair, Integrator, KernelFacts, NotSingleF32};
+pub use super::integrator::Interrupt;
+use super::integrator::{Float4Pair, Integrator, KernelFacts};
 use super::kernel_set::Kernels;
 use super::settings::Precision;
 use kernels::launch_rule::{validate_block_size, LaunchConfig, Masses};
@@ -62,15 +63,6 @@ pub struct GpuStepper {
     /// The Barnes–Hut tree that computes the steps in place of the direct kernel
     /// ([`GpuStepper::set_tree`]); `None`: the direct sum.
     tree: Option<Box<super::tree::GpuTree>>,
-}
-
-/// A stop request and the rate (interactions/s) a step's length is estimated from.
-#[derive(Debug, Clone, Copy)]
-pub struct Interrupt {
-    /// True once the run should stop (e.g. `stop::stopped`: Ctrl-C, SIGTERM).
-    pub requested: fn() -> bool,
-    /// Interactions per second the device is expected to reach ([`nominal_rate`]).
-    pub rate: f64,
 }
 
 pub use sim::partial::{FrameSteps, StepProgress, LAUNCH_S, LONG_STEP_S};
@@ -520,8 +512,12 @@ impl Integrator for GpuStepper {
         GpuStepper::set_stream_k(self, on)
     }
 
-    fn single_f32(&mut self) -> Result<&mut GpuStepper, NotSingleF32> {
-        Ok(self)
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 
     fn solver(&self) -> sim::tree::Solver {

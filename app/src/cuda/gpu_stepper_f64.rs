@@ -7,8 +7,9 @@ use anyhow::{bail, Context as _};
 use interop::{Context, DeviceBuffer, DevicePtr, Stream};
 use kernels::{StepKernelF64, StepScalarsF64, ToFloat4Kernel};
 
-use super::gpu_stepper::{nominal_rate, FrameSteps, GpuStepper, Interrupt, LONG_STEP_S};
-use super::integrator::{Float4Pair, Integrator, KernelFacts, NotSingleF32};
+use super::gpu_stepper::{nominal_rate, FrameSteps, LONG_STEP_S};
+pub use super::integrator::StateF64;
+use super::integrator::{Float4Pair, Integrator, Interrupt, KernelFacts};
 use super::kernel_set::{eps2_f64, Kernels};
 use super::settings::Precision;
 use kernels::launch_rule::{validate_block_size, LaunchConfig, AUTO_BLOCK};
@@ -62,7 +63,7 @@ pub fn f64_block(block: u32) -> anyhow::Result<u32> {
 ///
 /// Field order is drop order: the buffers go before the kernels' module.
 pub struct GpuStepperF64 {
-    /// Positions `[N][4]` f64 (x, y, z, mass); `pos[front]` is the newest.
+    /// Positions `[N][4]` f64 (x, y, z, mass); `pos[front_f64]` is the newest.
     pub pos: [DeviceBuffer<[f64; 4]>; 2],
     /// Velocities `[N][4]` f64 (vx, vy, vz, 0).
     pub vel: DeviceBuffer<[f64; 4]>,
@@ -73,9 +74,9 @@ pub struct GpuStepperF64 {
     /// Leapfrog state.
     pub leap: Leapfrog,
     /// Index (0/1) of the f64 position buffer holding the newest positions.
-    pub front: usize,
+    pub front_f64: usize,
     /// Index (0/1) of the float4 buffer the last conversion wrote (the one GL draws).
-    pub shown: usize,
+    pub front: usize,
     /// Threads per block of the step kernel (a multiple of 32 up to 256).
     pub block: u32,
     /// Physics parameters.
@@ -111,8 +112,8 @@ impl GpuStepperF64 {
             convert,
             kernels,
             leap: Leapfrog { synchronized: true },
+            front_f64: 0,
             front: 0,
-            shown: 0,
             block,
             params,
             n: bodies.len(),
@@ -182,11 +183,11 @@ impl GpuStepperF64 {
     fn launch_one(&mut self, drift: f32, kick: f32, stream: &Stream) -> anyhow::Result<()> {
         let p = self.params;
         let s = StepScalarsF64 { dt_drift: f64::from(drift), kick: f64::from(kick), eps2: eps2_f64(p.softening), g: f64::from(p.g) };
-        let (a, b, n) = (self.front, 1 - self.front, self.n);
+        let (a, b, n) = (self.front_f64, 1 - self.front_f64, self.n);
         self.step
             .launch(self.block, n, 0..n, self.pos[a].view(), self.pos[b].view(), self.vel.view(), s, stream)
             .with_context(|| format!("cuLaunchKernel of {} (N = {n}, block {})", self.step.function().name(), self.block))?;
-        self.front = b;
+        self.front_f64 = b;
         Ok(())
     }
 
@@ -197,7 +198,7 @@ impl GpuStepperF64 {
     /// The launch fails or is refused (`out` shorter than N).
     pub fn convert(&self, out: DevicePtr<'_, [f32; 4]>, stream: &Stream) -> anyhow::Result<()> {
         self.convert
-            .launch(CONVERT_BLOCK, self.n, self.pos[self.front].view(), out, stream)
+            .launch(CONVERT_BLOCK, self.n, self.pos[self.front_f64].view(), out, stream)
             .with_context(|| format!("cuLaunchKernel of nbody_to_float4 (N = {})", self.n))
     }
 
@@ -207,13 +208,10 @@ impl GpuStepperF64 {
     /// # Errors
     /// A device-to-host copy fails.
     pub fn read(&self) -> anyhow::Result<StateF64> {
-        let pos = self.pos[self.front].to_vec().context("cuMemcpyDtoH of the f64 positions")?;
+        let pos = self.pos[self.front_f64].to_vec().context("cuMemcpyDtoH of the f64 positions")?;
         Ok((pos, self.vel.to_vec().context("cuMemcpyDtoH of the f64 velocities")?))
     }
 }
-
-/// The f64 state read back: positions `[N][4]` f64 (x, y, z, mass) and velocities `[N][4]` f64.
-pub type StateF64 = (Vec<[f64; 4]>, Vec<[f64; 4]>);
 
 /// `[N][4]` f32 widened to f64 (exact).
 pub fn widen(v: &[[f32; 4]]) -> Vec<[f64; 4]> {
@@ -265,11 +263,11 @@ impl Integrator for GpuStepperF64 {
     }
 
     fn front(&self) -> usize {
-        self.shown
+        self.front
     }
 
     fn set_front(&mut self, i: usize) {
-        self.shown = i;
+        self.front = i;
     }
 
     /// The launches advance the f64 state, then (if any step ran) one `nbody_to_float4` writes
@@ -278,9 +276,9 @@ impl Integrator for GpuStepperF64 {
     fn launch_frame(&mut self, pos: Float4Pair<'_>, steps: u32, stream: &Stream) -> anyhow::Result<FrameSteps> {
         let done = self.launch_steps(steps, stream)?;
         if done > 0 {
-            let to = 1 - self.shown;
+            let to = 1 - self.front;
             self.convert(pos[to], stream)?;
-            self.shown = to;
+            self.front = to;
         }
         Ok(FrameSteps { done, stopped: done < steps, spread: None })
     }
@@ -301,8 +299,12 @@ impl Integrator for GpuStepperF64 {
         GpuStepperF64::set_interrupt(self, interrupt);
     }
 
-    fn single_f32(&mut self) -> Result<&mut GpuStepper, NotSingleF32> {
-        Err(NotSingleF32::F64)
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 
     fn state_f64(&self) -> Option<anyhow::Result<StateF64>> {

@@ -12,13 +12,11 @@ use anyhow::Result;
 use interop::safe::FunctionAttributes;
 use interop::{DevicePtr, Stream};
 
-use super::gpu_stepper::{FrameSteps, GpuStepper, Interrupt, StepProgress};
-use super::gpu_stepper_f64::StateF64;
 use super::kernel_set::Kernels;
 use super::settings::Precision;
-use super::slices::SlicedStepper;
-use crate::backend::SlicesFacts;
+pub use super::slices_facts::SlicesFacts;
 use kernels::launch_rule::LaunchConfig;
+use sim::partial::{FrameSteps, StepProgress};
 use sim::PhysParams;
 
 /// The two float4 position buffers of a frame (`[N][4]` f32 each), as the storage gives them.
@@ -34,15 +32,18 @@ pub struct KernelFacts {
     pub slices: Option<SlicesFacts>,
 }
 
-/// What an integrator is when it is not the fp32 stepper on one GPU
-/// ([`Integrator::single_f32`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotSingleF32 {
-    /// The fp64 integrator.
-    F64,
-    /// fp32 with the bodies split over slices.
-    Slices,
+/// A stop request and the rate (interactions/s) a step's length is estimated from.
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupt {
+    /// True once the run should stop (e.g. `stop::stopped`: Ctrl-C, SIGTERM).
+    pub requested: fn() -> bool,
+    /// Interactions per second the device is expected to reach
+    /// ([`super::gpu_stepper::nominal_rate`]).
+    pub rate: f64,
 }
+
+/// The f64 state read back: positions `[N][4]` f64 (x, y, z, mass) and velocities `[N][4]` f64.
+pub type StateF64 = (Vec<[f64; 4]>, Vec<[f64; 4]>);
 
 /// One integrator of a CUDA backend: the leapfrog state and the launches that advance it.
 ///
@@ -127,11 +128,6 @@ pub trait Integrator {
     fn set_stream_k(&mut self, _on: bool) -> Result<()> {
         Ok(())
     }
-    /// The fp32 stepper on one GPU (step mode, the tree), or what this integrator is instead.
-    ///
-    /// # Errors
-    /// [`NotSingleF32`]: fp64, or fp32 over slices.
-    fn single_f32(&mut self) -> std::result::Result<&mut GpuStepper, NotSingleF32>;
     /// The solver the steps use.
     fn solver(&self) -> sim::tree::Solver {
         sim::tree::Solver::Direct
@@ -143,8 +139,9 @@ pub trait Integrator {
     fn state_f64(&self) -> Option<Result<StateF64>> {
         None
     }
-    /// The slices, when the bodies are split over them.
-    fn slices(&self) -> Option<&SlicedStepper> {
-        None
-    }
+    /// The integrator as [`std::any::Any`], for what one implementation alone has (the fp32
+    /// stepper's step mode and tree, the slices' stepper).
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// [`Integrator::as_any`], to change it.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
 }

@@ -14,4 +14,5 @@ pub mod kernel_set;
 pub mod session;
 pub mod settings;
 pub mod slices;
+pub mod slices_facts;
 pub mod tree;

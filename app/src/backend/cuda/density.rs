@@ -4,39 +4,12 @@
 //! time instead (`image_steps`); a frame then only draws.
 
 use anyhow::Context as _;
-use interop::sys::map_flags;
-use interop::{map_resources, DevicePtr, GraphicsResource, Stream};
 
-use super::{CudaBackend, Storage};
+use super::CudaBackend;
 use crate::cuda::density::DensityView;
-use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::settings::DensityPath;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
-
-/// Maps the shown VBO (`resources[front]`, `[n][4]` f32) on `stream` with the map flag
-/// `READ_ONLY` (the density kernels only read it), runs `f` on its positions, then unmaps.
-///
-/// # Errors
-/// The driver's error for the flag, the map, the pointer or the unmap; `f`'s error (the buffer
-/// is unmapped first, on drop).
-pub(super) fn with_shown_vbo<R>(
-    resources: &mut [GraphicsResource],
-    front: usize,
-    n: usize,
-    stream: &Stream,
-    f: impl FnOnce(DevicePtr<'_, [f32; 4]>) -> anyhow::Result<R>,
-) -> anyhow::Result<R> {
-    let shown = resources.get_mut(front..=front).context("no shown VBO")?;
-    if shown[0].map_flags() != map_flags::READ_ONLY {
-        shown[0].set_map_flags(map_flags::READ_ONLY).context("cuGraphicsResourceSetMapFlags (READ_ONLY)")?;
-    }
-    let mapping = map_resources(shown, stream).context("cuGraphicsMapResources (shown VBO)")?;
-    let ptr = mapping.pointer(0).context("cuGraphicsResourceGetMappedPointer")?.require(n * BODY_BYTES)?;
-    let r = f(ptr.view())?;
-    mapping.unmap().context("cuGraphicsUnmapResources (shown VBO)")?;
-    Ok(r)
-}
 
 impl CudaBackend {
     /// See [`crate::backend::CudaSide::draw_density`].
@@ -57,11 +30,8 @@ impl CudaBackend {
         let view = self.density.as_mut().context("density view missing")?;
         let gain = density_gain(size, self.total_mass);
         let (n, front, stream) = (self.n, self.gpu.front(), &self.stream);
-        match self.storage.as_mut().context("backend storage missing")? {
-            Storage::Map { resources } => with_shown_vbo(resources, front, n, stream, |pos| view.run(pos, n, view_proj, gain, stream))?,
-            Storage::Copy { pos, cur, .. } => view.run(pos[*cur].view(), n, view_proj, gain, stream)?,
-            Storage::External(x) => view.run(x.views()[front], n, view_proj, gain, stream)?,
-        }
+        let storage = self.storage.as_mut().context("backend storage missing")?;
+        storage.with_shown(front, n, stream, &mut |pos| view.run(pos, n, view_proj, gain, stream))?;
         view.draw(gl, target);
         Ok(())
     }

@@ -11,7 +11,8 @@ use std::rc::Rc;
 use anyhow::Context as _;
 
 use super::density::density_gain;
-use super::{CudaBackend, Storage};
+use super::storage::map::with_shown_vbo;
+use super::CudaBackend;
 use crate::backend::step::{Images, WorkflowStep};
 use crate::cuda::density::DensityView;
 use crate::cuda::settings::DensityPath;
@@ -103,9 +104,9 @@ impl CudaBackend {
             WorkflowStep::GetArrays => v.step_arrays(),
             WorkflowStep::MakeObjects => v.step_objects(),
             WorkflowStep::Splat => {
-                let Some(Storage::Map { resources }) = self.storage.as_mut() else { anyhow::bail!("step mode needs --interop map") };
+                let Some(map) = self.storage.as_mut().and_then(|s| s.as_map()) else { anyhow::bail!("step mode needs --interop map") };
                 // The shown VBO, mapped read-only around the splat (the only kernel that reads it).
-                let msg = super::density::with_shown_vbo(resources, front, n, &stream, |pos| v.step_splat(pos, n, t.view_proj, &stream))?;
+                let msg = with_shown_vbo(&mut map.resources, front, n, &stream, |pos| v.step_splat(pos, n, t.view_proj, &stream))?;
                 Ok(format!("{msg}, from buffer {front} (mapped read-only around the launch)"))
             }
             WorkflowStep::Store => v.step_store(&stream),

@@ -1,15 +1,12 @@
-//! The CUDA backend: one context, stream, kernels and velocities, and a storage for the two
-//! position buffers that is one of
+//! The CUDA backend: one context, stream, kernels and velocities, an integrator
+//! ([`crate::cuda::integrator::Integrator`]: fp32, fp64 or fp32 over slices) and a storage for
+//! the two position buffers ([`storage::Storage`], one file each) that is one of
 //! - `map`: both GL VBOs registered with CUDA (`cuGraphicsGLRegisterBuffer`) and mapped every
-//!   frame. One frame (the resource-mapping workflow, `interop::safe::graphics`):
-//!   `cuGraphicsMapResources` (both buffers, one call, on the frame's stream) →
-//!   `cuGraphicsResourceGetMappedPointer` (each, size checked) → `cuLaunchKernel` (reads the front
-//!   buffer, writes the back one) → `cuGraphicsUnmapResources` (one call, same stream) → GL draws
-//!   the written buffer. CUDA events around each step give the map, kernel and unmap times.
+//!   frame ([`storage::map`]);
 //! - `copy`: two device buffers; each frame the newest is copied to pinned host memory and
-//!   uploaded with `glBufferSubData`.
-//! - `external`: two CUDA allocations that GL imports and draws from (see the `external` module:
-//!   its synchronisation rules and teardown order).
+//!   uploaded with `glBufferSubData` ([`storage::copy`]);
+//! - `external`: two CUDA allocations that GL imports and draws from ([`storage::external`]: its
+//!   synchronisation rules and teardown order).
 //!
 //! Construction, readback, diagnostics, the device panel and teardown exist once for all three.
 //! A change of storage, stream or table is a rebuild, which [`super::select`] does.
@@ -33,27 +30,25 @@
 //! between steps); step mode (`--step-mode`) is fp32 only.
 
 mod density;
-pub mod external;
-mod external_sync;
-
-pub use external_sync::semaphores_unavailable;
 mod frame;
 mod image_steps;
 mod sim_backend;
 mod stepwise;
+pub mod storage;
 
 pub use stepwise::STEP_MODE_SPLIT;
+pub use storage::{external, semaphores_unavailable};
 
 use std::rc::Rc;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use interop::sys::{event_flags, map_flags};
-use interop::{safe::DeviceInfo, Context, DeviceBuffer, DevicePtr, Event, ExportableBuffer, GraphicsResource, Mapping, PinnedBuffer, Stream};
+use interop::{safe::DeviceInfo, Context, DeviceBuffer, Event, ExportableBuffer, Stream};
 
 use self::external::{ExternalStorage, Unsupported};
-use self::frame::make_storage;
 use self::stepwise::StepwiseFrame;
+use self::storage::{make_storage, Storage};
 use super::{InteropSettings, PositionVbos};
 use crate::cuda::clock::GpuClock;
 use crate::cuda::density::DensityView;
@@ -91,20 +86,6 @@ pub struct CudaOptions {
     pub external_sync: ExternalSync,
 }
 
-/// Where the positions live.
-pub(super) enum Storage {
-    /// Both GL buffers registered with CUDA. Empty while a step-mode frame holds them mapped
-    /// (they are in its `OwnedMapping` then; `leave_mapped_step` puts them back).
-    Map { resources: Vec<GraphicsResource> },
-    /// Two device buffers and a pinned staging buffer; GL gets a copy each frame.
-    /// `front`: the GL buffer holding the newest upload; uploads alternate between the two so
-    /// that the other one keeps the previous frame's positions (the renderer colours by speed).
-    /// `pinned` is `None` only while a copy into it is in flight (inside `frame`).
-    Copy { pos: [DeviceBuffer<[f32; 4]>; 2], pinned: Option<PinnedBuffer<[f32; 4]>>, cur: usize, front: usize },
-    /// CUDA allocations imported into GL.
-    External(ExternalStorage),
-}
-
 /// The CUDA backend bound to the two GL position buffers.
 ///
 /// Field order is drop order: a step-mode frame (unmaps what it mapped) → the storage (graphics
@@ -116,7 +97,7 @@ pub struct CudaBackend {
     /// `--view density`: registered GL images; released (unregistered, then the textures
     /// deleted) in `release_gl`, before the storage.
     density: Option<DensityView>,
-    pub(super) storage: Option<Storage>,
+    pub(super) storage: Option<Box<dyn Storage>>,
     phi: Option<DeviceBuffer<f32>>,
     events: [Event; 4],
     /// Places the frame's events on the host clock (the timeline).
@@ -184,9 +165,30 @@ pub fn role_map_flag(wanted: ResourceFlags, is_front: bool, steps: u32) -> u32 {
     }
 }
 
-/// The two mapped buffers of a mapping as kernel views, each checked to hold `bytes`.
-fn mapped_views<'m>(mapping: &'m Mapping<'_>, bytes: usize) -> anyhow::Result<[DevicePtr<'m, [f32; 4]>; 2]> {
-    Ok([mapping.pointer(0)?.require(bytes)?.view(), mapping.pointer(1)?.require(bytes)?.view()])
+/// What the integrator is when it is not the fp32 stepper on one GPU ([`single_f32`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NotSingleF32 {
+    /// The fp64 integrator.
+    F64,
+    /// fp32 with the bodies split over slices.
+    Slices,
+}
+
+/// The fp32 stepper on one GPU, which alone has step mode and the tree.
+///
+/// # Errors
+/// [`NotSingleF32`]: what the integrator is instead.
+pub(super) fn single_f32(gpu: &mut dyn Integrator) -> Result<&mut GpuStepper, NotSingleF32> {
+    let precision = gpu.precision();
+    gpu.as_any_mut().downcast_mut::<GpuStepper>().ok_or(match precision {
+        Precision::F64 => NotSingleF32::F64,
+        Precision::F32 => NotSingleF32::Slices,
+    })
+}
+
+/// The slices' integrator, when the bodies are split over slices.
+pub(super) fn sliced(gpu: &dyn Integrator) -> Option<&SlicedRender> {
+    gpu.as_any().downcast_ref::<SlicedRender>()
 }
 
 impl CudaBackend {
@@ -230,8 +232,8 @@ impl CudaBackend {
         let events = [e0?, e1?, e2?, e3?];
         let clock = GpuClock::new(&ctx, &stream)?;
         let gpu = make_stepper(opts, &ctx, kernels, bodies, params)?;
-        let storage = match fns {
-            Some(fns) => Storage::External(ExternalStorage::new(&ctx, gl, fns, bodies, (opts.external_sync, &gl_info.semaphore))?),
+        let storage: Box<dyn Storage> = match fns {
+            Some(fns) => Box::new(ExternalStorage::new(&ctx, gl, fns, bodies, (opts.external_sync, &gl_info.semaphore))?),
             None => make_storage(&ctx, vbos, bodies, s)?,
         };
         Ok(CudaBackend {
@@ -278,7 +280,7 @@ impl CudaBackend {
     /// The tree with `--precision f64` or the bodies split over slices (both keep the direct
     /// sum); the tree's memory does not fit or its kernels are missing; finishing the step fails.
     pub fn set_solver(&mut self, solver: sim::tree::Solver) -> anyhow::Result<()> {
-        let Ok(gpu) = self.gpu.single_f32() else {
+        let Ok(gpu) = single_f32(self.gpu.as_mut()) else {
             // `auto` keeps the direct sum here; only an explicit tree is refused.
             if let sim::tree::Solver::Tree { .. } = solver {
                 bail!(
@@ -319,7 +321,7 @@ impl CudaBackend {
 
     /// The split stepper when the bodies are split over slices and GPUs (`None`: one slice).
     pub fn split(&self) -> Option<&SlicedStepper> {
-        self.gpu.slices()
+        sliced(self.gpu.as_ref()).map(SlicedRender::stepper)
     }
 
     /// The precision of the state.
@@ -351,27 +353,7 @@ impl CudaBackend {
     /// External storage: the CUDA allocation behind GL buffer `i` (0 or 1), for checks that
     /// compare both sides; `None` for the other storages.
     pub fn external_buffer(&self, i: usize) -> Option<&ExportableBuffer> {
-        match &self.storage {
-            Some(Storage::External(x)) => Some(x.cuda_buffer(i)),
-            _ => None,
-        }
-    }
-
-    /// Sets the per-frame map flags by role (`cuGraphicsResourceSetMapFlags`, before the map):
-    /// each buffer gets [`role_map_flag`]`(wanted, i == front, steps)`. A flag is set only when
-    /// it differs from the one in force (it takes effect at the next map).
-    ///
-    /// # Errors
-    /// The driver's error of `cuGraphicsResourceSetMapFlags`.
-    #[doc(alias = "cuGraphicsResourceSetMapFlags")]
-    pub(super) fn set_role_map_flags(resources: &mut [GraphicsResource], front: usize, wanted: ResourceFlags, steps: u32) -> anyhow::Result<()> {
-        for (i, r) in resources.iter_mut().enumerate() {
-            let bits = role_map_flag(wanted, i == front, steps);
-            if r.map_flags() != bits {
-                r.set_map_flags(bits).context("cuGraphicsResourceSetMapFlags")?;
-            }
-        }
-        Ok(())
+        Some(self.storage.as_ref()?.as_external()?.cuda_buffer(i))
     }
 }
 
@@ -385,8 +367,8 @@ impl Drop for CudaBackend {
         if let Err(e) = self.stream.synchronize() {
             tracing::warn!("cuStreamSynchronize at teardown: {e:#}");
         }
-        if let Some(Storage::External(x)) = &self.storage {
-            x.warn_if_not_released();
+        if let Some(s) = &self.storage {
+            s.warn_if_not_released();
         }
     }
 }

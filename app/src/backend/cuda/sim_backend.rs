@@ -6,8 +6,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use interop::Context;
 
-use super::frame::make_storage;
-use super::{check_register_flags, CudaBackend, Storage};
+use super::storage::map::MapStorage;
+use super::{check_register_flags, CudaBackend};
 use crate::backend::{
     CudaSide, DevicePanel, InteropFacts, InteropSettings, LongSteps, NominalRate, PositionVbos, RateBasis, SettingsChange, SimBackend, SimTimings,
 };
@@ -51,34 +51,31 @@ impl SimBackend for CudaBackend {
 
     fn front(&self) -> usize {
         match &self.storage {
-            Some(Storage::Copy { front, .. }) => *front,
-            _ => self.gpu.front(),
+            Some(s) => s.front(self.gpu.as_ref()),
+            None => self.gpu.front(),
         }
     }
 
     fn draw_buffers(&self) -> Option<PositionVbos> {
-        match &self.storage {
-            Some(Storage::External(x)) => x.draw_buffers(self.n),
-            _ => None,
-        }
+        self.storage.as_ref()?.draw_buffers(self.n)
     }
 
     fn before_draw(&mut self, gl: Gl<'_>) {
-        if let Some(Storage::External(x)) = &mut self.storage {
-            x.before_draw(gl);
+        if let Some(s) = &mut self.storage {
+            s.before_draw(gl);
         }
     }
 
     fn after_draw(&mut self, gl: Gl<'_>) {
-        if let Some(Storage::External(x)) = &mut self.storage {
-            x.after_draw(gl);
+        if let Some(s) = &mut self.storage {
+            s.after_draw(gl);
         }
     }
 
     fn release_gl(&mut self, gl: Gl<'_>) {
         self.release_density(gl);
-        if let Some(Storage::External(x)) = &mut self.storage {
-            x.release_gl(gl, &self.stream);
+        if let Some(s) = &mut self.storage {
+            s.release_gl(gl, &self.stream);
         }
     }
 
@@ -209,12 +206,9 @@ impl CudaSide for CudaBackend {
         }
         // Nothing may stay mapped while the registration is re-made (step mode ends with it).
         self.leave_mapped_step()?;
-        if s.register_flags != old.register_flags {
-            if let Some(Storage::Map { .. }) = &self.storage {
-                self.storage = None; // unregister before registering again
-                let bodies_stub = Bodies { pos: vec![[0.0; 4]; self.n], vel: Vec::new() };
-                self.storage = Some(make_storage(&self.ctx, vbos, &bodies_stub, s)?);
-            }
+        if s.register_flags != old.register_flags && self.storage.as_mut().is_some_and(|st| st.as_map().is_some()) {
+            self.storage = None; // unregister before registering again
+            self.storage = Some(Box::new(MapStorage::register(&self.ctx, vbos, s.register_flags)?));
         }
         // External storage: register and map flags do not apply (nothing is registered or mapped).
         self.gpu.set_block(s.block_size)?;
@@ -225,8 +219,8 @@ impl CudaSide for CudaBackend {
     fn device_panel(&self) -> Option<DevicePanel> {
         let s = &self.opts.settings;
         let interop = match &self.storage {
-            Some(Storage::External(x)) => x.panel_facts(),
-            _ => InteropFacts::Flags { register: s.register_flags, map: s.map_flags },
+            Some(st) => st.interop_facts(&self.opts),
+            None => InteropFacts::Flags { register: s.register_flags, map: s.map_flags },
         };
         let auto = if s.block_size == 0 { " (auto)" } else { "" };
         let k = self.gpu.kernel_facts(auto);

@@ -8,9 +8,9 @@ use anyhow::{bail, Context as _};
 use interop::OwnedMapping;
 
 use super::image_steps::DensityTarget;
-use super::{CudaBackend, Storage};
+use super::storage::map::{set_role_map_flags, MapStorage};
+use super::{single_f32, sliced, CudaBackend, NotSingleF32};
 use crate::backend::step::{BufferView, ImageView, Side, StepState, StepView, WorkflowStep};
-use crate::cuda::integrator::NotSingleF32;
 use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::settings::Precision;
 use crate::gfx::gl::Gl;
@@ -67,17 +67,13 @@ impl CudaBackend {
     pub(super) fn step_support(&self) -> Result<(), String> {
         match self.gpu.precision() {
             Precision::F64 => return Err(STEP_MODE_F64.into()),
-            Precision::F32 if self.gpu.slices().is_some() => return Err(STEP_MODE_SPLIT.into()),
+            Precision::F32 if sliced(self.gpu.as_ref()).is_some() => return Err(STEP_MODE_SPLIT.into()),
             Precision::F32 => {}
         }
-        match (&self.storage, self.opts.separate_maps) {
-            (Some(Storage::Map { .. }), false) => Ok(()),
-            (Some(Storage::Map { .. }), true) => Err("map-separate maps each buffer in its own call".into()),
-            (Some(Storage::Copy { .. }), _) => Err("--interop copy maps nothing (positions reach GL by a copy)".into()),
-            (Some(Storage::External(_)), _) => {
-                Err("step mode walks through map → launch → unmap; --interop external has no map or unmap (use map)".into())
-            }
-            (None, _) => Err("the backend has no storage".into()),
+        match self.storage.as_ref().map(|s| s.step_mode_refusal(&self.opts)) {
+            Some(None) => Ok(()),
+            Some(Some(why)) => Err(why.into()),
+            None => Err("the backend has no storage".into()),
         }
     }
 
@@ -108,8 +104,8 @@ impl CudaBackend {
         let r = match sw.mapping.take() {
             Some(m) => {
                 let (back, r) = m.unmap();
-                if let Some(Storage::Map { resources }) = self.storage.as_mut() {
-                    *resources = back;
+                if let Some(map) = self.storage.as_mut().and_then(|s| s.as_map()) {
+                    map.resources = back;
                 }
                 r
             }
@@ -149,15 +145,15 @@ impl CudaBackend {
     fn buffer_step(&mut self, step: WorkflowStep, steps: u32) -> anyhow::Result<String> {
         let bytes = self.n * BODY_BYTES;
         let sw = self.stepwise.as_mut().context("not in step mode")?;
-        let Some(Storage::Map { resources }) = self.storage.as_mut() else { bail!("step mode needs --interop map") };
-        let gpu = match self.gpu.single_f32() {
+        let Some(MapStorage { resources }) = self.storage.as_mut().and_then(|s| s.as_map()) else { bail!("step mode needs --interop map") };
+        let gpu = match single_f32(self.gpu.as_mut()) {
             Ok(gpu) => gpu,
             Err(NotSingleF32::F64) => bail!("{STEP_MODE_F64}"),
             Err(NotSingleF32::Slices) => bail!("{STEP_MODE_SPLIT}"),
         };
         match step {
             WorkflowStep::Map => {
-                CudaBackend::set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;
+                set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;
                 // The mapping takes the resources (and a share of the stream) until the unmap step
                 // or `leave_mapped_step` hands them back.
                 match OwnedMapping::map(std::mem::take(resources), self.stream.clone()) {
@@ -216,9 +212,9 @@ impl CudaBackend {
 
     pub(super) fn stepwise_view(&self) -> Option<StepView> {
         let sw = self.stepwise.as_ref()?;
-        let Some(Storage::Map { resources }) = &self.storage else { return None };
+        let resources = self.storage.as_ref()?.registered()?;
         // While mapped, the resources are inside the step's mapping.
-        let resources = sw.mapping.as_ref().map_or(resources.as_slice(), OwnedMapping::resources);
+        let resources = sw.mapping.as_ref().map_or(resources, OwnedMapping::resources);
         let mapped = sw.state.mapped();
         let buffers = resources
             .iter()

@@ -7,12 +7,11 @@ use anyhow::{bail, Context as _, Result};
 use interop::{Context, Stream};
 
 use super::SlicedStepper;
-use crate::backend::SlicesFacts;
-use crate::cuda::gpu_stepper::{FrameSteps, GpuStepper};
-use crate::cuda::integrator::{Float4Pair, Integrator, KernelFacts, NotSingleF32};
+use crate::cuda::integrator::{Float4Pair, Integrator, KernelFacts, SlicesFacts};
 use crate::cuda::kernel_set::Kernels;
 use crate::cuda::settings::Precision;
 use kernels::launch_rule::LaunchConfig;
+use sim::partial::FrameSteps;
 use sim::PhysParams;
 
 /// A [`SlicedStepper`] as a CUDA backend runs it: the state in the slices' own buffers, copied
@@ -33,6 +32,11 @@ impl SlicedRender {
     /// The slices, drawn from the GL device `render` whose context is `ctx` and kernels `kernels`.
     pub fn new(split: SlicedStepper, kernels: Kernels, ctx: Arc<Context>, render: i32) -> SlicedRender {
         SlicedRender { split, kernels, ctx, render, shown: 0 }
+    }
+
+    /// The slices.
+    pub fn stepper(&self) -> &SlicedStepper {
+        &self.split
     }
 
     /// The slices made their contexts current: the GL device's again.
@@ -130,11 +134,11 @@ impl Integrator for SlicedRender {
         self.split.last_step_times()
     }
 
-    fn single_f32(&mut self) -> std::result::Result<&mut GpuStepper, NotSingleF32> {
-        Err(NotSingleF32::Slices)
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
-    fn slices(&self) -> Option<&SlicedStepper> {
-        Some(&self.split)
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 }

@@ -73,13 +73,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
-use interop::{Context, DevicePtr, Event, ExportableBuffer, Stream};
+use interop::{Context, DeviceBuffer, DevicePtr, Event, ExportableBuffer, Stream};
 
 use super::external_sync::SemaphoreSync;
+use super::{FrameCx, Storage};
+use crate::backend::cuda::CudaOptions;
 use crate::backend::{PositionVbos, SimTimings};
-use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::FrameSteps;
-use crate::cuda::integrator::Integrator;
 use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::settings::ExternalSync;
 use crate::gfx::fence::{wait_fence, wait_for_gl};
@@ -206,11 +206,6 @@ impl ExternalStorage {
         [self.bufs[0].view(), self.bufs[1].view()]
     }
 
-    /// The imported GL buffers to draw; `None` after `release_gl`.
-    pub fn draw_buffers(&self, n: usize) -> Option<PositionVbos> {
-        self.gl_objects.map(|[a, b]| PositionVbos { buffers: [a.buffer, b.buffer], n })
-    }
-
     /// Errors once `release_gl` ran.
     pub fn check_live(&self) -> anyhow::Result<()> {
         if self.gl_objects.is_none() {
@@ -219,23 +214,29 @@ impl ExternalStorage {
         Ok(())
     }
 
+    /// The GL names of the two imported buffers (none once released).
+    fn buffer_names(&self) -> Vec<u32> {
+        self.gl_objects.iter().flatten().map(|o| o.buffer.0.get()).collect()
+    }
+
+    /// Whether CUDA and GL are ordered on the GPU (semaphores), not by host waits.
+    fn gpu_side(&self) -> bool {
+        self.sync.is_some()
+    }
+}
+
+impl Storage for ExternalStorage {
     /// One frame: fence wait → launches → event wait (see the module docs); `events` are
+    /// `cx.events[0]` and `[1]` are
     /// recorded before and after the launches. Returns the timings and what the stepper did
     /// ([`crate::cuda::gpu_stepper::GpuStepper::launch_frame`]: a long step may be spread over frames; each frame's
     /// launches write only the back buffer, after the fence wait of rule 2).
-    pub fn frame(
-        &mut self,
-        gl: Gl<'_>,
-        gpu: &mut dyn Integrator,
-        stream: &Stream,
-        events: [&Event; 2],
-        clock: &GpuClock,
-        steps: u32,
-    ) -> anyhow::Result<(SimTimings, FrameSteps)> {
+    fn frame(&mut self, cx: FrameCx<'_>, gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<(SimTimings, Option<FrameSteps>)> {
         self.check_live()?;
+        let (gpu, stream, clock) = (cx.gpu, cx.stream, cx.clock);
         let mut t = SimTimings::default();
         let mut f = FrameSteps { done: steps, ..FrameSteps::default() };
-        let [e0, e1] = events;
+        let [e0, e1, ..] = cx.events;
         if self.timing_pending {
             // GPU-side ordering: the last step's time, read now that it has (most likely) run.
             t.kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
@@ -265,7 +266,7 @@ impl ExternalStorage {
                 // Rule 1 on the GPU: GL waits for "step done" before its next draw.
                 s.after_step(stream)?;
                 self.timing_pending = true;
-                return Ok((t, f));
+                return Ok((t, Some(f)));
             }
             // Rule 1: the kernel finished writing before GL draws.
             let w = Instant::now();
@@ -276,30 +277,66 @@ impl ExternalStorage {
             t.clock_residual_us = clock.residual_us(e1, waited)?;
             t.kernel_ms = Event::elapsed_ms(e0, e1).context("cuEventElapsedTime")?.map(f64::from);
         }
-        Ok((t, f))
+        Ok((t, Some(f)))
     }
 
-    /// The GL names of the two imported buffers (none once released).
-    fn buffer_names(&self) -> Vec<u32> {
-        self.gl_objects.iter().flatten().map(|o| o.buffer.0.get()).collect()
+    /// Rule 2 first when the rest of a step in progress or the synchronising half kick writes
+    /// the back buffer.
+    fn sync(&mut self, cx: FrameCx<'_>, gl: Gl<'_>, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> anyhow::Result<()> {
+        self.check_live()?;
+        if cx.gpu.sync_writes_float4() || cx.gpu.step_in_progress().is_some() {
+            wait_for_gl(gl)?;
+        }
+        cx.gpu.sync_in(self.views(), cx.stream)?;
+        let front = cx.gpu.front();
+        if let Some(phi) = phi {
+            cx.potential(self.views()[front], phi)?;
+        }
+        cx.stream.synchronize().context("cuStreamSynchronize")?;
+        if let Some(out) = out {
+            self.cuda_buffer(front).read_at(0, out).context("cuMemcpyDtoH of the positions")?;
+        }
+        Ok(())
+    }
+
+    fn with_shown(
+        &mut self,
+        front: usize,
+        _n: usize,
+        _stream: &Stream,
+        f: &mut dyn FnMut(DevicePtr<'_, [f32; 4]>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        f(self.views()[front])
+    }
+
+    fn step_mode_refusal(&self, _opts: &CudaOptions) -> Option<&'static str> {
+        Some("step mode walks through map → launch → unmap; --interop external has no map or unmap (use map)")
+    }
+
+    fn as_external(&self) -> Option<&ExternalStorage> {
+        Some(self)
+    }
+
+    fn stream_idle_after_frame(&self) -> bool {
+        !self.gpu_side()
+    }
+
+    /// The imported GL buffers to draw; `None` after `release_gl`.
+    fn draw_buffers(&self, n: usize) -> Option<PositionVbos> {
+        self.gl_objects.map(|[a, b]| PositionVbos { buffers: [a.buffer, b.buffer], n })
     }
 
     /// Before a draw of the imported buffers: with GPU-side ordering, GL waits for the last step.
-    pub fn before_draw(&mut self, gl: Gl<'_>) {
+    fn before_draw(&mut self, gl: Gl<'_>) {
         let names = self.buffer_names();
         if let Some(s) = &mut self.sync {
             s.before_draw(gl, &names);
         }
     }
 
-    /// Whether CUDA and GL are ordered on the GPU (semaphores), not by host waits.
-    pub fn gpu_side(&self) -> bool {
-        self.sync.is_some()
-    }
-
     /// Puts what the next step waits on right behind the draw just issued: the "draw done"
     /// semaphore's signal (GPU-side ordering), else a fence.
-    pub fn after_draw(&mut self, gl: Gl<'_>) {
+    fn after_draw(&mut self, gl: Gl<'_>) {
         let names = self.buffer_names();
         if self.sync.as_mut().is_some_and(|s| s.after_draw(gl, &names)) {
             return;
@@ -316,7 +353,7 @@ impl ExternalStorage {
     }
 
     /// Deletes the GL side (fence, buffers, memory objects) once neither API uses the memory.
-    pub fn release_gl(&mut self, gl: Gl<'_>, stream: &Stream) {
+    fn release_gl(&mut self, gl: Gl<'_>, stream: &Stream) {
         if let Some(f) = self.draw_fence.take() {
             gl.delete_sync(f);
         }
@@ -338,7 +375,7 @@ impl ExternalStorage {
     }
 
     /// What the device panel says about this storage.
-    pub fn panel_facts(&self) -> crate::backend::InteropFacts {
+    fn interop_facts(&self, _opts: &CudaOptions) -> crate::backend::InteropFacts {
         crate::backend::InteropFacts::External {
             mib_each: self.bufs[0].size() >> 20,
             dedicated: self.dedicated,
@@ -348,7 +385,7 @@ impl ExternalStorage {
 
     /// Logs a warning when the GL side was never released (its objects then stay until the GL
     /// context goes; the imported memory stays alive with them, nothing dangles).
-    pub fn warn_if_not_released(&self) {
+    fn warn_if_not_released(&self) {
         if self.gl_objects.is_some() {
             tracing::warn!(
                 "external storage dropped without release_gl(): its GL buffers and memory objects stay until the GL \
