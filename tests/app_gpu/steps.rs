@@ -18,6 +18,7 @@ pub(super) fn always() -> bool {
 /// stopped after its first launch leaves positions, velocities and the front buffer as before.
 pub(super) fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
     use nbody_app::cuda::gpu_stepper::{GpuStepper, Interrupt};
+    use nbody_app::cuda::integrator::Integrator;
     let ctx = cuda()?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
@@ -35,7 +36,7 @@ pub(super) fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
             let parts = gpu.launches_per_step();
             let done = gpu.launch_steps([pos[0].view(), pos[1].view()], steps, &stream)?;
             stream.synchronize()?;
-            Ok((done, gpu.front, pos[gpu.front].to_vec()?, gpu.vel.to_vec()?, parts))
+            Ok((done, gpu.front(), pos[gpu.front()].to_vec()?, gpu.velocities().to_vec()?, parts))
         };
         let whole = run(None, 3)?;
         // rate 1 interaction/s: every step is "long" and split into as many launches as allowed.

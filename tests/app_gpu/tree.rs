@@ -141,6 +141,7 @@ pub(super) fn gpu_tree_phases_for_the_record() -> Result<(), Failed> {
 /// floor, when that is tiny).
 pub(super) fn gpu_tree_energy_drift_is_near_the_direct_sums() -> Result<(), Failed> {
     use nbody_app::cuda::gpu_stepper::GpuStepper;
+    use nbody_app::cuda::integrator::Integrator;
     use sim::diagnostics::diagnostics;
     let ctx = cuda()?;
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;
@@ -159,8 +160,8 @@ pub(super) fn gpu_tree_energy_drift_is_near_the_direct_sums() -> Result<(), Fail
         gpu.sync_in(views, &stream)?;
         stream.synchronize()?;
         let mut end = bodies.clone();
-        end.pos = pos[gpu.front].to_vec()?;
-        end.vel = gpu.vel.to_vec()?;
+        end.pos = pos[gpu.front()].to_vec()?;
+        end.vel = gpu.velocities().to_vec()?;
         Ok(((diagnostics(&end, params).total - e0) / e0).abs())
     };
     let direct = run(false)?;

@@ -24,14 +24,14 @@ use sim::{Leapfrog, PhysParams};
 /// [`GpuStepper::launch_steps`]) or abandons ([`GpuStepper::abandon_step`]) a step in progress.
 pub struct GpuStepper {
     /// The loaded kernels.
-    pub kernels: Kernels,
+    kernels: Kernels,
     /// Velocities `[N][4]`, updated in place.
-    pub vel: interop::DeviceBuffer<[f32; 4]>,
+    vel: interop::DeviceBuffer<[f32; 4]>,
     /// Leapfrog state (while a step is in progress: the phase after it).
-    pub leap: Leapfrog,
+    leap: Leapfrog,
     /// Index (0/1) of the position buffer holding the newest positions (while a step is in
     /// progress: the one before it, which its launches read).
-    pub front: usize,
+    front: usize,
     /// The step kernel's launch for a whole step: block size, P, S, loop, stream-K (private: the
     /// rule chose it for these masses, [`GpuStepper::launch`] reads it).
     launch: LaunchConfig,
@@ -47,9 +47,9 @@ pub struct GpuStepper {
     /// The block size asked for ([`kernels::launch_rule::AUTO_BLOCK`]: the rule's), which the launch was chosen with.
     block_asked: u32,
     /// Physics parameters.
-    pub params: PhysParams,
+    params: PhysParams,
     /// N.
-    pub n: usize,
+    n: usize,
     /// The run's stop request ([`GpuStepper::set_interrupt`]): a long step is split into
     /// launches that it is checked between.
     interrupt: Option<Interrupt>,
@@ -91,6 +91,16 @@ enum Part {
 }
 
 impl GpuStepper {
+    /// The velocities `[N][4]` f32 (while a step is in progress: those after it).
+    pub fn velocities(&self) -> &interop::DeviceBuffer<[f32; 4]> {
+        &self.vel
+    }
+
+    /// Number of bodies N.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
     /// A stepper for `vel.len()` bodies with synchronised velocities; `masses`: what the masses
     /// of the positions allow ([`Masses::of`]).
     ///

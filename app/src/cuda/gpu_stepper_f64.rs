@@ -64,25 +64,25 @@ pub fn f64_block(block: u32) -> anyhow::Result<u32> {
 /// Field order is drop order: the buffers go before the kernels' module.
 pub struct GpuStepperF64 {
     /// Positions `[N][4]` f64 (x, y, z, mass); `pos[front_f64]` is the newest.
-    pub pos: [DeviceBuffer<[f64; 4]>; 2],
+    pos: [DeviceBuffer<[f64; 4]>; 2],
     /// Velocities `[N][4]` f64 (vx, vy, vz, 0).
-    pub vel: DeviceBuffer<[f64; 4]>,
+    vel: DeviceBuffer<[f64; 4]>,
     step: StepKernelF64,
     convert: ToFloat4Kernel,
     /// The loaded kernels (the module, the potential kernel of the diagnostics).
-    pub kernels: Kernels,
+    kernels: Kernels,
     /// Leapfrog state.
-    pub leap: Leapfrog,
+    leap: Leapfrog,
     /// Index (0/1) of the f64 position buffer holding the newest positions.
-    pub front_f64: usize,
+    front_f64: usize,
     /// Index (0/1) of the float4 buffer the last conversion wrote (the one GL draws).
-    pub front: usize,
+    front: usize,
     /// Threads per block of the step kernel (a multiple of 32 up to 256).
-    pub block: u32,
+    block: u32,
     /// Physics parameters.
-    pub params: PhysParams,
+    params: PhysParams,
     /// N.
-    pub n: usize,
+    n: usize,
     /// The run's stop request, looked at between the steps of a long frame.
     interrupt: Option<Interrupt>,
 }

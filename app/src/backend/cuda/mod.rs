@@ -297,7 +297,7 @@ impl CudaBackend {
                 if let Some(tree) = gpu.tree_mut() {
                     return tree.set_theta(theta);
                 }
-                let tree = crate::cuda::tree::GpuTree::new(&gpu.kernels, &self.ctx, self.n, theta)?;
+                let tree = crate::cuda::tree::GpuTree::new(gpu.kernels(), &self.ctx, self.n, theta)?;
                 gpu.set_tree(Some(tree))
             }
         }

@@ -11,6 +11,7 @@ use super::image_steps::DensityTarget;
 use super::storage::map::{set_role_map_flags, MapStorage};
 use super::{single_f32, sliced, CudaBackend, NotSingleF32};
 use crate::backend::step::{BufferView, ImageView, Side, StepState, StepView, WorkflowStep};
+use crate::cuda::integrator::Integrator;
 use crate::cuda::kernel_set::BODY_BYTES;
 use crate::cuda::settings::Precision;
 use crate::gfx::gl::Gl;
@@ -153,7 +154,7 @@ impl CudaBackend {
         };
         match step {
             WorkflowStep::Map => {
-                set_role_map_flags(resources, gpu.front, self.opts.settings.map_flags, steps)?;
+                set_role_map_flags(resources, gpu.front(), self.opts.settings.map_flags, steps)?;
                 // The mapping takes the resources (and a share of the stream) until the unmap step
                 // or `leave_mapped_step` hands them back.
                 match OwnedMapping::map(std::mem::take(resources), self.stream.clone()) {
@@ -163,7 +164,7 @@ impl CudaBackend {
                         return Err(anyhow::Error::new(e).context("cuGraphicsMapResources"));
                     }
                 }
-                sw.read = gpu.front;
+                sw.read = gpu.front();
                 sw.steps = steps;
                 Ok("both buffers mapped on the frame's stream; CUDA owns them, GL must not touch them".to_string())
             }
@@ -193,7 +194,7 @@ impl CudaBackend {
                     ),
                     None => format!("{steps} step(s) launched"),
                 };
-                Ok(format!("{what}: buffer {} → buffer {}", gpu.front ^ (steps as usize & 1), gpu.front))
+                Ok(format!("{what}: buffer {} → buffer {}", gpu.front() ^ (steps as usize & 1), gpu.front()))
             }
             WorkflowStep::Unmap => {
                 sw.ptrs = None;
@@ -203,8 +204,8 @@ impl CudaBackend {
                 Ok("unmapped on the stream: GL may use both buffers (its commands are ordered after the kernel)".into())
             }
             WorkflowStep::Draw => {
-                sw.shown = gpu.front;
-                Ok(format!("GL draws buffer {}", gpu.front))
+                sw.shown = gpu.front();
+                Ok(format!("GL draws buffer {}", gpu.front()))
             }
             _ => bail!("{step:?} is a step of the image workflow"),
         }

@@ -14,6 +14,7 @@ use crate::backend::SimTimings;
 use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::GpuStepper;
 use crate::cuda::gpu_stepper_f64::GpuStepperF64;
+use crate::cuda::integrator::Integrator;
 use crate::cuda::kernel_set::{check_fits, Kernels};
 use crate::cuda::session::{make_stream, sched_flag};
 use crate::cuda::settings::{CtxSched, GatherChoice, StreamKind};
@@ -138,7 +139,7 @@ impl ComputeRunner {
             Some(t) => {
                 let phases = t.phases()?.unwrap_or_default();
                 let counts = t.counts(&self.stream)?;
-                Some(super::TreeSample { phases, per_body: counts.interactions as f64 / self.gpu.n as f64 })
+                Some(super::TreeSample { phases, per_body: counts.interactions as f64 / self.gpu.n() as f64 })
             }
             None => None,
         };
@@ -151,7 +152,7 @@ impl ComputeRunner {
     /// # Errors
     /// As [`crate::cuda::tree::GpuTree::new`]; `cuEventCreate` fails.
     pub fn use_tree(&mut self, theta: f32) -> anyhow::Result<()> {
-        let mut tree = crate::cuda::tree::GpuTree::new(&self.gpu.kernels, &self.ctx, self.gpu.n, theta)?;
+        let mut tree = crate::cuda::tree::GpuTree::new(self.gpu.kernels(), &self.ctx, self.gpu.n(), theta)?;
         tree.time_phases(&self.ctx)?;
         self.gpu.set_tree(Some(tree))
     }
@@ -164,8 +165,8 @@ impl ComputeRunner {
     /// A device-to-host copy fails.
     pub fn finite(&self) -> anyhow::Result<bool> {
         let finite = |v: Vec<[f32; 4]>| v.iter().all(|b| b.iter().all(|x| x.is_finite()));
-        let pos = self.pos[self.gpu.front].to_vec().context("reading the positions back")?;
-        Ok(finite(pos) && finite(self.gpu.vel.to_vec().context("reading the velocities back")?))
+        let pos = self.pos[self.gpu.front()].to_vec().context("reading the positions back")?;
+        Ok(finite(pos) && finite(self.gpu.velocities().to_vec().context("reading the velocities back")?))
     }
 }
 

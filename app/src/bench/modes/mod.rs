@@ -304,7 +304,7 @@ impl Runner {
             Runner::Cpu(_) | Runner::Draw(_) => None,
             Runner::Cuda(b) => Some(b.backend.launch_config()),
             Runner::Compute(c) => Some(c.launch_config()),
-            Runner::ComputeF64(c) => Some(LaunchConfig::f64(c.gpu.block)),
+            Runner::ComputeF64(c) => Some(crate::cuda::integrator::Integrator::launch_config(&c.gpu)),
             Runner::SplitCompute(c) => Some(c.split.launch()),
         }
     }
