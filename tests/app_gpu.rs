@@ -33,7 +33,7 @@ use interop::sys::stream_flags;
 use interop::{Context, Device, DeviceBuffer, SchedFlag, Stream, StreamSemantics};
 use libtest_mimic::Failed;
 use nbody_app::backend::cuda::{CudaBackend, CudaOptions};
-use nbody_app::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, SimBackend};
+use nbody_app::backend::{CudaSide, InteropSettings, LongSteps, PositionVbos, Readout, SimBackend};
 use nbody_app::cli::{CtxSched, GatherChoice, GpuCount, InteropMode, Precision, ResourceFlags, SliceOptions, StreamKind};
 use nbody_app::cuda::slices::SlicedStepper;
 use nbody_app::gfx::context::HeadlessContext;

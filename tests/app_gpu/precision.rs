@@ -88,7 +88,10 @@ pub(super) fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_map
     let result = (|| -> Result<(), Failed> {
         let mut backend = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
         let r = (|| -> Result<(), Failed> {
-            ensure(backend.precision() == Precision::F64 && backend.label().contains(" f64 "), format!("{what}: label {}", backend.label()))?;
+            ensure(
+                backend.precision() == Precision::F64 && backend.describe().label.contains(" f64 "),
+                format!("{what}: label {}", backend.describe().label),
+            )?;
             let t = backend.simulate(gl, &vbos, 1)?;
             ensure(t.kernel_ms.is_some_and(|k| k > 0.0), format!("{what}: no kernel time: {t:?}"))?;
             let (pos, vel) = backend.state_f64()?.ok_or("no f64 state")?;
@@ -110,7 +113,7 @@ pub(super) fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_map
             ensure(ep <= 1e-12 && ev <= 1e-12, format!("{what}: rel. errors {ep:e} / {ev:e} > 1e-12"))?;
             ensure(pos.iter().zip(&rp).all(|(a, b)| a[3] == b[3]), format!("{what}: masses changed"))?;
             let want = narrow(&pos);
-            let front = backend.front();
+            let front = backend.shown().front;
             let read = |i: usize| -> Result<Vec<[f32; 4]>, Failed> {
                 let mut out = vec![[0f32; 4]; bodies.len()];
                 if interop == InteropMode::External {
@@ -130,9 +133,9 @@ pub(super) fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_map
             let (shown, other) = (read(front)?, read(1 - front)?);
             ensure(bits(&shown) == bits(&want), format!("{what}: the float4 buffer {front} is not the f32 rounding of the f64 positions"))?;
             ensure(bits(&other) == bits(&bodies.pos), format!("{what}: the other float4 buffer lost the initial positions"))?;
-            let b = backend.bodies(gl, &vbos)?;
+            let b = backend.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
             ensure(bits(&b.pos) == bits(&want), format!("{what}: bodies() is not the f32 rounding of the f64 positions"))?;
-            let d = backend.diagnostics(gl, &vbos)?;
+            let d = backend.state(gl, &vbos, Readout::WithDiagnostics)?.diagnostics.ok_or("no diagnostics")?;
             ensure(d.total.is_finite(), format!("{what}: diagnostics {d:?}"))
         })();
         backend.release_gl(gl);

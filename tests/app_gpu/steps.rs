@@ -113,7 +113,7 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
                 for _ in 0..3 {
                     b.simulate(gl, &vbos, 1)?;
                 }
-                let s = b.bodies(gl, &vbos)?;
+                let s = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
                 b.release_gl(gl);
                 s
             };
@@ -127,13 +127,13 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
             b.set_spread(true);
             let (mut steps, mut frames, mut launches) = (0u32, 0u32, 0usize);
             while steps < 3 {
-                let front = b.front();
+                let front = b.shown().front;
                 let t = b.simulate(gl, &vbos, 1)?;
                 frames += 1;
                 let p = t.spread.ok_or(format!("{settings:?}: frame {frames} was not spread: {t:?}"))?;
                 launches = p.of;
                 if p.in_progress() {
-                    ensure(b.front() == front && t.stopped_after == Some(0), format!("{settings:?}: a step in progress flipped the front"))?;
+                    ensure(b.shown().front == front && t.stopped_after == Some(0), format!("{settings:?}: a step in progress flipped the front"))?;
                     ensure(b.step_in_progress() == Some(p), format!("{settings:?}: progress {:?} / {p:?}", b.step_in_progress()))?;
                 }
                 steps += t.stopped_after.unwrap_or(1);
@@ -141,7 +141,7 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
             }
             eprintln!("{settings:?}: 3 steps of {launches} launches in {frames} frames");
             ensure(launches > 1 && frames == 3 * launches as u32, format!("{settings:?}: {frames} frames for 3 steps of {launches} launches"))?;
-            let spread = b.bodies(gl, &vbos)?;
+            let spread = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
             ensure(same(&spread.pos, &whole.pos) && same(&spread.vel, &whole.vel), format!("{settings:?}: spread steps differ from whole ones"))?;
             // Abandoned after two of its launches: the state of before the step (synchronised by
             // the readback above, so no half kick changes it).
@@ -150,11 +150,11 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
             ensure(b.step_in_progress().is_some_and(|p| p.done == 2), format!("{settings:?}: {:?}", b.step_in_progress()))?;
             b.abandon_step()?;
             ensure(b.step_in_progress().is_none(), format!("{settings:?}: still in progress"))?;
-            let after = b.bodies(gl, &vbos)?;
+            let after = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
             ensure(same(&after.pos, &spread.pos) && same(&after.vel, &spread.vel), format!("{settings:?}: an abandoned step changed the state"))?;
             // A readback in the middle of a step finishes it: the same bits as a whole step.
             b.simulate(gl, &vbos, 1)?;
-            let finished = b.bodies(gl, &vbos)?;
+            let finished = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
             ensure(b.step_in_progress().is_none(), format!("{settings:?}: the readback left the step in progress"))?;
             ensure(!same(&finished.pos, &spread.pos), format!("{settings:?}: the finished step moved nothing"))?;
             b.release_gl(gl);
@@ -296,11 +296,12 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
             ensure(backend.step_mode_unavailable().is_some_and(|w| w.contains("--slices-per-gpu")), "step mode is refused by name")?;
             backend.simulate(gl, &vbos, 1).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let (rp, _) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
-            let got = backend.bodies(gl, &vbos).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            let got = backend.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies).map_err(|e| format!("{interop:?}: {e:#}"))?;
             let e = rel_err(&got.pos, &rp);
             eprintln!("{interop:?} split in 2 slices: rel. error {e:.2e}");
             ensure(e <= 1e-5, format!("{interop:?} split: rel. error {e:e}"))?;
-            let d = backend.diagnostics(gl, &vbos).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            let d =
+                backend.state(gl, &vbos, Readout::WithDiagnostics).map_err(|e| format!("{interop:?}: {e:#}"))?.diagnostics.ok_or("no diagnostics")?;
             ensure(d.total.is_finite() && d.potential < 0.0, format!("{interop:?}: diagnostics {d:?}"))?;
             // Ten more frames of three steps: still finite, the GL copy keeps up.
             let mut gather = None;
@@ -309,7 +310,7 @@ pub(super) fn split_backend_draws_the_step() -> Result<(), Failed> {
             }
             eprintln!("{interop:?}: gather of the last step {gather:?} ms");
             ensure(gather.is_some_and(|g| g >= 0.0), format!("{interop:?}: no gather time in the frame's timings"))?;
-            let got = backend.bodies(gl, &vbos).map_err(|e| format!("{interop:?}: {e:#}"))?;
+            let got = backend.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies).map_err(|e| format!("{interop:?}: {e:#}"))?;
             ensure(got.pos.iter().flatten().all(|x| x.is_finite()), "finite after 31 steps")?;
             backend.release_gl(gl);
             drop(backend);

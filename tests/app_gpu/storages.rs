@@ -38,7 +38,7 @@ pub(super) fn interop_case(ctx: &HeadlessContext, settings: InteropSettings) -> 
         ensure(t.kernel_ms.is_some_and(|k| k > 0.0), format!("no kernel time: {t:?}"))?;
         let mut bytes = vec![0u8; bodies.len() * BODY_BYTES];
         // Desktop GL (the NVIDIA EGL context) has glGetBufferSubData.
-        gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[backend.front()]));
+        gl.bind_buffer(glow::ARRAY_BUFFER, Some(vbos.buffers[backend.shown().front]));
         gl.get_buffer_sub_data(glow::ARRAY_BUFFER, 0, &mut bytes);
         gl.bind_buffer(glow::ARRAY_BUFFER, None);
         let pos: Vec<[f32; 4]> = bytes
@@ -153,8 +153,8 @@ pub(super) fn external_frames(
         let mut moved = 0usize;
         for frame in 0..frames {
             backend.simulate(gl, &vbos, 1)?;
-            let front = backend.front();
-            let src = backend.draw_buffers().ok_or("the external backend has no draw buffers")?.buffers[front];
+            let front = backend.shown().front;
+            let src = backend.shown().buffers.ok_or("the external backend has no draw buffers")?.buffers[front];
             let mut got = vec![0u8; bytes];
             // GL reads the buffers: with semaphores it waits for the step here (on the GPU).
             backend.before_draw(gl);
@@ -181,7 +181,7 @@ pub(super) fn external_frames(
             }
             last = want;
             let p = DrawParams { camera: &camera, front, time_span: dt, pixels_per_point: 1.0, scene_left: 0.0, advanced: true };
-            renderer.draw_from(gl, &RenderTarget::Offscreen(target), &p, false, backend.draw_buffers());
+            renderer.draw_from(gl, &RenderTarget::Offscreen(target), &p, false, backend.shown().buffers);
             // The next step waits on this fence; the readback above was waited for already
             // (glGetBufferSubData of its result), as after_draw's contract asks.
             backend.after_draw(gl);
@@ -239,12 +239,12 @@ pub(super) fn external_step_matches_float64_reference() -> Result<(), Failed> {
         let r = (|| -> Result<(), Failed> {
             let t = backend.simulate(gl, &vbos, 1)?;
             ensure(t.kernel_ms.is_some_and(|k| k > 0.0) && t.map_ms.is_some() && t.unmap_ms.is_some(), format!("timings {t:?}"))?;
-            let got = backend.bodies(gl, &vbos)?;
+            let got = backend.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
             let (rp, _) = step_reference_f64(&bodies, params, 0.5 * f64::from(params.dt), f64::from(params.dt));
             let e = rel_err(&got.pos, &rp);
             eprintln!("external: rel. error {e:.2e}; timings {t:?}");
             ensure(e <= 1e-5, format!("external: rel. error {e:e}"))?;
-            let d = backend.diagnostics(gl, &vbos)?;
+            let d = backend.state(gl, &vbos, Readout::WithDiagnostics)?.diagnostics.ok_or("no diagnostics")?;
             ensure(d.total.is_finite(), format!("diagnostics {d:?}"))
         })();
         backend.release_gl(gl);

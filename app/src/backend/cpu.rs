@@ -19,7 +19,7 @@
 
 use std::time::Instant;
 
-use super::{LongSteps, PositionVbos, SimBackend, SimTimings, StepProgress};
+use super::{BackendInfo, LongSteps, NominalRate, PositionVbos, RateBasis, Readout, Shown, Sides, SimBackend, SimTimings, State, StepProgress};
 use crate::cuda::settings::Precision;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
@@ -27,7 +27,7 @@ use sim::cpu::{Cpu, CpuF32};
 use sim::diagnostics::diagnostics;
 use sim::partial::FrameSteps;
 use sim::tree::{Interactions, Solver, TreePhases};
-use sim::{Bodies, Diagnostics, PhysParams};
+use sim::{Bodies, PhysParams};
 
 /// The simulation in the precision asked for.
 #[derive(Debug)]
@@ -126,20 +126,15 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 impl SimBackend for CpuBackend {
-    fn label(&self) -> String {
+    fn describe(&self) -> BackendInfo {
         let p = self.precision().name();
-        match self.solver() {
+        let solver = sim!(&self.sim, s => s.solver());
+        let label = match solver {
             Solver::Direct => format!("CPU {p} (rayon, {} threads)", self.threads),
             tree => format!("CPU {p} {} (rayon, {} threads)", tree.label(), self.threads),
-        }
-    }
-
-    fn n(&self) -> usize {
-        sim!(&self.sim, s => s.len())
-    }
-
-    fn nominal_rate(&self) -> super::NominalRate {
-        super::NominalRate { per_s: self.rate(), basis: super::RateBasis::Cpu { threads: self.threads, precision: Some(self.precision().name()) } }
+        };
+        let rate = NominalRate { per_s: self.rate(), basis: RateBasis::Cpu { threads: self.threads, precision: Some(p) } };
+        BackendInfo { label, n: sim!(&self.sim, s => s.len()), solver, rate }
     }
 
     fn simulate(&mut self, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
@@ -174,12 +169,8 @@ impl SimBackend for CpuBackend {
         })
     }
 
-    fn front(&self) -> usize {
-        self.front
-    }
-
-    fn solver(&self) -> Solver {
-        sim!(&self.sim, s => s.solver())
+    fn shown(&self) -> Shown {
+        Shown { front: self.front, buffers: None }
     }
 
     fn set_solver(&mut self, solver: Solver) -> anyhow::Result<()> {
@@ -191,21 +182,15 @@ impl SimBackend for CpuBackend {
         sim!(&mut self.sim, s => s.set_params(params));
     }
 
-    fn bodies(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
-        Ok(sim!(&mut self.sim, s => s.bodies()))
-    }
-
-    fn diagnostics(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
+    fn state(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, with: Readout) -> anyhow::Result<State> {
         let (bodies, params) = sim!(&mut self.sim, s => (s.bodies(), s.params()));
-        Ok(diagnostics(&bodies, params))
+        // The diagnostics only where asked: the potential is an all-pairs sum.
+        let diagnostics = (with == Readout::WithDiagnostics).then(|| diagnostics(&bodies, params));
+        Ok(State { bodies, diagnostics })
     }
 
-    fn long_steps(&self) -> Option<&dyn LongSteps> {
-        Some(self)
-    }
-
-    fn long_steps_mut(&mut self) -> Option<&mut dyn LongSteps> {
-        Some(self)
+    fn sides(&mut self) -> Sides<'_> {
+        Sides::LongSteps(self)
     }
 }
 

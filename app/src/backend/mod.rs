@@ -5,7 +5,7 @@
 //! [`cpu::CpuBackend`] (compute on the CPU, upload with `glBufferSubData`) and
 //! [`cuda::CudaBackend`], whose storage is one of `map` (registered GL buffers mapped every
 //! frame), `copy` (device buffer → pinned host → `glBufferSubData`) or `external` (CUDA
-//! allocations imported into GL, drawn from instead of the VBOs: [`SimBackend::draw_buffers`]).
+//! allocations imported into GL, drawn from instead of the VBOs: [`Shown::buffers`]).
 //! [`select`] is the only place that builds or rebuilds a backend; [`step`] is the pure state
 //! machine of step mode.
 //!
@@ -192,21 +192,105 @@ pub enum RateBasis {
     Nothing,
 }
 
-/// One simulation backend bound to the two GL position buffers: what every backend does — its
-/// description, the step, the positions for drawing, the state read back. What only some can
-/// do is asked for by name: [`SimBackend::long_steps`] ([`LongSteps`]: stopped and spread long
-/// steps) and [`SimBackend::cuda`] ([`CudaSide`]: interop settings, the device and entry-point
-/// panels, the context, step mode).
-pub trait SimBackend {
-    /// Short label for the overlay, e.g. `"CUDA map · NVIDIA H200"` or `"CPU f32 (16 threads)"`.
-    fn label(&self) -> String;
+/// What a backend is, as [`SimBackend::describe`] tells it: for the overlay, messages, the
+/// summary and step-time estimates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendInfo {
+    /// Short label for the overlay, e.g. `"CUDA map f32 · NVIDIA H200"` or
+    /// `"CPU f32 (rayon, 16 threads)"`.
+    pub label: String,
     /// Number of bodies N.
-    fn n(&self) -> usize;
+    pub n: usize,
+    /// The force solver the steps use (`auto` resolved to the one it picked).
+    pub solver: sim::tree::Solver,
     /// The all-pairs rate to expect from this backend and what it rests on (for step-time
     /// estimates: refusals, the notice before a long closing step).
-    fn nominal_rate(&self) -> NominalRate;
-    /// Advance `steps` leapfrog steps; afterwards `vbos.buffers[self.front()]` holds the newest
-    /// positions. Needs the GL context current on this thread.
+    pub rate: NominalRate,
+}
+
+/// What the renderer draws after a frame, as [`SimBackend::shown`] tells it.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown {
+    /// Index (0 or 1) of the buffer that holds the newest positions.
+    pub front: usize,
+    /// The buffers the renderer must draw instead of its own VBOs (the external backend's
+    /// imported buffers, `[N][4]` f32 each); `None`: draw the renderer's VBOs.
+    pub buffers: Option<PositionVbos>,
+}
+
+/// What [`SimBackend::state`] reads back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readout {
+    /// The bodies alone.
+    Bodies,
+    /// The bodies and their energy and momentum ([`Diagnostics`]; on the GPU for CUDA backends).
+    WithDiagnostics,
+}
+
+/// The state read back by [`SimBackend::state`].
+#[derive(Debug, Clone)]
+pub struct State {
+    /// The bodies with synchronised velocities (see [`sim`]): positions `[N][4]` f32 (xyz +
+    /// mass), velocities `[N][4]` f32.
+    pub bodies: Bodies,
+    /// Energy and momentum of `bodies`: `Some` when asked for ([`Readout::WithDiagnostics`]),
+    /// `None` otherwise.
+    pub diagnostics: Option<Diagnostics>,
+}
+
+/// What only some backends can do, as [`SimBackend::sides`] hands it out: long steps
+/// ([`LongSteps`]) and a CUDA side ([`CudaSide`]), one, both or neither.
+pub enum Sides<'a> {
+    /// Neither (the bench's draw mode): every step runs whole and to its end; no CUDA.
+    None,
+    /// Long steps without a CUDA side (the CPU backend).
+    LongSteps(&'a mut dyn LongSteps),
+    /// A CUDA side without long steps (the demo's test backends).
+    Cuda(&'a mut dyn CudaSide),
+    /// Both (the CUDA backend).
+    Both(&'a mut dyn CudaLongSteps),
+}
+
+/// A backend with both [`LongSteps`] and a [`CudaSide`], as [`Sides::Both`] holds it: every type
+/// with both is one.
+pub trait CudaLongSteps: LongSteps + CudaSide {}
+
+impl<T: LongSteps + CudaSide> CudaLongSteps for T {}
+
+impl<'a> Sides<'a> {
+    /// Stopping and spreading long steps, where the backend can ([`LongSteps`]); `None`: every
+    /// step runs whole and to its end.
+    pub fn long_steps(self) -> Option<&'a mut dyn LongSteps> {
+        match self {
+            Sides::LongSteps(l) => Some(l),
+            Sides::Both(b) => Some(b),
+            Sides::None | Sides::Cuda(_) => None,
+        }
+    }
+
+    /// The CUDA side of a CUDA backend ([`CudaSide`]); `None` for the CPU backend.
+    pub fn cuda(self) -> Option<&'a mut dyn CudaSide> {
+        match self {
+            Sides::Cuda(c) => Some(c),
+            Sides::Both(b) => Some(b),
+            Sides::None | Sides::LongSteps(_) => None,
+        }
+    }
+}
+
+/// One simulation backend bound to the two GL position buffers: what every backend does — its
+/// description, the step, the positions for drawing, the state read back. A frame is
+/// [`SimBackend::simulate`], then [`SimBackend::before_draw`] → the draw of
+/// [`SimBackend::shown`] → [`SimBackend::after_draw`]; [`SimBackend::release_gl`] comes once, at
+/// the end. What only some can do is asked for through [`SimBackend::sides`] ([`LongSteps`]:
+/// stopped and spread long steps; [`CudaSide`]: interop settings, the device and entry-point
+/// panels, the context, step mode).
+pub trait SimBackend {
+    /// What the backend is: its label, N, solver and nominal rate. Builds the label (a
+    /// `format!`) on every call.
+    fn describe(&self) -> BackendInfo;
+    /// Advance `steps` leapfrog steps; afterwards `vbos.buffers[self.shown().front]` holds the
+    /// newest positions. Needs the GL context current on this thread.
     ///
     /// # Errors
     /// A CUDA or GL failure, with the failing call named.
@@ -214,10 +298,6 @@ pub trait SimBackend {
     /// Change dt, ε or G for the following steps (a change of dt first finishes the half step
     /// with the old dt, which may launch and so needs the GL context: `gl`).
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);
-    /// The force solver the steps use (`auto` resolved to the one it picked).
-    fn solver(&self) -> sim::tree::Solver {
-        sim::tree::Solver::Direct
-    }
     /// Steps by `solver` from the next frame (the overlay's solver and θ); a step spread over
     /// frames is abandoned first.
     ///
@@ -227,55 +307,37 @@ pub trait SimBackend {
     fn set_solver(&mut self, _solver: sim::tree::Solver) -> anyhow::Result<()> {
         anyhow::bail!("this backend has one solver, the direct sum")
     }
-    /// Index (0 or 1) of the buffer that holds the newest positions.
-    fn front(&self) -> usize;
-    /// The buffers the renderer must draw instead of its own VBOs (the external backend's
-    /// imported buffers); `None`: draw `vbos`.
-    fn draw_buffers(&self) -> Option<PositionVbos> {
-        None
-    }
-    /// Called right after the body draw (from [`SimBackend::draw_buffers`] or the VBOs) was
-    /// issued, context current. Work that must wait for GL is best asked for here, while GL has
-    /// work queued anyway, rather than at the start of the next frame on an idle GL context,
-    /// which costs the GPU a switch into the GL context and back (`nbody-interop switch`). The
+    /// What the renderer draws: the index of the buffer with the newest positions, and the
+    /// buffers to draw it from where they are the backend's own (the external backend's
+    /// imported buffers; otherwise the renderer's VBOs).
+    fn shown(&self) -> Shown;
+    /// Called right before GL draws the backend's buffers ([`Shown::buffers`]): the external
+    /// backend with GPU-side ordering makes GL wait there for the last step's semaphore.
+    /// Default: nothing.
+    fn before_draw(&mut self, _gl: Gl<'_>) {}
+    /// Called right after the body draw (from [`Shown::buffers`] or the VBOs) was issued,
+    /// context current. Work that must wait for GL is best asked for here, while GL has work
+    /// queued anyway, rather than at the start of the next frame on an idle GL context, which
+    /// costs the GPU a switch into the GL context and back (`nbody-interop switch`). The
     /// external backend puts the GL fence that the next launch waits on here. Contract: GL
     /// commands that read the backend's buffers after this call are the caller's to wait for
     /// before the next `simulate`. Default: nothing.
     fn after_draw(&mut self, _gl: Gl<'_>) {}
-    /// Called right before GL draws the backend's buffers ([`SimBackend::draw_buffers`]): the
-    /// external backend with GPU-side ordering makes GL wait there for the last step's semaphore.
-    /// Default: nothing.
-    fn before_draw(&mut self, _gl: Gl<'_>) {}
     /// Delete the GL objects the backend owns; the owner calls it with the GL context current
     /// before dropping the backend (GL deletions need the context, `Drop` does not get it).
     /// Afterwards the backend can only be dropped. Default: nothing to delete.
     fn release_gl(&mut self, _gl: Gl<'_>) {}
-    /// The current state with synchronised velocities (see [`sim`]).
+    /// The current state with synchronised velocities (see [`sim`]), and with
+    /// [`Readout::WithDiagnostics`] its energy and momentum (on the GPU for CUDA backends; the
+    /// CPU backend computes them only then). A step spread over frames is finished first.
     ///
     /// # Errors
-    /// A CUDA or GL failure.
-    fn bodies(&mut self, gl: Gl<'_>, vbos: &PositionVbos) -> anyhow::Result<Bodies>;
-    /// Energy and momentum of the current state (on the GPU for CUDA backends).
-    ///
-    /// # Errors
-    /// A CUDA or GL failure.
-    fn diagnostics(&mut self, gl: Gl<'_>, vbos: &PositionVbos) -> anyhow::Result<Diagnostics>;
-    /// Stopping and spreading long steps, where the backend can ([`LongSteps`]); `None`: every
-    /// step runs whole and to its end.
-    fn long_steps(&self) -> Option<&dyn LongSteps> {
-        None
-    }
-    /// [`SimBackend::long_steps`], to change them.
-    fn long_steps_mut(&mut self) -> Option<&mut dyn LongSteps> {
-        None
-    }
-    /// The CUDA side of a CUDA backend ([`CudaSide`]); `None` for the CPU backend.
-    fn cuda(&self) -> Option<&dyn CudaSide> {
-        None
-    }
-    /// [`SimBackend::cuda`], to change it.
-    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
-        None
+    /// A CUDA or GL failure; a backend that holds no state (test backends).
+    fn state(&mut self, gl: Gl<'_>, vbos: &PositionVbos, with: Readout) -> anyhow::Result<State>;
+    /// What only some backends can do ([`Sides`]): long steps, a CUDA side, both or neither.
+    /// Default: neither.
+    fn sides(&mut self) -> Sides<'_> {
+        Sides::None
     }
 }
 
@@ -299,13 +361,13 @@ pub trait LongSteps {
     /// Abandons the step in progress, if any: the state goes back to the one before it
     /// (velocities restored, positions never written). The run's end (`--save-state`) calls
     /// it; the backends abandon it themselves before a change of parameters or settings and
-    /// finish it before reading the state back ([`SimBackend::bodies`]).
+    /// finish it before reading the state back ([`SimBackend::state`]).
     ///
     /// # Errors
     /// A CUDA failure while restoring the velocities.
     fn abandon_step(&mut self) -> anyhow::Result<()>;
     /// True when the velocities are synchronised with the positions (no step since the start or
-    /// the last synchronisation, or the only one was abandoned): [`SimBackend::bodies`] then needs
+    /// the last synchronisation, or the only one was abandoned): [`SimBackend::state`] then needs
     /// no closing half kick, so no force evaluation.
     fn synchronized(&self) -> bool;
 }

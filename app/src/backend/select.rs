@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use super::cpu::CpuBackend;
 use super::cuda::external::is_unsupported;
 use super::cuda::{CudaBackend, CudaOptions};
-use super::{InteropSettings, PositionVbos, SettingsChange, SimBackend};
+use super::{InteropSettings, PositionVbos, Readout, SettingsChange, SimBackend};
 use crate::cuda::settings::InteropMode;
 use crate::gfx::buffers::upload_positions;
 use crate::gfx::gl::Gl;
@@ -138,15 +138,15 @@ pub fn apply_settings(
     params: PhysParams,
 ) -> anyhow::Result<Applied> {
     // A backend without a CUDA side has no interop settings to change.
-    let change = match backend.cuda_mut() {
+    let change = match backend.sides().cuda() {
         Some(c) => c.apply_settings(gl, vbos, s)?,
         None => SettingsChange::Applied,
     };
     if change == SettingsChange::Applied {
         return Ok(Applied::InPlace);
     }
-    let old_settings = backend.cuda().and_then(|c| c.settings());
-    let bodies = backend.bodies(gl, vbos).context("reading the state for the backend switch")?;
+    let old_settings = backend.sides().cuda().and_then(|c| c.settings());
+    let bodies = backend.state(gl, vbos, Readout::Bodies).context("reading the state for the backend switch")?.bodies;
     for i in 0..2 {
         upload_positions(gl, vbos, i, &bodies.pos)?;
     }
@@ -361,11 +361,11 @@ mod external_fallback_tests {
         let notice = notice.expect("a notice");
         let first = notice.lines().next().unwrap_or_default();
         assert_eq!(first, format!("{why}: falling back to --interop map"));
-        if backend.label().starts_with("CPU") {
+        if backend.describe().label.starts_with("CPU") {
             let second = notice.lines().nth(1).unwrap_or_default();
             assert!(second.starts_with("CUDA unavailable, running the CPU backend: "), "{notice}");
         }
-        assert!(backend.draw_buffers().is_none(), "map and CPU draw the renderer's VBOs");
+        assert!(backend.shown().buffers.is_none(), "map and CPU draw the renderer's VBOs");
         backend.release_gl(gl);
         drop(backend);
 
@@ -417,7 +417,7 @@ mod external_fallback_tests {
             cfg.cuda.settings.interop = interop;
             cfg.cuda.precision = Precision::F64;
             let (mut b, notice) = make_backend(&cfg, gl, &ctx.info, &vbos, &bodies, params).expect("auto falls back");
-            let label = b.label();
+            let label = b.describe().label;
             b.release_gl(gl);
             assert!(label.starts_with("CPU f64"), "{interop:?}: {label}");
             assert!(notice.is_some_and(|n| n.contains("CUDA unavailable, running the CPU backend")), "{interop:?}");
@@ -442,7 +442,7 @@ mod external_fallback_tests {
         let notice = notice.expect("a notice");
         assert!(notice.starts_with("CUDA unavailable, running the CPU backend: "), "{notice}");
         assert!(!notice.contains("falling back to --interop map"), "{notice}");
-        assert!(backend.label().starts_with("CPU"));
+        assert!(backend.describe().label.starts_with("CPU"));
         backend.release_gl(gl);
         renderer.destroy(gl);
     }

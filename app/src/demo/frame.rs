@@ -13,7 +13,7 @@ use crate::gfx::target::RenderTarget;
 use crate::trace::{Recorder, Track};
 
 /// The render step for `view`. Points: the bodies of `backend` drawn into `target` (from its own
-/// buffers when it has them, [`SimBackend::draw_buffers`], else the renderer's VBOs at
+/// buffers when it has them, [`crate::backend::Shown::buffers`], else the renderer's VBOs at
 /// `params.front`) between [`SimBackend::before_draw`] and [`SimBackend::after_draw`], timed by a
 /// GL timer query that `wait_timer` reads at once; with `show` false (step mode with the buffers
 /// mapped) the target is only cleared; a density view the backend still holds is dropped (its
@@ -38,7 +38,7 @@ pub fn render_view(
         renderer.draw_from(gl, target, &p, wait_timer, Some(snap));
         return None;
     }
-    let reason = match (view, backend.cuda_mut()) {
+    let reason = match (view, backend.sides().cuda()) {
         (View::Points, cuda) => {
             if let Some(c) = cuda {
                 c.drop_density(gl);
@@ -57,7 +57,7 @@ pub fn render_view(
     };
     if show {
         backend.before_draw(gl);
-        renderer.draw_from(gl, target, params, wait_timer, backend.draw_buffers());
+        renderer.draw_from(gl, target, params, wait_timer, backend.shown().buffers);
         backend.after_draw(gl);
     } else {
         target.clear(gl);

@@ -432,7 +432,7 @@ fn refuse_slow_frame(n: usize, k: u32, solver: sim::tree::Solver, cpu: bool, all
 }
 
 /// [`check_step_time`] for a step of `interactions` terms at `rate` interactions/s, the rate of
-/// `what` (e.g. the backend's own [`crate::backend::SimBackend::nominal_rate`]).
+/// `what` (e.g. the backend's own [`crate::backend::BackendInfo::rate`]).
 ///
 /// # Errors
 /// The estimate, the rate it assumed and the remedy.

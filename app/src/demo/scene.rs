@@ -128,12 +128,13 @@ impl Scene {
     /// refuses a first step longer than the run allows, and where `auto` fell back to the CPU
     /// starts again at the CPU's default N.
     fn start_backend(&mut self, gl: Gl<'_>, bodies: &Bodies, params: PhysParams) -> anyhow::Result<()> {
-        let (backend, notice) = make_backend(&self.args.backend_config(), gl, &self.gl_info, self.view.renderer.vbos(), bodies, params)?;
-        tracing::info!(backend = %backend.label(), gl = %self.gl_info.summary(), "demo backend ready");
-        let cpu = backend.cuda().is_none();
+        let (mut backend, notice) = make_backend(&self.args.backend_config(), gl, &self.gl_info, self.view.renderer.vbos(), bodies, params)?;
+        let info = backend.describe();
+        tracing::info!(backend = %info.label, gl = %self.gl_info.summary(), "demo backend ready");
+        let cpu = backend.sides().cuda().is_none();
         // The notice first: it says why the rate below is the CPU's.
         self.set_notice(notice);
-        if self.args.trace.is_some() && backend.cuda().is_none() {
+        if self.args.trace.is_some() && cpu {
             tracing::warn!(
                 "--trace: the CPU backend makes no CUDA driver calls, so the trace holds only the GL draws (a CUDA run's \
                  trace: docs/results/2026-12-02-h200/trace-map.jsonl)"
@@ -141,9 +142,8 @@ impl Scene {
         }
         // The backend's own rate decides now: the CPU's (`cpu`, or `auto` fell back), or the
         // GPU's, derived from its SM count and clock.
-        let rate = backend.nominal_rate();
-        let (rate, what) = (rate.per_s, rate.basis.to_string());
-        let terms = sim::tree::step_terms(backend.solver(), bodies.len(), backend.cuda().is_some());
+        let (rate, what) = (info.rate.per_s, info.rate.basis.to_string());
+        let terms = sim::tree::step_terms(info.solver, bodies.len(), !cpu);
         self.check_step_estimate(bodies.len(), terms, rate, &what)?;
         self.sim.backend = Some(backend);
         let preset = sim::init::NAMES.contains(&self.args.init()) && self.args.init() != "figure-eight";

@@ -23,7 +23,7 @@
 //! The conversion is timed inside the kernel span (`kernel_ms`, so interactions/s include its
 //! ~N·48 bytes of traffic). As only the conversion writes a GL buffer, and only the one GL did
 //! not draw last, the map flags' roles hold with any `--steps-per-frame` in fp64.
-//! Readback ([`crate::backend::SimBackend::bodies`], diagnostics, `--save-state`) returns f32 [`Bodies`] rounded
+//! Readback ([`crate::backend::SimBackend::state`], diagnostics, `--save-state`) returns f32 [`Bodies`] rounded
 //! from the f64 state; an f32 initial state is widened exactly. The diagnostics' potentials are
 //! the fp32 `nbody_potential` of the float4 positions. [`CudaBackend::state_f64`] reads the f64
 //! state itself (tests). An fp64 step is one launch (not split for Ctrl-C, which is looked at
@@ -332,7 +332,7 @@ impl CudaBackend {
     /// fp64: the f64 positions (newest) and velocities as they are on the device, without the
     /// synchronising half kick (after k ≥ 1 steps the velocities are half a step ahead, as in
     /// [`sim::Leapfrog`]); `None` for fp32. For tests that compare the state itself with
-    /// the float64 reference (the readback of [`crate::backend::SimBackend::bodies`] is rounded to f32).
+    /// the float64 reference (the readback of [`crate::backend::SimBackend::state`] is rounded to f32).
     ///
     /// # Errors
     /// A step-mode frame cannot be ended; the stream cannot be synchronised; a copy fails.

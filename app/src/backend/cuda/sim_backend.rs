@@ -9,7 +9,8 @@ use interop::Context;
 use super::storage::map::MapStorage;
 use super::{check_register_flags, CudaBackend};
 use crate::backend::{
-    CudaSide, DevicePanel, InteropFacts, InteropSettings, LongSteps, NominalRate, PositionVbos, RateBasis, SettingsChange, SimBackend, SimTimings,
+    BackendInfo, CudaSide, DevicePanel, InteropFacts, InteropSettings, LongSteps, NominalRate, PositionVbos, RateBasis, Readout, SettingsChange,
+    Shown, Sides, SimBackend, SimTimings, State,
 };
 use crate::cuda::density::{DensityView, StreamSpans};
 use crate::cuda::gpu_stepper::StepProgress;
@@ -17,28 +18,28 @@ use crate::cuda::settings::{DensityPath, InteropMode, Precision};
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
 use kernels::launch_rule::validate_block_size;
-use sim::{diagnostics, Bodies, Diagnostics, PhysParams};
+use sim::{diagnostics, PhysParams};
 
 impl SimBackend for CudaBackend {
-    fn label(&self) -> String {
+    fn describe(&self) -> BackendInfo {
         let mode = match (self.opts.settings.interop, self.opts.separate_maps) {
             (InteropMode::Map, false) => "map",
             (InteropMode::Map, true) => "map-separate",
             (InteropMode::Copy, _) => "copy",
             (InteropMode::External, _) => "external",
         };
-        match self.solver() {
+        let solver = CudaBackend::solver(self);
+        let label = match solver {
             sim::tree::Solver::Tree { theta } => format!("CUDA {mode} {} tree θ={theta} · {}", self.gpu.precision().name(), self.info.name),
             _ => format!("CUDA {mode} {} · {}", self.gpu.precision().name(), self.info.name),
-        }
-    }
-
-    fn n(&self) -> usize {
-        self.n
-    }
-
-    fn solver(&self) -> sim::tree::Solver {
-        CudaBackend::solver(self)
+        };
+        let i = &self.info;
+        let f64_fraction = (self.gpu.precision() == Precision::F64).then_some(crate::cuda::gpu_stepper_f64::F64_RATE_FRACTION);
+        let rate = NominalRate {
+            per_s: crate::cuda::gpu_stepper_f64::nominal_rate_for(i, self.gpu.precision()),
+            basis: RateBasis::Gpu { name: i.name.clone(), sms: i.multiprocessors, clock_mhz: i.clock_khz / 1000, f64_fraction },
+        };
+        BackendInfo { label, n: self.n, solver, rate }
     }
 
     fn set_solver(&mut self, solver: sim::tree::Solver) -> anyhow::Result<()> {
@@ -49,15 +50,12 @@ impl SimBackend for CudaBackend {
         self.frame(gl, vbos, steps)
     }
 
-    fn front(&self) -> usize {
-        match &self.storage {
+    fn shown(&self) -> Shown {
+        let front = match &self.storage {
             Some(s) => s.front(self.gpu.as_ref()),
             None => self.gpu.front(),
-        }
-    }
-
-    fn draw_buffers(&self) -> Option<PositionVbos> {
-        self.storage.as_ref()?.draw_buffers(self.n)
+        };
+        Shown { front, buffers: self.storage.as_ref().and_then(|s| s.draw_buffers(self.n)) }
     }
 
     fn before_draw(&mut self, gl: Gl<'_>) {
@@ -76,15 +74,6 @@ impl SimBackend for CudaBackend {
         self.release_density(gl);
         if let Some(s) = &mut self.storage {
             s.release_gl(gl, &self.stream);
-        }
-    }
-
-    fn nominal_rate(&self) -> NominalRate {
-        let i = &self.info;
-        let f64_fraction = (self.gpu.precision() == Precision::F64).then_some(crate::cuda::gpu_stepper_f64::F64_RATE_FRACTION);
-        NominalRate {
-            per_s: crate::cuda::gpu_stepper_f64::nominal_rate_for(i, self.gpu.precision()),
-            basis: RateBasis::Gpu { name: i.name.clone(), sms: i.multiprocessors, clock_mhz: i.clock_khz / 1000, f64_fraction },
         }
     }
 
@@ -107,30 +96,20 @@ impl SimBackend for CudaBackend {
         self.gpu.set_params(params);
     }
 
-    fn bodies(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
-        Ok(self.read_state(gl, false)?.0)
+    fn state(&mut self, gl: Gl<'_>, _vbos: &PositionVbos, with: Readout) -> anyhow::Result<State> {
+        let with_phi = with == Readout::WithDiagnostics;
+        let (bodies, phi) = self.read_state(gl, with_phi)?;
+        let diagnostics = if with_phi {
+            let phi = phi.context("potential not computed")?;
+            Some(diagnostics::from_parts(&bodies.pos, &bodies.vel, &phi, f64::from(self.gpu.params().g)))
+        } else {
+            None
+        };
+        Ok(State { bodies, diagnostics })
     }
 
-    fn diagnostics(&mut self, gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Diagnostics> {
-        let (b, phi) = self.read_state(gl, true)?;
-        let phi = phi.context("potential not computed")?;
-        Ok(diagnostics::from_parts(&b.pos, &b.vel, &phi, f64::from(self.gpu.params().g)))
-    }
-
-    fn long_steps(&self) -> Option<&dyn LongSteps> {
-        Some(self)
-    }
-
-    fn long_steps_mut(&mut self) -> Option<&mut dyn LongSteps> {
-        Some(self)
-    }
-
-    fn cuda(&self) -> Option<&dyn CudaSide> {
-        Some(self)
-    }
-
-    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
-        Some(self)
+    fn sides(&mut self) -> Sides<'_> {
+        Sides::Both(self)
     }
 }
 

@@ -17,7 +17,7 @@ use anyhow::{bail, Context as _};
 use super::report::SetupFacts;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
-use crate::backend::{PositionVbos, SimBackend, SimTimings};
+use crate::backend::{CudaSide as _, PositionVbos, Readout, SimBackend, SimTimings, State};
 use crate::cuda::settings::{DensityPath, View};
 use crate::demo::frame::{render_view, GlTrack};
 use crate::gfx::camera::OrbitCamera;
@@ -63,12 +63,13 @@ pub struct TreeSample {
 
 /// The CPU backend's last tree step (`cpu-tree`), as a [`TreeSample`]; `None` with the direct sum.
 fn cpu_tree_sample(b: &CpuBackend) -> Option<TreeSample> {
-    if !matches!(b.solver(), sim::tree::Solver::Tree { .. }) {
+    let info = b.describe();
+    if !matches!(info.solver, sim::tree::Solver::Tree { .. }) {
         return None;
     }
     let (counts, p) = b.tree_step();
     let phases = crate::cuda::tree::TreePhases { build_ms: p.build_ms as f32, moments_ms: p.moments_ms as f32, walk_ms: p.walk_ms as f32 };
-    Some(TreeSample { phases, per_body: counts.total() as f64 / b.n().max(1) as f64 })
+    Some(TreeSample { phases, per_body: counts.total() as f64 / info.n.max(1) as f64 })
 }
 
 /// The headless GL side of the bench: one context for the whole run, one renderer whose VBOs
@@ -179,7 +180,7 @@ impl Gfx {
         let t0 = Instant::now();
         let sim = backend.simulate(gl, &vbos, steps)?;
         let params =
-            DrawParams { camera: &self.camera, front: backend.front(), time_span, pixels_per_point: 1.0, scene_left: 0.0, advanced: steps > 0 };
+            DrawParams { camera: &self.camera, front: backend.shown().front, time_span, pixels_per_point: 1.0, scene_left: 0.0, advanced: steps > 0 };
         let view = (if self.density.is_some() { View::Density } else { View::Points }, self.density.unwrap_or_default());
         if let Some(why) = render_view(gl, renderer, backend, &target, &params, true, true, view) {
             bail!("{why}");
@@ -197,7 +198,7 @@ impl Gfx {
         let (draw_ms, density_ms) = match self.density {
             None => (if self.ctx.info.timer_query { renderer.draw_ms() } else { None }, None),
             // After glFinish: the draw followed the unmap, so the pass's events have completed.
-            Some(_) => (None, backend.cuda_mut().and_then(|c| c.density_ms())),
+            Some(_) => (None, backend.sides().cuda().and_then(|c| c.density_ms())),
         };
         Ok(FrameSample { frame_ms, sim, draw_ms, readback_ms, density_ms, tree: None })
     }
@@ -209,7 +210,7 @@ impl Gfx {
     /// The backend's read-back error; no VBOs loaded.
     pub fn state(&mut self, backend: &mut dyn SimBackend) -> anyhow::Result<Bodies> {
         let vbos = *self.renderer.as_ref().context("no VBOs loaded")?.vbos();
-        backend.bodies(self.ctx.gl(), &vbos)
+        Ok(backend.state(self.ctx.gl(), &vbos, Readout::Bodies)?.bodies)
     }
 
     /// Starts the GL track of a timeline on the renderer (`None` before [`Gfx::load`]).
@@ -291,7 +292,7 @@ impl Runner {
     pub fn api(&self) -> Option<Arc<interop::Api>> {
         match self {
             Runner::Cpu(_) | Runner::Draw(_) => None,
-            Runner::Cuda(b) => b.backend.cuda().and_then(|c| c.api()),
+            Runner::Cuda(b) => b.backend.api(),
             Runner::Compute(c) => Some(Arc::clone(c.ctx.api())),
             Runner::ComputeF64(c) => Some(Arc::clone(c.ctx.api())),
             Runner::SplitCompute(c) => Some(Arc::clone(c.split.api())),
@@ -435,28 +436,25 @@ impl StaticBackend {
 }
 
 impl SimBackend for StaticBackend {
-    fn label(&self) -> String {
-        "static (draw only)".into()
-    }
-    fn n(&self) -> usize {
-        self.bodies.len()
-    }
-    fn nominal_rate(&self) -> crate::backend::NominalRate {
-        crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing }
+    fn describe(&self) -> crate::backend::BackendInfo {
+        crate::backend::BackendInfo {
+            label: "static (draw only)".into(),
+            n: self.bodies.len(),
+            solver: sim::tree::Solver::Direct,
+            rate: crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing },
+        }
     }
     fn simulate(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, _steps: u32) -> anyhow::Result<SimTimings> {
         Ok(SimTimings::default())
     }
-    fn front(&self) -> usize {
-        0
+    fn shown(&self) -> crate::backend::Shown {
+        crate::backend::Shown { front: 0, buffers: None }
     }
     fn set_params(&mut self, _gl: Gl<'_>, params: sim::PhysParams) {
         self.params = params;
     }
-    fn bodies(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<Bodies> {
-        Ok(self.bodies.clone())
-    }
-    fn diagnostics(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos) -> anyhow::Result<sim::Diagnostics> {
-        Ok(sim::diagnostics::diagnostics(&self.bodies, self.params))
+    fn state(&mut self, _gl: Gl<'_>, _vbos: &PositionVbos, with: Readout) -> anyhow::Result<State> {
+        let diagnostics = (with == Readout::WithDiagnostics).then(|| sim::diagnostics::diagnostics(&self.bodies, self.params));
+        Ok(State { bodies: self.bodies.clone(), diagnostics })
     }
 }

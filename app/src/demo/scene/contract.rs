@@ -5,13 +5,13 @@
 //! In every mode of the scene: headless, windowed (the timer read a frame later), paused, step
 //! mode.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use super::tests::{args, scene};
 use super::*;
 use crate::backend::step::{Images, StepState, StepView, WorkflowStep};
-use crate::backend::{CudaSide, PositionVbos, SettingsChange, SimTimings};
+use crate::backend::{CudaSide, PositionVbos, Readout, SettingsChange, Shown, Sides, SimTimings, State};
 use crate::demo::headless::headless_input;
 
 /// The calls the scene made, in order.
@@ -22,6 +22,8 @@ type Log = Rc<RefCell<Vec<String>>>;
 struct Recording {
     log: Log,
     step: Option<StepState>,
+    /// Between `before_draw` and `after_draw`: the body draw is being issued.
+    drawing: Cell<bool>,
 }
 
 impl Recording {
@@ -31,48 +33,42 @@ impl Recording {
 }
 
 impl SimBackend for Recording {
-    fn label(&self) -> String {
-        "recording".into()
-    }
-    fn n(&self) -> usize {
-        200
-    }
-    fn nominal_rate(&self) -> crate::backend::NominalRate {
-        crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing }
+    fn describe(&self) -> crate::backend::BackendInfo {
+        crate::backend::BackendInfo {
+            label: "recording".into(),
+            n: 200,
+            solver: sim::tree::Solver::Direct,
+            rate: crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing },
+        }
     }
     fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, steps: u32) -> anyhow::Result<SimTimings> {
         self.note(format!("simulate {steps}"));
         Ok(SimTimings { host_ms: 0.1, ..SimTimings::default() })
     }
-    fn front(&self) -> usize {
-        0
-    }
     fn set_params(&mut self, _: Gl<'_>, _: PhysParams) {}
-    fn draw_buffers(&self) -> Option<PositionVbos> {
-        // Asked by the render step right before the renderer draws.
-        self.note("draw");
-        None
+    fn shown(&self) -> Shown {
+        // Asked between the hooks only by the render step, for the buffers it draws right then.
+        if self.drawing.get() {
+            self.note("draw");
+        }
+        Shown { front: 0, buffers: None }
     }
     fn before_draw(&mut self, _: Gl<'_>) {
         self.note("before_draw");
+        self.drawing.set(true);
     }
     fn after_draw(&mut self, _: Gl<'_>) {
         self.note("after_draw");
+        self.drawing.set(false);
     }
     fn release_gl(&mut self, _: Gl<'_>) {
         self.note("release");
     }
-    fn bodies(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<Bodies> {
+    fn state(&mut self, _: Gl<'_>, _: &PositionVbos, _: Readout) -> anyhow::Result<State> {
         anyhow::bail!("a recording backend holds no state")
     }
-    fn diagnostics(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<sim::Diagnostics> {
-        Ok(sim::Diagnostics::default())
-    }
-    fn cuda(&self) -> Option<&dyn CudaSide> {
-        Some(self)
-    }
-    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
-        Some(self)
+    fn sides(&mut self) -> Sides<'_> {
+        Sides::Cuda(self)
     }
 }
 
@@ -141,7 +137,7 @@ fn record(mode: Mode, frames: usize) -> Vec<String> {
     let (mut s, t, ctx) = scene(&a);
     let log = Log::default();
     s.drop_backend();
-    s.sim.backend = Some(Box::new(Recording { log: log.clone(), step: None }));
+    s.sim.backend = Some(Box::new(Recording { log: log.clone(), step: None, drawing: Default::default() }));
     if step_mode {
         s.set_step_mode(true);
         assert!(s.hud.overlay.workflow.step_mode, "the recording backend has a step mode");

@@ -14,6 +14,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 
 use super::Scene;
+use crate::backend::Readout;
 use crate::gfx::screenshot;
 use crate::gfx::target::RenderTarget;
 use sim::Bodies;
@@ -110,9 +111,9 @@ impl Scene {
             Some(h) => (h.read_at, h.state.as_ref().map(|s| s.0)),
             None => return Ok(()),
         };
-        let cost_s = self.sim.backend.as_deref().map_or(0.0, |b| {
-            let rate = b.nominal_rate().per_s;
-            sim::tree::step_terms(b.solver(), b.n(), b.cuda().is_some()) / rate.max(1.0)
+        let cost_s = self.sim.backend.as_deref_mut().map_or(0.0, |b| {
+            let info = b.describe();
+            sim::tree::step_terms(info.solver, info.n, b.sides().cuda().is_some()) / info.rate.per_s.max(1.0)
         });
         let every = HOLD_STATE_EVERY_S.max(20.0 * cost_s);
         let read = due.is_some_and(|t| t.elapsed().as_secs_f64() >= every) && self.step_in_progress().is_none();
@@ -120,7 +121,7 @@ impl Scene {
             let cur = self.current.clone();
             let vbos = *self.view.renderer.vbos();
             if let Some(b) = self.sim.backend.as_deref_mut() {
-                let bodies = b.bodies(cur.gl(), &vbos).context("reading the state kept for a lost display")?;
+                let bodies = b.state(cur.gl(), &vbos, Readout::Bodies).context("reading the state kept for a lost display")?.bodies;
                 self.check_finite(self.frame, bodies);
             }
         }

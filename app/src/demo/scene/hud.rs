@@ -5,7 +5,7 @@ use anyhow::anyhow;
 
 use super::zoom::ui_zoom;
 use super::Scene;
-use crate::backend::SimBackend;
+use crate::backend::CudaSide;
 use crate::gfx::gl::Gl;
 use crate::gfx::target::RenderTarget;
 use crate::gfx::GlInfo;
@@ -57,7 +57,7 @@ pub(super) struct UiPass {
 /// spans and step state.
 #[allow(clippy::too_many_arguments)]
 fn backend_view<'a>(
-    backend: &'a dyn SimBackend,
+    cuda: Option<&dyn CudaSide>,
     label: &'a str,
     panels: &'a Panels,
     notice: Option<&'a str>,
@@ -67,7 +67,6 @@ fn backend_view<'a>(
     spans: &'a [Span],
     step: (Option<&'a crate::backend::step::StepView>, Option<&'a str>),
 ) -> BackendView<'a> {
-    let cuda = backend.cuda();
     let settings = cuda.and_then(|c| c.settings());
     let (frame, calls, tracing) = trace;
     BackendView {
@@ -103,17 +102,17 @@ impl Scene {
         }
         let (trace_frame, calls) = self.telemetry.recorder.as_ref().map(crate::trace::Recorder::last_frame).unwrap_or_default();
         let tracing = self.telemetry.recorder.is_some();
-        let backend = self.sim.backend.as_deref().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
-        let cuda = backend.cuda();
+        let backend = self.sim.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
+        let label = backend.describe().label;
+        let cuda = backend.sides().cuda().map(|c| &*c);
         let step_view = cuda.and_then(|c| c.step_view());
         let step_unavailable = cuda.map_or_else(|| Some(crate::backend::STEP_MODE_NEEDS_CUDA.to_string()), |c| c.step_mode_unavailable());
-        let label = backend.label();
         let panels = self.hud.panels.get_or_insert_with(|| {
             let (device, entry_points) = cuda.map(|c| (c.device_panel(), c.entry_points())).unwrap_or_default();
             Panels { device, entry_points }
         });
         let view = backend_view(
-            backend,
+            cuda,
             &label,
             panels,
             self.hud.notice.as_deref(),

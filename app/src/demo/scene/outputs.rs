@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context as _};
 
-use crate::backend::SimBackend;
+use crate::backend::{Readout, SimBackend};
 use crate::demo::summary::{Route, SummaryFile};
 use crate::demo::{EnergyChange, Summary};
 use crate::gfx::screenshot;
@@ -111,8 +111,8 @@ impl Scene {
     /// keeps the state of before it, as an interrupted step does; a failure joins `failed`.
     fn abandon_step_in_progress(&mut self, failed: &mut Vec<String>) {
         if let Some(b) = self.sim.backend.as_deref_mut() {
-            let unit = if b.cuda().is_some() { "launches" } else { "parts" };
-            let long_steps = b.long_steps_mut();
+            let unit = if b.sides().cuda().is_some() { "launches" } else { "parts" };
+            let long_steps = b.sides().long_steps();
             if let Some((l, p)) = long_steps.and_then(|l| l.step_in_progress().map(|p| (l, p))) {
                 match l.abandon_step() {
                     Ok(()) => eprintln!(
@@ -132,15 +132,17 @@ impl Scene {
         let gl = cur.gl();
         let vbos = *self.view.renderer.vbos();
         // A backend without long steps cannot say: one force evaluation may be needed.
-        let unsynchronized = |b: &dyn SimBackend| b.long_steps().is_none_or(|l| !l.synchronized());
+        let unsynchronized = |b: &mut dyn SimBackend| b.sides().long_steps().is_none_or(|l| !l.synchronized());
         // The final state is read for --save-state; without it only where reading costs no force
         // evaluation (velocities already synchronised), for the last divergence check.
         let wanted = self.args.save_state.is_some();
-        if let Some(b) = self.sim.backend.as_deref().filter(|b| wanted && crate::stop::stopped() && unsynchronized(*b)) {
+        let stopping = self.sim.backend.as_deref_mut().filter(|_| wanted && crate::stop::stopped());
+        if let Some(b) = stopping.and_then(|b| unsynchronized(&mut *b).then_some(b)) {
             // The state written has synchronised velocities: one more force evaluation, unless
             // they are already (no step finished since the start or the last synchronisation).
-            let rate = b.nominal_rate().per_s;
-            let n = b.n() as f64;
+            let info = b.describe();
+            let rate = info.rate.per_s;
+            let n = info.n as f64;
             let secs = n * n / rate.max(1.0);
             if secs > 1.0 {
                 eprintln!(
@@ -151,8 +153,9 @@ impl Scene {
             }
         }
         let end = match self.sim.backend.as_deref_mut() {
-            Some(b) if !wanted && unsynchronized(b) => None,
-            Some(b) => Some(b.bodies(gl, &vbos).context("reading the final state")),
+            Some(b) => {
+                (wanted || !unsynchronized(&mut *b)).then(|| b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies).context("reading the final state"))
+            }
             None => Some(Err(anyhow!("no simulation backend (a reset failed)"))),
         };
         // A finite final state becomes the last finite one; a diverged run keeps the one before.
@@ -167,11 +170,12 @@ impl Scene {
     ///
     /// # Errors
     /// The file cannot be written.
-    fn write_summary(&self, path: &Path) -> anyhow::Result<()> {
+    fn write_summary(&mut self, path: &Path) -> anyhow::Result<()> {
         let name = |v: &dyn Fn() -> Option<clap::builder::PossibleValue>| v().map(|p| p.get_name().to_string());
         let s = self.summary();
-        let cuda = self.sim.backend.as_deref().is_some_and(|b| b.cuda().is_some());
-        let solver = match self.sim.backend.as_deref().map(SimBackend::solver) {
+        let cuda = self.sim.backend.as_deref_mut().is_some_and(|b| b.sides().cuda().is_some());
+        let info = self.sim.backend.as_deref().map(SimBackend::describe);
+        let solver = match info.as_ref().map(|i| i.solver) {
             Some(Solver::Tree { theta }) => format!("tree θ={theta}"),
             Some(Solver::Auto { .. }) => "auto".to_string(),
             Some(Solver::Direct) | None => "direct".to_string(),
@@ -190,7 +194,7 @@ impl Scene {
             steps: s.steps,
             steps_per_s: s.steps_per_s,
             mean_frame_ms: s.mean_frame_ms,
-            bodies: self.sim.backend.as_deref().map_or(0, SimBackend::n),
+            bodies: info.map_or(0, |i| i.n),
             backend: s.label,
             route: Route {
                 headless: a.headless,
@@ -211,7 +215,7 @@ impl Scene {
             (Some(a), Some(b)) => (b - a).as_secs_f64() * 1e3,
             _ => 0.0,
         };
-        let label = self.sim.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.label());
+        let label = self.sim.backend.as_ref().map_or_else(|| "none".to_owned(), |b| b.describe().label);
         let steps_per_s = if wall > 0.0 { self.sim.steps_total as f64 / (wall * 1e-3) } else { 0.0 };
         // Relative to |E| at the first sample; where E is near 0 (|E| under a thousandth of
         // |K| + |U|: an unbound or marginal state) to that thousandth instead, so that a tiny E

@@ -68,8 +68,8 @@ impl Scene {
     }
 
     /// The step spread over frames that the last frame left in progress: parts done, of all.
-    pub fn step_in_progress(&self) -> Option<crate::backend::StepProgress> {
-        self.sim.backend.as_ref().and_then(|b| b.long_steps()?.step_in_progress())
+    pub fn step_in_progress(&mut self) -> Option<crate::backend::StepProgress> {
+        self.sim.backend.as_mut().and_then(|b| b.sides().long_steps()?.step_in_progress())
     }
 
     /// `simulate` for this frame: in a window, a step spread over frames runs up to the part
@@ -86,14 +86,14 @@ impl Scene {
         budget.frame_started(start);
         let most = budget.parts();
         let backend = self.sim.backend.as_deref_mut().ok_or_else(|| anyhow!("no simulation backend (a reset failed)"))?;
-        if backend.long_steps().and_then(|l| l.step_in_progress()).is_none() {
+        if backend.sides().long_steps().and_then(|l| l.step_in_progress()).is_none() {
             budget.step_dropped();
         }
         let (mut parts, mut parts_ms, mut done) = (0, 0.0, 0);
         let mut total: Option<SimTimings> = None;
         loop {
             // A call that runs a part completes at most that step, whatever the count asked.
-            let t = backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.label()))?;
+            let t = backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.describe().label))?;
             done += t.stopped_after.unwrap_or(steps);
             if let Some(p) = t.spread {
                 parts += 1;

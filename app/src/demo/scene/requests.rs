@@ -7,6 +7,7 @@ use anyhow::{anyhow, Context as _};
 use super::outputs::EnergySamples;
 use super::Scene;
 use crate::backend::select::make_backend;
+use crate::backend::Readout;
 use crate::demo::pace::Pace;
 use crate::gfx::renderer::framing_camera;
 use crate::ui::action::Action;
@@ -56,7 +57,7 @@ impl Scene {
                 Action::SetSolver(s) => {
                     let backend = self.backend()?;
                     let r = backend.set_solver(s);
-                    let kept = backend.solver();
+                    let kept = backend.describe().solver;
                     match r {
                         Ok(()) => self.hud.overlay.set_message(None),
                         Err(e) => {
@@ -84,8 +85,8 @@ impl Scene {
         let params = self.hud.overlay.controls.params;
         // The same refusals as at the start: no impossible N from the overlay either, at the
         // rate of the backend in use.
-        let rate = self.sim.backend.as_ref().map(|b| b.nominal_rate());
-        let gpu = self.sim.backend.as_ref().is_some_and(|b| b.cuda().is_some());
+        let rate = self.sim.backend.as_ref().map(|b| b.describe().rate);
+        let gpu = self.sim.backend.as_mut().is_some_and(|b| b.sides().cuda().is_some());
         let terms = sim::tree::step_terms(self.hud.overlay.controls.solver, n, gpu);
         let preset = !std::path::Path::new(init).is_file();
         let checks = if n == 0 || n > crate::cuda::kernel_set::MAX_BODIES {
@@ -143,11 +144,11 @@ impl Scene {
         let cur = self.current.clone();
         let gl = cur.gl();
         let vbos = *self.view.renderer.vbos();
-        let d = self.backend()?.diagnostics(gl, &vbos).context("computing diagnostics")?;
+        // One read: the diagnostics and, for the divergence check, the bodies they were taken of.
+        let state = self.backend()?.state(gl, &vbos, Readout::WithDiagnostics).context("computing diagnostics")?;
+        let d = state.diagnostics.context("computing diagnostics: the backend gave none")?;
         let frame = self.frame;
-        // The velocities are synchronised now: reading the state adds no step.
-        let bodies = self.backend()?.bodies(gl, &vbos).context("reading the state for the divergence check")?;
-        self.check_finite(frame, bodies);
+        self.check_finite(frame, state.bodies);
         self.telemetry.reports.push(format!(
             "diagnostics frame {frame}: E={:.9e} K={:.9e} U={:.9e} P=({:.3e}, {:.3e}, {:.3e}) L=({:.6e}, {:.6e}, {:.6e})",
             d.total,

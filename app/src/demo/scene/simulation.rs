@@ -97,7 +97,7 @@ impl Scene {
         // a close request, runs between them. Set every frame: resets and settings changes make
         // new backends.
         let spread = self.spreads_steps();
-        if let Some(l) = self.sim.backend.as_deref_mut().and_then(SimBackend::long_steps_mut) {
+        if let Some(l) = self.sim.backend.as_deref_mut().and_then(|b| b.sides().long_steps()) {
             l.set_interrupt(crate::stop::stopped_in_step);
             l.set_spread(spread);
         }
@@ -140,8 +140,8 @@ impl Scene {
 
     /// The frame's stats: to the overlay's rows and to the summary's stage times.
     fn record_stats(&mut self, host_frame_ms: f64, steps: u32, dt: f32, timings: SimTimings) -> anyhow::Result<()> {
-        let n = self.backend()?.n();
-        let tree = matches!(self.backend()?.solver(), sim::tree::Solver::Tree { .. });
+        let info = self.backend()?.describe();
+        let (n, tree) = (info.n, matches!(info.solver, sim::tree::Solver::Tree { .. }));
         let (draw, density_ms) = (self.view.renderer.draw_time(), self.density_ms());
         self.hud.overlay.record(&FrameStats {
             frame: self.frame,
@@ -162,7 +162,7 @@ impl Scene {
 
     /// Turns the backend's step mode on or off; the overlay shows why it cannot.
     pub(super) fn set_step_mode(&mut self, on: bool) {
-        let r = match self.sim.backend.as_mut().map(|b| b.cuda_mut()) {
+        let r = match self.sim.backend.as_mut().map(|b| b.sides().cuda()) {
             Some(Some(c)) => c.set_step_mode(on),
             Some(None) => Err(anyhow!("step mode needs CUDA: {}", crate::backend::STEP_MODE_NEEDS_CUDA)),
             None => Err(anyhow!("no simulation backend")),
@@ -187,26 +187,26 @@ impl Scene {
         let auto = self.args.headless && self.args.step_mode;
         let next = std::mem::take(&mut self.sim.step_next) || auto;
         self.sim.stepped = None;
-        let step_view = |b: &dyn SimBackend| b.cuda().and_then(|c| c.step_view());
-        if self.hud.overlay.workflow.step_mode && step_view(self.backend()?.as_ref()).is_none() {
+        let step_view = |b: &mut dyn SimBackend| b.sides().cuda().and_then(|c| c.step_view());
+        if self.hud.overlay.workflow.step_mode && step_view(self.backend()?.as_mut()).is_none() {
             // The backend was re-made (new settings): step mode again, if it still can.
             self.set_step_mode(true);
         }
-        if step_view(self.backend()?.as_ref()).is_none() {
+        if step_view(self.backend()?.as_mut()).is_none() {
             return self.simulate_parts(gl, vbos, steps);
         }
         let backend = self.backend()?;
         let mut t = SimTimings::default();
         if next {
-            let want = step_view(backend.as_ref()).map(|v| v.next);
+            let want = step_view(backend.as_mut()).map(|v| v.next);
             if want == Some(WorkflowStep::Map) {
                 // GL's last look at the buffers before CUDA takes them: keep a copy to show.
-                let front = backend.front();
+                let front = backend.shown().front;
                 if let Err(e) = self.view.renderer.take_snapshot(gl, front) {
                     tracing::warn!("step mode snapshot: {e:#}");
                 }
             }
-            let cuda = self.backend()?.cuda_mut().context("step mode without a CUDA backend")?;
+            let cuda = self.backend()?.sides().cuda().context("step mode without a CUDA backend")?;
             let t0 = Instant::now();
             let r = cuda.next_step(gl, vbos, per_frame);
             self.sim.stepped = want;
@@ -224,15 +224,15 @@ impl Scene {
     /// machine allows (`None` while the buffers are mapped).
     pub(super) fn shown_front(&mut self) -> anyhow::Result<Option<usize>> {
         let b = self.backend()?;
-        Ok(match b.cuda().and_then(|c| c.step_view()) {
+        Ok(match b.sides().cuda().and_then(|c| c.step_view()) {
             Some(v) => v.display_front,
-            None => Some(b.front()),
+            None => Some(b.shown().front),
         })
     }
 
     /// Runs a mistake-lab case against the live contexts, on scratch resources.
     pub(super) fn run_lab(&mut self, name: &str) {
-        let ctx = self.sim.backend.as_ref().and_then(|b| b.cuda()?.cuda_context());
+        let ctx = self.sim.backend.as_mut().and_then(|b| b.sides().cuda()?.cuda_context());
         let o = crate::teach::lab::run_live(name, self.current.gl(), ctx.as_ref());
         tracing::info!(case = %o.case, got = %o.got_summary(), ok = o.ok, "mistake lab");
         self.hud.overlay.workflow.lab.push(o);

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::Scene;
 use crate::backend::step::WorkflowStep;
-use crate::backend::{SimBackend, SimTimings};
+use crate::backend::SimTimings;
 use crate::demo::frame::{trace_cpu_step, trace_density, trace_stream, GlTrack};
 use crate::demo::summary::StageLog;
 use crate::trace::{Recorder, Span};
@@ -69,7 +69,7 @@ impl Scene {
     /// table, again whenever the backend was re-made.
     pub(super) fn sync_trace(&mut self) {
         let want = self.telemetry.trace_file.is_some() || (!self.args.no_overlay && self.hud.overlay.workflow.open);
-        let api = self.sim.backend.as_ref().and_then(|b| b.cuda()?.api());
+        let api = self.sim.backend.as_mut().and_then(|b| b.sides().cuda()?.api());
         let addr = api.as_ref().map_or(0, |a| Arc::as_ptr(a) as usize);
         match (want, &self.telemetry.recorder) {
             (true, Some(r)) if addr != self.telemetry.traced_api => {
@@ -156,7 +156,7 @@ impl Scene {
     /// GL timestamps came back to the GL track, and the density view's CUDA work to the CUDA
     /// stream's track.
     pub(super) fn trace_draw(&mut self, t0: Instant, shown: Option<usize>) {
-        if let (Some(r), Some(c)) = (&self.telemetry.recorder, self.sim.backend.as_deref_mut().and_then(SimBackend::cuda_mut)) {
+        if let (Some(r), Some(c)) = (&self.telemetry.recorder, self.sim.backend.as_deref_mut().and_then(|b| b.sides().cuda())) {
             if let Some(spans) = c.take_density_spans() {
                 trace_density(r, &spans);
             }
@@ -175,12 +175,14 @@ impl Scene {
 
     /// The frame's simulate step on the trace: the CUDA stream's spans, or the CPU backend's
     /// step and upload on the host row (no stream).
-    pub(super) fn trace_simulate(&self, t_sim: Instant, timings: &SimTimings) {
+    pub(super) fn trace_simulate(&mut self, t_sim: Instant, timings: &SimTimings) {
         let Some(r) = &self.telemetry.recorder else { return };
-        let Some(b) = self.sim.backend.as_deref() else { return };
-        let mode = b.cuda().and_then(|c| c.settings()).map(|s| s.interop);
+        let Some(b) = self.sim.backend.as_deref_mut() else { return };
+        let cuda = b.sides().cuda();
+        let cpu = cuda.is_none();
+        let mode = cuda.and_then(|c| c.settings()).map(|s| s.interop);
         trace_stream(r, mode, timings);
-        if b.cuda().is_none() {
+        if cpu {
             trace_cpu_step(r, t_sim, timings);
         }
     }
@@ -193,9 +195,10 @@ impl Scene {
             r.counter("frame ms", host_frame_ms);
         }
         if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0 && timings.spread.is_none()) {
-            let tree = matches!(b.solver(), sim::tree::Solver::Tree { .. });
+            let info = b.describe();
+            let tree = matches!(info.solver, sim::tree::Solver::Tree { .. });
             let name = if tree { "effective interactions/s" } else { "interactions/s" };
-            r.counter(name, sim::interactions(b.n(), steps) / (t * 1e-3));
+            r.counter(name, sim::interactions(info.n, steps) / (t * 1e-3));
         }
     }
 

@@ -3,7 +3,7 @@
 use clap::Parser as _;
 
 use super::*;
-use crate::backend::{CudaSide, PositionVbos, SettingsChange, SimTimings};
+use crate::backend::{CudaSide, PositionVbos, Readout, SettingsChange, SimTimings};
 use crate::cli::Cli;
 use crate::demo::headless::headless_input;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
@@ -42,7 +42,7 @@ fn reset_recreates_vbos_and_backend_with_the_new_n() {
     s.sim.pending.push(Action::Reset { init: "ball".into(), n: 300 });
     frame(&mut s, t);
     assert_eq!(s.view.renderer.vbos().n, 300);
-    assert_eq!(s.sim.backend.as_ref().map(|b| b.n()), Some(300));
+    assert_eq!(s.sim.backend.as_ref().map(|b| b.describe().n), Some(300));
     assert_eq!(s.hud.overlay.controls.reset_init, "ball", "the scene box shows the scene in force");
     assert_eq!(s.hud.overlay.controls.reset_n, 300, "and its N");
     // A bad reset is shown in the overlay and keeps the old state.
@@ -118,42 +118,31 @@ fn auto_steps_keep_to_the_scene_rate() {
 struct Fake(Option<crate::backend::InteropSettings>);
 
 impl SimBackend for Fake {
-    fn label(&self) -> String {
-        "CUDA map · fake device".into()
-    }
-
-    fn n(&self) -> usize {
-        200
-    }
-
-    fn nominal_rate(&self) -> crate::backend::NominalRate {
-        crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing }
+    fn describe(&self) -> crate::backend::BackendInfo {
+        crate::backend::BackendInfo {
+            label: "CUDA map · fake device".into(),
+            n: 200,
+            solver: sim::tree::Solver::Direct,
+            rate: crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing },
+        }
     }
 
     fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<SimTimings> {
         Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None, ..SimTimings::default() })
     }
 
-    fn front(&self) -> usize {
-        0
+    fn shown(&self) -> crate::backend::Shown {
+        crate::backend::Shown { front: 0, buffers: None }
     }
 
     fn set_params(&mut self, _: Gl<'_>, _: PhysParams) {}
 
-    fn bodies(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<Bodies> {
+    fn state(&mut self, _: Gl<'_>, _: &PositionVbos, _: crate::backend::Readout) -> anyhow::Result<crate::backend::State> {
         anyhow::bail!("fake")
     }
 
-    fn diagnostics(&mut self, _: Gl<'_>, _: &PositionVbos) -> anyhow::Result<sim::Diagnostics> {
-        Ok(sim::Diagnostics::default())
-    }
-
-    fn cuda(&self) -> Option<&dyn CudaSide> {
-        Some(self)
-    }
-
-    fn cuda_mut(&mut self) -> Option<&mut dyn CudaSide> {
-        Some(self)
+    fn sides(&mut self) -> crate::backend::Sides<'_> {
+        crate::backend::Sides::Cuda(self)
     }
 }
 
@@ -225,7 +214,7 @@ fn overlay_with_cuda_panels_and_settings_change() {
     let changed = InteropSettings { interop: InteropMode::Copy, ..settings };
     s.sim.pending.push(Action::ApplySettings(changed));
     frame(&mut s, t);
-    assert_eq!(s.sim.backend.as_ref().and_then(|b| b.cuda()?.settings()), Some(changed));
+    assert_eq!(s.sim.backend.as_mut().and_then(|b| b.sides().cuda()?.settings()), Some(changed));
     drop(s);
     drop(ctx);
 }
@@ -238,9 +227,9 @@ fn pause_single_step_and_params() {
     let cur = s.current.clone();
     let gl = cur.gl();
     let vbos = *s.view.renderer.vbos();
-    let before = s.sim.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+    let before = s.sim.backend.as_mut().expect("backend").state(gl, &vbos, Readout::Bodies).expect("bodies").bodies;
     frame(&mut s, t);
-    let paused = s.sim.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+    let paused = s.sim.backend.as_mut().expect("backend").state(gl, &vbos, Readout::Bodies).expect("bodies").bodies;
     assert_eq!(before.pos, paused.pos, "paused frames do not step");
     s.sim.pending.push(Action::SingleStep);
     // What the overlay does when dt is edited: new controls, and an action for the backend.
@@ -248,7 +237,7 @@ fn pause_single_step_and_params() {
     s.hud.overlay.controls.params = p;
     s.sim.pending.push(Action::SetParams(p));
     frame(&mut s, t);
-    let stepped = s.sim.backend.as_mut().expect("backend").bodies(gl, &vbos).expect("bodies");
+    let stepped = s.sim.backend.as_mut().expect("backend").state(gl, &vbos, Readout::Bodies).expect("bodies").bodies;
     assert_ne!(before.pos, stepped.pos, "single step advances");
     assert_eq!(s.sim.time_span, 2.0 * 2e-3, "time span = dt · steps of the last stepping frame");
     drop(s);
@@ -260,18 +249,18 @@ fn the_overlay_switches_the_solver_live() {
     let a = args(&[]);
     let (mut s, t, ctx) = scene(&a);
     frame(&mut s, t);
-    assert_eq!(s.sim.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
+    assert_eq!(s.sim.backend.as_ref().expect("backend").describe().solver, sim::tree::Solver::Direct);
     // What the solver row does when "tree" is picked and θ set.
     let tree = sim::tree::Solver::Tree { theta: 0.7 };
     s.hud.overlay.controls.solver = tree;
     s.sim.pending.push(Action::SetSolver(tree));
     frame(&mut s, t);
-    let b = s.sim.backend.as_ref().expect("backend");
-    assert_eq!(b.solver(), tree);
-    assert!(b.label().contains("tree θ=0.7"), "{}", b.label());
+    let b = s.sim.backend.as_ref().expect("backend").describe();
+    assert_eq!(b.solver, tree);
+    assert!(b.label.contains("tree θ=0.7"), "{}", b.label);
     s.sim.pending.push(Action::SetSolver(sim::tree::Solver::Direct));
     frame(&mut s, t);
-    assert_eq!(s.sim.backend.as_ref().expect("backend").solver(), sim::tree::Solver::Direct);
+    assert_eq!(s.sim.backend.as_ref().expect("backend").describe().solver, sim::tree::Solver::Direct);
     drop(s);
     drop(ctx);
 }

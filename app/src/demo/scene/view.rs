@@ -71,6 +71,6 @@ impl Scene {
     /// GPU time of the last density pass (ms), while the density view is on.
     pub(super) fn density_ms(&mut self) -> Option<f64> {
         let on = self.hud.overlay.controls.view == View::Density;
-        self.sim.backend.as_deref_mut().and_then(|b| b.cuda_mut()).filter(|_| on).and_then(|c| c.density_ms())
+        self.sim.backend.as_deref_mut().and_then(|b| b.sides().cuda()).filter(|_| on).and_then(|c| c.density_ms())
     }
 }

@@ -23,7 +23,7 @@
 //! Each frame: GL fence wait → kernel launches (front → back, ping-pong; with `--precision f64`
 //! the launches step the f64 state in CUDA's own buffers and one `nbody_to_float4` writes the
 //! buffer GL did not draw last) → CUDA event wait →
-//! the renderer draws the imported buffers ([`crate::backend::SimBackend::draw_buffers`]), never the renderer's
+//! the renderer draws the imported buffers ([`crate::backend::Shown::buffers`]), never the renderer's
 //! own VBOs.
 //!
 //! # Synchronisation rules
@@ -55,7 +55,7 @@
 //! contents after CUDA wrote it, while `glCopyBufferSubData` from it into a GL-owned buffer saw
 //! CUDA's writes (as the draws do: both read the GPU memory). So readback checks copy into a
 //! GL buffer after the CUDA event wait, then read *that* buffer; the backend's own readback
-//! ([`crate::backend::SimBackend::bodies`]) reads the CUDA side with `cuMemcpyDtoH`.
+//! ([`crate::backend::SimBackend::state`]) reads the CUDA side with `cuMemcpyDtoH`.
 //!
 //! # Teardown order
 //! GL semaphores (with GPU-side ordering) → GL buffer → GL memory object (GL closes the fd it
