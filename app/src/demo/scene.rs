@@ -351,6 +351,8 @@ impl Drop for Scene {
 #[cfg(test)]
 mod contract;
 #[cfg(test)]
+mod test_backend;
+#[cfg(test)]
 mod tests;
 
 /// The overlay's controls at the start, from the command line.

@@ -2,8 +2,9 @@
 
 use clap::Parser as _;
 
+use super::test_backend::TestBackend;
 use super::*;
-use crate::backend::{CudaSide, PositionVbos, Readout, SettingsChange, SimTimings};
+use crate::backend::Readout;
 use crate::cli::Cli;
 use crate::demo::headless::headless_input;
 use crate::gfx::context::{HeadlessContext, HEADLESS_CUDA_DEVICE};
@@ -114,81 +115,6 @@ fn auto_steps_keep_to_the_scene_rate() {
     drop(ctx);
 }
 
-/// A backend with CUDA-like settings and tables, to exercise the overlay's CUDA panels.
-struct Fake(Option<crate::backend::InteropSettings>);
-
-impl SimBackend for Fake {
-    fn describe(&self) -> crate::backend::BackendInfo {
-        crate::backend::BackendInfo {
-            label: "CUDA map · fake device".into(),
-            n: 200,
-            solver: sim::tree::Solver::Direct,
-            rate: crate::backend::NominalRate { per_s: f64::INFINITY, basis: crate::backend::RateBasis::Nothing },
-        }
-    }
-
-    fn simulate(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<SimTimings> {
-        Ok(SimTimings { host_ms: 1.0, map_ms: Some(0.01), kernel_ms: Some(0.5), unmap_ms: Some(0.02), upload_ms: None, ..SimTimings::default() })
-    }
-
-    fn shown(&self) -> crate::backend::Shown {
-        crate::backend::Shown { front: 0, buffers: None }
-    }
-
-    fn set_params(&mut self, _: Gl<'_>, _: PhysParams) {}
-
-    fn state(&mut self, _: Gl<'_>, _: &PositionVbos, _: crate::backend::Readout) -> anyhow::Result<crate::backend::State> {
-        anyhow::bail!("fake")
-    }
-
-    fn sides(&mut self) -> crate::backend::Sides<'_> {
-        crate::backend::Sides::Cuda(self)
-    }
-}
-
-impl CudaSide for Fake {
-    fn settings(&self) -> Option<crate::backend::InteropSettings> {
-        self.0
-    }
-
-    fn apply_settings(&mut self, _: Gl<'_>, _: &PositionVbos, s: crate::backend::InteropSettings) -> anyhow::Result<SettingsChange> {
-        self.0 = Some(s);
-        Ok(SettingsChange::Applied)
-    }
-
-    fn device_panel(&self) -> Option<crate::backend::DevicePanel> {
-        None
-    }
-
-    fn entry_points(&self) -> Vec<interop::driver::EntryReport> {
-        vec![interop::driver::EntryReport {
-            name: "cuGraphicsMapResources",
-            version: 3000,
-            flags: 0,
-            result: 0,
-            status: interop::driver::SymbolStatus::Found,
-            required: true,
-            address: 0x1000,
-            remedy: None,
-        }]
-    }
-    fn cuda_context(&self) -> Option<std::sync::Arc<interop::Context>> {
-        None
-    }
-    fn step_mode_unavailable(&self) -> Option<String> {
-        Some("a fake backend has no step mode".into())
-    }
-    fn set_step_mode(&mut self, _: bool) -> anyhow::Result<()> {
-        anyhow::bail!("a fake backend has no step mode")
-    }
-    fn next_step(&mut self, _: Gl<'_>, _: &PositionVbos, _: u32) -> anyhow::Result<crate::backend::step::WorkflowStep> {
-        anyhow::bail!("not in step mode")
-    }
-    fn step_view(&self) -> Option<crate::backend::step::StepView> {
-        None
-    }
-}
-
 #[test]
 fn overlay_with_cuda_panels_and_settings_change() {
     use crate::backend::InteropSettings;
@@ -203,7 +129,7 @@ fn overlay_with_cuda_panels_and_settings_change() {
         stream_priority: -1,
         block_size: 256,
     };
-    s.sim.backend = Some(Box::new(Fake(Some(settings))));
+    s.sim.backend = Some(Box::new(TestBackend::with_settings(Some(settings))));
     s.hud.notice = Some("CUDA unavailable, running the CPU backend: example notice".into());
     for _ in 0..3 {
         frame(&mut s, t);
@@ -387,7 +313,7 @@ fn the_end_reads_no_state_when_none_was_asked_for() {
     for save in [false, true] {
         let a = if save { args(&["--save-state", state.to_str().expect("utf-8")]) } else { args(&[]) };
         let (mut s, t, ctx) = scene(&a);
-        s.sim.backend = Some(Box::new(Fake(None)));
+        s.sim.backend = Some(Box::new(TestBackend::with_settings(None)));
         frame(&mut s, t);
         let end = s.finish();
         if save {
