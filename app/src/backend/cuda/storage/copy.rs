@@ -93,11 +93,12 @@ impl Storage for CopyStorage {
     }
 
     fn sync(&mut self, cx: FrameCx<'_>, _gl: Gl<'_>, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> Result<()> {
+        let launch = cx.potential_launch();
         cx.gpu.set_front(self.cur);
         cx.gpu.sync_in(self.views(), cx.stream)?;
         self.cur = cx.gpu.front();
         if let Some(phi) = phi {
-            cx.potential(self.pos[self.cur].view(), phi)?;
+            cx.potential(launch, self.pos[self.cur].view(), phi)?;
         }
         cx.stream.synchronize()?;
         if let Some(out) = out {

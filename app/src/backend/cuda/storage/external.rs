@@ -284,13 +284,14 @@ impl Storage for ExternalStorage {
     /// the back buffer.
     fn sync(&mut self, cx: FrameCx<'_>, gl: Gl<'_>, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> anyhow::Result<()> {
         self.check_live()?;
+        let launch = cx.potential_launch();
         if cx.gpu.sync_writes_float4() || cx.gpu.step_in_progress().is_some() {
             wait_for_gl(gl)?;
         }
         cx.gpu.sync_in(self.views(), cx.stream)?;
         let front = cx.gpu.front();
         if let Some(phi) = phi {
-            cx.potential(self.views()[front], phi)?;
+            cx.potential(launch, self.views()[front], phi)?;
         }
         cx.stream.synchronize().context("cuStreamSynchronize")?;
         if let Some(out) = out {

@@ -147,13 +147,14 @@ impl Storage for MapStorage {
     }
 
     fn sync(&mut self, cx: FrameCx<'_>, _gl: Gl<'_>, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> Result<()> {
+        let launch = cx.potential_launch();
         set_role_map_flags(&mut self.resources, cx.gpu.front(), ResourceFlags::None, 1)?;
         let mapping = map_resources(&mut self.resources, cx.stream).context("cuGraphicsMapResources")?;
         let pos = mapped_views(&mapping, cx.n * BODY_BYTES)?;
         cx.gpu.sync_in(pos, cx.stream)?;
         let front = cx.gpu.front();
         if let Some(phi) = phi {
-            cx.potential(pos[front], phi)?;
+            cx.potential(launch, pos[front], phi)?;
         }
         cx.stream.synchronize()?;
         if let Some(out) = out {

@@ -41,15 +41,27 @@ pub struct FrameCx<'a> {
     pub opts: &'a CudaOptions,
 }
 
+/// The launch of the potential kernel (the diagnostics): the step kernel's block size (fp32,
+/// as the step in progress ran it) or the fp64 one's (≤ 256), and the softening, both taken
+/// before [`Storage::sync`] finishes a step in progress.
+#[derive(Debug, Clone, Copy)]
+pub struct PotentialLaunch {
+    block: u32,
+    softening: f32,
+}
+
 impl FrameCx<'_> {
-    /// The potential of the positions at `pos` into `phi` (the diagnostics), with the step's
-    /// block size (fp32) or the fp64 one's (≤ 256).
+    /// The potential's launch as the integrator stands now ([`PotentialLaunch`]).
+    pub fn potential_launch(&self) -> PotentialLaunch {
+        PotentialLaunch { block: self.gpu.launch_config().block, softening: self.gpu.params().softening }
+    }
+
+    /// The potential of the positions at `pos` into `phi` (the diagnostics) with `launch`.
     ///
     /// # Errors
     /// The launch fails.
-    pub fn potential(&self, pos: DevicePtr<'_, [f32; 4]>, phi: &DeviceBuffer<f32>) -> Result<()> {
-        let (block, eps) = (self.gpu.launch_config().block, self.gpu.params().softening);
-        self.gpu.kernels().launch_potential(block, self.n, pos, phi.view(), eps, self.stream)
+    pub fn potential(&self, launch: PotentialLaunch, pos: DevicePtr<'_, [f32; 4]>, phi: &DeviceBuffer<f32>) -> Result<()> {
+        self.gpu.kernels().launch_potential(launch.block, self.n, pos, phi.view(), launch.softening, self.stream)
     }
 }
 
