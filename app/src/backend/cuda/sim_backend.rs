@@ -187,7 +187,7 @@ impl CudaSide for CudaBackend {
         self.leave_mapped_step()?;
         if s.register_flags != old.register_flags && self.storage.as_mut().is_some_and(|st| st.as_map().is_some()) {
             self.storage = None; // unregister before registering again
-            self.storage = Some(Box::new(MapStorage::register(&self.ctx, vbos, s.register_flags)?));
+            self.storage = Some(Box::new(MapStorage::register(&self.ctx, vbos, self.n, s.register_flags)?));
         }
         // External storage: register and map flags do not apply (nothing is registered or mapped).
         self.gpu.set_block(s.block_size)?;

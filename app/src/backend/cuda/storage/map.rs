@@ -31,12 +31,16 @@ pub struct MapStorage {
 }
 
 impl MapStorage {
-    /// Registers both VBOs with `flags` (only `none` is accepted: [`check_register_flags`]).
+    /// Registers both VBOs, which must hold `n` bodies, with `flags` (only `none` is accepted:
+    /// [`check_register_flags`]).
     ///
     /// # Errors
-    /// Register flags other than `none`; `cuGraphicsGLRegisterBuffer` fails (named with the GL
-    /// buffer).
-    pub fn register(ctx: &Arc<Context>, vbos: &PositionVbos, flags: ResourceFlags) -> Result<MapStorage> {
+    /// The VBOs hold another N; register flags other than `none`; `cuGraphicsGLRegisterBuffer`
+    /// fails (named with the GL buffer).
+    pub fn register(ctx: &Arc<Context>, vbos: &PositionVbos, n: usize, flags: ResourceFlags) -> Result<MapStorage> {
+        if vbos.n != n {
+            anyhow::bail!("the GL buffers hold {} bodies, the state {n}", vbos.n);
+        }
         check_register_flags(InteropMode::Map, flags)?;
         let mut resources = Vec::with_capacity(2);
         for b in vbos.buffers {

@@ -149,7 +149,7 @@ pub fn make_storage(
         anyhow::bail!("the GL buffers hold {} bodies, the state {}", vbos.n, bodies.len());
     }
     Ok(match s.interop {
-        InteropMode::Map => Box::new(map::MapStorage::register(ctx, vbos, s.register_flags)?),
+        InteropMode::Map => Box::new(map::MapStorage::register(ctx, vbos, bodies.len(), s.register_flags)?),
         InteropMode::Copy => Box::new(copy::CopyStorage::new(ctx, bodies)?),
         InteropMode::External => anyhow::bail!("external storage is made by ExternalStorage::new, with the GL context"),
     })
