@@ -98,7 +98,7 @@ fn main() {
         steps::nccl_with_one_rank_gives_the_same_bits => nccl_missing(),
         steps::split_backend_draws_the_step,
         steps::split_steps_match_and_stop_cleanly,
-        steps::spread_steps_match_whole_steps_and_abandon_cleanly,
+        steps::steps_in_parts_match_whole_steps_and_abandon_cleanly,
         precision::f64_step_matches_float64_reference,
         precision::f64_interop_step_matches_float64_reference,
         precision::bench_f64_rows_say_f64,

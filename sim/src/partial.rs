@@ -5,7 +5,7 @@
 //! (CUDA: one kernel launch each, `cuda::gpu_stepper::GpuStepper`; CPU: one range of tasks,
 //! [`super::cpu::CpuF32`]) so that
 //! - an interrupt (Ctrl-C, SIGTERM) is seen between two parts, and
-//! - in the windowed demo the step is *spread over frames*: each frame runs one part and returns
+//! - in the windowed demo the step runs *in parts over frames*: each frame runs one part and returns
 //!   to the window system's event loop, so that closing the window is answered within a part.
 //!
 //! A part writes the new positions of its bodies into the back buffer and kicks their
@@ -74,13 +74,13 @@ impl StepProgress {
 /// [`super::cpu::CpuF32::step_frame`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FrameSteps {
-    /// Whole steps completed (a spread step counts in the call that runs its last part).
+    /// Whole steps completed (a step in parts counts in the call that runs its last part).
     pub done: u32,
     /// An interrupt stopped a step; its state was restored.
     pub stopped: bool,
-    /// The call worked on a step spread over frames: its parts done so far, of all
+    /// The call worked on a step in parts over frames: its parts done so far, of all
     /// ([`StepProgress::in_progress`]: the step goes on in the next call).
-    pub spread: Option<StepProgress>,
+    pub parts: Option<StepProgress>,
 }
 
 /// A split step in progress (see the module docs): which part runs next, and what the step
@@ -142,7 +142,7 @@ impl PartialStep {
     }
 }
 
-/// Parts one `simulate` call of the windowed demo runs of a spread step: one (about
+/// Parts one `simulate` call of the windowed demo runs of a step in parts: one (about
 /// [`LAUNCH_S`]), then the call returns; the frame calls it as often as its part budget says
 /// (the demo's `PartBudget`) before it returns to the event loop.
 pub const PARTS_PER_FRAME: usize = 1;

@@ -1,4 +1,4 @@
-//! Steps over body ranges, spread over frames and split over slices (copies and NCCL): the same
+//! Steps over body ranges, in parts over frames and split over slices (copies and NCCL): the same
 //! bits as whole steps, and clean stops.
 
 use super::kernels::{launch, C, M, U};
@@ -53,7 +53,6 @@ pub(super) fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
     Ok(())
 }
 
-/// Which storage a spread test runs on.
 /// `interop` with no flags, the legacy stream and the automatic block size.
 pub(super) fn auto_block_settings(interop: InteropMode) -> InteropSettings {
     InteropSettings {
@@ -66,29 +65,31 @@ pub(super) fn auto_block_settings(interop: InteropMode) -> InteropSettings {
     }
 }
 
-pub(super) fn spread_settings(interop: InteropMode, map_flags: ResourceFlags) -> InteropSettings {
+/// Which storage a test of steps in parts runs on: `interop` with `map_flags`, the legacy stream
+/// and block size 256.
+pub(super) fn parts_settings(interop: InteropMode, map_flags: ResourceFlags) -> InteropSettings {
     InteropSettings { interop, register_flags: ResourceFlags::None, map_flags, stream: StreamKind::Legacy, stream_priority: 0, block_size: 256 }
 }
 
-/// A long step spread over frames (the windowed demo: one launch per `simulate`, the mapping
+/// A long step in parts over frames (the windowed demo: one launch per `simulate`, the mapping
 /// made again every frame) gives, once its last launch ran, the same bits as whole steps, for
 /// map (with the write-discard map hint too: it must not be given while the back buffer is
 /// written in parts), copy and external storage; the front buffer does not change while a step
 /// is in progress; an abandoned step leaves positions and velocities as they were before it.
 /// A rate of 1 interaction/s makes every step "long" (N = 4097: 5 launches).
-pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(), Failed> {
+pub(super) fn steps_in_parts_match_whole_steps_and_abandon_cleanly() -> Result<(), Failed> {
     let ctx = HeadlessContext::new(0)?;
     let gl = ctx.gl();
     let bodies = plummer(4097, fresh_seed())?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let same = |a: &[[f32; 4]], b: &[[f32; 4]]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.map(f32::to_bits) == y.map(f32::to_bits));
     let mut cases = vec![
-        spread_settings(InteropMode::Map, ResourceFlags::None),
-        spread_settings(InteropMode::Map, ResourceFlags::WriteDiscard),
-        spread_settings(InteropMode::Copy, ResourceFlags::None),
+        parts_settings(InteropMode::Map, ResourceFlags::None),
+        parts_settings(InteropMode::Map, ResourceFlags::WriteDiscard),
+        parts_settings(InteropMode::Copy, ResourceFlags::None),
     ];
     if ctx.info.memory_object.is_ok() {
-        cases.push(spread_settings(InteropMode::External, ResourceFlags::None));
+        cases.push(parts_settings(InteropMode::External, ResourceFlags::None));
     }
     let mut failures = Vec::new();
     for settings in cases {
@@ -108,7 +109,7 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
             // Whole steps: 3 frames of one step.
             let whole = {
                 let mut b = CudaBackend::new(&opts, gl, &ctx.info, &vbos, &bodies, params)?;
-                // The spread steps run body ranges with the plain kernel: the same for the whole ones.
+                // The steps in parts run body ranges with the plain kernel: the same for the whole ones.
                 b.set_stream_k(false)?;
                 for _ in 0..3 {
                     b.simulate(gl, &vbos, 1)?;
@@ -124,13 +125,13 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
             // Its half kick is a whole launch: plain too.
             b.set_stream_k(false)?;
             b.set_interrupt_at(never, 1.0);
-            b.set_spread(true);
+            b.set_in_parts(true);
             let (mut steps, mut frames, mut launches) = (0u32, 0u32, 0usize);
             while steps < 3 {
                 let front = b.shown().front;
                 let t = b.simulate(gl, &vbos, 1)?;
                 frames += 1;
-                let p = t.spread.ok_or(format!("{settings:?}: frame {frames} was not spread: {t:?}"))?;
+                let p = t.parts.ok_or(format!("{settings:?}: frame {frames} worked on no step in parts: {t:?}"))?;
                 launches = p.of;
                 if p.in_progress() {
                     ensure(b.shown().front == front && t.stopped_after == Some(0), format!("{settings:?}: a step in progress flipped the front"))?;
@@ -141,8 +142,11 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
             }
             eprintln!("{settings:?}: 3 steps of {launches} launches in {frames} frames");
             ensure(launches > 1 && frames == 3 * launches as u32, format!("{settings:?}: {frames} frames for 3 steps of {launches} launches"))?;
-            let spread = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
-            ensure(same(&spread.pos, &whole.pos) && same(&spread.vel, &whole.vel), format!("{settings:?}: spread steps differ from whole ones"))?;
+            let in_parts = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
+            ensure(
+                same(&in_parts.pos, &whole.pos) && same(&in_parts.vel, &whole.vel),
+                format!("{settings:?}: steps in parts differ from whole ones"),
+            )?;
             // Abandoned after two of its launches: the state of before the step (synchronised by
             // the readback above, so no half kick changes it).
             b.simulate(gl, &vbos, 1)?;
@@ -151,12 +155,12 @@ pub(super) fn spread_steps_match_whole_steps_and_abandon_cleanly() -> Result<(),
             b.abandon_step()?;
             ensure(b.step_in_progress().is_none(), format!("{settings:?}: still in progress"))?;
             let after = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
-            ensure(same(&after.pos, &spread.pos) && same(&after.vel, &spread.vel), format!("{settings:?}: an abandoned step changed the state"))?;
+            ensure(same(&after.pos, &in_parts.pos) && same(&after.vel, &in_parts.vel), format!("{settings:?}: an abandoned step changed the state"))?;
             // A readback in the middle of a step finishes it: the same bits as a whole step.
             b.simulate(gl, &vbos, 1)?;
             let finished = b.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
             ensure(b.step_in_progress().is_none(), format!("{settings:?}: the readback left the step in progress"))?;
-            ensure(!same(&finished.pos, &spread.pos), format!("{settings:?}: the finished step moved nothing"))?;
+            ensure(!same(&finished.pos, &in_parts.pos), format!("{settings:?}: the finished step moved nothing"))?;
             b.release_gl(gl);
             Ok(())
         })();

@@ -8,14 +8,14 @@
 //! touches CUDA.
 //!
 //! A step estimated over `LONG_STEP_S` (0.5 s: the direct sum from N of about 63,000 on 2
-//! threads; up to 10 s without `--allow-slow`) is spread over frames when asked
-//! ([`crate::backend::LongSteps::set_spread`], the windowed demo): each frame computes the
+//! threads; up to 10 s without `--allow-slow`) runs in parts over frames when asked
+//! ([`crate::backend::LongSteps::set_in_parts`], the windowed demo): each frame computes the
 //! accelerations of one range of bodies (about 0.2 s) and uploads nothing until the last range
 //! moved the bodies ([`Cpu::step_frame`]).
 //!
 //! The accelerations come from the all-pairs sum or, with `--solver tree`, the Barnes–Hut tree
 //! ([`sim::tree`]); the leapfrog and the upload are the same. The `--allow-slow` check and
-//! the spreading of long steps count the solver's cost ([`sim::tree::step_terms`]).
+//! the split of long steps into parts count the solver's cost ([`sim::tree::step_terms`]).
 
 use std::time::Instant;
 
@@ -150,7 +150,7 @@ impl SimBackend for CpuBackend {
         let kernel_ms = ms_since(t0);
         if f.done == 0 {
             // Nothing moved (a step in progress, or stopped): both buffers keep what they hold.
-            return Ok(SimTimings { host_ms: ms_since(t0), kernel_ms: Some(kernel_ms), stopped_after, spread: f.spread, ..SimTimings::default() });
+            return Ok(SimTimings { host_ms: ms_since(t0), kernel_ms: Some(kernel_ms), stopped_after, parts: f.parts, ..SimTimings::default() });
         }
         let t1 = Instant::now();
         let back = 1 - self.front;
@@ -164,7 +164,7 @@ impl SimBackend for CpuBackend {
             unmap_ms: None,
             upload_ms: Some(upload_ms),
             stopped_after,
-            spread: f.spread,
+            parts: f.parts,
             ..SimTimings::default()
         })
     }
@@ -203,9 +203,9 @@ impl LongSteps for CpuBackend {
         sim!(&mut self.sim, s => s.set_interrupt(Some(requested)));
     }
 
-    fn set_spread(&mut self, on: bool) {
+    fn set_in_parts(&mut self, on: bool) {
         let rate = self.rate();
-        sim!(&mut self.sim, s => s.set_spread(on.then_some(rate)));
+        sim!(&mut self.sim, s => s.set_in_parts(on.then_some(rate)));
     }
 
     fn step_in_progress(&self) -> Option<StepProgress> {

@@ -57,14 +57,14 @@ pub struct SimTimings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gather_ms: Option<f64>,
     /// `Some(k)` when the frame completed `k` whole steps of those asked: an interrupt stopped
-    /// the next ([`LongSteps::set_interrupt`]), or a long step is spread over frames
-    /// ([`LongSteps::set_spread`]; then `spread` is set); `None` when all ran.
+    /// the next ([`LongSteps::set_interrupt`]), or a long step runs in parts over frames
+    /// ([`LongSteps::set_in_parts`]; then `parts` is set); `None` when all ran.
     pub stopped_after: Option<u32>,
-    /// Set when the frame worked on a long step spread over frames: its launches (CPU: parts)
+    /// Set when the frame worked on a long step in parts over frames: its launches (CPU: parts)
     /// done so far, of all. While [`StepProgress::in_progress`] the frame ended with the step
     /// unfinished: the positions shown are still those of before it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub spread: Option<StepProgress>,
+    pub parts: Option<StepProgress>,
     /// The host instant at which the frame's stream reached its first timing event (the start
     /// of the map in `map`, of the kernel otherwise), placed by the backend's
     /// [`crate::cuda::clock::GpuClock`]; the spans above follow it back to back. `None` without
@@ -258,8 +258,8 @@ pub trait CudaLongSteps: LongSteps + CudaSide {}
 impl<T: LongSteps + CudaSide> CudaLongSteps for T {}
 
 impl<'a> Sides<'a> {
-    /// Stopping and spreading long steps, where the backend can ([`LongSteps`]); `None`: every
-    /// step runs whole and to its end.
+    /// Stopping long steps and running them in parts, where the backend can ([`LongSteps`]);
+    /// `None`: every step runs whole and to its end.
     pub fn long_steps(self) -> Option<&'a mut dyn LongSteps> {
         match self {
             Sides::LongSteps(l) => Some(l),
@@ -283,7 +283,7 @@ impl<'a> Sides<'a> {
 /// [`SimBackend::simulate`], then [`SimBackend::before_draw`] → the draw of
 /// [`SimBackend::shown`] → [`SimBackend::after_draw`]; [`SimBackend::release_gl`] comes once, at
 /// the end. What only some can do is asked for through [`SimBackend::sides`] ([`LongSteps`]:
-/// stopped and spread long steps; [`CudaSide`]: interop settings, the device and entry-point
+/// long steps stopped and run in parts; [`CudaSide`]: interop settings, the device and entry-point
 /// panels, the context, step mode).
 pub trait SimBackend {
     /// What the backend is: its label, N, solver and nominal rate. Builds the label (a
@@ -298,7 +298,7 @@ pub trait SimBackend {
     /// Change dt, ε or G for the following steps (a change of dt first finishes the half step
     /// with the old dt, which may launch and so needs the GL context: `gl`).
     fn set_params(&mut self, gl: Gl<'_>, params: PhysParams);
-    /// Steps by `solver` from the next frame (the overlay's solver and θ); a step spread over
+    /// Steps by `solver` from the next frame (the overlay's solver and θ); a step in parts over
     /// frames is abandoned first.
     ///
     /// # Errors
@@ -329,7 +329,7 @@ pub trait SimBackend {
     fn release_gl(&mut self, _gl: Gl<'_>) {}
     /// The current state with synchronised velocities (see [`sim`]), and with
     /// [`Readout::WithDiagnostics`] its energy and momentum (on the GPU for CUDA backends; the
-    /// CPU backend computes them only then). A step spread over frames is finished first.
+    /// CPU backend computes them only then). A step in parts over frames is finished first.
     ///
     /// # Errors
     /// A CUDA or GL failure; a backend that holds no state (test backends).
@@ -341,7 +341,7 @@ pub trait SimBackend {
     }
 }
 
-/// Long steps that an interrupt stops and that a window spreads over frames (see
+/// Long steps that an interrupt stops and that a window runs in parts over frames (see
 /// [`sim::partial`]): the CPU and the CUDA backends have them.
 pub trait LongSteps {
     /// Stop a long step when `requested()` says so (Ctrl-C, SIGTERM): the CPU backend looks
@@ -349,14 +349,14 @@ pub trait LongSteps {
     /// launches and looks between them. A stopped step leaves the state as before it, and
     /// `simulate` returns early.
     fn set_interrupt(&mut self, requested: fn() -> bool);
-    /// Spread a long step over frames (the windowed demo; see [`sim::partial`]): a step
+    /// Run a long step in parts over frames (the windowed demo; see [`sim::partial`]): a step
     /// split into parts (CUDA: launches of about `LAUNCH_S`; needs [`LongSteps::set_interrupt`],
     /// which gives the split) runs one part per `simulate` and returns, so the window system's
     /// events are handled between them; the positions flip only after the last part, so the
     /// front buffer keeps the complete positions of before the step. Off (the default, and
     /// headless runs and the bench): every `simulate` runs whole steps.
-    fn set_spread(&mut self, on: bool);
-    /// The step spread over frames that is in progress: parts done, of all (`None`: none).
+    fn set_in_parts(&mut self, on: bool);
+    /// The step in parts over frames that is in progress: parts done, of all (`None`: none).
     fn step_in_progress(&self) -> Option<StepProgress>;
     /// Abandons the step in progress, if any: the state goes back to the one before it
     /// (velocities restored, positions never written). The run's end (`--save-state`) calls

@@ -1,6 +1,6 @@
 //! The fp32 leapfrog stepper on the GPU ([`GpuStepper`]): the kernels, the velocities and the
 //! leapfrog state, with the positions in two caller-provided buffers that ping-pong; long steps
-//! as launches over body ranges, stopped by an interrupt or spread over frames.
+//! as launches over body ranges, stopped by an interrupt or run in parts over frames.
 
 use anyhow::{bail, Context as _};
 use interop::{DevicePtr, Stream};
@@ -18,7 +18,7 @@ use sim::{Leapfrog, PhysParams};
 ///
 /// A step estimated longer than [`LONG_STEP_S`] (with an interrupt set,
 /// [`GpuStepper::set_interrupt`]) runs as several launches over body ranges; with
-/// [`GpuStepper::set_spread`] such a step is spread over calls of [`GpuStepper::launch_frame`]
+/// [`GpuStepper::set_in_parts`] such a step runs in parts over calls of [`GpuStepper::launch_frame`]
 /// (frames), its state kept in a [`PartialStep`] (see [`sim::partial`]). Every method
 /// that reads or changes the state first finishes ([`GpuStepper::sync_in`], the whole-step
 /// [`GpuStepper::launch_steps`]) or abandons ([`GpuStepper::abandon_step`]) a step in progress.
@@ -56,9 +56,9 @@ pub struct GpuStepper {
     /// The velocities before a split step, restored when it is stopped or abandoned half-way
     /// (made on the first split step).
     vel_backup: Option<interop::DeviceBuffer<[f32; 4]>>,
-    /// Spread split steps over calls of [`GpuStepper::launch_frame`] ([`GpuStepper::set_spread`]).
-    spread: bool,
-    /// The split step in progress between two calls (only while spreading).
+    /// Run split steps in parts over calls of [`GpuStepper::launch_frame`] ([`GpuStepper::set_in_parts`]).
+    in_parts: bool,
+    /// The split step in progress between two calls (only while steps run in parts).
     partial: Option<PartialStep>,
     /// The Barnes–Hut tree that computes the steps in place of the direct kernel
     /// ([`GpuStepper::set_tree`]); `None`: the direct sum.
@@ -127,7 +127,7 @@ impl GpuStepper {
             n,
             interrupt: None,
             vel_backup: None,
-            spread: false,
+            in_parts: false,
             partial: None,
             tree: None,
         })
@@ -141,12 +141,12 @@ impl GpuStepper {
         self.interrupt = interrupt;
     }
 
-    /// Spread split steps over frames: [`GpuStepper::launch_frame`] then runs one launch
+    /// Run split steps in parts over frames: [`GpuStepper::launch_frame`] then runs one launch
     /// ([`sim::partial::PARTS_PER_FRAME`]) of a split step per call and keeps the step in
     /// progress for the next call (the windowed demo, so that its event loop runs between the
     /// launches). Off: every call runs whole steps. A step in progress is not touched here.
-    pub fn set_spread(&mut self, on: bool) {
-        self.spread = on;
+    pub fn set_in_parts(&mut self, on: bool) {
+        self.in_parts = on;
     }
 
     /// Steps by the tree solver from now on (`Some`), or by the direct kernel (`None`). A tree
@@ -190,10 +190,10 @@ impl GpuStepper {
     }
 
     /// True when the next frame writes the back buffer in part only: a step is in progress, or
-    /// one would start spread over frames. A `WRITE_DISCARD` map hint on the back buffer would
+    /// one would start in parts over frames. A `WRITE_DISCARD` map hint on the back buffer would
     /// then let the driver drop the parts already written.
     pub fn writes_back_in_parts(&self) -> bool {
-        self.partial.is_some() || (self.spread && self.launches_per_step() > 1)
+        self.partial.is_some() || (self.in_parts && self.launches_per_step() > 1)
     }
 
     /// Changes the block size ([`kernels::launch_rule::AUTO_BLOCK`] for the automatic choice) and re-chooses P.
@@ -240,7 +240,7 @@ impl GpuStepper {
     }
 
     /// `steps` whole steps ping-ponging between `pos` on `stream`, starting from `self.front`.
-    /// A step in progress (spread over frames) is finished first and counts as the first of them.
+    /// A step in progress (in parts over frames) is finished first and counts as the first of them.
     ///
     /// # Errors
     /// A launch fails or is refused (buffers too small, or the same buffer twice).
@@ -250,7 +250,7 @@ impl GpuStepper {
         Ok(self.run(pos, steps, stream, false)?.done)
     }
 
-    /// One frame's steps: as [`GpuStepper::launch_steps`], but with [`GpuStepper::set_spread`]
+    /// One frame's steps: as [`GpuStepper::launch_steps`], but with [`GpuStepper::set_in_parts`]
     /// a split step runs one launch per call: a call continues the step in progress (and, when
     /// that was its last launch, ends there), or runs the whole steps that come before the
     /// first split one and that one's first launch. `pos` is taken again each call (a mapping
@@ -259,26 +259,26 @@ impl GpuStepper {
     /// # Errors
     /// A launch fails (a step in progress is then abandoned, best effort).
     pub fn launch_frame(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream) -> anyhow::Result<FrameSteps> {
-        self.run(pos, steps, stream, self.spread)
+        self.run(pos, steps, stream, self.in_parts)
     }
 
-    /// [`GpuStepper::launch_frame`] with spreading on or off.
-    fn run(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream, spread: bool) -> anyhow::Result<FrameSteps> {
+    /// [`GpuStepper::launch_frame`] with steps in parts on or off.
+    fn run(&mut self, pos: [DevicePtr<'_, [f32; 4]>; 2], steps: u32, stream: &Stream, in_parts: bool) -> anyhow::Result<FrameSteps> {
         let mut out = FrameSteps::default();
         if steps == 0 {
             // Paused: a step in progress waits.
             return Ok(out);
         }
-        let budget = if spread { sim::partial::PARTS_PER_FRAME } else { usize::MAX };
+        let budget = if in_parts { sim::partial::PARTS_PER_FRAME } else { usize::MAX };
         if self.partial.is_some() {
             match self.continue_partial(pos, stream, budget)? {
                 Part::Stopped => return Ok(FrameSteps { stopped: true, ..out }),
-                Part::InProgress(p) => return Ok(FrameSteps { spread: Some(p), ..out }),
+                Part::InProgress(p) => return Ok(FrameSteps { parts: Some(p), ..out }),
                 Part::Done(p) => {
                     out.done = 1;
-                    if spread {
+                    if in_parts {
                         // The frame's launch is spent: the next step starts next frame.
-                        out.spread = Some(p);
+                        out.parts = Some(p);
                         return Ok(out);
                     }
                 }
@@ -303,13 +303,13 @@ impl GpuStepper {
                         return Ok(out);
                     }
                     Part::InProgress(p) => {
-                        out.spread = Some(p);
+                        out.parts = Some(p);
                         return Ok(out);
                     }
                     Part::Done(p) => {
                         out.done += 1;
-                        if spread {
-                            out.spread = Some(p);
+                        if in_parts {
+                            out.parts = Some(p);
                             return Ok(out);
                         }
                     }
@@ -502,8 +502,8 @@ impl Integrator for GpuStepper {
         GpuStepper::set_interrupt(self, interrupt);
     }
 
-    fn set_spread(&mut self, on: bool) {
-        GpuStepper::set_spread(self, on);
+    fn set_in_parts(&mut self, on: bool) {
+        GpuStepper::set_in_parts(self, on);
     }
 
     fn step_in_progress(&self) -> Option<StepProgress> {

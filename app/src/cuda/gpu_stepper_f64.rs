@@ -280,7 +280,7 @@ impl Integrator for GpuStepperF64 {
             self.convert(pos[to], stream)?;
             self.front = to;
         }
-        Ok(FrameSteps { done, stopped: done < steps, spread: None })
+        Ok(FrameSteps { done, stopped: done < steps, parts: None })
     }
 
     /// On the f64 state: `pos` is untouched (the half kick does not move positions, so the

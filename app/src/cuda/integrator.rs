@@ -105,7 +105,7 @@ pub trait Integrator {
     /// The stop request, looked at between launches or steps.
     fn set_interrupt(&mut self, _interrupt: Option<Interrupt>) {}
     /// Runs a long step in parts over frames (fp32).
-    fn set_spread(&mut self, _on: bool) {}
+    fn set_in_parts(&mut self, _on: bool) {}
     /// The step in progress between two frames.
     fn step_in_progress(&self) -> Option<StepProgress> {
         None

@@ -109,7 +109,7 @@ pub struct Pace {
     carry: f64,
     /// What set the last count.
     limit: Limit,
-    /// Parts of a step spread over frames per windowed frame ([`PartBudget`]).
+    /// Parts per windowed frame of a long step in parts over frames ([`PartBudget`]).
     pub parts: PartBudget,
 }
 
@@ -189,12 +189,12 @@ impl Pace {
 /// take while a long step runs in parts over frames ([`PartBudget`]); the rest goes to the step,
 /// which so takes at most 4/3 of its own time (plus the first frames, which find the budget).
 pub const SHOW_SHARE: f64 = 0.25;
-/// Most compute time (ms) a frame of a step spread over frames spends on its parts before it is
+/// Most compute time (ms) a frame of a step in parts over frames spends on its parts before it is
 /// shown: the window answers its events (a close, a key) within about this and one showing.
 /// Enough to keep the share for a million bodies on a software renderer (about 0.7 s to show).
 pub const MAX_PARTS_MS: f64 = 2000.0;
 
-/// Parts of a step spread over frames that one frame runs before it is shown, when a part takes
+/// Parts of a step in parts that one frame runs before it is shown, when a part takes
 /// `part_ms` and showing the frame `show_ms`: the fewest that keep showing within
 /// [`SHOW_SHARE`] of the frame (`show / (show + parts × part) ≤ SHOW_SHARE`), at least 1, and no
 /// more than fit [`MAX_PARTS_MS`] (at least 1).
@@ -207,7 +207,7 @@ pub fn parts_for_share(part_ms: f64, show_ms: f64) -> usize {
     (wanted - 1e-9).ceil().clamp(1.0, most) as usize
 }
 
-/// How many parts of a step spread over frames (see [`sim::partial`]) a windowed frame
+/// How many parts of a long step (in parts over frames, see [`sim::partial`]) a windowed frame
 /// runs: one part per frame would pay a whole frame's showing (on a software renderer, the draw
 /// of every body) per part, so a step of many short parts took many times its own time. The
 /// budget follows the frames' own times: the median time per part and the median time to show a

@@ -258,7 +258,7 @@ impl Scene {
         if !self.hud.overlay.workflow.step_mode {
             self.sim.steps_total += u64::from(s.done);
         }
-        self.sim.last_frame_cut = s.timings.stopped_after.is_some() && s.timings.spread.is_none();
+        self.sim.last_frame_cut = s.timings.stopped_after.is_some() && s.timings.parts.is_none();
         self.pace_frame(t0, host_frame_ms, s.steps, &s.timings);
         self.frame += 1;
         self.last_frame_end = Some(Instant::now());

@@ -6,7 +6,7 @@
 //! plummer, galaxies, ball, figure-eight (each at its own N, or `--bodies`), `[` and `]` halve and
 //! double the simulated time per wall second that `--steps-per-frame auto` keeps to.
 //!
-//! Long steps are spread over frames ([`Scene::spreads_steps`]): a step estimated over
+//! Long steps run in parts over frames ([`Scene::steps_in_parts`]): a step estimated over
 //! `LONG_STEP_S` (0.5 s) runs in launches (CUDA; CPU: ranges of bodies) of about 0.2 s, and a
 //! frame runs as many of them as keep its showing (UI, draw, paint, present) within a quarter of
 //! the time ([`crate::demo::pace::PartBudget`]: one where drawing is cheap, many where a software
@@ -65,7 +65,7 @@ struct WindowState {
     cursor: Option<PhysicalPosition<f64>>,
     drag: Option<MouseButton>,
     /// Frames presented that moved the bodies or ended with no long step in progress (what
-    /// `--frames` counts: a step spread over frames shows its old positions until its last
+    /// `--frames` counts: a step in parts over frames shows its old positions until its last
     /// launch, and a frame of its parts that completed none moved nothing).
     whole: u64,
     screenshot_taken: bool,
@@ -320,7 +320,7 @@ impl App {
                 Err(e) => tracing::warn!("screenshot: {e:#}"),
             }
         }
-        // A frame that completed no step and leaves a long step in progress (spread over frames)
+        // A frame that completed no step and leaves a long step in progress (in parts over frames)
         // does not count for `--frames`: the run ends after N frames that moved the bodies, as
         // headless runs do (a frame of parts may complete one step and go on into the next).
         let moved = st.scene.steps_done() > steps_before;

@@ -117,11 +117,11 @@ pub struct Overlay {
     pub workflow: super::workflow::WorkflowPanel,
 }
 
-/// The banner of a frame that ended with a long step in progress (spread over frames), e.g.
+/// The banner of a frame that ended with a long step in progress (in parts over frames), e.g.
 /// "step in progress: 3 of 23 launches"; `None` otherwise. `cuda`: the parts are kernel
 /// launches (else the CPU backend's ranges of bodies).
 pub fn step_in_progress_text(t: &SimTimings, cuda: bool) -> Option<String> {
-    let p = t.spread.filter(|p| p.in_progress())?;
+    let p = t.parts.filter(|p| p.in_progress())?;
     let unit = if cuda { "launches" } else { "parts" };
     Some(format!(
         "step in progress: {} of {} {unit}\nthe view shows the positions before the step until its last {}",
@@ -171,7 +171,7 @@ impl Overlay {
         for (series, v) in self.series.iter_mut().zip(values) {
             series.push(s.frame, v);
         }
-        // Whole steps only: a frame of a step spread over frames counts when it completes it.
+        // Whole steps only: a frame of a step in parts over frames counts when it completes it.
         self.sim_time.push(s.sim.stopped_after.unwrap_or(s.steps), s.dt, host.unwrap_or(0.0));
         self.last = *s;
     }
@@ -203,8 +203,8 @@ impl Overlay {
     /// host frame time when the backend reports none.
     pub fn throughput(&self) -> Option<(f64, f64)> {
         let s = &self.last;
-        if s.steps == 0 || s.sim.spread.is_some() {
-            // A frame of a step spread over frames ran a part of a step.
+        if s.steps == 0 || s.sim.parts.is_some() {
+            // A frame of a step in parts over frames ran a part of a step.
             return None;
         }
         let t_ms = s.sim.kernel_ms.unwrap_or(s.host_frame_ms);
@@ -289,7 +289,7 @@ impl Overlay {
             });
         }
         if let Some(text) = step_in_progress_text(&self.last.sim, view.settings.is_some()) {
-            // A long step spread over frames: say why the image does not move.
+            // A long step in parts over frames: say why the image does not move.
             egui::Area::new(egui::Id::unique("step_in_progress")).anchor(egui::Align2::RIGHT_BOTTOM, [-12.0, -12.0]).show(ui.ctx(), |ui| {
                 egui::Frame::popup(ui.style()).show(ui, |ui| {
                     ui.label(RichText::new(text).color(Color32::YELLOW));

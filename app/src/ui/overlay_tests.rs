@@ -25,12 +25,12 @@ fn sim_time_per_wall_second_is_over_the_last_frames() {
 fn the_step_in_progress_banner_says_how_far_the_step_is() {
     let mut t = SimTimings::default();
     assert_eq!(step_in_progress_text(&t, true), None);
-    t.spread = Some(StepProgress { done: 3, of: 23 });
+    t.parts = Some(StepProgress { done: 3, of: 23 });
     let text = step_in_progress_text(&t, true).expect("a banner");
     assert!(text.starts_with("step in progress: 3 of 23 launches"), "{text}");
     assert!(step_in_progress_text(&t, false).is_some_and(|s| s.starts_with("step in progress: 3 of 23 parts")));
     // The frame that ran the last launch shows the new positions: no banner.
-    t.spread = Some(StepProgress { done: 23, of: 23 });
+    t.parts = Some(StepProgress { done: 23, of: 23 });
     assert_eq!(step_in_progress_text(&t, true), None);
 }
 

@@ -325,23 +325,23 @@ mod tests {
         }
     }
 
-    /// A long step spread over frames (rate 1 interaction/s: every step is long; N = 300 in
+    /// A long step in parts over frames (rate 1 interaction/s: every step is long; N = 300 in
     /// parts of at least 64 bodies: 5 parts) moves nothing until its last part, then gives the
     /// same bits as a whole step; an abandoned one leaves the state as it was; a readback
     /// (`bodies`) in the middle finishes it.
     #[test]
-    fn a_spread_step_matches_a_whole_one_and_abandons_cleanly() {
+    fn a_step_in_parts_matches_a_whole_one_and_abandons_cleanly() {
         let bodies = test_bodies(300);
         let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
         let (mut a, mut b) = (CpuF32::new(&bodies, params), CpuF32::new(&bodies, params));
-        a.set_spread(Some(1.0));
+        a.set_in_parts(Some(1.0));
         for step in 0..3 {
             let before = (a.pos.clone(), a.vel.clone());
             let mut frames = 0;
             loop {
                 frames += 1;
                 let f = a.step_frame(2);
-                let p = f.spread.expect("spread");
+                let p = f.parts.expect("in parts");
                 assert_eq!(p, StepProgress { done: frames, of: 5 });
                 if p.in_progress() {
                     assert_eq!(f.done, 0);
@@ -354,7 +354,7 @@ mod tests {
             }
             assert_eq!(frames, 5, "step {step}");
             b.step(1);
-            assert_eq!((&a.pos, &a.vel, a.leap), (&b.pos, &b.vel, b.leap), "step {step}: spread and whole differ");
+            assert_eq!((&a.pos, &a.vel, a.leap), (&b.pos, &b.vel, b.leap), "step {step}: in parts and whole differ");
         }
         // Abandoned after two parts: as before it, and the next steps as if it never started.
         let before = (a.pos.clone(), a.vel.clone(), a.leap);
@@ -371,9 +371,9 @@ mod tests {
         b.step(1);
         assert_eq!(a.bodies(), b.bodies());
         assert_eq!(a.step_in_progress(), None);
-        // Whole steps (no spreading) finish a step in progress first, counting it.
+        // Whole steps (not in parts) finish a step in progress first, counting it.
         a.step_frame(1);
-        a.set_spread(None);
+        a.set_in_parts(None);
         assert_eq!(a.step(2), 2);
         b.step(2);
         assert_eq!(a.bodies(), b.bodies());
@@ -385,7 +385,7 @@ mod tests {
         let bodies = test_bodies(200);
         let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.05 };
         let mut a = CpuF32::new(&bodies, params);
-        a.set_spread(Some(1.0));
+        a.set_in_parts(Some(1.0));
         a.step_frame(1);
         assert!(a.step_in_progress().is_some());
         a.set_params(PhysParams { softening: 0.1, ..params });

@@ -1,5 +1,5 @@
 //! [`Cpu`]: the CPU backend's state and leapfrog steps in f32 ([`CpuF32`]) or f64, multithreaded
-//! with rayon, with steps that an interrupt stops between tasks or that are spread over frames.
+//! with rayon, with steps that an interrupt stops between tasks or that run in parts over frames.
 
 use std::time::Instant;
 
@@ -32,9 +32,9 @@ pub struct Cpu<T> {
     acc: Vec<[T; 3]>,
     /// The run's stop request ([`Cpu::set_interrupt`]).
     interrupt: Option<fn() -> bool>,
-    /// Spread long steps over calls of [`Cpu::step_frame`], at this rate (interactions/s)
-    /// ([`Cpu::set_spread`]).
-    spread: Option<f64>,
+    /// Run long steps in parts over calls of [`Cpu::step_frame`], at this rate (interactions/s)
+    /// ([`Cpu::set_in_parts`]).
+    in_parts: Option<f64>,
     /// The step in progress between two calls: its accelerations are computed range by range
     /// from the sources (`src` or `tree`); no body moves before the last range.
     partial: Option<PartialStep>,
@@ -71,7 +71,7 @@ impl<T: Float> Cpu<T> {
             src: Sources::default(),
             acc: Vec::new(),
             interrupt: None,
-            spread: None,
+            in_parts: None,
             partial: None,
             solver: Solver::Direct,
             tree: None,
@@ -131,13 +131,13 @@ impl<T: Float> Cpu<T> {
         }
     }
 
-    /// Spread steps estimated over [`crate::partial::LONG_STEP_S`] at `rate` interactions/s
-    /// over calls of [`Cpu::step_frame`]: their force evaluation runs in parts of about
+    /// Run steps estimated over [`crate::partial::LONG_STEP_S`] at `rate` interactions/s in parts
+    /// over calls of [`Cpu::step_frame`]: their force evaluation runs as parts of about
     /// [`crate::partial::LAUNCH_S`] (body ranges, [`parts_for`]), one per call, and the
     /// bodies move only after the last (see [`crate::partial`]). A step's length is
     /// estimated from the solver's cost ([`crate::tree::step_terms`]). `None`: whole steps.
-    pub fn set_spread(&mut self, rate: Option<f64>) {
-        self.spread = rate;
+    pub fn set_in_parts(&mut self, rate: Option<f64>) {
+        self.in_parts = rate;
     }
 
     /// The step in progress between two calls of [`Cpu::step_frame`]: parts done, of all.
@@ -153,12 +153,12 @@ impl<T: Float> Cpu<T> {
         Some(p.progress())
     }
 
-    /// One frame's steps: as [`Cpu::step`], but with [`Cpu::set_spread`] a long step runs one
+    /// One frame's steps: as [`Cpu::step`], but with [`Cpu::set_in_parts`] a long step runs one
     /// part per call (a call continues the step in progress and ends when that part was its
     /// last, or runs the steps before it and its first part). Paused (`steps` 0): a step in
     /// progress waits.
     pub fn step_frame(&mut self, steps: u32) -> FrameSteps {
-        let parts = match self.spread {
+        let parts = match self.in_parts {
             Some(rate) => parts_for(crate::tree::step_terms(self.solver, self.len(), false) / rate.max(1.0), self.len(), CHUNK),
             None => 1,
         };
@@ -171,15 +171,15 @@ impl<T: Float> Cpu<T> {
                 self.load_sources();
                 self.partial = Some(PartialStep::start(self.len(), parts, 0, &mut self.leap, self.params.dt));
             }
-            let budget = if self.spread.is_some() { crate::partial::PARTS_PER_FRAME } else { usize::MAX };
+            let budget = if self.in_parts.is_some() { crate::partial::PARTS_PER_FRAME } else { usize::MAX };
             match self.continue_partial(budget) {
                 None => out.stopped = true,
-                Some(p) if p.in_progress() => out.spread = Some(p),
+                Some(p) if p.in_progress() => out.parts = Some(p),
                 Some(p) => {
                     out.done = 1;
-                    out.spread = Some(p);
-                    if self.spread.is_none() {
-                        // Not spreading (any more): the frame's other steps run whole.
+                    out.parts = Some(p);
+                    if self.in_parts.is_none() {
+                        // Not in parts (any more): the frame's other steps run whole.
                         out.done += self.step(steps - 1);
                         out.stopped = out.done < steps;
                     }

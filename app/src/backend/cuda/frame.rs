@@ -19,7 +19,7 @@ impl CudaBackend {
         FrameCx { gpu: self.gpu.as_mut(), stream: &self.stream, events: &self.events, clock: &self.clock, n: self.n, opts: &self.opts }
     }
 
-    /// The rest of a step in progress (spread over frames: its remaining launches), the
+    /// The rest of a step in progress (in parts over frames: its remaining launches), the
     /// synchronising half kick (if the velocities are half a step ahead) and, with `phi`,
     /// the potential of the front buffer, then a stream sync, and with `out` a copy of the front
     /// positions into it ([`super::storage::Storage::sync`]).
@@ -68,7 +68,7 @@ impl CudaBackend {
                 tracing::info!(done = f.done, of = steps, "a long step was stopped by the interrupt; the state of before it is kept");
             }
             t.stopped_after = (f.done < steps).then_some(f.done);
-            t.spread = f.spread;
+            t.parts = f.parts;
             Ok(t)
         })();
         self.storage = Some(storage);

@@ -256,7 +256,7 @@ impl CudaBackend {
 
     /// [`crate::backend::LongSteps::set_interrupt`] with step lengths estimated at `rate` interactions/s
     /// instead of the device's nominal rate: a low rate makes every step "long", so that tests
-    /// split (and spread) steps at a small N.
+    /// split steps (and run them in parts) at a small N.
     pub fn set_interrupt_at(&mut self, requested: fn() -> bool, rate: f64) {
         self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
     }
@@ -274,7 +274,7 @@ impl CudaBackend {
     /// Steps by `solver` from the next frame: the direct kernel, or the GPU tree
     /// ([`crate::cuda::tree::GpuTree`], its workspace allocated here) with its θ; `auto` picks by
     /// N ([`sim::tree::Solver::resolve`]; the direct sum in fp64 and split setups). A
-    /// step spread over frames is abandoned first (the state goes back to before it).
+    /// step in parts over frames is abandoned first (the state goes back to before it).
     ///
     /// # Errors
     /// The tree with `--precision f64` or the bodies split over slices (both keep the direct

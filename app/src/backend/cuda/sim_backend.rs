@@ -123,8 +123,8 @@ impl LongSteps for CudaBackend {
         self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
     }
 
-    fn set_spread(&mut self, on: bool) {
-        self.gpu.set_spread(on);
+    fn set_in_parts(&mut self, on: bool) {
+        self.gpu.set_in_parts(on);
     }
 
     fn step_in_progress(&self) -> Option<StepProgress> {

@@ -81,7 +81,7 @@ impl CudaBackend {
     pub(super) fn set_stepwise(&mut self, on: bool) -> anyhow::Result<()> {
         if on {
             self.step_support().map_err(|e| anyhow::anyhow!("step mode needs CUDA map mode: {e}"))?;
-            // Step mode runs whole steps: a step spread over frames is abandoned.
+            // Step mode runs whole steps: a step in parts over frames is abandoned.
             self.gpu.abandon_step(&self.stream)?;
             if self.stepwise.is_none() {
                 self.stepwise = Some(StepwiseFrame::new(self.gpu.front()));

@@ -30,7 +30,7 @@
 //!   every slice's next step waits on `copied`, so no step rewrites what the copy still reads.
 //!   Host readbacks synchronise every slice's stream first.
 //!
-//! Steps here are whole steps (no long-step split, no spreading over frames: a step of all N on
+//! Steps here are whole steps (no long-step split, no steps in parts over frames: a step of all N on
 //! several GPUs is the point of this path).
 
 mod layout;

@@ -116,7 +116,7 @@ impl Integrator for SlicedRender {
             self.split.show(pos[to], &self.ctx, self.render, stream)?;
             self.shown = to;
         }
-        Ok(FrameSteps { done: steps, stopped: false, spread: None })
+        Ok(FrameSteps { done: steps, stopped: false, parts: None })
     }
 
     fn sync_in(&mut self, _pos: Float4Pair<'_>, _stream: &Stream) -> Result<()> {

@@ -107,7 +107,7 @@ impl Scene {
         Ok(self.summary())
     }
 
-    /// A run that ends with a step spread over frames in progress (window closed, Ctrl-C, Esc)
+    /// A run that ends with a step in parts over frames in progress (window closed, Ctrl-C, Esc)
     /// keeps the state of before it, as an interrupted step does; a failure joins `failed`.
     fn abandon_step_in_progress(&mut self, failed: &mut Vec<String>) {
         if let Some(b) = self.sim.backend.as_deref_mut() {
@@ -260,7 +260,7 @@ impl Scene {
     }
 
     /// The interrupt stopped a step of the last frame, which then ran fewer steps than asked (a
-    /// step spread over frames is not stopped: it continues in the next).
+    /// step in parts over frames is not stopped: it continues in the next).
     pub fn last_frame_cut(&self) -> bool {
         self.sim.last_frame_cut
     }

@@ -38,9 +38,9 @@ impl Scene {
         if !c.auto_steps || self.hud.overlay.workflow.step_mode {
             return;
         }
-        // A frame of a step spread over frames ran a part of a step: it tells the pace nothing
+        // A frame of a step in parts over frames ran a part of a step: it tells the pace nothing
         // about the time per step (and the count is 1 at such N anyway).
-        let ran = if timings.spread.is_some() { 0 } else { steps };
+        let ran = if timings.parts.is_some() { 0 } else { steps };
         c.steps_per_frame = self.sim.pace.next_paced(c.steps_per_frame, ran, work_ms, host_frame_ms, c.sim_rate, c.params.dt);
         c.rate_limited = self.sim.pace.limit() == Limit::Rate;
     }

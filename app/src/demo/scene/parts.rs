@@ -1,4 +1,4 @@
-//! Long steps in a window: a step spread over frames runs as many parts a frame as the showing
+//! Long steps in a window: a step in parts over frames runs as many parts a frame as the showing
 //! of the frame allows ([`crate::demo::pace::PartBudget`]), so that a software renderer's draw
 //! of every body is paid once per several parts rather than once per part; the overlay's step
 //! time is then that of a whole step. And the warning before a run whose first step is long.
@@ -30,7 +30,7 @@ fn merged(a: SimTimings, b: SimTimings) -> SimTimings {
         upload_ms: add(a.upload_ms, b.upload_ms),
         gather_ms: b.gather_ms.or(a.gather_ms),
         stopped_after: b.stopped_after,
-        spread: b.spread,
+        parts: b.parts,
         stream_start: a.stream_start.or(b.stream_start),
         clock_residual_us: b.clock_residual_us.or(a.clock_residual_us),
     }
@@ -54,11 +54,11 @@ pub fn long_first_step_warning(n: usize, secs: f64, what: &str, windowed: bool) 
 }
 
 impl Scene {
-    /// Whether this scene spreads long steps over frames ([`crate::backend::LongSteps::set_spread`]): windowed
+    /// Whether this scene runs long steps in parts over frames ([`crate::backend::LongSteps::set_in_parts`]): windowed
     /// runs do, so that closing the window is answered within a frame; headless runs (and the
     /// bench, which does not use the scene) run whole steps, so `--frames N` there is N frames of
     /// whole steps.
-    pub fn spreads_steps(&self) -> bool {
+    pub fn steps_in_parts(&self) -> bool {
         !self.args.headless
     }
 
@@ -67,12 +67,12 @@ impl Scene {
         self.sim.steps_total
     }
 
-    /// The step spread over frames that the last frame left in progress: parts done, of all.
+    /// The step in parts over frames that the last frame left in progress: parts done, of all.
     pub fn step_in_progress(&mut self) -> Option<crate::backend::StepProgress> {
         self.sim.backend.as_mut().and_then(|b| b.sides().long_steps()?.step_in_progress())
     }
 
-    /// `simulate` for this frame: in a window, a step spread over frames runs up to the part
+    /// `simulate` for this frame: in a window, a step in parts over frames runs up to the part
     /// budget's parts ([`crate::demo::pace::PartBudget::parts`]) before the frame is shown, going
     /// on into the next step where one ends within them (a frame of parts is paced by its time,
     /// not by the step count, which is less than one such step a frame anyway); elsewhere one
@@ -95,7 +95,7 @@ impl Scene {
             // A call that runs a part completes at most that step, whatever the count asked.
             let t = backend.simulate(gl, vbos, steps).with_context(|| format!("simulate ({})", backend.describe().label))?;
             done += t.stopped_after.unwrap_or(steps);
-            if let Some(p) = t.spread {
+            if let Some(p) = t.parts {
                 parts += 1;
                 parts_ms += t.host_ms;
                 budget.part_ran(t.kernel_ms.unwrap_or(t.host_ms), !p.in_progress());
@@ -104,7 +104,7 @@ impl Scene {
             sum.stopped_after = (done != steps).then_some(done);
             total = Some(sum);
             // Only parts go on, and not past the budget or an interrupt.
-            if t.spread.is_none() || parts >= most || crate::stop::stopped() {
+            if t.parts.is_none() || parts >= most || crate::stop::stopped() {
                 break;
             }
         }
@@ -112,11 +112,11 @@ impl Scene {
         total.context("no simulate call")
     }
 
-    /// The timings the overlay shows for a frame: a frame that worked on a step spread over
+    /// The timings the overlay shows for a frame: a frame that worked on a step in parts over
     /// frames shows as the step's time the compute of all the last whole step's parts (before
     /// one is complete: none), never one part's.
     pub(super) fn shown_timings(&self, t: SimTimings) -> SimTimings {
-        if t.spread.is_none() {
+        if t.parts.is_none() {
             return t;
         }
         SimTimings { kernel_ms: self.sim.pace.parts.step_ms(), ..t }
@@ -151,13 +151,13 @@ mod tests {
             host_ms: 5.0,
             kernel_ms: Some(4.0),
             stopped_after: Some(0),
-            spread: Some(StepProgress { done: 3, of: 9 }),
+            parts: Some(StepProgress { done: 3, of: 9 }),
             ..SimTimings::default()
         };
-        let b = SimTimings { host_ms: 6.0, kernel_ms: Some(4.5), upload_ms: Some(1.0), spread: Some(StepProgress { done: 4, of: 9 }), ..a };
+        let b = SimTimings { host_ms: 6.0, kernel_ms: Some(4.5), upload_ms: Some(1.0), parts: Some(StepProgress { done: 4, of: 9 }), ..a };
         let m = merged(a, b);
         assert_eq!((m.host_ms, m.kernel_ms, m.upload_ms), (11.0, Some(8.5), Some(1.0)));
-        assert_eq!(m.spread, Some(StepProgress { done: 4, of: 9 }));
+        assert_eq!(m.parts, Some(StepProgress { done: 4, of: 9 }));
     }
 
     /// A first step over a few seconds is announced, a short one not; the window's line says

@@ -77,7 +77,7 @@ impl Simulation {
 pub(super) struct Stepped {
     /// Leapfrog steps asked for this frame (0 when paused).
     pub(super) steps: u32,
-    /// Whole steps done (fewer than asked when stopped, or with a step spread over frames).
+    /// Whole steps done (fewer than asked when stopped, or with a step in parts over frames).
     pub(super) done: u32,
     /// The backend's timings of the frame's simulate.
     pub(super) timings: SimTimings,
@@ -93,31 +93,31 @@ impl Scene {
         let dt = c.params.dt;
         let vbos = *self.view.renderer.vbos();
         // A long step stops between its launches (or CPU tasks) on Ctrl-C/SIGTERM, and in a
-        // window it is spread over frames (one launch each) so that the event loop, and with it
+        // window it runs in parts over frames (one launch each) so that the event loop, and with it
         // a close request, runs between them. Set every frame: resets and settings changes make
         // new backends.
-        let spread = self.spreads_steps();
+        let in_parts = self.steps_in_parts();
         if let Some(l) = self.sim.backend.as_deref_mut().and_then(|b| b.sides().long_steps()) {
             l.set_interrupt(crate::stop::stopped_in_step);
-            l.set_spread(spread);
+            l.set_in_parts(in_parts);
         }
         let t_sim = Instant::now();
         let mut timings = self.simulate_or_step(gl, &vbos, steps)?;
-        if timings.spread.is_none() {
-            // Paused with a step spread over frames still in progress: the frame ran no part, but
+        if timings.parts.is_none() {
+            // Paused with a step in parts over frames still in progress: the frame ran no part, but
             // the step is pending (the banner stays, a diagnostics sample keeps waiting).
-            timings.spread = self.step_in_progress();
+            timings.parts = self.step_in_progress();
         }
         self.trace_simulate(t_sim, &timings);
         let done = timings.stopped_after.unwrap_or(steps);
-        if timings.spread.is_some() {
-            // Spread steps are one at a time: the other buffer holds positions one step from the
+        if timings.parts.is_some() {
+            // Steps in parts are one at a time: the other buffer holds positions one step from the
             // shown ones (before them, or after them where the step in progress wrote).
             self.sim.time_span = dt;
         } else if done > 0 {
             self.sim.time_span = dt * done as f32;
         }
-        self.sample_diagnostics(timings.spread.is_some_and(|p| p.in_progress()))?;
+        self.sample_diagnostics(timings.parts.is_some_and(|p| p.in_progress()))?;
         self.trace_counters(&timings, steps, host_frame_ms);
         self.record_stats(host_frame_ms, steps, dt, timings)?;
         Ok(Stepped { steps, done, timings })

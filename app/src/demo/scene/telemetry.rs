@@ -194,7 +194,7 @@ impl Scene {
         if self.frame > 0 {
             r.counter("frame ms", host_frame_ms);
         }
-        if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0 && timings.spread.is_none()) {
+        if let Some(t) = timings.kernel_ms.filter(|&t| t > 0.0 && steps > 0 && timings.parts.is_none()) {
             let info = b.describe();
             let tree = matches!(info.solver, sim::tree::Solver::Tree { .. });
             let name = if tree { "effective interactions/s" } else { "interactions/s" };

@@ -7,7 +7,7 @@ pub const SIM_TIME_FRAMES: usize = 30;
 
 /// Simulated time and steps per wall second over the last [`SIM_TIME_FRAMES`] frames: the sum of
 /// their whole steps (× dt) over the sum of their start-to-start times (one frame jitters too
-/// much to read; a step spread over frames counts in the frame that completes it).
+/// much to read; a step in parts over frames counts in the frame that completes it).
 #[derive(Debug, Default)]
 pub struct SimTimeRate {
     /// (simulated time units, wall ms, whole steps) of each frame, oldest first.
@@ -48,7 +48,7 @@ impl SimTimeRate {
 mod tests {
     use super::SimTimeRate;
 
-    /// A step spread over ten frames of 300 ms (nine with no whole step, then the one that
+    /// A step in parts over ten frames of 300 ms (nine with no whole step, then the one that
     /// completes it): 1 step in 3 s, not the 3.3 steps/s that one step over one frame's time says.
     #[test]
     fn steps_per_second_count_whole_steps_over_all_frames() {

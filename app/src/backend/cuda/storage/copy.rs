@@ -60,14 +60,14 @@ impl Storage for CopyStorage {
         let f = gpu.launch_frame(self.views(), steps, stream)?;
         self.cur = gpu.front();
         e1.record(stream)?;
-        if f.done == 0 && f.spread.is_some() {
+        if f.done == 0 && f.parts.is_some() {
             // A step in progress: the positions did not change, GL keeps both uploads
             // (the shown one and the one before it, for the speed colour).
             e1.synchronize().context("cuEventSynchronize")?;
             t.stream_start = cx.clock.at(e0)?;
             t.kernel_ms = ms(e0, e1)?;
             t.stopped_after = Some(0);
-            t.spread = f.spread;
+            t.parts = f.parts;
             return Ok((t, None));
         }
         let buf = self.pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;

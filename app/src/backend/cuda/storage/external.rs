@@ -228,7 +228,7 @@ impl ExternalStorage {
 impl Storage for ExternalStorage {
     /// One frame: fence wait → launches → event wait (see the module docs); `cx.events[0]` and
     /// `[1]` are recorded before and after the launches. Returns the timings and what the stepper did
-    /// ([`crate::cuda::gpu_stepper::GpuStepper::launch_frame`]: a long step may be spread over frames; each frame's
+    /// ([`crate::cuda::gpu_stepper::GpuStepper::launch_frame`]: a long step may run in parts over frames; each frame's
     /// launches write only the back buffer, after the fence wait of rule 2).
     fn frame(&mut self, cx: FrameCx<'_>, gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<(SimTimings, Option<FrameSteps>)> {
         self.check_live()?;
