@@ -517,20 +517,11 @@ impl Integrator for GpuStepper {
     fn abandon_step(&mut self, stream: &Stream) -> anyhow::Result<Option<StepProgress>> {
         GpuStepper::abandon_step(self, stream)
     }
-
-    fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
-        GpuStepper::set_stream_k(self, on)
-    }
-
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
 
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
-    }
-
-    fn solver(&self) -> sim::tree::Solver {
-        GpuStepper::solver(self)
     }
 }

@@ -8,7 +8,6 @@ use interop::{Context, DeviceBuffer, DevicePtr, Stream};
 use kernels::{StepKernelF64, StepScalarsF64, ToFloat4Kernel};
 
 use super::gpu_stepper::{nominal_rate, FrameSteps, LONG_STEP_S};
-pub use super::integrator::StateF64;
 use super::integrator::{Float4Pair, Integrator, Interrupt, KernelFacts};
 use super::kernel_set::{eps2_f64, Kernels};
 use super::settings::Precision;
@@ -213,6 +212,9 @@ impl GpuStepperF64 {
     }
 }
 
+/// The f64 state read back: positions `[N][4]` f64 (x, y, z, mass) and velocities `[N][4]` f64.
+pub type StateF64 = (Vec<[f64; 4]>, Vec<[f64; 4]>);
+
 /// `[N][4]` f32 widened to f64 (exact).
 pub fn widen(v: &[[f32; 4]]) -> Vec<[f64; 4]> {
     v.iter().map(|b| b.map(f64::from)).collect()
@@ -305,9 +307,5 @@ impl Integrator for GpuStepperF64 {
 
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
-    }
-
-    fn state_f64(&self) -> Option<anyhow::Result<StateF64>> {
-        Some(self.read())
     }
 }

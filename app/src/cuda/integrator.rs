@@ -42,14 +42,12 @@ pub struct Interrupt {
     pub rate: f64,
 }
 
-/// The f64 state read back: positions `[N][4]` f64 (x, y, z, mass) and velocities `[N][4]` f64.
-pub type StateF64 = (Vec<[f64; 4]>, Vec<[f64; 4]>);
-
 /// One integrator of a CUDA backend: the leapfrog state and the launches that advance it.
 ///
-/// The long-step methods (interrupt, parts over frames, stream-K) have defaults for an
-/// integrator whose steps are always whole: the fp64 step is one launch, a step over slices one
-/// launch per slice.
+/// The long-step methods (interrupt, parts over frames) have defaults for an integrator whose
+/// steps are always whole: the fp64 step is one launch, a step over slices one launch per slice.
+/// What one implementation alone has (the fp32 stepper's tree, step mode and stream-K choice,
+/// the fp64 state, the slices' times) is reached through [`Integrator::as_any`].
 pub trait Integrator {
     /// fp32 or fp64.
     fn precision(&self) -> Precision;
@@ -98,10 +96,6 @@ pub trait Integrator {
     /// # Errors
     /// A device-to-host copy fails.
     fn read_back(&self, pos: &mut Vec<[f32; 4]>) -> Result<Vec<[f32; 4]>>;
-    /// The slices' kernel and gather times of the frame's last step, ms (`None`: no slices).
-    fn slice_times(&self) -> Option<(f64, f64)> {
-        None
-    }
     /// The stop request, looked at between launches or steps.
     fn set_interrupt(&mut self, _interrupt: Option<Interrupt>) {}
     /// Runs a long step in parts over frames (fp32).
@@ -120,24 +114,6 @@ pub trait Integrator {
     /// Restoring the velocities fails.
     fn abandon_step(&mut self, _stream: &Stream) -> Result<Option<StepProgress>> {
         Ok(None)
-    }
-    /// Allows or forbids stream-K launches.
-    ///
-    /// # Errors
-    /// The launch cannot be chosen again.
-    fn set_stream_k(&mut self, _on: bool) -> Result<()> {
-        Ok(())
-    }
-    /// The solver the steps use.
-    fn solver(&self) -> sim::tree::Solver {
-        sim::tree::Solver::Direct
-    }
-    /// fp64: the f64 state as it is on the device; `None` otherwise.
-    ///
-    /// # Errors
-    /// A copy fails.
-    fn state_f64(&self) -> Option<Result<StateF64>> {
-        None
     }
     /// The integrator as [`std::any::Any`], for what one implementation alone has (the fp32
     /// stepper's step mode and tree, the slices' stepper).

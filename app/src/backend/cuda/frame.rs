@@ -76,7 +76,7 @@ impl CudaBackend {
         if super::sliced(self.gpu.as_ref()).is_some() {
             // The slices compute on their own streams: the kernel time is theirs (the backend's
             // stream only waits for them and copies), and the gather time of the last step.
-            if let Some((k, g)) = self.gpu.slice_times() {
+            if let Some((k, g)) = super::sliced(self.gpu.as_ref()).and_then(|r| r.stepper().last_step_times()) {
                 t.kernel_ms = Some(k);
                 t.gather_ms = Some(g);
             }

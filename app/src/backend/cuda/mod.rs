@@ -268,7 +268,11 @@ impl CudaBackend {
     /// # Errors
     /// The launch cannot be chosen again (the occupancy query fails).
     pub fn set_stream_k(&mut self, on: bool) -> anyhow::Result<()> {
-        self.gpu.set_stream_k(on)
+        match single_f32(self.gpu.as_mut()) {
+            Ok(g) => g.set_stream_k(on),
+            // The fp64 and slices' steps never use stream-K launches.
+            Err(_) => Ok(()),
+        }
     }
 
     /// Steps by `solver` from the next frame: the direct kernel, or the GPU tree
@@ -305,7 +309,7 @@ impl CudaBackend {
 
     /// The solver the steps use.
     pub fn solver(&self) -> sim::tree::Solver {
-        self.gpu.solver()
+        self.gpu.as_any().downcast_ref::<GpuStepper>().map_or(sim::tree::Solver::Direct, GpuStepper::solver)
     }
 
     /// The CUDA device's attributes.
@@ -342,7 +346,7 @@ impl CudaBackend {
             return Ok(None);
         }
         self.stream.synchronize().context("cuStreamSynchronize")?;
-        self.gpu.state_f64().transpose()
+        self.gpu.as_any().downcast_ref::<GpuStepperF64>().map(GpuStepperF64::read).transpose()
     }
 
     /// The context.

@@ -129,11 +129,6 @@ impl Integrator for SlicedRender {
         self.back_to_render()?;
         Ok(v)
     }
-
-    fn slice_times(&self) -> Option<(f64, f64)> {
-        self.split.last_step_times()
-    }
-
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
