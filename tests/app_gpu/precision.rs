@@ -63,7 +63,7 @@ pub(super) fn f64_step_matches_float64_reference() -> Result<(), Failed> {
 /// (`nbody_to_float4` rounds to nearest, as `as f32` does; plummer positions are far from the
 /// flushed subnormals) — read with glGetBufferSubData for map and copy, from the CUDA allocation
 /// for external (whose GL readback was seen stale, see `external_frames`) — while the other
-/// buffer still holds the initial positions; `bodies()` returns the same rounding, and the
+/// buffer still holds the initial positions; `state()` returns the same rounding, and the
 /// diagnostics are finite.
 pub(super) fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_maps: bool) -> Result<(), Failed> {
     use nbody_app::cuda::gpu_stepper_f64::narrow;
@@ -134,7 +134,7 @@ pub(super) fn f64_case(ctx: &HeadlessContext, interop: InteropMode, separate_map
             ensure(bits(&shown) == bits(&want), format!("{what}: the float4 buffer {front} is not the f32 rounding of the f64 positions"))?;
             ensure(bits(&other) == bits(&bodies.pos), format!("{what}: the other float4 buffer lost the initial positions"))?;
             let b = backend.state(gl, &vbos, Readout::Bodies).map(|s| s.bodies)?;
-            ensure(bits(&b.pos) == bits(&want), format!("{what}: bodies() is not the f32 rounding of the f64 positions"))?;
+            ensure(bits(&b.pos) == bits(&want), format!("{what}: state() is not the f32 rounding of the f64 positions"))?;
             let d = backend.state(gl, &vbos, Readout::WithDiagnostics)?.diagnostics.ok_or("no diagnostics")?;
             ensure(d.total.is_finite(), format!("{what}: diagnostics {d:?}"))
         })();

@@ -17,8 +17,8 @@ pub(super) fn always() -> bool {
 /// the plain kernel); a split step
 /// stopped after its first launch leaves positions, velocities and the front buffer as before.
 pub(super) fn split_steps_match_and_stop_cleanly() -> Result<(), Failed> {
-    use nbody_app::cuda::gpu_stepper::{GpuStepper, Interrupt};
-    use nbody_app::cuda::integrator::Integrator;
+    use nbody_app::cuda::gpu_stepper::GpuStepper;
+    use nbody_app::cuda::integrator::{Integrator, Interrupt};
     let ctx = cuda()?;
     let params = PhysParams { g: 1.0, dt: 1e-3, softening: 0.01 };
     let stream = Stream::create(&ctx, stream_flags::NON_BLOCKING, 0)?;

@@ -188,7 +188,7 @@ pub enum RateBasis {
     },
     /// A GPU not opened yet (the checks before the backend exists): an H200-class GPU.
     GpuClass,
-    /// A backend that simulates nothing (the bench's draw mode, test backends).
+    /// A backend that simulates nothing (the bench's draw mode, the scene's test backend).
     Nothing,
 }
 
@@ -245,7 +245,7 @@ pub enum Sides<'a> {
     None,
     /// Long steps without a CUDA side (the CPU backend).
     LongSteps(&'a mut dyn LongSteps),
-    /// A CUDA side without long steps (the demo's test backends).
+    /// A CUDA side without long steps (the scene's test backend).
     Cuda(&'a mut dyn CudaSide),
     /// Both (the CUDA backend).
     Both(&'a mut dyn CudaLongSteps),
@@ -332,7 +332,7 @@ pub trait SimBackend {
     /// CPU backend computes them only then). A step in parts over frames is finished first.
     ///
     /// # Errors
-    /// A CUDA or GL failure; a backend that holds no state (test backends).
+    /// A CUDA or GL failure; a backend that holds no state (the scene's test backend).
     fn state(&mut self, gl: Gl<'_>, vbos: &PositionVbos, with: Readout) -> anyhow::Result<State>;
     /// What only some backends can do ([`Sides`]): long steps, a CUDA side, both or neither.
     /// Default: neither.

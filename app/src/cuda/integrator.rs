@@ -115,8 +115,8 @@ pub trait Integrator {
     fn abandon_step(&mut self, _stream: &Stream) -> Result<Option<StepProgress>> {
         Ok(None)
     }
-    /// The integrator as [`std::any::Any`], for what one implementation alone has (the fp32
-    /// stepper's step mode and tree, the slices' stepper).
+    /// The integrator as [`std::any::Any`], for what one implementation alone has (see the
+    /// trait's docs).
     fn as_any(&self) -> &dyn std::any::Any;
     /// [`Integrator::as_any`], to change it.
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any;

@@ -7,7 +7,7 @@ use sim::Bodies;
 
 /// The two GL position vertex buffers, each `[N][4]` f32 (x, y, z, mass), at least `16 * N`
 /// bytes: made by the renderer (`GL_ARRAY_BUFFER`, `GL_DYNAMIC_DRAW`), or imported from CUDA
-/// by the CUDA backend's external-memory storage (`SimBackend::shown`).
+/// by the CUDA backend's external-memory storage (`Shown::buffers`).
 #[derive(Debug, Clone, Copy)]
 pub struct PositionVbos {
     /// The GL buffer names.

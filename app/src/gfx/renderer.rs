@@ -342,7 +342,7 @@ impl Renderer {
     }
 
     /// [`Renderer::draw`] from `source` instead of the renderer's own VBOs when given (the
-    /// external backend's imported buffers, `SimBackend::shown` of the backends). The
+    /// external backend's imported buffers, `Shown::buffers` of the backends). The
     /// attribute arrays are set up from the buffers at every draw, so any pair works.
     pub fn draw_from(&mut self, gl: Gl<'_>, target: &RenderTarget, p: &DrawParams<'_>, wait_timer: bool, source: Option<PositionVbos>) {
         let vbos = source.unwrap_or(self.vbos);

@@ -16,7 +16,15 @@ use sim::Bodies;
 impl CudaBackend {
     /// The frame's context for the storage: the integrator, stream, events and clock.
     fn frame_cx(&mut self) -> FrameCx<'_> {
-        FrameCx { gpu: self.gpu.as_mut(), stream: &self.stream, events: &self.events, clock: &self.clock, n: self.n, opts: &self.opts }
+        FrameCx {
+            gpu: self.gpu.as_mut(),
+            stream: &self.stream,
+            events: &self.events,
+            clock: &self.clock,
+            n: self.n,
+            map_flags: self.opts.settings.map_flags,
+            separate_maps: self.opts.separate_maps,
+        }
     }
 
     /// The rest of a step in progress (in parts over frames: its remaining launches), the
@@ -73,10 +81,10 @@ impl CudaBackend {
         })();
         self.storage = Some(storage);
         let mut t = res?;
-        if super::sliced(self.gpu.as_ref()).is_some() {
+        if let Some(r) = super::sliced(self.gpu.as_ref()) {
             // The slices compute on their own streams: the kernel time is theirs (the backend's
             // stream only waits for them and copies), and the gather time of the last step.
-            if let Some((k, g)) = super::sliced(self.gpu.as_ref()).and_then(|r| r.stepper().last_step_times()) {
+            if let Some((k, g)) = r.stepper().last_step_times() {
                 t.kernel_ms = Some(k);
                 t.gather_ms = Some(g);
             }

@@ -37,13 +37,14 @@ mod stepwise;
 pub mod storage;
 
 pub use stepwise::STEP_MODE_SPLIT;
+pub use storage::map::{check_register_flags, role_map_flag};
 pub use storage::{external, semaphores_unavailable};
 
 use std::rc::Rc;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use interop::sys::{event_flags, map_flags};
+use interop::sys::event_flags;
 use interop::{safe::DeviceInfo, Context, DeviceBuffer, Event, ExportableBuffer, Stream};
 
 use self::external::{ExternalStorage, Unsupported};
@@ -57,7 +58,7 @@ use crate::cuda::gpu_stepper_f64::{GpuStepperF64, StateF64};
 use crate::cuda::integrator::Integrator;
 use crate::cuda::kernel_set::{check_fits, Kernels};
 use crate::cuda::session::{open_for_gl, sched_flag};
-use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, ResourceFlags, SliceOptions};
+use crate::cuda::settings::{CtxSched, ExternalSync, InteropMode, Precision, SliceOptions};
 use crate::cuda::slices::SlicedRender;
 use crate::cuda::slices::SlicedStepper;
 use crate::gfx::gl::Gl;
@@ -111,58 +112,6 @@ pub struct CudaBackend {
     pub(super) n: usize,
     /// Sum of the bodies' masses (the density view's scale).
     total_mass: f64,
-}
-
-/// Refuses register flags whose promise the ping-pong position buffers cannot keep.
-///
-/// `cuGraphicsGLRegisterBuffer` documents `CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY` as "Specifies
-/// that CUDA will not write to this resource" and `CU_GRAPHICS_REGISTER_FLAGS_WRITE_DISCARD` as
-/// "Specifies that CUDA will not read from this resource and will write over the entire contents
-/// of the resource". A registration holds for the buffer's whole life, but each of the two
-/// buffers is read by the kernel in one frame (as the front buffer) and written in the next (as
-/// the back one), and with `--steps-per-frame` ≥ 2 both are read and written in the same frame:
-/// neither promise holds, so `map` accepts only `none`. The role of a buffer in *this* frame is
-/// told to the driver with the map flags instead (`--map-flags`, [`role_map_flag`]). That the
-/// promise matters was seen on the H200 (driver 580): with both buffers registered `READ_ONLY`,
-/// GL read the old positions (relative error 4e-4 against the reference step).
-///
-/// `copy` and `external` register nothing and ignore the flag; where `external` falls back to
-/// `map` ([`super::select::make_backend`]) the fallback is checked with this function.
-///
-/// # Errors
-/// `interop` is `map` and `flags` is `read-only` or `write-discard`; the message says why and
-/// what to use instead (`--register-flags none` with `--map-flags`).
-pub fn check_register_flags(interop: InteropMode, flags: ResourceFlags) -> anyhow::Result<()> {
-    if interop != InteropMode::Map || flags == ResourceFlags::None {
-        return Ok(());
-    }
-    let (promise, role) = match flags {
-        ResourceFlags::ReadOnly => ("CUDA will not write to this resource", "only reads"),
-        _ => ("CUDA will not read from this resource and will write over the entire contents of the resource", "only writes"),
-    };
-    bail!(
-        "--register-flags {name} cannot be used with the map interop (registered GL buffers): \
-         CU_GRAPHICS_REGISTER_FLAGS_{flag} promises the driver, for as long as the buffer is registered, that \
-         \"{promise}\", but the two position buffers are ping-pong buffers: each is read by the kernel in one frame and \
-         written in the next (with --steps-per-frame 2 or more, read and written in the same frame). Use \
-         --register-flags none with --map-flags {name}, which sets CU_GRAPHICS_MAP_RESOURCE_FLAGS_{flag} before each \
-         map on the buffer the kernel {role} in that frame (with --steps-per-frame 1; with more, no hint is given)",
-        name = flags.name(),
-        flag = flags.name().to_uppercase().replace('-', "_"),
-    )
-}
-
-/// The map flag (`CU_GRAPHICS_MAP_RESOURCE_FLAGS_*`) of one position buffer for one frame, by its
-/// role: with one step per frame the kernel only reads the front buffer and only writes (all of)
-/// the back one, so `read-only` marks the front buffer `READ_ONLY` and `write-discard` marks the
-/// back buffer `WRITE_DISCARD`; the other buffer gets `NONE`. With `steps` ≥ 2 both buffers are
-/// read and written within the frame, so every buffer gets `NONE`; `none` always gives `NONE`.
-pub fn role_map_flag(wanted: ResourceFlags, is_front: bool, steps: u32) -> u32 {
-    match (wanted, is_front, steps == 1) {
-        (ResourceFlags::ReadOnly, true, true) => map_flags::READ_ONLY,
-        (ResourceFlags::WriteDiscard, false, true) => map_flags::WRITE_DISCARD,
-        _ => map_flags::NONE,
-    }
 }
 
 /// What the integrator is when it is not the fp32 stepper on one GPU ([`single_f32`]).
@@ -231,7 +180,7 @@ impl CudaBackend {
         let [e0, e1, e2, e3] = events;
         let events = [e0?, e1?, e2?, e3?];
         let clock = GpuClock::new(&ctx, &stream)?;
-        let gpu = make_stepper(opts, &ctx, kernels, bodies, params)?;
+        let gpu = make_integrator(opts, &ctx, kernels, bodies, params)?;
         let storage: Box<dyn Storage> = match fns {
             Some(fns) => Box::new(ExternalStorage::new(&ctx, gl, fns, bodies, (opts.external_sync, &gl_info.semaphore))?),
             None => make_storage(&ctx, vbos, bodies, s)?,
@@ -258,7 +207,7 @@ impl CudaBackend {
     /// instead of the device's nominal rate: a low rate makes every step "long", so that tests
     /// split steps (and run them in parts) at a small N.
     pub fn set_interrupt_at(&mut self, requested: fn() -> bool, rate: f64) {
-        self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
+        self.gpu.set_interrupt(Some(crate::cuda::integrator::Interrupt { requested, rate }));
     }
 
     /// Allows (the default) or forbids the stream-K launches of the fp32 step
@@ -382,7 +331,7 @@ impl Drop for CudaBackend {
 ///
 /// # Errors
 /// A split asked for with fp64; more GPUs than the machine has; a stepper cannot be made.
-fn make_stepper(
+fn make_integrator(
     opts: &CudaOptions,
     ctx: &Arc<Context>,
     kernels: Kernels,
@@ -425,65 +374,4 @@ fn make_stepper(
         Precision::F64 => Box::new(GpuStepperF64::new(ctx, kernels, bodies, opts.settings.block_size, params)?),
     };
     Ok(integrator)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn register_flags_that_break_ping_pong_are_refused_for_map() {
-        for (flags, promise) in [(ResourceFlags::ReadOnly, "will not write"), (ResourceFlags::WriteDiscard, "will not read")] {
-            let e = check_register_flags(InteropMode::Map, flags).expect_err("refused").to_string();
-            let name = flags.name();
-            for want in [
-                format!("--register-flags {name} cannot be used"),
-                promise.to_string(),
-                "ping-pong".to_string(),
-                "read by the kernel in one frame and written in the next".to_string(),
-                format!("--register-flags none with --map-flags {name}"),
-            ] {
-                assert!(e.contains(&want), "{name}: {want:?} missing from: {e}");
-            }
-        }
-    }
-
-    #[test]
-    fn register_flags_none_is_accepted_and_other_storages_ignore_the_flag() {
-        for interop in [InteropMode::Map, InteropMode::Copy, InteropMode::External] {
-            check_register_flags(interop, ResourceFlags::None).expect("none is always accepted");
-        }
-        for flags in [ResourceFlags::ReadOnly, ResourceFlags::WriteDiscard] {
-            // copy and external register nothing (external's fallback to map is checked in select).
-            check_register_flags(InteropMode::Copy, flags).expect("copy registers nothing");
-            check_register_flags(InteropMode::External, flags).expect("external registers nothing");
-        }
-    }
-
-    // The table below tells read-only from write-discard only if the two flags differ.
-    const _: () = assert!(map_flags::READ_ONLY != map_flags::WRITE_DISCARD);
-
-    #[test]
-    fn role_map_flags_are_the_documented_ones() {
-        use ResourceFlags::{None as N, ReadOnly as Ro, WriteDiscard as Wd};
-        // (wanted, is_front, steps) → flag: read-only on the buffer the kernel only reads (front),
-        // write-discard on the one it only writes (back), only with one step per frame.
-        let table = [
-            (N, true, 1, map_flags::NONE),
-            (N, false, 1, map_flags::NONE),
-            (Ro, true, 1, map_flags::READ_ONLY),
-            (Ro, false, 1, map_flags::NONE),
-            (Wd, true, 1, map_flags::NONE),
-            (Wd, false, 1, map_flags::WRITE_DISCARD),
-            (Ro, true, 2, map_flags::NONE),
-            (Ro, false, 2, map_flags::NONE),
-            (Wd, true, 2, map_flags::NONE),
-            (Wd, false, 2, map_flags::NONE),
-            (Wd, false, 8, map_flags::NONE),
-            (N, false, 8, map_flags::NONE),
-        ];
-        for (wanted, is_front, steps, want) in table {
-            assert_eq!(role_map_flag(wanted, is_front, steps), want, "{wanted:?}, front {is_front}, {steps} steps");
-        }
-    }
 }

@@ -1,5 +1,5 @@
 //! [`SimBackend`] for the CUDA backend: what the scene asks of any backend, answered from the
-//! stepper, the storage and the device.
+//! integrator, the storage and the device.
 
 use std::sync::Arc;
 
@@ -120,7 +120,7 @@ impl LongSteps for CudaBackend {
 
     fn set_interrupt(&mut self, requested: fn() -> bool) {
         let rate = crate::cuda::gpu_stepper_f64::nominal_rate_for(&self.info, self.gpu.precision());
-        self.gpu.set_interrupt(Some(crate::cuda::gpu_stepper::Interrupt { requested, rate }));
+        self.gpu.set_interrupt(Some(crate::cuda::integrator::Interrupt { requested, rate }));
     }
 
     fn set_in_parts(&mut self, on: bool) {
@@ -198,7 +198,7 @@ impl CudaSide for CudaBackend {
     fn device_panel(&self) -> Option<DevicePanel> {
         let s = &self.opts.settings;
         let interop = match &self.storage {
-            Some(st) => st.interop_facts(&self.opts),
+            Some(st) => st.interop_facts(&self.opts.settings),
             None => InteropFacts::Flags { register: s.register_flags, map: s.map_flags },
         };
         let auto = if s.block_size == 0 { " (auto)" } else { "" };

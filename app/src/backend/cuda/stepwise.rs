@@ -71,7 +71,7 @@ impl CudaBackend {
             Precision::F32 if sliced(self.gpu.as_ref()).is_some() => return Err(STEP_MODE_SPLIT.into()),
             Precision::F32 => {}
         }
-        match self.storage.as_ref().map(|s| s.step_mode_refusal(&self.opts)) {
+        match self.storage.as_ref().map(|s| s.step_mode_refusal(self.opts.separate_maps)) {
             Some(None) => Ok(()),
             Some(Some(why)) => Err(why.into()),
             None => Err("the backend has no storage".into()),

@@ -17,7 +17,7 @@ use sim::PhysParams;
 /// A [`SlicedStepper`] as a CUDA backend runs it: the state in the slices' own buffers, copied
 /// into one of the two float4 buffers GL draws after each frame's steps.
 pub struct SlicedRender {
-    split: SlicedStepper,
+    slices: SlicedStepper,
     /// Kernels loaded in the GL device's context (the potential of the diagnostics).
     kernels: Kernels,
     /// The GL device's context.
@@ -25,18 +25,18 @@ pub struct SlicedRender {
     /// The GL device's CUDA ordinal.
     render: i32,
     /// Index (0/1) of the float4 buffer that received the newest positions.
-    shown: usize,
+    front: usize,
 }
 
 impl SlicedRender {
     /// The slices, drawn from the GL device `render` whose context is `ctx` and kernels `kernels`.
-    pub fn new(split: SlicedStepper, kernels: Kernels, ctx: Arc<Context>, render: i32) -> SlicedRender {
-        SlicedRender { split, kernels, ctx, render, shown: 0 }
+    pub fn new(slices: SlicedStepper, kernels: Kernels, ctx: Arc<Context>, render: i32) -> SlicedRender {
+        SlicedRender { slices, kernels, ctx, render, front: 0 }
     }
 
     /// The slices.
     pub fn stepper(&self) -> &SlicedStepper {
-        &self.split
+        &self.slices
     }
 
     /// The slices made their contexts current: the GL device's again.
@@ -55,13 +55,13 @@ impl Integrator for SlicedRender {
     }
 
     fn launch_config(&self) -> LaunchConfig {
-        self.split.launch()
+        self.slices.launch()
     }
 
     fn kernel_facts(&self, auto: &str) -> KernelFacts {
-        let l = self.split.launch();
-        let layout = self.split.layout();
-        let devices = self.split.devices();
+        let l = self.slices.launch();
+        let layout = self.slices.layout();
+        let devices = self.slices.devices();
         let mut gpus = devices.clone();
         gpus.dedup();
         KernelFacts {
@@ -73,18 +73,18 @@ impl Integrator for SlicedRender {
                 len: layout.len,
                 devices,
                 render: self.render,
-                render_computes: self.split.renders_from_own_slice(self.render),
-                gather: self.split.gather().describe(),
+                render_computes: self.slices.renders_from_own_slice(self.render),
+                gather: self.slices.gather().describe(),
             }),
         }
     }
 
     fn params(&self) -> PhysParams {
-        self.split.params()
+        self.slices.params()
     }
 
     fn set_params(&mut self, params: PhysParams) {
-        self.split.set_params(params);
+        self.slices.set_params(params);
     }
 
     fn set_block(&mut self, block: u32) -> Result<()> {
@@ -95,37 +95,37 @@ impl Integrator for SlicedRender {
     }
 
     fn synchronized(&self) -> bool {
-        self.split.synchronized()
+        self.slices.synchronized()
     }
 
     fn front(&self) -> usize {
-        self.shown
+        self.front
     }
 
     fn set_front(&mut self, i: usize) {
-        self.shown = i;
+        self.front = i;
     }
 
     /// Whole steps on the slices, then the copy of the positions into the float4 buffer GL did
     /// not draw last (a step over slices is one launch per slice: never split, never stopped).
     fn launch_frame(&mut self, pos: Float4Pair<'_>, steps: u32, stream: &Stream) -> Result<FrameSteps> {
         if steps > 0 {
-            self.split.launch_steps(steps)?;
+            self.slices.launch_steps(steps)?;
             self.back_to_render()?;
-            let to = 1 - self.shown;
-            self.split.show(pos[to], &self.ctx, self.render, stream)?;
-            self.shown = to;
+            let to = 1 - self.front;
+            self.slices.show(pos[to], &self.ctx, self.render, stream)?;
+            self.front = to;
         }
         Ok(FrameSteps { done: steps, stopped: false, parts: None })
     }
 
     fn sync_in(&mut self, _pos: Float4Pair<'_>, _stream: &Stream) -> Result<()> {
-        self.split.sync_in()?;
+        self.slices.sync_in()?;
         self.back_to_render()
     }
 
     fn read_back(&self, _pos: &mut Vec<[f32; 4]>) -> Result<Vec<[f32; 4]>> {
-        let v = self.split.velocities()?;
+        let v = self.slices.velocities()?;
         self.back_to_render()?;
         Ok(v)
     }

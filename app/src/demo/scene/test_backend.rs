@@ -19,7 +19,7 @@ use sim::PhysParams;
 pub(super) type Log = Rc<RefCell<Vec<String>>>;
 
 /// Why the test backend refuses step mode when it was made without one.
-const NO_STEP_MODE: &str = "a fake backend has no step mode";
+const NO_STEP_MODE: &str = "the test backend has no step mode";
 
 /// A backend that simulates nothing: `simulate` returns fixed CUDA-like timings, the state
 /// cannot be read back, the entry-point panel has one row.
@@ -54,7 +54,7 @@ impl TestBackend {
 impl SimBackend for TestBackend {
     fn describe(&self) -> BackendInfo {
         BackendInfo {
-            label: "CUDA map · fake device".into(),
+            label: "CUDA map · test device".into(),
             n: 200,
             solver: sim::tree::Solver::Direct,
             rate: NominalRate { per_s: f64::INFINITY, basis: RateBasis::Nothing },
@@ -84,7 +84,7 @@ impl SimBackend for TestBackend {
         self.note("release");
     }
     fn state(&mut self, _: Gl<'_>, _: &PositionVbos, _: Readout) -> anyhow::Result<State> {
-        anyhow::bail!("a fake backend holds no state")
+        anyhow::bail!("the test backend holds no state")
     }
     fn sides(&mut self) -> Sides<'_> {
         Sides::Cuda(self)

@@ -303,7 +303,7 @@ fn no_screenshot_before_the_first_frame() {
 }
 
 /// The run's end reads the state back (for a backend that cannot say its velocities are
-/// synchronised, one force evaluation) only for `--save-state`: the fake backend's read fails,
+/// synchronised, one force evaluation) only for `--save-state`: the test backend's read fails,
 /// so a read shows as an error.
 #[test]
 fn the_end_reads_no_state_when_none_was_asked_for() {
@@ -317,7 +317,7 @@ fn the_end_reads_no_state_when_none_was_asked_for() {
         frame(&mut s, t);
         let end = s.finish();
         if save {
-            let e = end.expect_err("--save-state reads the state, which the fake backend refuses");
+            let e = end.expect_err("--save-state reads the state, which the test backend refuses");
             assert!(format!("{e:#}").contains("reading the final state"), "{e:#}");
         } else {
             end.expect("no state asked for: none read");

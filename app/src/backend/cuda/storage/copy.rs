@@ -9,7 +9,6 @@ use anyhow::{Context as _, Result};
 use interop::{Context, DeviceBuffer, DevicePtr, PinnedBuffer, Stream};
 
 use super::{FrameCx, Storage};
-use crate::backend::cuda::CudaOptions;
 use crate::backend::{PositionVbos, SimTimings};
 use crate::cuda::gpu_stepper::FrameSteps;
 use crate::cuda::integrator::Integrator;
@@ -36,6 +35,7 @@ impl CopyStorage {
     ///
     /// # Errors
     /// An allocation or the upload fails.
+    #[doc(alias = "cuMemHostAlloc")]
     pub fn new(ctx: &Arc<Context>, bodies: &Bodies) -> Result<CopyStorage> {
         let pos = [DeviceBuffer::from_slice(ctx, &bodies.pos)?, DeviceBuffer::alloc(ctx, bodies.len())?];
         let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
@@ -115,7 +115,7 @@ impl Storage for CopyStorage {
         self.front
     }
 
-    fn step_mode_refusal(&self, _opts: &CudaOptions) -> Option<&'static str> {
+    fn step_mode_refusal(&self, _separate_maps: bool) -> Option<&'static str> {
         Some("--interop copy maps nothing (positions reach GL by a copy)")
     }
 }

@@ -77,7 +77,6 @@ use interop::{Context, DeviceBuffer, DevicePtr, Event, ExportableBuffer, Stream}
 
 use super::external_sync::SemaphoreSync;
 use super::{FrameCx, Storage};
-use crate::backend::cuda::CudaOptions;
 use crate::backend::{PositionVbos, SimTimings};
 use crate::cuda::gpu_stepper::FrameSteps;
 use crate::cuda::kernel_set::BODY_BYTES;
@@ -201,13 +200,13 @@ impl ExternalStorage {
         &self.bufs[i.min(1)]
     }
 
-    /// Both allocations as kernel views.
-    pub fn views(&self) -> [DevicePtr<'_, [f32; 4]>; 2] {
+    /// Both allocations as kernel views, `[N][4]` f32 each.
+    fn views(&self) -> [DevicePtr<'_, [f32; 4]>; 2] {
         [self.bufs[0].view(), self.bufs[1].view()]
     }
 
     /// Errors once `release_gl` ran.
-    pub fn check_live(&self) -> anyhow::Result<()> {
+    fn check_live(&self) -> anyhow::Result<()> {
         if self.gl_objects.is_none() {
             bail!("the external-memory storage was released (release_gl) and cannot run");
         }
@@ -227,8 +226,8 @@ impl ExternalStorage {
 
 impl Storage for ExternalStorage {
     /// One frame: fence wait → launches → event wait (see the module docs); `cx.events[0]` and
-    /// `[1]` are recorded before and after the launches. Returns the timings and what the stepper did
-    /// ([`crate::cuda::gpu_stepper::GpuStepper::launch_frame`]: a long step may run in parts over frames; each frame's
+    /// `[1]` are recorded before and after the launches. Returns the timings and what the integrator did
+    /// ([`crate::cuda::integrator::Integrator::launch_frame`]: a long step may run in parts over frames; each frame's
     /// launches write only the back buffer, after the fence wait of rule 2).
     fn frame(&mut self, cx: FrameCx<'_>, gl: Gl<'_>, _vbos: &PositionVbos, steps: u32) -> anyhow::Result<(SimTimings, Option<FrameSteps>)> {
         self.check_live()?;
@@ -309,7 +308,7 @@ impl Storage for ExternalStorage {
         f(self.views()[front])
     }
 
-    fn step_mode_refusal(&self, _opts: &CudaOptions) -> Option<&'static str> {
+    fn step_mode_refusal(&self, _separate_maps: bool) -> Option<&'static str> {
         Some("step mode walks through map → launch → unmap; --interop external has no map or unmap (use map)")
     }
 
@@ -375,7 +374,7 @@ impl Storage for ExternalStorage {
     }
 
     /// What the device panel says about this storage.
-    fn interop_facts(&self, _opts: &CudaOptions) -> crate::backend::InteropFacts {
+    fn interop_facts(&self, _settings: &crate::backend::InteropSettings) -> crate::backend::InteropFacts {
         crate::backend::InteropFacts::External {
             mib_each: self.bufs[0].size() >> 20,
             dedicated: self.dedicated,

@@ -18,11 +18,11 @@ pub use external_sync::semaphores_unavailable;
 use anyhow::Result;
 use interop::{DeviceBuffer, DevicePtr, Event, Stream};
 
-use super::CudaOptions;
-use crate::backend::{InteropFacts, PositionVbos, SimTimings};
+use crate::backend::{InteropFacts, InteropSettings, PositionVbos, SimTimings};
 use crate::cuda::clock::GpuClock;
 use crate::cuda::gpu_stepper::FrameSteps;
 use crate::cuda::integrator::Integrator;
+use crate::cuda::settings::ResourceFlags;
 use crate::gfx::gl::Gl;
 
 /// What a storage's frame works with: the backend's integrator, stream, events and clock.
@@ -37,8 +37,10 @@ pub struct FrameCx<'a> {
     pub clock: &'a GpuClock,
     /// Number of bodies N.
     pub n: usize,
-    /// The backend's options (map flags, separate maps).
-    pub opts: &'a CudaOptions,
+    /// `--map-flags`: the map flag asked for, given to the buffers by their role.
+    pub map_flags: ResourceFlags,
+    /// Map each buffer with its own call (the bench's `map-separate`).
+    pub separate_maps: bool,
 }
 
 /// The launch of the potential kernel (the diagnostics): the step kernel's block size (fp32,
@@ -56,7 +58,8 @@ impl FrameCx<'_> {
         PotentialLaunch { block: self.gpu.launch_config().block, softening: self.gpu.params().softening }
     }
 
-    /// The potential of the positions at `pos` into `phi` (the diagnostics) with `launch`.
+    /// The potential of the positions at `pos` (`[N][4]` f32) into `phi` (`[N]` f32; the
+    /// diagnostics) with `launch`.
     ///
     /// # Errors
     /// The launch fails.
@@ -75,8 +78,8 @@ pub trait Storage {
     /// A CUDA or GL failure, the failing call named.
     fn frame(&mut self, cx: FrameCx<'_>, gl: Gl<'_>, vbos: &PositionVbos, steps: u32) -> Result<(SimTimings, Option<FrameSteps>)>;
     /// The rest of a step in progress and the synchronising half kick (if the velocities are
-    /// half a step ahead), with `phi` the potential of the front buffer, then a stream sync, and
-    /// with `out` a copy of the front positions into it.
+    /// half a step ahead), with `phi` (`[N]` f32) the potential of the front buffer, then a
+    /// stream sync, and with `out` (`[N][4]` f32) a copy of the front positions into it.
     ///
     /// # Errors
     /// A CUDA or GL failure, named.
@@ -93,11 +96,11 @@ pub trait Storage {
         gpu.front()
     }
     /// How positions reach GL, for the device panel.
-    fn interop_facts(&self, opts: &CudaOptions) -> InteropFacts {
-        InteropFacts::Flags { register: opts.settings.register_flags, map: opts.settings.map_flags }
+    fn interop_facts(&self, settings: &InteropSettings) -> InteropFacts {
+        InteropFacts::Flags { register: settings.register_flags, map: settings.map_flags }
     }
     /// Why step mode cannot walk this storage (`None`: it can).
-    fn step_mode_refusal(&self, opts: &CudaOptions) -> Option<&'static str>;
+    fn step_mode_refusal(&self, separate_maps: bool) -> Option<&'static str>;
     /// The map storage, for step mode and a re-registration (`None`: another storage).
     fn as_map(&mut self) -> Option<&mut map::MapStorage> {
         None
@@ -111,8 +114,8 @@ pub trait Storage {
     fn as_external(&self) -> Option<&external::ExternalStorage> {
         None
     }
-    /// The buffers GL draws instead of the renderer's VBOs ([`crate::backend::SimBackend`]'s
-    /// draw buffers; `None`: the VBOs).
+    /// The buffers GL draws instead of the renderer's VBOs ([`crate::backend::Shown::buffers`];
+    /// `None`: the VBOs).
     fn draw_buffers(&self, _n: usize) -> Option<PositionVbos> {
         None
     }
