@@ -478,10 +478,6 @@ impl Integrator for GpuStepper {
         self.front
     }
 
-    fn set_front(&mut self, i: usize) {
-        self.front = i;
-    }
-
     fn launch_frame(&mut self, pos: Float4Pair<'_>, steps: u32, stream: &Stream) -> anyhow::Result<FrameSteps> {
         GpuStepper::launch_frame(self, pos, steps, stream)
     }

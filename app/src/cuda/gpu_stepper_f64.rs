@@ -268,10 +268,6 @@ impl Integrator for GpuStepperF64 {
         self.front
     }
 
-    fn set_front(&mut self, i: usize) {
-        self.front = i;
-    }
-
     /// The launches advance the f64 state, then (if any step ran) one `nbody_to_float4` writes
     /// it into the other float4 buffer, which becomes the front (GL's other buffer keeps the
     /// previous positions, as with fp32). Whole steps only: never in parts.

@@ -72,8 +72,6 @@ pub trait Integrator {
     fn synchronized(&self) -> bool;
     /// Index (0/1) of the float4 buffer that holds the newest positions.
     fn front(&self) -> usize;
-    /// Sets [`Integrator::front`] (a storage that keeps its own index: copy).
-    fn set_front(&mut self, i: usize);
     /// One frame's `steps` on `stream`, leaving the newest float4 positions in
     /// `pos[self.front()]`. Returns the steps done and a step in progress.
     ///

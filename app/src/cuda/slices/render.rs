@@ -102,10 +102,6 @@ impl Integrator for SlicedRender {
         self.front
     }
 
-    fn set_front(&mut self, i: usize) {
-        self.front = i;
-    }
-
     /// Whole steps on the slices, then the copy of the positions into the float4 buffer GL did
     /// not draw last (a step over slices is one launch per slice: never split, never stopped).
     fn launch_frame(&mut self, pos: Float4Pair<'_>, steps: u32, stream: &Stream) -> Result<FrameSteps> {

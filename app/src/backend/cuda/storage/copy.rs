@@ -19,12 +19,11 @@ use sim::Bodies;
 
 /// Two device buffers and a pinned staging buffer; GL gets a copy each frame.
 pub struct CopyStorage {
-    /// The device position buffers `[N][4]` f32 the steps ping-pong between.
+    /// The device position buffers `[N][4]` f32 the steps ping-pong between; the integrator's
+    /// front names the newest.
     pos: [DeviceBuffer<[f32; 4]>; 2],
     /// The staging buffer; `None` only while a copy into it is in flight (inside `frame`).
     pinned: Option<PinnedBuffer<[f32; 4]>>,
-    /// The device buffer holding the newest positions.
-    cur: usize,
     /// The GL buffer holding the newest upload; uploads alternate between the two so that the
     /// other one keeps the previous frame's positions (the renderer colours by speed).
     front: usize,
@@ -39,7 +38,7 @@ impl CopyStorage {
     pub fn new(ctx: &Arc<Context>, bodies: &Bodies) -> Result<CopyStorage> {
         let pos = [DeviceBuffer::from_slice(ctx, &bodies.pos)?, DeviceBuffer::alloc(ctx, bodies.len())?];
         let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
-        Ok(CopyStorage { pos, pinned: Some(pinned), cur: 0, front: 0 })
+        Ok(CopyStorage { pos, pinned: Some(pinned), front: 0 })
     }
 
     fn views(&self) -> [DevicePtr<'_, [f32; 4]>; 2] {
@@ -55,10 +54,8 @@ impl Storage for CopyStorage {
         let [e0, e1, e2, _] = cx.events;
         let (stream, gpu) = (cx.stream, cx.gpu);
         let mut t = SimTimings::default();
-        gpu.set_front(self.cur);
         e0.record(stream)?;
         let f = gpu.launch_frame(self.views(), steps, stream)?;
-        self.cur = gpu.front();
         e1.record(stream)?;
         if f.done == 0 && f.parts.is_some() {
             // A step in progress: the positions did not change, GL keeps both uploads
@@ -71,7 +68,7 @@ impl Storage for CopyStorage {
             return Ok((t, None));
         }
         let buf = self.pinned.take().context("the pinned staging buffer was lost by an earlier failed copy")?;
-        let mut copy = match self.pos[self.cur].copy_to_pinned(buf, stream) {
+        let mut copy = match self.pos[gpu.front()].copy_to_pinned(buf, stream) {
             Ok(c) => c,
             Err((e, buf)) => {
                 self.pinned = Some(buf);
@@ -94,21 +91,20 @@ impl Storage for CopyStorage {
 
     fn sync(&mut self, cx: FrameCx<'_>, _gl: Gl<'_>, phi: Option<&DeviceBuffer<f32>>, out: Option<&mut [[f32; 4]]>) -> Result<()> {
         let launch = cx.potential_launch();
-        cx.gpu.set_front(self.cur);
         cx.gpu.sync_in(self.views(), cx.stream)?;
-        self.cur = cx.gpu.front();
+        let newest = cx.gpu.front();
         if let Some(phi) = phi {
-            cx.potential(launch, self.pos[self.cur].view(), phi)?;
+            cx.potential(launch, self.pos[newest].view(), phi)?;
         }
         cx.stream.synchronize()?;
         if let Some(out) = out {
-            self.pos[self.cur].copy_to_host(out)?;
+            self.pos[newest].copy_to_host(out)?;
         }
         Ok(())
     }
 
-    fn with_shown(&mut self, _front: usize, _n: usize, _stream: &Stream, f: &mut dyn FnMut(DevicePtr<'_, [f32; 4]>) -> Result<()>) -> Result<()> {
-        f(self.pos[self.cur].view())
+    fn with_shown(&mut self, front: usize, _n: usize, _stream: &Stream, f: &mut dyn FnMut(DevicePtr<'_, [f32; 4]>) -> Result<()>) -> Result<()> {
+        f(self.pos[front].view())
     }
 
     fn front(&self, _gpu: &dyn Integrator) -> usize {
