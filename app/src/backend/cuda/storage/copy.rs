@@ -30,12 +30,14 @@ pub struct CopyStorage {
 }
 
 impl CopyStorage {
-    /// Device buffers holding `bodies.pos` and a pinned buffer of N bodies.
+    /// Device buffers holding `bodies.pos` and a pinned buffer of N bodies, for the GL buffers
+    /// `vbos`.
     ///
     /// # Errors
-    /// An allocation or the upload fails.
+    /// `vbos` hold another N; an allocation or the upload fails.
     #[doc(alias = "cuMemHostAlloc")]
-    pub fn new(ctx: &Arc<Context>, bodies: &Bodies) -> Result<CopyStorage> {
+    pub fn new(ctx: &Arc<Context>, vbos: &PositionVbos, bodies: &Bodies) -> Result<CopyStorage> {
+        super::check_vbos_hold(vbos, bodies.len())?;
         let pos = [DeviceBuffer::from_slice(ctx, &bodies.pos)?, DeviceBuffer::alloc(ctx, bodies.len())?];
         let pinned = PinnedBuffer::alloc(ctx, bodies.len(), 0).context("cuMemHostAlloc")?;
         Ok(CopyStorage { pos, pinned: Some(pinned), front: 0 })

@@ -90,9 +90,7 @@ impl MapStorage {
     /// fails (named with the GL buffer).
     #[doc(alias = "cuGraphicsGLRegisterBuffer")]
     pub fn register(ctx: &Arc<Context>, vbos: &PositionVbos, n: usize, flags: ResourceFlags) -> Result<MapStorage> {
-        if vbos.n != n {
-            anyhow::bail!("the GL buffers hold {} bodies, the state {n}", vbos.n);
-        }
+        super::check_vbos_hold(vbos, n)?;
         check_register_flags(InteropMode::Map, flags)?;
         let mut resources = Vec::with_capacity(2);
         for b in vbos.buffers {

@@ -136,6 +136,18 @@ pub trait Storage {
     fn warn_if_not_released(&self) {}
 }
 
+/// Refuses GL position buffers that do not hold the state's `n` bodies (a storage maps them or
+/// uploads into them whole).
+///
+/// # Errors
+/// `vbos.n` differs from `n`.
+fn check_vbos_hold(vbos: &PositionVbos, n: usize) -> Result<()> {
+    if vbos.n != n {
+        anyhow::bail!("the GL buffers hold {} bodies, the state {n}", vbos.n);
+    }
+    Ok(())
+}
+
 /// The storage `s.interop` asks for, `map` or `copy` (`external` is made by
 /// [`external::ExternalStorage::new`], with the GL context).
 ///
@@ -148,12 +160,9 @@ pub fn make_storage(
     s: crate::backend::InteropSettings,
 ) -> Result<Box<dyn Storage>> {
     use crate::cuda::settings::InteropMode;
-    if vbos.n != bodies.len() {
-        anyhow::bail!("the GL buffers hold {} bodies, the state {}", vbos.n, bodies.len());
-    }
     Ok(match s.interop {
         InteropMode::Map => Box::new(map::MapStorage::register(ctx, vbos, bodies.len(), s.register_flags)?),
-        InteropMode::Copy => Box::new(copy::CopyStorage::new(ctx, bodies)?),
+        InteropMode::Copy => Box::new(copy::CopyStorage::new(ctx, vbos, bodies)?),
         InteropMode::External => anyhow::bail!("external storage is made by ExternalStorage::new, with the GL context"),
     })
 }
