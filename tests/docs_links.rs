@@ -1,5 +1,5 @@
 //! The docs' links ([`DOCS`]) name files that exist; docs/workflow.md also links to source lines
-//! (`[`map_resources`](../app/src/backend/cuda/storage/map.rs#L192)`). Each such link must land exactly on its call: the inline-code identifier of the link text (its
+//! (`[`map_resources`](../app/src/backend/cuda/storage/map.rs#L190)`). Each such link must land exactly on its call: the inline-code identifier of the link text (its
 //! last `::`/`.` segment) must appear on the linked line itself — no slack — as a call
 //! (`name(`, `.name(`, `name::<…>(`) or a definition (`fn`, `struct`, `enum`, `const`, `static`,
 //! `type`, `trait`, `mod`, `union` before the name, or the entry table's `name @ version`), and
